@@ -1,0 +1,1 @@
+"""Priority-upgrade and urgent-exception requests and their approvals (to come)."""

@@ -1,0 +1,27 @@
+"""Writes to the governed rules. Every function here is the one way to make its change."""
+
+from .flavors import flavor_create, flavor_update
+from .pools import pool_capacity_set, pool_create, pool_overcommit_message, pool_update
+from .preemption import preemption_class_create, preemption_class_update
+from .projects import membership_remove, membership_set, project_create, project_update
+from .quotas import quota_create, quota_update
+from .tiers import tier_create, tier_update
+
+__all__ = [
+    "flavor_create",
+    "flavor_update",
+    "membership_remove",
+    "membership_set",
+    "pool_capacity_set",
+    "pool_create",
+    "pool_overcommit_message",
+    "pool_update",
+    "preemption_class_create",
+    "preemption_class_update",
+    "project_create",
+    "project_update",
+    "quota_create",
+    "quota_update",
+    "tier_create",
+    "tier_update",
+]

@@ -1,0 +1,61 @@
+from typing import Any
+
+from django.db import transaction
+
+from governance.models import Membership, PriorityTier, Project, ProjectRole, User
+
+from ._access import require_ops
+from ._history import apply_fields, governed_save, require_reason
+
+PROJECT_EDITABLE = ("name", "description", "tier")
+
+
+@transaction.atomic
+def project_create(
+    *,
+    user: User,
+    reason: str,
+    slug: str,
+    name: str,
+    description: str = "",
+    tier: PriorityTier | None = None,
+) -> Project:
+    require_ops(user)
+    project = Project(slug=slug, name=name, description=description, tier=tier)
+    governed_save(project, user=user, reason=reason)
+    return project
+
+
+@transaction.atomic
+def project_update(*, project: Project, user: User, reason: str, data: dict[str, Any]) -> Project:
+    require_ops(user)
+    project = Project.objects.select_for_update().get(pk=project.pk)
+    if apply_fields(project, data, PROJECT_EDITABLE):
+        governed_save(project, user=user, reason=reason)
+    return project
+
+
+@transaction.atomic
+def membership_set(
+    *, project: Project, member: User, role: str, user: User, reason: str
+) -> Membership:
+    """Add ``member`` to ``project`` with ``role``, or change the role they have."""
+    require_ops(user)
+    membership = (
+        Membership.objects.select_for_update().filter(project=project, user=member).first()
+    )
+    if membership is None:
+        membership = Membership(project=project, user=member, role=role)
+    elif membership.role == role:
+        return membership
+    membership.role = ProjectRole(role)
+    governed_save(membership, user=user, reason=reason)
+    return membership
+
+
+@transaction.atomic
+def membership_remove(*, membership: Membership, user: User, reason: str) -> None:
+    require_ops(user)
+    membership._history_user = user  # type: ignore[attr-defined]
+    membership._change_reason = require_reason(reason)  # type: ignore[attr-defined]
+    membership.delete()

@@ -1,0 +1,92 @@
+"""Root URL configuration: governance's pages and read API, plus every app's ``urls``."""
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from governance import apis, views
+
+page_patterns = [
+    path("projects/", views.project_list, name="project_list"),
+    path("projects/new/", views.project_create, name="project_create"),
+    path("projects/<slug:slug>/", views.project_detail, name="project_detail"),
+    path("projects/<slug:slug>/edit/", views.project_edit, name="project_edit"),
+    path("projects/<slug:slug>/members/", views.membership_edit, name="membership_edit"),
+    path("projects/<slug:slug>/history/", views.project_history, name="project_history"),
+    path("flavors/", views.flavor_list, name="flavor_list"),
+    path("flavors/new/", views.flavor_create, name="flavor_create"),
+    path("flavors/<slug:slug>/", views.flavor_detail, name="flavor_detail"),
+    path("flavors/<slug:slug>/edit/", views.flavor_edit, name="flavor_edit"),
+    path("flavors/<slug:slug>/history/", views.flavor_history, name="flavor_history"),
+    path("pools/", views.pool_list, name="pool_list"),
+    path("pools/new/", views.pool_create, name="pool_create"),
+    path("pools/<slug:slug>/", views.pool_detail, name="pool_detail"),
+    path("pools/<slug:slug>/edit/", views.pool_edit, name="pool_edit"),
+    path("pools/<slug:slug>/capacity/", views.pool_capacity_edit, name="pool_capacity_edit"),
+    path("pools/<slug:slug>/history/", views.pool_history, name="pool_history"),
+    path("tiers/", views.tier_list, name="tier_list"),
+    path("tiers/new/", views.tier_create, name="tier_create"),
+    path("tiers/<slug:slug>/", views.tier_detail, name="tier_detail"),
+    path("tiers/<slug:slug>/edit/", views.tier_edit, name="tier_edit"),
+    path("tiers/<slug:slug>/history/", views.tier_history, name="tier_history"),
+    path("preemption-classes/", views.preemption_class_list, name="preemption_class_list"),
+    path(
+        "preemption-classes/new/", views.preemption_class_create, name="preemption_class_create"
+    ),
+    path(
+        "preemption-classes/<slug:slug>/",
+        views.preemption_class_detail,
+        name="preemption_class_detail",
+    ),
+    path(
+        "preemption-classes/<slug:slug>/edit/",
+        views.preemption_class_edit,
+        name="preemption_class_edit",
+    ),
+    path(
+        "preemption-classes/<slug:slug>/history/",
+        views.preemption_class_history,
+        name="preemption_class_history",
+    ),
+    path("quotas/", views.quota_list, name="quota_list"),
+    path("quotas/new/", views.quota_create, name="quota_create"),
+    path("quotas/<int:pk>/", views.quota_detail, name="quota_detail"),
+    path("quotas/<int:pk>/edit/", views.quota_edit, name="quota_edit"),
+    path("quotas/<int:pk>/history/", views.quota_history, name="quota_history"),
+]
+
+api_patterns = [
+    path("projects/", apis.ProjectListApi.as_view(), name="api_project_list"),
+    path("projects/<slug:slug>/", apis.ProjectDetailApi.as_view(), name="api_project_detail"),
+    path("flavors/", apis.FlavorListApi.as_view(), name="api_flavor_list"),
+    path("flavors/<slug:slug>/", apis.FlavorDetailApi.as_view(), name="api_flavor_detail"),
+    path("pools/", apis.PoolListApi.as_view(), name="api_pool_list"),
+    path("pools/<slug:slug>/", apis.PoolDetailApi.as_view(), name="api_pool_detail"),
+    path("tiers/", apis.TierListApi.as_view(), name="api_tier_list"),
+    path("tiers/<slug:slug>/", apis.TierDetailApi.as_view(), name="api_tier_detail"),
+    path(
+        "preemption-classes/",
+        apis.PreemptionClassListApi.as_view(),
+        name="api_preemption_class_list",
+    ),
+    path(
+        "preemption-classes/<slug:slug>/",
+        apis.PreemptionClassDetailApi.as_view(),
+        name="api_preemption_class_detail",
+    ),
+    path("quotas/", apis.QuotaListApi.as_view(), name="api_quota_list"),
+    path("quotas/<int:pk>/", apis.QuotaDetailApi.as_view(), name="api_quota_detail"),
+]
+
+urlpatterns = [
+    path("", include("reports.urls")),
+    path("", include(page_patterns)),
+    path("api/v1/", include(api_patterns)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("i18n/", include("django.conf.urls.i18n")),
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,1 @@
+"""Read-only views across all apps: the home dashboards and the monthly review."""

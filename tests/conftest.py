@@ -1,0 +1,207 @@
+"""Persona fixtures and a small, realistic set of rules built through the services.
+
+Personas: ``ops`` (edits rules), ``approver``, ``lead`` (lead of the ``vision`` project),
+``member`` (member of ``vision``), ``outsider`` (a member of no project), and ``ci_token``
+(a service account with an API token, as a CI pipeline uses it).
+"""
+
+import os
+import shutil
+from dataclasses import dataclass
+from datetime import date
+
+import pytest
+from django.test import Client
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from governance import services
+from governance.models import (
+    GpuFlavor,
+    Pool,
+    PreemptionClass,
+    PriorityTier,
+    Project,
+    ProjectRole,
+    Quota,
+    SiteRole,
+    User,
+)
+
+REASON = "Test set-up"
+
+
+def require_service(name: str, available: bool, why: str) -> None:
+    """Skip a test whose service is missing, except in CI, where it must run."""
+    if available:
+        return
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{name} is required in CI but is not available: {why}")
+    pytest.skip(f"{name} not available here: {why}")
+
+
+def chromium_path() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _user(username: str, role: str = SiteRole.MEMBER, **extra) -> User:
+    return User.objects.create_user(
+        username=username,
+        password="pw-" + username,
+        email=f"{username}@example.com",
+        site_role=role,
+        first_name=username.capitalize(),
+        **extra,
+    )
+
+
+@pytest.fixture
+def ops(db) -> User:
+    return _user("ops", SiteRole.OPS)
+
+
+@pytest.fixture
+def approver(db) -> User:
+    return _user("approver", SiteRole.APPROVER)
+
+
+@pytest.fixture
+def lead(db) -> User:
+    return _user("lead")
+
+
+@pytest.fixture
+def member(db) -> User:
+    return _user("member")
+
+
+@pytest.fixture
+def outsider(db) -> User:
+    return _user("outsider")
+
+
+@pytest.fixture
+def ci_user(db) -> User:
+    return _user("ci-pipeline")
+
+
+@pytest.fixture
+def ci_token(ci_user) -> Token:
+    return Token.objects.create(user=ci_user)
+
+
+@dataclass
+class World:
+    ops: User
+    a100: GpuFlavor
+    h100: GpuFlavor
+    training: Pool
+    inference: Pool
+    production: PriorityTier
+    key: PriorityTier
+    regular: PriorityTier
+    exploratory: PriorityTier
+    allowed: PreemptionClass
+    cautious: PreemptionClass
+    forbidden: PreemptionClass
+    vision: Project
+    speech: Project
+    vision_a100: Quota
+    speech_a100: Quota
+
+
+@pytest.fixture
+def world(ops, lead, member) -> World:
+    """Two pools, two flavors, four tiers, three preemption classes, two projects."""
+    s = services
+    kw = {"user": ops, "reason": REASON}
+    a100 = s.flavor_create(
+        **kw, slug="a100-80g", name="A100 80G", gpu_model="NVIDIA A100", memory_gb=80,
+        gres_type="a100", node_labels={"gpu.example.com/model": "a100"},
+    )
+    h100 = s.flavor_create(
+        **kw, slug="h100-80g", name="H100 80G", gpu_model="NVIDIA H100", memory_gb=80,
+        gres_type="h100",
+    )
+    training = s.pool_create(**kw, slug="training", name="Training")
+    inference = s.pool_create(**kw, slug="inference", name="Inference")
+    s.pool_capacity_set(**kw, pool=training, flavor=a100, gpus=64)
+    s.pool_capacity_set(**kw, pool=training, flavor=h100, gpus=32)
+    s.pool_capacity_set(**kw, pool=inference, flavor=a100, gpus=16)
+    common = {"eligibility": "Any project", "confirmed_by": "Ops", "review_cycle_days": 90}
+    exploratory = s.tier_create(
+        **kw, **common, slug="exploratory", name="Exploratory", score=10, scheduler_value=100,
+        owner=ops,
+    )
+    regular = s.tier_create(
+        **kw, **common, slug="regular", name="Regular", score=40, scheduler_value=400,
+        owner=ops, is_default=True,
+    )
+    key = s.tier_create(
+        **kw, **common, slug="key", name="Key project", score=70, scheduler_value=700,
+        owner=ops,
+    )
+    production = s.tier_create(
+        **kw, **common, slug="production", name="Production service", score=95,
+        scheduler_value=950, owner=ops, may_preempt=True,
+        preemptible_tiers=[regular, exploratory],
+    )
+    s.tier_update(
+        tier=exploratory, **kw,
+        data={"aging_after_minutes": 240, "aging_step": 10, "aging_cap": regular},
+    )
+    allowed = s.preemption_class_create(
+        **kw, slug="allowed", name="Preemptible", kind="allowed",
+        business_impact="Batch work that restarts from a checkpoint.",
+        requires_verified_checkpoint=True, max_checkpoint_interval_minutes=30,
+    )
+    cautious = s.preemption_class_create(
+        **kw, slug="cautious", name="Cautious", kind="cautious",
+        business_impact="Long runs; preempt only after 2 h.", min_runtime_minutes=120,
+        max_preemptions_per_day=1,
+    )
+    forbidden = s.preemption_class_create(
+        **kw, slug="forbidden", name="Never preempt", kind="forbidden",
+        business_impact="Online serving: preemption is an outage.",
+    )
+    vision = s.project_create(**kw, slug="vision", name="Vision", tier=key)
+    speech = s.project_create(**kw, slug="speech", name="Speech")
+    s.membership_set(**kw, project=vision, member=lead, role=ProjectRole.LEAD)
+    s.membership_set(**kw, project=vision, member=member, role=ProjectRole.MEMBER)
+    vision_a100 = s.quota_create(
+        **kw, project=vision, pool=training, flavor=a100, guarantee=24, borrow_limit=16,
+        lending_limit=12, fair_share_weight=3, preemption_class=cautious,
+    )
+    speech_a100 = s.quota_create(
+        **kw, project=speech, pool=training, flavor=a100, guarantee=16,
+        preemption_class=allowed,
+    )
+    return World(
+        ops=ops, a100=a100, h100=h100, training=training, inference=inference,
+        production=production, key=key, regular=regular, exploratory=exploratory,
+        allowed=allowed, cautious=cautious, forbidden=forbidden, vision=vision, speech=speech,
+        vision_a100=vision_a100, speech_a100=speech_a100,
+    )
+
+
+def login(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def ops_client(ops) -> Client:
+    return login(ops)
+
+
+@pytest.fixture
+def api_client() -> APIClient:
+    return APIClient()
+
+
+@pytest.fixture
+def today() -> date:
+    from django.utils import timezone
+
+    return timezone.localdate()

@@ -1,0 +1,2 @@
+def test_world_builds(world):
+    assert world.production.preemptible_tiers.count() == 2
