@@ -548,3 +548,36 @@ class Quota(models.Model):
         if self.borrow_limit is None:
             return None
         return self.guarantee + self.borrow_limit
+
+
+class ReminderKind(models.TextChoices):
+    DUE_SOON = "due_soon", _("Due soon")
+    OVERDUE = "overdue", _("Overdue")
+
+
+class ReviewReminder(models.Model):
+    """A reminder mailed to a tier's owner; one per tier, kind and due date, never two."""
+
+    tier = models.ForeignKey(
+        PriorityTier, verbose_name=_("tier"), on_delete=models.CASCADE, related_name="reminders"
+    )
+    kind = models.CharField(_("kind"), max_length=16, choices=ReminderKind.choices)
+    due_on = models.DateField(_("review due on"))
+    recipient = models.EmailField(_("recipient"))
+    sent_at = models.DateTimeField(_("sent at"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["-sent_at"]
+        verbose_name = _("review reminder")
+        verbose_name_plural = _("review reminders")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tier", "kind", "due_on"], name="reminder_once_per_due_date"
+            ),
+            models.CheckConstraint(
+                condition=Q(kind__in=ReminderKind.values), name="reminder_kind_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()}: {self.tier} ({self.due_on})"
