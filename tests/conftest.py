@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import date
 
 import pytest
-from django.test import Client
+from django.test import Client, override_settings
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -29,6 +29,13 @@ from governance.models import (
 )
 
 REASON = "Test set-up"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _fast_password_hashing():
+    """Hashing every persona's password with PBKDF2 would dominate the suite's time."""
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
 
 
 def require_service(name: str, available: bool, why: str) -> None:

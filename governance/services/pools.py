@@ -13,13 +13,13 @@ from ._history import apply_fields, governed_save
 POOL_EDITABLE = ("name", "description", "parent")
 
 
-def pools_lock(*pools: Pool | None) -> None:
+def pools_lock(*pools: Pool | int | None) -> None:
     """Lock pool rows (in id order, so that two writers never deadlock).
 
     Every write that changes what a pool holds or owes (capacity, guarantees, the
     hierarchy) takes this lock first, so the sums checked below cannot race.
     """
-    ids = sorted({pool.pk for pool in pools if pool is not None})
+    ids = sorted({pool.pk if isinstance(pool, Pool) else pool for pool in pools if pool})
     list(Pool.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk"))
 
 
@@ -100,9 +100,9 @@ def pool_create(
 @transaction.atomic
 def pool_update(*, pool: Pool, user: User, reason: str, data: dict[str, Any]) -> Pool:
     require_ops(user)
-    old_parent = pool.parent
-    pools_lock(pool, old_parent, data.get("parent"))
-    pool = Pool.objects.get(pk=pool.pk)
+    old_parent_id = Pool.objects.values_list("parent_id", flat=True).get(pk=pool.pk)
+    pools_lock(pool, old_parent_id, data.get("parent"))
+    pool = Pool.objects.select_related("parent").get(pk=pool.pk)
     if not apply_fields(pool, data, POOL_EDITABLE):
         return pool
     ancestor = pool.parent
@@ -124,7 +124,9 @@ def pool_capacity_set(
 ) -> PoolCapacity:
     """Set how many GPUs of ``flavor`` the pool holds (creating the row if needed)."""
     require_ops(user)
-    pools_lock(pool, pool.parent)
+    parent_id = Pool.objects.values_list("parent_id", flat=True).get(pk=pool.pk)
+    pools_lock(pool, parent_id)
+    pool = Pool.objects.select_related("parent").get(pk=pool.pk)
     capacity = PoolCapacity.objects.filter(pool=pool, flavor=flavor).first()
     if capacity is None:
         capacity = PoolCapacity(pool=pool, flavor=flavor, gpus=gpus)

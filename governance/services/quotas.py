@@ -54,7 +54,7 @@ def quota_create(
 @transaction.atomic
 def quota_update(*, quota: Quota, user: User, reason: str, data: dict[str, Any]) -> Quota:
     require_ops(user)
-    pools_lock(quota.pool)
+    pools_lock(quota.pool_id)
     quota = Quota.objects.select_related("pool", "flavor").get(pk=quota.pk)
     if apply_fields(quota, data, QUOTA_EDITABLE):
         governed_save(quota, user=user, reason=reason)

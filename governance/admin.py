@@ -1,0 +1,138 @@
+"""The Django admin, for ops.
+
+Governed rules are read-only here: every change to them goes through the services (the
+portal's forms and the API), so that no history row lacks a user and a reason. The admin
+still shows each object's full history (django-simple-history's history view).
+"""
+
+from django.contrib import admin
+from django.contrib.auth.admin import UserAdmin
+from django.utils.translation import gettext_lazy as _
+from simple_history.admin import SimpleHistoryAdmin
+
+from governance.models import (
+    GpuFlavor,
+    Membership,
+    Pool,
+    PoolCapacity,
+    PreemptionClass,
+    PriorityTier,
+    Project,
+    Quota,
+    ReviewReminder,
+    User,
+)
+
+
+class ReadOnlyAdmin(SimpleHistoryAdmin):
+    """Lists, filters and history, but no add, change or delete."""
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(User)
+class ArbiterUserAdmin(UserAdmin):
+    list_display = ("username", "email", "first_name", "last_name", "site_role", "is_active")
+    list_filter = ("site_role", "is_active", "is_staff")
+    fieldsets = (
+        *UserAdmin.fieldsets,
+        (_("Arbiter"), {"fields": ("site_role",)}),
+    )
+    add_fieldsets = (
+        *UserAdmin.add_fieldsets,
+        (_("Arbiter"), {"fields": ("email", "site_role")}),
+    )
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    can_delete = False
+    readonly_fields = ("user", "role")
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Project)
+class ProjectAdmin(ReadOnlyAdmin):
+    list_display = ("name", "slug", "tier")
+    list_select_related = ("tier",)
+    search_fields = ("name", "slug")
+    inlines = [MembershipInline]
+
+
+@admin.register(Membership)
+class MembershipAdmin(ReadOnlyAdmin):
+    list_display = ("project", "user", "role")
+    list_select_related = ("project", "user")
+    list_filter = ("role",)
+
+
+@admin.register(GpuFlavor)
+class GpuFlavorAdmin(ReadOnlyAdmin):
+    list_display = ("name", "slug", "gpu_model", "memory_gb", "gres_type")
+
+
+class PoolCapacityInline(admin.TabularInline):
+    model = PoolCapacity
+    extra = 0
+    can_delete = False
+    readonly_fields = ("flavor", "gpus")
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Pool)
+class PoolAdmin(ReadOnlyAdmin):
+    list_display = ("name", "slug", "parent")
+    list_select_related = ("parent",)
+    inlines = [PoolCapacityInline]
+
+
+@admin.register(PoolCapacity)
+class PoolCapacityAdmin(ReadOnlyAdmin):
+    list_display = ("pool", "flavor", "gpus")
+    list_select_related = ("pool", "flavor")
+
+
+@admin.register(PriorityTier)
+class PriorityTierAdmin(ReadOnlyAdmin):
+    list_display = ("name", "score", "scheduler_value", "owner", "may_preempt", "is_default",
+                    "next_review_on")
+    list_select_related = ("owner",)
+    list_filter = ("may_preempt", "is_default")
+
+
+@admin.register(PreemptionClass)
+class PreemptionClassAdmin(ReadOnlyAdmin):
+    list_display = ("name", "slug", "kind", "requires_verified_checkpoint")
+    list_filter = ("kind",)
+
+
+@admin.register(Quota)
+class QuotaAdmin(ReadOnlyAdmin):
+    list_display = ("project", "pool", "flavor", "guarantee", "borrow_limit", "lending_limit",
+                    "preemption_class")
+    list_select_related = ("project", "pool", "flavor", "preemption_class")
+    list_filter = ("pool", "flavor", "preemption_class")
+
+
+@admin.register(ReviewReminder)
+class ReviewReminderAdmin(admin.ModelAdmin):
+    list_display = ("tier", "kind", "due_on", "recipient", "sent_at")
+    list_select_related = ("tier",)
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
