@@ -1,0 +1,34 @@
+"""The read API of the governed rules, under ``/api/v1/``.
+
+One ``APIView`` per operation, one module per kind of rule. A list parses its query
+parameters with a nested ``FilterSerializer`` (a bad value is a 400 that names the parameter),
+reads through a list selector and pages the result with ``limit`` and ``offset``; its query
+count does not grow with the rows. A detail reads through the scoped getter (a missing object
+is a 404). Both render with a nested ``OutputSerializer``: related objects by slug, users by
+username. ``exception_handler`` is DRF's ``EXCEPTION_HANDLER`` (see settings).
+"""
+
+from ._common import exception_handler, get_paginated_response
+from .flavors import FlavorDetailApi, FlavorListApi
+from .pools import PoolDetailApi, PoolListApi
+from .preemption import PreemptionClassDetailApi, PreemptionClassListApi
+from .projects import ProjectDetailApi, ProjectListApi
+from .quotas import QuotaDetailApi, QuotaListApi
+from .tiers import TierDetailApi, TierListApi
+
+__all__ = [
+    "FlavorDetailApi",
+    "FlavorListApi",
+    "PoolDetailApi",
+    "PoolListApi",
+    "PreemptionClassDetailApi",
+    "PreemptionClassListApi",
+    "ProjectDetailApi",
+    "ProjectListApi",
+    "QuotaDetailApi",
+    "QuotaListApi",
+    "TierDetailApi",
+    "TierListApi",
+    "exception_handler",
+    "get_paginated_response",
+]

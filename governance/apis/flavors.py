@@ -1,0 +1,91 @@
+"""GPU flavors: the kinds of GPU, and how many of each every pool holds."""
+
+from django.utils.translation import gettext_lazy as _
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from governance.selectors import flavor_get, flavor_list, pool_usage, search_filter
+
+from ._common import (
+    BAD_FILTER,
+    NOT_FOUND,
+    LimitOffsetPagination,
+    get_paginated_response,
+    parse_filters,
+    pool_use_serializer,
+)
+
+
+class FlavorListApi(APIView):
+    pagination_class = LimitOffsetPagination
+
+    class FilterSerializer(serializers.Serializer):
+        q = serializers.CharField(
+            required=False,
+            max_length=100,
+            help_text=_("Text in the slug, name, GPU model or Slurm GRES type."),
+        )
+
+    class OutputSerializer(serializers.Serializer):
+        slug = serializers.SlugField()
+        name = serializers.CharField()
+        gpu_model = serializers.CharField()
+        memory_gb = serializers.IntegerField()
+        gres_type = serializers.CharField()
+        node_labels = serializers.DictField(child=serializers.CharField())
+        node_taints = serializers.ListField(child=serializers.DictField())
+        total_gpus = serializers.IntegerField(help_text=_("GPUs of this flavor in all pools."))
+
+        class Meta:
+            ref_name = "FlavorListItem"
+
+    @extend_schema(
+        operation_id="flavors_list",
+        tags=["flavors"],
+        summary=_("List GPU flavors"),
+        parameters=[FilterSerializer],
+        responses={200: OutputSerializer(many=True), 400: BAD_FILTER},
+    )
+    def get(self, request: Request) -> Response:
+        filters = parse_filters(self.FilterSerializer, request)
+        flavors = flavor_list()
+        if "q" in filters:
+            flavors = search_filter(
+                flavors, query=filters["q"], fields=["slug", "name", "gpu_model", "gres_type"]
+            )
+        return get_paginated_response(
+            serializer_class=self.OutputSerializer, queryset=flavors, request=request, view=self
+        )
+
+
+class FlavorDetailApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        slug = serializers.SlugField(source="flavor.slug")
+        name = serializers.CharField(source="flavor.name")
+        gpu_model = serializers.CharField(source="flavor.gpu_model")
+        memory_gb = serializers.IntegerField(source="flavor.memory_gb")
+        gres_type = serializers.CharField(source="flavor.gres_type")
+        node_labels = serializers.DictField(
+            source="flavor.node_labels", child=serializers.CharField()
+        )
+        node_taints = serializers.ListField(
+            source="flavor.node_taints", child=serializers.DictField()
+        )
+        pools = pool_use_serializer(name="FlavorPoolUse", key="pool")
+
+        class Meta:
+            ref_name = "FlavorDetail"
+
+    @extend_schema(
+        operation_id="flavors_retrieve",
+        tags=["flavors"],
+        summary=_("Show a GPU flavor with its capacity in each pool"),
+        responses={200: OutputSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        flavor = flavor_get(user=request.user, slug=slug)
+        pools = [use for use in pool_usage() if use.flavor.pk == flavor.pk]
+        return Response(self.OutputSerializer({"flavor": flavor, "pools": pools}).data)

@@ -1,0 +1,86 @@
+"""Pools: GPUs shared by projects, per flavor, with their guarantees."""
+
+from django.utils.translation import gettext_lazy as _
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from governance.models import Pool
+from governance.selectors import pool_get, pool_list, pool_usage
+
+from ._common import (
+    BAD_FILTER,
+    NOT_FOUND,
+    LimitOffsetPagination,
+    get_paginated_response,
+    parse_filters,
+    pool_use_serializer,
+    slug_filter,
+)
+
+
+class PoolListApi(APIView):
+    pagination_class = LimitOffsetPagination
+
+    class FilterSerializer(serializers.Serializer):
+        parent = slug_filter(Pool.objects.all(), _("Pools directly inside this pool."))
+
+    class OutputSerializer(serializers.Serializer):
+        slug = serializers.SlugField()
+        name = serializers.CharField()
+        description = serializers.CharField()
+        parent = serializers.SlugField(source="parent.slug", allow_null=True)
+        capacities = inline_serializer(
+            name="PoolCapacity",
+            many=True,
+            help_text=_("GPUs of each flavor in the pool."),
+            fields={
+                "flavor": serializers.SlugField(source="flavor.slug"),
+                "gpus": serializers.IntegerField(),
+            },
+        )
+        project_count = serializers.IntegerField(help_text=_("Projects with a quota in the pool."))
+
+        class Meta:
+            ref_name = "PoolListItem"
+
+    @extend_schema(
+        operation_id="pools_list",
+        tags=["pools"],
+        summary=_("List pools"),
+        parameters=[FilterSerializer],
+        responses={200: OutputSerializer(many=True), 400: BAD_FILTER},
+    )
+    def get(self, request: Request) -> Response:
+        filters = parse_filters(self.FilterSerializer, request)
+        pools = pool_list()
+        if "parent" in filters:
+            pools = pools.filter(parent=filters["parent"])
+        return get_paginated_response(
+            serializer_class=self.OutputSerializer, queryset=pools, request=request, view=self
+        )
+
+
+class PoolDetailApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        slug = serializers.SlugField(source="pool.slug")
+        name = serializers.CharField(source="pool.name")
+        description = serializers.CharField(source="pool.description")
+        parent = serializers.SlugField(source="pool.parent.slug", allow_null=True)
+        capacities = pool_use_serializer(name="PoolFlavorUse", key="flavor")
+
+        class Meta:
+            ref_name = "PoolDetail"
+
+    @extend_schema(
+        operation_id="pools_retrieve",
+        tags=["pools"],
+        summary=_("Show a pool with its capacity and guarantees per flavor"),
+        responses={200: OutputSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        pool = pool_get(user=request.user, slug=slug)
+        capacities = [use for use in pool_usage() if use.pool.pk == pool.pk]
+        return Response(self.OutputSerializer({"pool": pool, "capacities": capacities}).data)

@@ -1,0 +1,91 @@
+"""Preemption classes: which work may be preempted, and on what terms."""
+
+from django.utils.translation import gettext_lazy as _
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from governance.models import PreemptionKind
+from governance.selectors import preemption_class_get, preemption_class_list
+
+from ._common import (
+    BAD_FILTER,
+    NOT_FOUND,
+    LimitOffsetPagination,
+    get_paginated_response,
+    parse_filters,
+)
+
+
+class PreemptionClassListApi(APIView):
+    pagination_class = LimitOffsetPagination
+
+    class FilterSerializer(serializers.Serializer):
+        kind = serializers.ChoiceField(
+            choices=PreemptionKind.choices,
+            required=False,
+            help_text=_("Only classes of this kind."),
+        )
+
+    class OutputSerializer(serializers.Serializer):
+        slug = serializers.SlugField()
+        name = serializers.CharField()
+        kind = serializers.ChoiceField(choices=PreemptionKind.choices)
+        requires_verified_checkpoint = serializers.BooleanField()
+        max_checkpoint_interval_minutes = serializers.IntegerField(allow_null=True)
+        min_runtime_minutes = serializers.IntegerField(allow_null=True)
+        max_preemptions_per_day = serializers.IntegerField(allow_null=True)
+        recovery_owner = serializers.CharField(
+            source="recovery_owner.username", allow_null=True, help_text=_("A username.")
+        )
+        business_impact = serializers.CharField()
+        quota_count = serializers.IntegerField(help_text=_("Quotas in this class."))
+
+        class Meta:
+            ref_name = "PreemptionClassListItem"
+
+    @extend_schema(
+        operation_id="preemption_classes_list",
+        tags=["preemption-classes"],
+        summary=_("List preemption classes"),
+        parameters=[FilterSerializer],
+        responses={200: OutputSerializer(many=True), 400: BAD_FILTER},
+    )
+    def get(self, request: Request) -> Response:
+        filters = parse_filters(self.FilterSerializer, request)
+        classes = preemption_class_list()
+        if "kind" in filters:
+            classes = classes.filter(kind=filters["kind"])
+        return get_paginated_response(
+            serializer_class=self.OutputSerializer, queryset=classes, request=request, view=self
+        )
+
+
+class PreemptionClassDetailApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        slug = serializers.SlugField()
+        name = serializers.CharField()
+        kind = serializers.ChoiceField(choices=PreemptionKind.choices)
+        requires_verified_checkpoint = serializers.BooleanField()
+        max_checkpoint_interval_minutes = serializers.IntegerField(allow_null=True)
+        min_runtime_minutes = serializers.IntegerField(allow_null=True)
+        max_preemptions_per_day = serializers.IntegerField(allow_null=True)
+        recovery_owner = serializers.CharField(
+            source="recovery_owner.username", allow_null=True, help_text=_("A username.")
+        )
+        business_impact = serializers.CharField()
+
+        class Meta:
+            ref_name = "PreemptionClassDetail"
+
+    @extend_schema(
+        operation_id="preemption_classes_retrieve",
+        tags=["preemption-classes"],
+        summary=_("Show a preemption class"),
+        responses={200: OutputSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        preemption_class = preemption_class_get(user=request.user, slug=slug)
+        return Response(self.OutputSerializer(preemption_class).data)

@@ -1,0 +1,140 @@
+"""Projects: who works on what, at which tier, with which quotas."""
+
+from django.utils.translation import gettext_lazy as _
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from governance.models import PriorityTier, Project, ProjectRole, User
+from governance.selectors import (
+    project_get,
+    project_list,
+    project_memberships,
+    quotas_for_projects,
+    search_filter,
+)
+
+from ._common import (
+    BAD_FILTER,
+    NOT_FOUND,
+    LimitOffsetPagination,
+    get_paginated_response,
+    parse_filters,
+    slug_filter,
+)
+
+NULL_TIER_HELP = _("The project's tier by slug; null means the default tier.")
+
+
+class ProjectListApi(APIView):
+    pagination_class = LimitOffsetPagination
+
+    class FilterSerializer(serializers.Serializer):
+        tier = slug_filter(
+            PriorityTier.objects.all(),
+            _("Projects whose tier is this one (projects on the default tier have none)."),
+        )
+        member = serializers.SlugRelatedField(
+            slug_field="username",
+            queryset=User.objects.all(),
+            required=False,
+            help_text=_("Projects this user (a username) is a lead or member of."),
+        )
+        q = serializers.CharField(
+            required=False, max_length=100, help_text=_("Text in the slug, name or description.")
+        )
+
+    class OutputSerializer(serializers.Serializer):
+        slug = serializers.SlugField()
+        name = serializers.CharField()
+        description = serializers.CharField()
+        tier = serializers.SlugField(source="tier.slug", allow_null=True, help_text=NULL_TIER_HELP)
+        leads = serializers.SerializerMethodField(help_text=_("The leads' usernames."))
+        member_count = serializers.IntegerField()
+        guaranteed_gpus = serializers.IntegerField(
+            help_text=_("The sum of the guarantees of the project's quotas.")
+        )
+
+        class Meta:
+            ref_name = "ProjectListItem"
+
+        def get_leads(self, project: Project) -> list[str]:
+            return [membership.user.username for membership in project.lead_memberships]
+
+    @extend_schema(
+        operation_id="projects_list",
+        tags=["projects"],
+        summary=_("List projects"),
+        parameters=[FilterSerializer],
+        responses={200: OutputSerializer(many=True), 400: BAD_FILTER},
+    )
+    def get(self, request: Request) -> Response:
+        filters = parse_filters(self.FilterSerializer, request)
+        projects = project_list()
+        if "tier" in filters:
+            projects = projects.filter(tier=filters["tier"])
+        if "member" in filters:
+            projects = projects.filter(members=filters["member"])
+        if "q" in filters:
+            projects = search_filter(
+                projects, query=filters["q"], fields=["slug", "name", "description"]
+            )
+        return get_paginated_response(
+            serializer_class=self.OutputSerializer, queryset=projects, request=request, view=self
+        )
+
+
+class ProjectDetailApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        slug = serializers.SlugField(source="project.slug")
+        name = serializers.CharField(source="project.name")
+        description = serializers.CharField(source="project.description")
+        tier = serializers.SlugField(
+            source="project.tier.slug", allow_null=True, help_text=NULL_TIER_HELP
+        )
+        members = inline_serializer(
+            name="ProjectMember",
+            many=True,
+            help_text=_("Leads first, then members."),
+            fields={
+                "username": serializers.CharField(source="user.username"),
+                "name": serializers.CharField(source="user.get_full_name"),
+                "role": serializers.ChoiceField(choices=ProjectRole.choices),
+            },
+        )
+        quotas = inline_serializer(
+            name="ProjectQuota",
+            many=True,
+            fields={
+                "id": serializers.IntegerField(),
+                "pool": serializers.SlugField(source="pool.slug"),
+                "flavor": serializers.SlugField(source="flavor.slug"),
+                "guarantee": serializers.IntegerField(),
+                "borrow_limit": serializers.IntegerField(allow_null=True),
+                "lending_limit": serializers.IntegerField(allow_null=True),
+                "maximum": serializers.IntegerField(allow_null=True),
+                "fair_share_weight": serializers.IntegerField(),
+                "reclaim_grace_minutes": serializers.IntegerField(),
+                "preemption_class": serializers.SlugField(source="preemption_class.slug"),
+            },
+        )
+
+        class Meta:
+            ref_name = "ProjectDetail"
+
+    @extend_schema(
+        operation_id="projects_retrieve",
+        tags=["projects"],
+        summary=_("Show a project with its members and quotas"),
+        responses={200: OutputSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        project = project_get(user=request.user, slug=slug)
+        detail = {
+            "project": project,
+            "members": project_memberships(project=project),
+            "quotas": quotas_for_projects(project_ids=[project.pk]),
+        }
+        return Response(self.OutputSerializer(detail).data)

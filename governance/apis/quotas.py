@@ -1,0 +1,82 @@
+"""Quotas: what each project may use of one flavor in one pool."""
+
+from django.utils.translation import gettext_lazy as _
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from governance.models import GpuFlavor, Pool, PreemptionClass, Project
+from governance.selectors import quota_get, quota_list
+
+from ._common import (
+    BAD_FILTER,
+    NOT_FOUND,
+    LimitOffsetPagination,
+    get_paginated_response,
+    parse_filters,
+    slug_filter,
+)
+
+
+class QuotaListApi(APIView):
+    pagination_class = LimitOffsetPagination
+
+    class FilterSerializer(serializers.Serializer):
+        project = slug_filter(Project.objects.all(), _("Quotas of this project."))
+        pool = slug_filter(Pool.objects.all(), _("Quotas in this pool."))
+        flavor = slug_filter(GpuFlavor.objects.all(), _("Quotas of this GPU flavor."))
+        preemption_class = slug_filter(
+            PreemptionClass.objects.all(), _("Quotas in this preemption class.")
+        )
+
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        project = serializers.SlugField(source="project.slug")
+        pool = serializers.SlugField(source="pool.slug")
+        flavor = serializers.SlugField(source="flavor.slug")
+        guarantee = serializers.IntegerField(help_text=_("GPUs always given back on demand."))
+        borrow_limit = serializers.IntegerField(
+            allow_null=True, help_text=_("GPUs above the guarantee; null: no limit in the pool.")
+        )
+        lending_limit = serializers.IntegerField(
+            allow_null=True, help_text=_("Idle guarantee others may borrow; null: all of it.")
+        )
+        maximum = serializers.IntegerField(
+            allow_null=True, help_text=_("Guarantee plus borrow limit; null: bounded by the pool.")
+        )
+        fair_share_weight = serializers.IntegerField()
+        reclaim_grace_minutes = serializers.IntegerField()
+        preemption_class = serializers.SlugField(source="preemption_class.slug")
+
+        class Meta:
+            ref_name = "Quota"
+
+    @extend_schema(
+        operation_id="quotas_list",
+        tags=["quotas"],
+        summary=_("List quotas"),
+        parameters=[FilterSerializer],
+        responses={200: OutputSerializer(many=True), 400: BAD_FILTER},
+    )
+    def get(self, request: Request) -> Response:
+        filters = parse_filters(self.FilterSerializer, request)
+        quotas = quota_list().filter(**filters)
+        return get_paginated_response(
+            serializer_class=self.OutputSerializer, queryset=quotas, request=request, view=self
+        )
+
+
+class QuotaDetailApi(APIView):
+    OutputSerializer = QuotaListApi.OutputSerializer
+
+    @extend_schema(
+        operation_id="quotas_retrieve",
+        tags=["quotas"],
+        summary=_("Show a quota"),
+        responses={200: OutputSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        quota = quota_get(user=request.user, pk=pk)
+        return Response(self.OutputSerializer(quota).data)

@@ -1,0 +1,95 @@
+"""Priority tiers: their order, owners, caps, aging and review dates."""
+
+from django.utils.translation import gettext_lazy as _
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from governance.models import PriorityTier
+from governance.selectors import tier_get, tier_list
+
+from ._common import (
+    BAD_FILTER,
+    NOT_FOUND,
+    LimitOffsetPagination,
+    boolean_filter,
+    get_paginated_response,
+    parse_filters,
+)
+
+
+class TierListApi(APIView):
+    pagination_class = LimitOffsetPagination
+
+    class FilterSerializer(serializers.Serializer):
+        may_preempt = boolean_filter(_("Only tiers that may (true) or may not (false) preempt."))
+        is_default = boolean_filter(_("Only the default tier (true) or the others (false)."))
+        due_before = serializers.DateField(
+            required=False,
+            help_text=_("Only tiers whose next review is due before this date (YYYY-MM-DD)."),
+        )
+
+    class OutputSerializer(serializers.Serializer):
+        slug = serializers.SlugField()
+        name = serializers.CharField()
+        score = serializers.IntegerField(help_text=_("From 1 to 100; higher runs first."))
+        scheduler_value = serializers.IntegerField()
+        description = serializers.CharField()
+        owner = serializers.CharField(source="owner.username", help_text=_("A username."))
+        eligibility = serializers.CharField()
+        confirmed_by = serializers.CharField()
+        max_gpus_per_job = serializers.IntegerField(allow_null=True)
+        max_gpus_total = serializers.IntegerField(allow_null=True)
+        may_preempt = serializers.BooleanField()
+        preemptible_tiers = serializers.SerializerMethodField(
+            help_text=_("Slugs of the tiers it may preempt.")
+        )
+        aging_after_minutes = serializers.IntegerField(allow_null=True)
+        aging_step = serializers.IntegerField(allow_null=True)
+        aging_cap = serializers.SlugField(source="aging_cap.slug", allow_null=True)
+        review_cycle_days = serializers.IntegerField()
+        last_reviewed_on = serializers.DateField(allow_null=True)
+        next_review_on = serializers.DateField(allow_null=True)
+        is_default = serializers.BooleanField()
+
+        class Meta:
+            ref_name = "Tier"
+
+        def get_preemptible_tiers(self, tier: PriorityTier) -> list[str]:
+            return [victim.slug for victim in tier.preemptible_tiers.all()]
+
+    @extend_schema(
+        operation_id="tiers_list",
+        tags=["tiers"],
+        summary=_("List priority tiers, highest first"),
+        parameters=[FilterSerializer],
+        responses={200: OutputSerializer(many=True), 400: BAD_FILTER},
+    )
+    def get(self, request: Request) -> Response:
+        filters = parse_filters(self.FilterSerializer, request)
+        tiers = tier_list()
+        if "may_preempt" in filters:
+            tiers = tiers.filter(may_preempt=filters["may_preempt"])
+        if "is_default" in filters:
+            tiers = tiers.filter(is_default=filters["is_default"])
+        if "due_before" in filters:
+            tiers = tiers.filter(next_review_on__lt=filters["due_before"])
+        return get_paginated_response(
+            serializer_class=self.OutputSerializer, queryset=tiers, request=request, view=self
+        )
+
+
+class TierDetailApi(APIView):
+    OutputSerializer = TierListApi.OutputSerializer
+
+    @extend_schema(
+        operation_id="tiers_retrieve",
+        tags=["tiers"],
+        summary=_("Show a priority tier"),
+        responses={200: OutputSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        tier = tier_get(user=request.user, slug=slug)
+        return Response(self.OutputSerializer(tier).data)

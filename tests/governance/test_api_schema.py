@@ -1,0 +1,89 @@
+"""The OpenAPI document and its Swagger UI."""
+
+import re
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+from drf_spectacular.validation import validate_schema
+
+from governance.urls import api_patterns
+from tests.conftest import login
+
+
+def documented_path(route: str) -> str:
+    """``quotas/<int:pk>/`` → ``/api/v1/quotas/{id}/`` (drf-spectacular names a pk ``id``)."""
+    path = re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", route).replace("{pk}", "{id}")
+    return "/api/v1/" + path
+
+
+@pytest.fixture
+def schema(db, api_client) -> dict:
+    response = api_client.get(reverse("api_schema"), {"format": "json"})
+    assert response.status_code == 200
+    return response.json()
+
+
+def test_schema_is_valid_openapi(schema):
+    validate_schema(schema)  # raises on an invalid document
+    assert schema["openapi"].startswith("3.")
+    assert schema["info"]["title"] == "Arbiter API"
+
+
+def test_schema_has_every_api_path(schema):
+    expected = {documented_path(str(pattern.pattern)) for pattern in api_patterns}
+
+    assert len(expected) == 12
+    assert expected <= set(schema["paths"])
+
+
+def test_every_operation_is_named_tagged_and_authenticated(schema):
+    operation_ids = []
+    for path, operations in schema["paths"].items():
+        if not path.startswith("/api/v1/"):
+            continue
+        assert list(operations) == ["get"], path  # read-only
+        operation = operations["get"]
+        operation_ids.append(operation["operationId"])
+        assert operation["tags"], path
+        assert {"tokenAuth": []} in operation["security"], path
+        assert {} not in operation["security"], path  # no anonymous access
+    assert len(operation_ids) == len(set(operation_ids)) == 12
+
+
+def test_list_operations_document_filters_and_pages(schema):
+    parameters = {
+        path: {parameter["name"] for parameter in operations["get"]["parameters"]}
+        for path, operations in schema["paths"].items()
+    }
+
+    assert parameters["/api/v1/quotas/"] >= {
+        "project",
+        "pool",
+        "flavor",
+        "preemption_class",
+        "limit",
+        "offset",
+    }
+    assert parameters["/api/v1/tiers/"] >= {"may_preempt", "is_default", "due_before"}
+    assert parameters["/api/v1/projects/"] >= {"tier", "member", "q"}
+    assert parameters["/api/v1/pools/"] >= {"parent"}
+    assert parameters["/api/v1/flavors/"] >= {"q"}
+    ok = schema["paths"]["/api/v1/quotas/"]["get"]["responses"]["200"]
+    assert ok["content"]["application/json"]["schema"]["$ref"].endswith("PaginatedQuotaList")
+
+
+def test_schema_generates_without_warnings(db, tmp_path):
+    # The command CI runs; --fail-on-warn turns any warning into a failure.
+    target = tmp_path / "schema.yaml"
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(target))
+    assert "/api/v1/quotas/{id}/" in target.read_text()
+
+
+def test_docs_render_for_a_signed_in_user(member):
+    response = login(member).get(reverse("api_docs"))
+
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert "swagger-ui" in content
+    assert reverse("api_schema") in content
