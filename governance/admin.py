@@ -106,8 +106,15 @@ class PoolCapacityAdmin(ReadOnlyAdmin):
 
 @admin.register(PriorityTier)
 class PriorityTierAdmin(ReadOnlyAdmin):
-    list_display = ("name", "score", "scheduler_value", "owner", "may_preempt", "is_default",
-                    "next_review_on")
+    list_display = (
+        "name",
+        "score",
+        "scheduler_value",
+        "owner",
+        "may_preempt",
+        "is_default",
+        "next_review_on",
+    )
     list_select_related = ("owner",)
     list_filter = ("may_preempt", "is_default")
 
@@ -120,8 +127,15 @@ class PreemptionClassAdmin(ReadOnlyAdmin):
 
 @admin.register(Quota)
 class QuotaAdmin(ReadOnlyAdmin):
-    list_display = ("project", "pool", "flavor", "guarantee", "borrow_limit", "lending_limit",
-                    "preemption_class")
+    list_display = (
+        "project",
+        "pool",
+        "flavor",
+        "guarantee",
+        "borrow_limit",
+        "lending_limit",
+        "preemption_class",
+    )
     list_select_related = ("project", "pool", "flavor", "preemption_class")
     list_filter = ("pool", "flavor", "preemption_class")
 

@@ -16,6 +16,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 from django.urls import reverse
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from simple_history.models import HistoricalRecords
 
@@ -159,8 +160,9 @@ class GpuFlavor(models.Model):
         _("node taints"),
         default=list,
         blank=True,
-        help_text=_('Taints on the nodes, e.g. [{"key": "gpu", "value": "a100", '
-        '"effect": "NoSchedule"}].'),
+        help_text=_(
+            'Taints on the nodes, e.g. [{"key": "gpu", "value": "a100", "effect": "NoSchedule"}].'
+        ),
     )
     history = HistoricalRecords()
 
@@ -181,18 +183,20 @@ class GpuFlavor(models.Model):
     def clean(self) -> None:
         errors: dict[str, list[str]] = {}
         if not isinstance(self.node_labels, dict):
-            errors["node_labels"] = [_('Node labels must be an object: {"key": "value"}.')]
+            errors["node_labels"] = [gettext('Node labels must be an object: {"key": "value"}.')]
         else:
             for key, value in self.node_labels.items():
-                if not LABEL_KEY_RE.match(str(key)) or not isinstance(value, str) or not (
-                    LABEL_VALUE_RE.match(value)
+                if (
+                    not LABEL_KEY_RE.match(str(key))
+                    or not isinstance(value, str)
+                    or not (LABEL_VALUE_RE.match(value))
                 ):
                     errors.setdefault("node_labels", []).append(
-                        _("“%(key)s: %(value)s” is not a valid Kubernetes label.")
+                        gettext("“%(key)s: %(value)s” is not a valid Kubernetes label.")
                         % {"key": key, "value": value}
                     )
         if not isinstance(self.node_taints, list):
-            errors["node_taints"] = [_("Node taints must be a list of objects.")]
+            errors["node_taints"] = [gettext("Node taints must be a list of objects.")]
         else:
             for taint in self.node_taints:
                 if (
@@ -203,8 +207,10 @@ class GpuFlavor(models.Model):
                     or set(taint) - {"key", "value", "effect"}
                 ):
                     errors.setdefault("node_taints", []).append(
-                        _("%(taint)s is not a valid taint: it needs a key, an optional value "
-                          "and an effect (NoSchedule, PreferNoSchedule or NoExecute).")
+                        gettext(
+                            "%(taint)s is not a valid taint: it needs a key, an optional value "
+                            "and an effect (NoSchedule, PreferNoSchedule or NoExecute)."
+                        )
                         % {"taint": taint}
                     )
         if errors:
@@ -232,9 +238,7 @@ class Pool(models.Model):
         verbose_name = _("pool")
         verbose_name_plural = _("pools")
         constraints = [
-            models.CheckConstraint(
-                condition=~Q(parent=F("id")), name="pool_not_own_parent"
-            ),
+            models.CheckConstraint(condition=~Q(parent=F("id")), name="pool_not_own_parent"),
         ]
 
     def __str__(self) -> str:
@@ -277,8 +281,10 @@ class PriorityTier(models.Model):
     )
     scheduler_value = models.PositiveIntegerField(
         _("scheduler value"),
-        help_text=_("The number written to the scheduler (Slurm QOS Priority, Kueue "
-        "WorkloadPriorityClass value)."),
+        help_text=_(
+            "The number written to the scheduler (Slurm QOS Priority, Kueue "
+            "WorkloadPriorityClass value)."
+        ),
     )
     description = models.TextField(_("description"), blank=True)
     owner = models.ForeignKey(
@@ -379,15 +385,17 @@ class PriorityTier(models.Model):
         errors: dict[str, str] = {}
         if self.aging_after_minutes is not None:
             if not self.aging_step:
-                errors["aging_step"] = _("Aging needs a step greater than 0.")
+                errors["aging_step"] = gettext("Aging needs a step greater than 0.")
             if self.aging_cap_id is None:
-                errors["aging_cap"] = _("Aging needs a cap: the highest tier it may reach.")
+                errors["aging_cap"] = gettext("Aging needs a cap: the highest tier it may reach.")
         elif self.aging_step or self.aging_cap_id:
-            errors["aging_after_minutes"] = _(
+            errors["aging_after_minutes"] = gettext(
                 "Set when aging starts, or clear the aging step and cap."
             )
         if self.aging_cap_id is not None and self.aging_cap_id == self.pk:
-            errors["aging_cap"] = _("The aging cap must be a higher tier, not the tier itself.")
+            errors["aging_cap"] = gettext(
+                "The aging cap must be a higher tier, not the tier itself."
+            )
         if errors:
             raise ValidationError(errors)
 
@@ -449,12 +457,12 @@ class PreemptionClass(models.Model):
     def clean(self) -> None:
         errors: dict[str, str] = {}
         if self.kind == PreemptionKind.FORBIDDEN and self.max_preemptions_per_day:
-            errors["max_preemptions_per_day"] = _(
+            errors["max_preemptions_per_day"] = gettext(
                 "A forbidden class is never preempted: leave the daily maximum empty or 0 "
                 "(it is %(value)d)."
             ) % {"value": self.max_preemptions_per_day}
         if self.requires_verified_checkpoint and not self.max_checkpoint_interval_minutes:
-            errors["max_checkpoint_interval_minutes"] = _(
+            errors["max_checkpoint_interval_minutes"] = gettext(
                 "A class that requires verified checkpoints needs a maximum checkpoint interval."
             )
         if errors:
@@ -534,7 +542,7 @@ class Quota(models.Model):
         ):
             raise ValidationError(
                 {
-                    "lending_limit": _(
+                    "lending_limit": gettext(
                         "The lending limit (%(lending)d GPUs) cannot exceed the guarantee "
                         "(%(guarantee)d GPUs): a project lends only what it is guaranteed."
                     )

@@ -1,3 +1,8 @@
 from django.urls import path
 
-urlpatterns: list = []
+from reports import views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("vendor/plotly-<str:version>.min.js", views.plotly_js, name="plotly_js"),
+]

@@ -123,11 +123,20 @@ def world(ops, lead, member) -> World:
     s = services
     kw = {"user": ops, "reason": REASON}
     a100 = s.flavor_create(
-        **kw, slug="a100-80g", name="A100 80G", gpu_model="NVIDIA A100", memory_gb=80,
-        gres_type="a100", node_labels={"gpu.example.com/model": "a100"},
+        **kw,
+        slug="a100-80g",
+        name="A100 80G",
+        gpu_model="NVIDIA A100",
+        memory_gb=80,
+        gres_type="a100",
+        node_labels={"gpu.example.com/model": "a100"},
     )
     h100 = s.flavor_create(
-        **kw, slug="h100-80g", name="H100 80G", gpu_model="NVIDIA H100", memory_gb=80,
+        **kw,
+        slug="h100-80g",
+        name="H100 80G",
+        gpu_model="NVIDIA H100",
+        memory_gb=80,
         gres_type="h100",
     )
     training = s.pool_create(**kw, slug="training", name="Training")
@@ -137,38 +146,72 @@ def world(ops, lead, member) -> World:
     s.pool_capacity_set(**kw, pool=inference, flavor=a100, gpus=16)
     common = {"eligibility": "Any project", "confirmed_by": "Ops", "review_cycle_days": 90}
     exploratory = s.tier_create(
-        **kw, **common, slug="exploratory", name="Exploratory", score=10, scheduler_value=100,
+        **kw,
+        **common,
+        slug="exploratory",
+        name="Exploratory",
+        score=10,
+        scheduler_value=100,
         owner=ops,
     )
     regular = s.tier_create(
-        **kw, **common, slug="regular", name="Regular", score=40, scheduler_value=400,
-        owner=ops, is_default=True,
+        **kw,
+        **common,
+        slug="regular",
+        name="Regular",
+        score=40,
+        scheduler_value=400,
+        owner=ops,
+        is_default=True,
     )
     key = s.tier_create(
-        **kw, **common, slug="key", name="Key project", score=70, scheduler_value=700,
+        **kw,
+        **common,
+        slug="key",
+        name="Key project",
+        score=70,
+        scheduler_value=700,
         owner=ops,
     )
     production = s.tier_create(
-        **kw, **common, slug="production", name="Production service", score=95,
-        scheduler_value=950, owner=ops, may_preempt=True,
+        **kw,
+        **common,
+        slug="production",
+        name="Production service",
+        score=95,
+        scheduler_value=950,
+        owner=ops,
+        may_preempt=True,
         preemptible_tiers=[regular, exploratory],
     )
     s.tier_update(
-        tier=exploratory, **kw,
+        tier=exploratory,
+        **kw,
         data={"aging_after_minutes": 240, "aging_step": 10, "aging_cap": regular},
     )
     allowed = s.preemption_class_create(
-        **kw, slug="allowed", name="Preemptible", kind="allowed",
+        **kw,
+        slug="allowed",
+        name="Preemptible",
+        kind="allowed",
         business_impact="Batch work that restarts from a checkpoint.",
-        requires_verified_checkpoint=True, max_checkpoint_interval_minutes=30,
+        requires_verified_checkpoint=True,
+        max_checkpoint_interval_minutes=30,
     )
     cautious = s.preemption_class_create(
-        **kw, slug="cautious", name="Cautious", kind="cautious",
-        business_impact="Long runs; preempt only after 2 h.", min_runtime_minutes=120,
+        **kw,
+        slug="cautious",
+        name="Cautious",
+        kind="cautious",
+        business_impact="Long runs; preempt only after 2 h.",
+        min_runtime_minutes=120,
         max_preemptions_per_day=1,
     )
     forbidden = s.preemption_class_create(
-        **kw, slug="forbidden", name="Never preempt", kind="forbidden",
+        **kw,
+        slug="forbidden",
+        name="Never preempt",
+        kind="forbidden",
         business_impact="Online serving: preemption is an outage.",
     )
     vision = s.project_create(**kw, slug="vision", name="Vision", tier=key)
@@ -176,18 +219,41 @@ def world(ops, lead, member) -> World:
     s.membership_set(**kw, project=vision, member=lead, role=ProjectRole.LEAD)
     s.membership_set(**kw, project=vision, member=member, role=ProjectRole.MEMBER)
     vision_a100 = s.quota_create(
-        **kw, project=vision, pool=training, flavor=a100, guarantee=24, borrow_limit=16,
-        lending_limit=12, fair_share_weight=3, preemption_class=cautious,
+        **kw,
+        project=vision,
+        pool=training,
+        flavor=a100,
+        guarantee=24,
+        borrow_limit=16,
+        lending_limit=12,
+        fair_share_weight=3,
+        preemption_class=cautious,
     )
     speech_a100 = s.quota_create(
-        **kw, project=speech, pool=training, flavor=a100, guarantee=16,
+        **kw,
+        project=speech,
+        pool=training,
+        flavor=a100,
+        guarantee=16,
         preemption_class=allowed,
     )
     return World(
-        ops=ops, a100=a100, h100=h100, training=training, inference=inference,
-        production=production, key=key, regular=regular, exploratory=exploratory,
-        allowed=allowed, cautious=cautious, forbidden=forbidden, vision=vision, speech=speech,
-        vision_a100=vision_a100, speech_a100=speech_a100,
+        ops=ops,
+        a100=a100,
+        h100=h100,
+        training=training,
+        inference=inference,
+        production=production,
+        key=key,
+        regular=regular,
+        exploratory=exploratory,
+        allowed=allowed,
+        cautious=cautious,
+        forbidden=forbidden,
+        vision=vision,
+        speech=speech,
+        vision_a100=vision_a100,
+        speech_a100=speech_a100,
     )
 
 

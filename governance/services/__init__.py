@@ -1,13 +1,16 @@
 """Writes to the governed rules. Every function here is the one way to make its change."""
 
+from .demo import demo_seed
 from .flavors import flavor_create, flavor_update
 from .pools import pool_capacity_set, pool_create, pool_overcommit_message, pool_update
 from .preemption import preemption_class_create, preemption_class_update
 from .projects import membership_remove, membership_set, project_create, project_update
 from .quotas import quota_create, quota_update
+from .reviews import review_reminders_send
 from .tiers import tier_create, tier_update
 
 __all__ = [
+    "demo_seed",
     "flavor_create",
     "flavor_update",
     "membership_remove",
@@ -22,6 +25,7 @@ __all__ = [
     "project_update",
     "quota_create",
     "quota_update",
+    "review_reminders_send",
     "tier_create",
     "tier_update",
 ]

@@ -38,9 +38,7 @@ def flavor_create(
 
 
 @transaction.atomic
-def flavor_update(
-    *, flavor: GpuFlavor, user: User, reason: str, data: dict[str, Any]
-) -> GpuFlavor:
+def flavor_update(*, flavor: GpuFlavor, user: User, reason: str, data: dict[str, Any]) -> GpuFlavor:
     require_ops(user)
     flavor = GpuFlavor.objects.select_for_update().get(pk=flavor.pk)
     if apply_fields(flavor, data, FLAVOR_EDITABLE):

@@ -29,18 +29,16 @@ def pool_overcommit_message(*, pool: Pool, flavor: GpuFlavor) -> str | None:
     A pool must hold the guarantees of its quotas plus the capacity of its child pools.
     """
     capacity = (
-        PoolCapacity.objects.filter(pool=pool, flavor=flavor)
-        .values_list("gpus", flat=True)
-        .first()
+        PoolCapacity.objects.filter(pool=pool, flavor=flavor).values_list("gpus", flat=True).first()
     ) or 0
     guaranteed = (
         Quota.objects.filter(pool=pool, flavor=flavor).aggregate(total=Sum("guarantee"))["total"]
         or 0
     )
     children = (
-        PoolCapacity.objects.filter(pool__parent=pool, flavor=flavor).aggregate(
-            total=Sum("gpus")
-        )["total"]
+        PoolCapacity.objects.filter(pool__parent=pool, flavor=flavor).aggregate(total=Sum("gpus"))[
+            "total"
+        ]
         or 0
     )
     if guaranteed + children <= capacity:

@@ -41,9 +41,7 @@ def membership_set(
 ) -> Membership:
     """Add ``member`` to ``project`` with ``role``, or change the role they have."""
     require_ops(user)
-    membership = (
-        Membership.objects.select_for_update().filter(project=project, user=member).first()
-    )
+    membership = Membership.objects.select_for_update().filter(project=project, user=member).first()
     if membership is None:
         membership = Membership(project=project, user=member, role=role)
     elif membership.role == role:

@@ -34,10 +34,7 @@ TIER_EDITABLE = (
 
 def _tiers_lock() -> dict[int, PriorityTier]:
     """Lock every tier: the cross-tier rules (default, preemption, aging) read them all."""
-    return {
-        tier.pk: tier
-        for tier in PriorityTier.objects.select_for_update().order_by("pk")
-    }
+    return {tier.pk: tier for tier in PriorityTier.objects.select_for_update().order_by("pk")}
 
 
 def _victims(tier: PriorityTier) -> list[PriorityTier]:
@@ -67,10 +64,16 @@ def _check_tier_rules(*, tier: PriorityTier, victims: list[PriorityTier]) -> Non
         if victim.pk == tier.pk or victim.score >= tier.score:
             add(
                 "preemptible_tiers",
-                _("“%(victim)s” (score %(victim_score)d) is not below “%(tier)s” (score "
-                  "%(score)d): a tier preempts only lower tiers.")
-                % {"victim": victim.name, "victim_score": victim.score,
-                   "tier": tier.name, "score": tier.score},
+                _(
+                    "“%(victim)s” (score %(victim_score)d) is not below “%(tier)s” (score "
+                    "%(score)d): a tier preempts only lower tiers."
+                )
+                % {
+                    "victim": victim.name,
+                    "victim_score": victim.score,
+                    "tier": tier.name,
+                    "score": tier.score,
+                },
             )
 
     preempting = [t for t in tiers.values() if t.may_preempt]
@@ -80,16 +83,31 @@ def _check_tier_rules(*, tier: PriorityTier, victims: list[PriorityTier]) -> Non
         cap = tiers[aging.aging_cap_id]
         field = "aging_cap" if aging.pk == tier.pk else "may_preempt"
         if cap.score <= aging.score and aging.pk == tier.pk:
-            add("aging_cap", _("The aging cap “%(cap)s” (score %(cap_score)d) must be above "
-                               "this tier (score %(score)d).")
-                % {"cap": cap.name, "cap_score": cap.score, "score": aging.score})
+            add(
+                "aging_cap",
+                _(
+                    "The aging cap “%(cap)s” (score %(cap_score)d) must be above "
+                    "this tier (score %(score)d)."
+                )
+                % {"cap": cap.name, "cap_score": cap.score, "score": aging.score},
+            )
         for strong in preempting:
             if cap.score >= strong.score:
-                add(field, _("Aging of “%(tier)s” may reach “%(cap)s” (score %(cap_score)d), "
-                             "which is not below “%(strong)s” (score %(strong_score)d), a tier "
-                             "that may preempt. Aging must never let a job preempt.")
-                    % {"tier": aging.name, "cap": cap.name, "cap_score": cap.score,
-                       "strong": strong.name, "strong_score": strong.score})
+                add(
+                    field,
+                    _(
+                        "Aging of “%(tier)s” may reach “%(cap)s” (score %(cap_score)d), "
+                        "which is not below “%(strong)s” (score %(strong_score)d), a tier "
+                        "that may preempt. Aging must never let a job preempt."
+                    )
+                    % {
+                        "tier": aging.name,
+                        "cap": cap.name,
+                        "cap_score": cap.score,
+                        "strong": strong.name,
+                        "strong_score": strong.score,
+                    },
+                )
     if errors:
         raise ValidationError(errors)
 

@@ -20,8 +20,14 @@ pytestmark = pytest.mark.django_db
 def test_flavor_labels_and_taints_are_validated(ops, labels, taints):
     with pytest.raises(ValidationError):
         services.flavor_create(
-            user=ops, reason="New flavor", slug="l40s", name="L40S", gpu_model="NVIDIA L40S",
-            memory_gb=48, node_labels=labels, node_taints=taints,
+            user=ops,
+            reason="New flavor",
+            slug="l40s",
+            name="L40S",
+            gpu_model="NVIDIA L40S",
+            memory_gb=48,
+            node_labels=labels,
+            node_taints=taints,
         )
 
     assert not GpuFlavor.objects.filter(slug="l40s").exists()
@@ -29,8 +35,14 @@ def test_flavor_labels_and_taints_are_validated(ops, labels, taints):
 
 def test_a_valid_flavor_is_saved(ops):
     flavor = services.flavor_create(
-        user=ops, reason="New flavor", slug="l40s", name="L40S", gpu_model="NVIDIA L40S",
-        memory_gb=48, gres_type="l40s", node_labels={"nvidia.com/gpu.product": "L40S"},
+        user=ops,
+        reason="New flavor",
+        slug="l40s",
+        name="L40S",
+        gpu_model="NVIDIA L40S",
+        memory_gb=48,
+        gres_type="l40s",
+        node_labels={"nvidia.com/gpu.product": "L40S"},
         node_taints=[{"key": "nvidia.com/gpu", "value": "l40s", "effect": "NoSchedule"}],
     )
 
@@ -40,7 +52,9 @@ def test_a_valid_flavor_is_saved(ops):
 def test_a_forbidden_class_is_never_preempted(world):
     with pytest.raises(ValidationError) as excinfo:
         services.preemption_class_update(
-            preemption_class=world.forbidden, user=world.ops, reason="Loosen",
+            preemption_class=world.forbidden,
+            user=world.ops,
+            reason="Loosen",
             data={"max_preemptions_per_day": 2},
         )
 
@@ -50,7 +64,9 @@ def test_a_forbidden_class_is_never_preempted(world):
 def test_verified_checkpoints_need_an_interval(world):
     with pytest.raises(ValidationError) as excinfo:
         services.preemption_class_update(
-            preemption_class=world.cautious, user=world.ops, reason="Checkpoint",
+            preemption_class=world.cautious,
+            user=world.ops,
+            reason="Checkpoint",
             data={"requires_verified_checkpoint": True},
         )
 

@@ -22,7 +22,10 @@ def test_capacity_cannot_drop_below_the_guarantees(world):
 
 def test_child_pools_must_fit_their_parent(world):
     child = services.pool_create(
-        user=world.ops, reason="Sub-pool", slug="vision-lab", name="Vision lab",
+        user=world.ops,
+        reason="Sub-pool",
+        slug="vision-lab",
+        name="Vision lab",
         parent=world.training,
     )
     services.pool_capacity_set(

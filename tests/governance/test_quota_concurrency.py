@@ -45,7 +45,9 @@ def test_concurrent_guarantee_increases_cannot_overcommit_a_pool(world):
         thread.join(timeout=30)
 
     assert sorted(outcome.split(":")[0] for outcome in outcomes) == ["applied", "refused"]
-    total = sum(Quota.objects.filter(pool=world.training, flavor=world.a100).values_list(
-        "guarantee", flat=True
-    ))
+    total = sum(
+        Quota.objects.filter(pool=world.training, flavor=world.a100).values_list(
+            "guarantee", flat=True
+        )
+    )
     assert total == 56

@@ -64,7 +64,9 @@ def test_negative_guarantee_is_rejected(world):
 def test_lending_limit_above_guarantee_is_rejected_with_the_numbers(world):
     with pytest.raises(ValidationError) as excinfo:
         services.quota_update(
-            quota=world.vision_a100, user=world.ops, reason="Lend more",
+            quota=world.vision_a100,
+            user=world.ops,
+            reason="Lend more",
             data={"lending_limit": 30},
         )
 

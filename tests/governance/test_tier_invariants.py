@@ -77,7 +77,9 @@ def test_the_database_allows_only_one_default(world):
 def test_a_tier_preempts_only_lower_tiers(world):
     with pytest.raises(ValidationError) as excinfo:
         services.tier_update(
-            tier=world.key, user=world.ops, reason="Preempt up",
+            tier=world.key,
+            user=world.ops,
+            reason="Preempt up",
             data={"may_preempt": True, "preemptible_tiers": [world.production]},
         )
 
@@ -89,7 +91,9 @@ def test_a_tier_preempts_only_lower_tiers(world):
 def test_naming_victims_requires_may_preempt(world):
     with pytest.raises(ValidationError) as excinfo:
         services.tier_update(
-            tier=world.key, user=world.ops, reason="Victims",
+            tier=world.key,
+            user=world.ops,
+            reason="Victims",
             data={"preemptible_tiers": [world.exploratory]},
         )
 
@@ -101,7 +105,9 @@ def test_aging_cap_must_stay_below_every_preempting_tier(world):
     # exploratory jobs preempt, so it is refused and names both tiers.
     with pytest.raises(ValidationError) as excinfo:
         services.tier_update(
-            tier=world.regular, user=world.ops, reason="Regular preempts",
+            tier=world.regular,
+            user=world.ops,
+            reason="Regular preempts",
             data={"may_preempt": True, "preemptible_tiers": [world.exploratory]},
         )
 
@@ -114,7 +120,9 @@ def test_aging_cap_must_stay_below_every_preempting_tier(world):
 def test_aging_may_not_reach_a_preempting_tier(world):
     with pytest.raises(ValidationError) as excinfo:
         services.tier_update(
-            tier=world.exploratory, user=world.ops, reason="Age higher",
+            tier=world.exploratory,
+            user=world.ops,
+            reason="Age higher",
             data={"aging_cap": world.production},
         )
 
@@ -126,7 +134,9 @@ def test_aging_may_not_reach_a_preempting_tier(world):
 def test_aging_cap_must_be_above_the_tier(world):
     with pytest.raises(ValidationError) as excinfo:
         services.tier_update(
-            tier=world.key, user=world.ops, reason="Age down",
+            tier=world.key,
+            user=world.ops,
+            reason="Age down",
             data={"aging_after_minutes": 60, "aging_step": 5, "aging_cap": world.regular},
         )
 
@@ -146,7 +156,9 @@ def test_changing_preemption_targets_writes_one_history_row(world):
     before = world.production.history.count()
 
     services.tier_update(
-        tier=world.production, user=world.ops, reason="Spare exploratory",
+        tier=world.production,
+        user=world.ops,
+        reason="Spare exploratory",
         data={"preemptible_tiers": [world.regular]},
     )
 

@@ -1,0 +1,331 @@
+"""Forms of the rule pages. They parse and check input; the services make the change.
+
+Every form asks for a reason: it is stored with the history row of the change. The model
+forms never ``save()``: a view passes ``service_data()`` to the service, and attaches the
+service's ``ValidationError`` back to the form with ``add_service_error()``.
+"""
+
+import copy
+from typing import Any
+
+from django import forms
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.utils.translation import gettext_lazy as _
+
+from governance.models import (
+    GpuFlavor,
+    Membership,
+    Pool,
+    PreemptionClass,
+    PriorityTier,
+    Project,
+    ProjectRole,
+    Quota,
+    User,
+)
+
+REASON_MAX_LENGTH = 1000
+
+
+def reason_field() -> forms.CharField:
+    return forms.CharField(
+        label=_("Reason"),
+        max_length=REASON_MAX_LENGTH,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text=_("Why this change? It is recorded in the history with your name."),
+    )
+
+
+def active_users() -> Any:
+    return User.objects.filter(is_active=True).order_by("username")
+
+
+class ServiceErrorsMixin:
+    """Show a service's ``ValidationError`` on the form, on the fields it names."""
+
+    def add_service_error(self, error: ValidationError) -> None:
+        if not hasattr(error, "error_dict"):
+            self.add_error(None, error)  # type: ignore[attr-defined]
+            return
+        for field, errors in error.error_dict.items():
+            if field in self.fields or field == NON_FIELD_ERRORS:  # type: ignore[attr-defined]
+                self.add_error(field, errors)  # type: ignore[attr-defined]
+            else:
+                self.add_error(None, errors)  # type: ignore[attr-defined]
+
+    @property
+    def change_reason(self) -> str:
+        """The checked reason, for the history row of the change."""
+        return self.cleaned_data["reason"]  # type: ignore[attr-defined]
+
+
+class ReasonForm(ServiceErrorsMixin, forms.Form):
+    reason = reason_field()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["reason"] = self.fields.pop("reason")
+
+
+class RuleForm(ServiceErrorsMixin, forms.ModelForm):
+    """A model form over a copy of the object: the page keeps showing the stored values
+    while the form checks the input, and the service re-reads the object before it writes."""
+
+    reason = reason_field()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if kwargs.get("instance") is not None:
+            kwargs["instance"] = copy.copy(kwargs["instance"])
+        super().__init__(*args, **kwargs)
+        self.fields["reason"] = self.fields.pop("reason")
+
+    def service_data(self) -> dict[str, Any]:
+        """The checked values of the rule's fields, as the service takes them."""
+        return {name: value for name, value in self.cleaned_data.items() if name != "reason"}
+
+    def changed_rule_fields(self) -> list[str]:
+        return [name for name in self.changed_data if name != "reason"]
+
+
+# --- projects -------------------------------------------------------------------------------
+
+
+class ProjectForm(RuleForm):
+    class Meta:
+        model = Project
+        fields = ["name", "description", "tier"]
+        widgets = {"description": forms.Textarea(attrs={"rows": 3})}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["tier"].empty_label = _("— the default tier —")
+
+
+class ProjectCreateForm(ProjectForm):
+    class Meta(ProjectForm.Meta):
+        fields = ["slug", *ProjectForm.Meta.fields]
+
+
+class MembershipSetForm(ReasonForm):
+    member = forms.ModelChoiceField(label=_("User"), queryset=active_users())
+    role = forms.ChoiceField(label=_("Role"), choices=ProjectRole.choices)
+
+
+class MembershipRemoveForm(ReasonForm):
+    membership = forms.ModelChoiceField(label=_("Member"), queryset=Membership.objects.none())
+
+    def __init__(self, *args: Any, project: Project, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["membership"]
+        field.queryset = project.memberships.select_related("user").order_by("user__username")
+        field.label_from_instance = lambda membership: (
+            f"{membership.user} ({membership.get_role_display()})"
+        )
+
+
+# --- flavors --------------------------------------------------------------------------------
+
+
+class FlavorForm(RuleForm):
+    class Meta:
+        model = GpuFlavor
+        fields = ["name", "gpu_model", "memory_gb", "gres_type", "node_labels", "node_taints"]
+        widgets = {
+            "node_labels": forms.Textarea(attrs={"rows": 3, "class": "code"}),
+            "node_taints": forms.Textarea(attrs={"rows": 3, "class": "code"}),
+        }
+        error_messages = {
+            "node_labels": {
+                "invalid": _(
+                    "This is not valid JSON. Write an object, for example "
+                    '{"gpu.example.com/model": "a100"}.'
+                ),
+            },
+            "node_taints": {
+                "invalid": _(
+                    "This is not valid JSON. Write a list, for example "
+                    '[{"key": "gpu", "value": "a100", "effect": "NoSchedule"}].'
+                ),
+            },
+        }
+
+    def clean_node_labels(self) -> Any:
+        value = self.cleaned_data.get("node_labels")
+        return {} if value is None else value
+
+    def clean_node_taints(self) -> Any:
+        value = self.cleaned_data.get("node_taints")
+        return [] if value is None else value
+
+
+class FlavorCreateForm(FlavorForm):
+    class Meta(FlavorForm.Meta):
+        fields = ["slug", *FlavorForm.Meta.fields]
+
+
+# --- pools ----------------------------------------------------------------------------------
+
+
+class PoolForm(RuleForm):
+    class Meta:
+        model = Pool
+        fields = ["name", "description", "parent"]
+        widgets = {"description": forms.Textarea(attrs={"rows": 3})}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        parent = self.fields["parent"]
+        parent.empty_label = _("— none: a top-level pool —")
+        if self.instance.pk:
+            parent.queryset = parent.queryset.exclude(pk=self.instance.pk)
+
+
+class PoolCreateForm(PoolForm):
+    class Meta(PoolForm.Meta):
+        fields = ["slug", *PoolForm.Meta.fields]
+
+
+class PoolCapacityForm(ReasonForm):
+    flavor = forms.ModelChoiceField(label=_("GPU flavor"), queryset=GpuFlavor.objects.all())
+    gpus = forms.IntegerField(
+        label=_("GPUs"), min_value=0, help_text=_("How many GPUs of this flavor the pool holds.")
+    )
+
+
+# --- tiers ----------------------------------------------------------------------------------
+
+
+class TierForm(RuleForm):
+    # Not a model field of the form: the service moves the default from the old tier, which
+    # the model's one-default constraint would refuse to check on this tier alone.
+    is_default = forms.BooleanField(
+        label=_("Default tier"),
+        required=False,
+        help_text=_(
+            "Work without a tier runs here. Setting it moves the default from the "
+            "current default tier."
+        ),
+    )
+
+    class Meta:
+        model = PriorityTier
+        fields = [
+            "name",
+            "score",
+            "scheduler_value",
+            "description",
+            "owner",
+            "eligibility",
+            "confirmed_by",
+            "max_gpus_per_job",
+            "max_gpus_total",
+            "may_preempt",
+            "preemptible_tiers",
+            "aging_after_minutes",
+            "aging_step",
+            "aging_cap",
+            "review_cycle_days",
+            "last_reviewed_on",
+        ]
+        widgets = {
+            "description": forms.Textarea(attrs={"rows": 3}),
+            "eligibility": forms.Textarea(attrs={"rows": 3}),
+            "preemptible_tiers": forms.CheckboxSelectMultiple,
+            "last_reviewed_on": forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"),
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["owner"].queryset = active_users()
+        self.fields["aging_cap"].empty_label = _("— no aging —")
+        if self.instance.pk:
+            self.fields["is_default"].initial = self.instance.is_default
+            for name in ("preemptible_tiers", "aging_cap"):
+                field = self.fields[name]
+                field.queryset = field.queryset.exclude(pk=self.instance.pk)
+        self.order_fields([*self.Meta.fields, "is_default", "reason"])
+
+
+class TierCreateForm(TierForm):
+    class Meta(TierForm.Meta):
+        fields = ["slug", *TierForm.Meta.fields]
+
+
+# --- preemption classes ---------------------------------------------------------------------
+
+
+class PreemptionClassForm(RuleForm):
+    class Meta:
+        model = PreemptionClass
+        fields = [
+            "name",
+            "kind",
+            "business_impact",
+            "requires_verified_checkpoint",
+            "max_checkpoint_interval_minutes",
+            "min_runtime_minutes",
+            "max_preemptions_per_day",
+            "recovery_owner",
+        ]
+        widgets = {"business_impact": forms.Textarea(attrs={"rows": 3})}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["recovery_owner"].queryset = active_users()
+
+
+class PreemptionClassCreateForm(PreemptionClassForm):
+    class Meta(PreemptionClassForm.Meta):
+        fields = ["slug", *PreemptionClassForm.Meta.fields]
+
+
+# --- quotas ---------------------------------------------------------------------------------
+
+
+class QuotaForm(RuleForm):
+    class Meta:
+        model = Quota
+        fields = [
+            "guarantee",
+            "borrow_limit",
+            "lending_limit",
+            "fair_share_weight",
+            "reclaim_grace_minutes",
+            "preemption_class",
+        ]
+
+
+class QuotaCreateForm(QuotaForm):
+    class Meta(QuotaForm.Meta):
+        fields = ["project", "pool", "flavor", *QuotaForm.Meta.fields]
+
+
+class QuotaFilterForm(forms.Form):
+    """The filters of the quota list; an unknown value is ignored."""
+
+    project = forms.ModelChoiceField(
+        label=_("Project"),
+        queryset=Project.objects.order_by("name"),
+        to_field_name="slug",
+        required=False,
+        empty_label=_("All projects"),
+    )
+    pool = forms.ModelChoiceField(
+        label=_("Pool"),
+        queryset=Pool.objects.order_by("name"),
+        to_field_name="slug",
+        required=False,
+        empty_label=_("All pools"),
+    )
+    flavor = forms.ModelChoiceField(
+        label=_("GPU flavor"),
+        queryset=GpuFlavor.objects.order_by("name"),
+        to_field_name="slug",
+        required=False,
+        empty_label=_("All flavors"),
+    )
+
+    def filters(self) -> dict[str, Any]:
+        self.is_valid()
+        cleaned = getattr(self, "cleaned_data", {})
+        return {name: cleaned[name] for name in ("project", "pool", "flavor") if cleaned.get(name)}

@@ -1,0 +1,100 @@
+"""What every rule page shares: the ops check, the page context, the tab bar, messages."""
+
+from typing import Any
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.db import models
+from django.http import HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+
+from governance import selectors
+
+
+def require_ops(user: Any) -> None:
+    if not selectors.user_can_edit_rules(user):
+        raise PermissionDenied(_("Only ops may change the rules."))
+
+
+def posted(request: HttpRequest) -> QueryDict | None:
+    return request.POST if request.method == "POST" else None
+
+
+def search_query(request: HttpRequest) -> str:
+    return request.GET.get("q", "").strip()[:200]
+
+
+def page(request: HttpRequest, template: str, context: dict[str, Any]) -> HttpResponse:
+    context["can_edit"] = selectors.user_can_edit_rules(request.user)
+    return render(request, template, context)
+
+
+def object_page(
+    request: HttpRequest, template: str, obj: models.Model, tab: str, **context: Any
+) -> HttpResponse:
+    """A detail or history page: the object, its tab bar and (for ops) its edit link."""
+    kind = kind_of(obj)
+    key = obj.pk if kind == "quota" else obj.slug  # type: ignore[attr-defined]
+    context.update(
+        object=obj,
+        kind=kind,
+        kind_plural=obj._meta.verbose_name_plural,
+        tab=tab,
+        list_url=reverse(f"{kind}_list"),
+        detail_url=reverse(f"{kind}_detail", args=[key]),
+        history_url=reverse(f"{kind}_history", args=[key]),
+        edit_url=reverse(f"{kind}_edit", args=[key]),
+    )
+    return page(request, template, context)
+
+
+def form_page(
+    request: HttpRequest,
+    form: Any,
+    *,
+    title: str,
+    cancel_url: str,
+    obj: models.Model | None = None,
+) -> HttpResponse:
+    return page(
+        request,
+        "governance/form.html",
+        {"form": form, "title": title, "cancel_url": cancel_url, "object": obj},
+    )
+
+
+def kind_of(obj: models.Model) -> str:
+    return {
+        "project": "project",
+        "gpuflavor": "flavor",
+        "pool": "pool",
+        "prioritytier": "tier",
+        "preemptionclass": "preemption_class",
+        "quota": "quota",
+    }[obj._meta.model_name or ""]
+
+
+def saved(request: HttpRequest, obj: models.Model) -> HttpResponse:
+    messages.success(request, _("Saved “%(object)s”.") % {"object": obj})
+    return redirect(obj)
+
+
+def unchanged(request: HttpRequest, obj: models.Model) -> HttpResponse:
+    messages.info(request, _("Nothing changed: “%(object)s” is as it was.") % {"object": obj})
+    return redirect(obj)
+
+
+def edit_title(obj: models.Model) -> str:
+    return _("Edit %(kind)s “%(object)s”") % {"kind": obj._meta.verbose_name, "object": obj}
+
+
+def create_title(model: type[models.Model]) -> str:
+    return _("New %(kind)s") % {"kind": model._meta.verbose_name}
+
+
+def history_page(
+    request: HttpRequest, obj: models.Model, sections: list[tuple[str, list[Any]]]
+) -> HttpResponse:
+    return object_page(request, "governance/history.html", obj, "history", sections=sections)

@@ -1,0 +1,138 @@
+"""Pool pages, and the capacity a pool holds per flavor."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils.translation import gettext as _
+
+from governance import forms, selectors, services
+
+from ._common import (
+    create_title,
+    edit_title,
+    form_page,
+    history_page,
+    object_page,
+    page,
+    posted,
+    require_ops,
+    saved,
+    search_query,
+    unchanged,
+)
+
+
+@login_required
+def pool_list(request: HttpRequest) -> HttpResponse:
+    query = search_query(request)
+    pools = selectors.search_filter(
+        selectors.pool_list(), query=query, fields=["slug", "name", "description"]
+    )
+    return page(request, "governance/pool_list.html", {"pools": pools, "query": query})
+
+
+@login_required
+def pool_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    pool = selectors.pool_get(user=request.user, slug=slug)
+    return object_page(
+        request,
+        "governance/pool_detail.html",
+        pool,
+        "detail",
+        usage=[use for use in selectors.pool_usage() if use.pool.pk == pool.pk],
+        children=selectors.pool_list().filter(parent=pool),
+        quotas=selectors.quota_list().filter(pool=pool),
+    )
+
+
+@login_required
+def pool_history(request: HttpRequest, slug: str) -> HttpResponse:
+    pool = selectors.pool_get(user=request.user, slug=slug)
+    return history_page(
+        request,
+        pool,
+        [
+            (_("Pool"), selectors.history_entries(obj=pool)),
+            (_("Capacity"), selectors.capacity_history_entries(pool=pool)),
+        ],
+    )
+
+
+@login_required
+def pool_create(request: HttpRequest) -> HttpResponse:
+    require_ops(request.user)
+    form = forms.PoolCreateForm(posted(request))
+    if request.method == "POST" and form.is_valid():
+        try:
+            pool = services.pool_create(
+                user=request.user, reason=form.change_reason, **form.service_data()
+            )
+        except ValidationError as error:
+            form.add_service_error(error)
+        else:
+            return saved(request, pool)
+    return form_page(
+        request,
+        form,
+        title=create_title(forms.PoolCreateForm.Meta.model),
+        cancel_url=reverse("pool_list"),
+    )
+
+
+@login_required
+def pool_edit(request: HttpRequest, slug: str) -> HttpResponse:
+    pool = selectors.pool_get(user=request.user, slug=slug, for_edit=True)
+    form = forms.PoolForm(posted(request), instance=pool)
+    if request.method == "POST" and form.is_valid():
+        if not form.changed_rule_fields():
+            return unchanged(request, pool)
+        try:
+            pool = services.pool_update(
+                pool=pool, user=request.user, reason=form.change_reason, data=form.service_data()
+            )
+        except ValidationError as error:
+            form.add_service_error(error)
+        else:
+            return saved(request, pool)
+    return form_page(
+        request, form, title=edit_title(pool), cancel_url=pool.get_absolute_url(), obj=pool
+    )
+
+
+@login_required
+def pool_capacity_edit(request: HttpRequest, slug: str) -> HttpResponse:
+    pool = selectors.pool_get(user=request.user, slug=slug, for_edit=True)
+    usage = [use for use in selectors.pool_usage() if use.pool.pk == pool.pk]
+    initial = {}
+    flavor_slug = request.GET.get("flavor")
+    current = next((use for use in usage if use.flavor.slug == flavor_slug), None)
+    if current is not None:
+        initial = {"flavor": current.flavor, "gpus": current.capacity}
+    form = forms.PoolCapacityForm(posted(request), initial=initial)
+    if request.method == "POST" and form.is_valid():
+        flavor = form.cleaned_data["flavor"]
+        try:
+            services.pool_capacity_set(
+                pool=pool,
+                flavor=flavor,
+                gpus=form.cleaned_data["gpus"],
+                user=request.user,
+                reason=form.change_reason,
+            )
+        except ValidationError as error:
+            form.add_service_error(error)
+        else:
+            messages.success(
+                request,
+                _("“%(pool)s” now holds %(gpus)d %(flavor)s GPUs.")
+                % {"pool": pool, "gpus": form.cleaned_data["gpus"], "flavor": flavor},
+            )
+            return redirect(pool)
+    return page(
+        request,
+        "governance/pool_capacity_edit.html",
+        {"object": pool, "usage": usage, "form": form},
+    )

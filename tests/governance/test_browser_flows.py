@@ -1,0 +1,119 @@
+"""End-to-end: the real UI in headless Chromium (Debian's package, driven by Playwright).
+
+No browser is downloaded: Playwright drives the system Chromium through ``executable_path``.
+Locally the tests skip when Chromium is missing; in CI (``CI=true``) they must run.
+"""
+
+import os
+import re
+
+import pytest
+
+from governance.models import Quota
+from tests.conftest import chromium_path, require_service
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture
+def browser():
+    executable = chromium_path()
+    require_service("Chromium", executable is not None, "install Debian's chromium package")
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; the test's own database
+    # calls are synchronous and safe here.
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(locale="en-US")
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    yield page
+    context.close()
+
+
+def sign_in(page, live_server, username: str) -> None:
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", f"pw-{username}")
+    page.click("form.form button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+
+
+def test_sign_in_and_switch_language(page, live_server, world):
+    sign_in(page, live_server, "ops")
+    assert page.locator("html").get_attribute("lang") == "en"
+    assert page.locator("nav.site-nav").is_visible()
+
+    page.goto(f"{live_server.url}/pools/")
+    page.click("button[name=language][value=zh-hans]")
+    page.wait_for_load_state()
+    assert page.url == f"{live_server.url}/pools/"
+    assert page.locator("html").get_attribute("lang") == "zh-hans"
+    assert "资源池" in page.locator("nav.site-nav").inner_text()
+
+    page.click("button[name=language][value=en]")
+    page.wait_for_load_state()
+    assert page.locator("html").get_attribute("lang") == "en"
+    assert "Pools" in page.locator("nav.site-nav").inner_text()
+
+
+def test_ops_changes_a_quota_with_a_reason_and_sees_it_in_the_history(page, live_server, world):
+    quota = world.vision_a100
+    sign_in(page, live_server, "ops")
+
+    page.goto(f"{live_server.url}/quotas/{quota.pk}/edit/")
+    page.fill("input[name=guarantee]", "30")
+    page.fill("textarea[name=reason]", "Model v3 deadline in March")
+    page.click("form.form button[type=submit]")
+    page.wait_for_url(re.compile(rf".*/quotas/{quota.pk}/$"))
+
+    assert Quota.objects.get(pk=quota.pk).guarantee == 30
+    page.goto(f"{live_server.url}/quotas/{quota.pk}/history/")
+    history = page.locator("main").inner_text()
+    assert "Model v3 deadline in March" in history
+    assert "24" in history and "30" in history
+    assert "Ops" in history
+
+
+def test_a_rejected_edit_shows_the_numbers_and_keeps_the_input(page, live_server, world):
+    quota = world.speech_a100
+    sign_in(page, live_server, "ops")
+
+    page.goto(f"{live_server.url}/quotas/{quota.pk}/edit/")
+    page.fill("input[name=guarantee]", "60")
+    page.fill("textarea[name=reason]", "Too much")
+    page.click("form.form button[type=submit]")
+
+    body = page.locator("main").inner_text()
+    assert "64" in body and "84" in body
+    assert page.input_value("input[name=guarantee]") == "60"
+    assert Quota.objects.get(pk=quota.pk).guarantee == 16
+
+
+def test_a_member_reads_rules_but_cannot_edit(page, live_server, world):
+    sign_in(page, live_server, "member")
+
+    page.goto(f"{live_server.url}/quotas/{world.vision_a100.pk}/")
+    assert "Vision" in page.locator("main").inner_text()
+    assert page.locator(f"a[href$='/quotas/{world.vision_a100.pk}/edit/']").count() == 0
+    response = page.goto(f"{live_server.url}/quotas/{world.vision_a100.pk}/edit/")
+    assert response.status == 403
