@@ -125,7 +125,7 @@ def project_list() -> QuerySet[Project]:
             ),
         )
         .prefetch_related(Prefetch("memberships", queryset=leads, to_attr="lead_memberships"))
-        .order_by("name")
+        .order_by("name", "pk")
     )
 
 
@@ -135,7 +135,7 @@ def project_memberships(*, project: Project) -> QuerySet[Membership]:
 
 def flavor_list() -> QuerySet[GpuFlavor]:
     return GpuFlavor.objects.annotate(total_gpus=Coalesce(Sum("capacities__gpus"), 0)).order_by(
-        "name"
+        "name", "pk"
     )
 
 
@@ -146,7 +146,7 @@ def pool_list() -> QuerySet[Pool]:
             Prefetch("capacities", queryset=PoolCapacity.objects.select_related("flavor"))
         )
         .annotate(project_count=Count("quotas__project", distinct=True))
-        .order_by("name")
+        .order_by("name", "pk")
     )
 
 
@@ -162,13 +162,13 @@ def preemption_class_list() -> QuerySet[PreemptionClass]:
     return (
         PreemptionClass.objects.select_related("recovery_owner")
         .annotate(quota_count=Count("quotas"))
-        .order_by("name")
+        .order_by("name", "pk")
     )
 
 
 def quota_list() -> QuerySet[Quota]:
     return Quota.objects.select_related("project", "pool", "flavor", "preemption_class").order_by(
-        "project__name", "pool__name", "flavor__name"
+        "project__name", "pool__name", "flavor__name", "pk"
     )
 
 

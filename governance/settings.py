@@ -36,13 +36,14 @@ if not SECRET_KEY:
         raise ImproperlyConfigured(
             "DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off (see .env.example)."
         )
-    SECRET_KEY = "arbiter-insecure-development-key-only-for-debug"  # noqa: S105
+    SECRET_KEY = "arbiter-insecure-development-key-only-for-debug"
 
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
 
-# Where the embedded defaults keep their files (SQLite database, broker folders).
-DATA_DIR = Path(os.environ.get("ARBITER_DATA_DIR", BASE_DIR / "var"))
+# Where the embedded defaults keep their files (SQLite database, broker folders). A relative
+# path is taken from the project folder; the result is absolute, as the broker's URLs need.
+DATA_DIR = (BASE_DIR / os.environ.get("ARBITER_DATA_DIR", "var")).resolve()
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -99,6 +100,8 @@ DATABASES = {
     "default": dj_database_url.config(
         default=f"sqlite:///{DATA_DIR / 'arbiter.sqlite3'}",
         conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "60")),
+        # Long-lived processes (Celery workers) must not reuse a connection the server closed.
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -122,7 +125,7 @@ AUTH_PASSWORD_VALIDATORS = [
 
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", _("English")), ("zh-hans", _("Simplified Chinese"))]
-LOCALE_PATHS = [BASE_DIR / "locale"]
+LOCALE_PATHS = [BASE_DIR / "governance" / "locale"]
 TIME_ZONE = os.environ.get("ARBITER_TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
@@ -145,9 +148,13 @@ STORAGES = {
 SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", not DEBUG)
 SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", not DEBUG)
 CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", not DEBUG)
-SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_SECURE_HSTS_SECONDS", "0" if DEBUG else "31536000"))
+SECURE_HSTS_SECONDS = int(
+    os.environ.get("DJANGO_SECURE_HSTS_SECONDS", "0" if DEBUG else "31536000")
+)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
-SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
+# The header only consents to the browsers' preload list; submitting the domain is a separate,
+# manual step. Set DJANGO_SECURE_HSTS_PRELOAD=0 for a domain that must never be preloaded.
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", not DEBUG)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
@@ -164,6 +171,7 @@ EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS")
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "arbiter@localhost")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
 
 # --- Celery: an embedded broker in files by default, Redis when CELERY_BROKER_URL says so ---
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
@@ -175,9 +183,11 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "data_folder_out": str(_broker_dir),
         "processed_folder": str(DATA_DIR / "celery" / "processed"),
         "store_processed": False,
+        # Exchange bindings; kombu's default is a "control" folder in the working directory.
+        "control_folder": str(DATA_DIR / "celery" / "control"),
     }
     CELERY_RESULT_BACKEND = CELERY_RESULT_BACKEND or f"file://{DATA_DIR / 'celery' / 'results'}"
-    for _folder in ("broker", "processed", "results"):
+    for _folder in ("broker", "processed", "results", "control"):
         (DATA_DIR / "celery" / _folder).mkdir(parents=True, exist_ok=True)
 else:
     CELERY_RESULT_BACKEND = CELERY_RESULT_BACKEND or CELERY_BROKER_URL
@@ -197,8 +207,9 @@ CELERY_BEAT_SCHEDULE = {
 # --- REST API ---
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
+        # Token first: an unauthenticated client gets 401 with a WWW-Authenticate challenge.
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
@@ -223,6 +234,8 @@ SIMPLE_HISTORY_REVERT_DISABLED = True
 # --- Arbiter ---
 # Days before a review is due at which the owner is reminded and the item is listed as due.
 ARBITER_REVIEW_DUE_WINDOW_DAYS = int(os.environ.get("ARBITER_REVIEW_DUE_WINDOW_DAYS", "14"))
+# The address people open Arbiter at; mails (review reminders) link to pages under it.
+ARBITER_SITE_URL = os.environ.get("ARBITER_SITE_URL", "http://127.0.0.1:8000").rstrip("/")
 
 LOGGING = {
     "version": 1,

@@ -1,0 +1,42 @@
+# Arbiter: `make run` starts the demo, `make test` runs every check. Both set up .venv first.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+
+# The checks and tests run in debug mode (no secret key needed, no HTTPS redirect) unless
+# the caller sets DJANGO_DEBUG.
+export DJANGO_DEBUG ?= 1
+
+.PHONY: run test install lint typecheck migrations-check pytest clean
+
+run: $(INSTALLED)
+	DJANGO_DEBUG=1 bash deploy/run-dev.sh
+
+test: $(INSTALLED) lint typecheck migrations-check pytest
+
+install: $(INSTALLED)
+
+# (Re)install when pyproject.toml changes.
+$(INSTALLED): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Arbiter needs Python 3.11 or newer (set PYTHON=...)")'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --disable-pip-version-check --quiet --editable ".[dev]"
+	touch $@
+
+lint: $(INSTALLED)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(INSTALLED)
+	$(BIN)/mypy
+
+migrations-check: $(INSTALLED)
+	$(BIN)/python manage.py makemigrations --check --dry-run
+
+pytest: $(INSTALLED)
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache

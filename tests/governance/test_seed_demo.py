@@ -1,0 +1,138 @@
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+
+from governance import selectors
+from governance.models import (
+    GpuFlavor,
+    Membership,
+    Pool,
+    PoolCapacity,
+    PreemptionClass,
+    PreemptionKind,
+    PriorityTier,
+    Project,
+    Quota,
+    SiteRole,
+    User,
+)
+from governance.services.demo import DEMO_PASSWORD, DEMO_REASON
+
+GOVERNED = [
+    GpuFlavor,
+    Pool,
+    PoolCapacity,
+    PriorityTier,
+    PreemptionClass,
+    Project,
+    Membership,
+    Quota,
+]
+
+
+@pytest.fixture(autouse=True)
+def fast_passwords(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def _counts() -> dict[str, int]:
+    counts = {model.__name__: model.objects.count() for model in [User, *GOVERNED]}
+    counts.update({f"{model.__name__} history": model.history.count() for model in GOVERNED})
+    return counts
+
+
+@pytest.mark.django_db
+def test_seed_demo_twice_creates_everything_once(capsys):
+    call_command("seed_demo")
+    first = _counts()
+    assert "Demo data loaded" in capsys.readouterr().out
+
+    call_command("seed_demo")
+
+    assert _counts() == first
+    assert "nothing to add" in capsys.readouterr().out
+    assert first["User"] >= 19
+    assert first["Project"] == 12
+    assert first["Pool"] == 2
+    assert first["GpuFlavor"] == 3
+    assert first["PriorityTier"] == 4
+    assert set(PreemptionClass.objects.values_list("kind", flat=True)) == set(PreemptionKind.values)
+
+
+@pytest.mark.django_db
+def test_seed_demo_keeps_what_exists(ops):
+    call_command("seed_demo")
+
+    ops.refresh_from_db()
+    assert ops.check_password("pw-ops")  # an existing user is not touched
+    assert not User.objects.filter(username="ops").exclude(pk=ops.pk).exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("username", "site_role"),
+    [
+        ("ops", SiteRole.OPS),
+        ("approver", SiteRole.APPROVER),
+        ("lead", SiteRole.MEMBER),
+        ("member", SiteRole.MEMBER),
+    ],
+)
+def test_demo_users_log_in_with_the_demo_password(username, site_role):
+    call_command("seed_demo")
+
+    assert Client().login(username=username, password=DEMO_PASSWORD)
+    assert User.objects.get(username=username).site_role == site_role
+
+
+@pytest.mark.django_db
+def test_demo_lead_and_member_share_a_project():
+    call_command("seed_demo")
+
+    lead = Membership.objects.get(user__username="lead")
+    member = Membership.objects.filter(user__username="member", project=lead.project).get()
+    assert lead.role == "lead"
+    assert member.role == "member"
+
+
+@pytest.mark.django_db
+def test_demo_pools_are_mostly_but_not_over_committed():
+    call_command("seed_demo")
+
+    usage = selectors.pool_usage()
+    assert len(usage) == 4
+    for use in usage:
+        assert 0.75 * use.capacity <= use.committed < use.capacity, use
+
+
+@pytest.mark.django_db
+def test_demo_tiers_are_complete_and_one_is_due_for_review(today):
+    call_command("seed_demo")
+
+    tiers = {tier.slug: tier for tier in PriorityTier.objects.all()}
+    assert [tier.slug for tier in PriorityTier.objects.filter(is_default=True)] == ["regular"]
+    production = tiers["production"]
+    assert production.may_preempt
+    assert {t.slug for t in production.preemptible_tiers.all()} == {"regular", "exploratory"}
+    assert tiers["exploratory"].aging_cap == tiers["regular"]
+    for tier in tiers.values():
+        assert tier.owner.email
+        assert tier.eligibility and tier.confirmed_by
+        assert tier.next_review_on == tier.last_reviewed_on + timedelta(tier.review_cycle_days)
+    due = list(selectors.tiers_due_for_review(today=today))
+    assert [tier.slug for tier in due] == ["key-project"]
+    assert today < due[0].next_review_on <= today + timedelta(days=14)
+
+
+@pytest.mark.django_db
+def test_every_demo_row_has_history_by_ops_with_the_demo_reason():
+    call_command("seed_demo")
+
+    ops = User.objects.get(username="ops")
+    for model in GOVERNED:
+        history = model.history.all()
+        assert history.exists(), model
+        assert set(history.values_list("history_user", flat=True)) == {ops.pk}, model
+        assert set(history.values_list("history_change_reason", flat=True)) == {DEMO_REASON}, model
