@@ -31,9 +31,7 @@ page_patterns = [
     path("tiers/<slug:slug>/edit/", views.tier_edit, name="tier_edit"),
     path("tiers/<slug:slug>/history/", views.tier_history, name="tier_history"),
     path("preemption-classes/", views.preemption_class_list, name="preemption_class_list"),
-    path(
-        "preemption-classes/new/", views.preemption_class_create, name="preemption_class_create"
-    ),
+    path("preemption-classes/new/", views.preemption_class_create, name="preemption_class_create"),
     path(
         "preemption-classes/<slug:slug>/",
         views.preemption_class_detail,

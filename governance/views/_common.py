@@ -1,9 +1,10 @@
 """What every rule page shares: the ops check, the page context, the tab bar, messages."""
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
@@ -98,3 +99,49 @@ def history_page(
     request: HttpRequest, obj: models.Model, sections: list[tuple[str, list[Any]]]
 ) -> HttpResponse:
     return object_page(request, "governance/history.html", obj, "history", sections=sections)
+
+
+def create_page(
+    request: HttpRequest,
+    form_class: Any,
+    *,
+    create: Callable[..., models.Model],
+    cancel_url: str,
+    initial: dict[str, Any] | None = None,
+) -> HttpResponse:
+    """An ops-only create form: validate, call the ``create`` service, show its errors."""
+    require_ops(request.user)
+    form = form_class(posted(request), initial=initial)
+    if request.method == "POST" and form.is_valid():
+        try:
+            obj = create(user=request.user, reason=form.change_reason, **form.service_data())
+        except ValidationError as error:
+            form.add_service_error(error)
+        else:
+            return saved(request, obj)
+    return form_page(
+        request, form, title=create_title(form_class.Meta.model), cancel_url=cancel_url
+    )
+
+
+def edit_page(
+    request: HttpRequest,
+    form_class: Any,
+    obj: models.Model,
+    *,
+    update: Callable[..., models.Model],
+) -> HttpResponse:
+    """An edit form for ``obj`` (already fetched for edit): ``update`` gets only the changes."""
+    form = form_class(posted(request), instance=obj)
+    if request.method == "POST" and form.is_valid():
+        if not form.changed_rule_fields():
+            return unchanged(request, obj)
+        try:
+            obj = update(user=request.user, reason=form.change_reason, data=form.service_data())
+        except ValidationError as error:
+            form.add_service_error(error)
+        else:
+            return saved(request, obj)
+    return form_page(
+        request, form, title=edit_title(obj), cancel_url=obj.get_absolute_url(), obj=obj
+    )

@@ -1,7 +1,8 @@
 """GPU flavor pages."""
 
+from functools import partial
+
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -9,17 +10,12 @@ from django.utils.translation import gettext as _
 from governance import forms, selectors, services
 
 from ._common import (
-    create_title,
-    edit_title,
-    form_page,
+    create_page,
+    edit_page,
     history_page,
     object_page,
     page,
-    posted,
-    require_ops,
-    saved,
     search_query,
-    unchanged,
 )
 
 
@@ -53,21 +49,10 @@ def flavor_history(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 def flavor_create(request: HttpRequest) -> HttpResponse:
-    require_ops(request.user)
-    form = forms.FlavorCreateForm(posted(request))
-    if request.method == "POST" and form.is_valid():
-        try:
-            flavor = services.flavor_create(
-                user=request.user, reason=form.change_reason, **form.service_data()
-            )
-        except ValidationError as error:
-            form.add_service_error(error)
-        else:
-            return saved(request, flavor)
-    return form_page(
+    return create_page(
         request,
-        form,
-        title=create_title(forms.FlavorCreateForm.Meta.model),
+        forms.FlavorCreateForm,
+        create=services.flavor_create,
         cancel_url=reverse("flavor_list"),
     )
 
@@ -75,21 +60,9 @@ def flavor_create(request: HttpRequest) -> HttpResponse:
 @login_required
 def flavor_edit(request: HttpRequest, slug: str) -> HttpResponse:
     flavor = selectors.flavor_get(user=request.user, slug=slug, for_edit=True)
-    form = forms.FlavorForm(posted(request), instance=flavor)
-    if request.method == "POST" and form.is_valid():
-        if not form.changed_rule_fields():
-            return unchanged(request, flavor)
-        try:
-            flavor = services.flavor_update(
-                flavor=flavor,
-                user=request.user,
-                reason=form.change_reason,
-                data=form.service_data(),
-            )
-        except ValidationError as error:
-            form.add_service_error(error)
-        else:
-            return saved(request, flavor)
-    return form_page(
-        request, form, title=edit_title(flavor), cancel_url=flavor.get_absolute_url(), obj=flavor
+    return edit_page(
+        request,
+        forms.FlavorForm,
+        flavor,
+        update=partial(services.flavor_update, flavor=flavor),
     )

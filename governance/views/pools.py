@@ -1,5 +1,7 @@
 """Pool pages, and the capacity a pool holds per flavor."""
 
+from functools import partial
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -11,17 +13,13 @@ from django.utils.translation import gettext as _
 from governance import forms, selectors, services
 
 from ._common import (
-    create_title,
-    edit_title,
-    form_page,
+    create_page,
+    edit_page,
     history_page,
     object_page,
     page,
     posted,
-    require_ops,
-    saved,
     search_query,
-    unchanged,
 )
 
 
@@ -63,21 +61,10 @@ def pool_history(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 def pool_create(request: HttpRequest) -> HttpResponse:
-    require_ops(request.user)
-    form = forms.PoolCreateForm(posted(request))
-    if request.method == "POST" and form.is_valid():
-        try:
-            pool = services.pool_create(
-                user=request.user, reason=form.change_reason, **form.service_data()
-            )
-        except ValidationError as error:
-            form.add_service_error(error)
-        else:
-            return saved(request, pool)
-    return form_page(
+    return create_page(
         request,
-        form,
-        title=create_title(forms.PoolCreateForm.Meta.model),
+        forms.PoolCreateForm,
+        create=services.pool_create,
         cancel_url=reverse("pool_list"),
     )
 
@@ -85,20 +72,11 @@ def pool_create(request: HttpRequest) -> HttpResponse:
 @login_required
 def pool_edit(request: HttpRequest, slug: str) -> HttpResponse:
     pool = selectors.pool_get(user=request.user, slug=slug, for_edit=True)
-    form = forms.PoolForm(posted(request), instance=pool)
-    if request.method == "POST" and form.is_valid():
-        if not form.changed_rule_fields():
-            return unchanged(request, pool)
-        try:
-            pool = services.pool_update(
-                pool=pool, user=request.user, reason=form.change_reason, data=form.service_data()
-            )
-        except ValidationError as error:
-            form.add_service_error(error)
-        else:
-            return saved(request, pool)
-    return form_page(
-        request, form, title=edit_title(pool), cancel_url=pool.get_absolute_url(), obj=pool
+    return edit_page(
+        request,
+        forms.PoolForm,
+        pool,
+        update=partial(services.pool_update, pool=pool),
     )
 
 

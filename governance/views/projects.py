@@ -1,5 +1,7 @@
 """Project pages, and the members of a project."""
 
+from functools import partial
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -11,17 +13,12 @@ from django.utils.translation import gettext as _
 from governance import forms, selectors, services
 
 from ._common import (
-    create_title,
-    edit_title,
-    form_page,
+    create_page,
+    edit_page,
     history_page,
     object_page,
     page,
-    posted,
-    require_ops,
-    saved,
     search_query,
-    unchanged,
 )
 
 
@@ -69,21 +66,10 @@ def project_history(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 def project_create(request: HttpRequest) -> HttpResponse:
-    require_ops(request.user)
-    form = forms.ProjectCreateForm(posted(request))
-    if request.method == "POST" and form.is_valid():
-        try:
-            project = services.project_create(
-                user=request.user, reason=form.change_reason, **form.service_data()
-            )
-        except ValidationError as error:
-            form.add_service_error(error)
-        else:
-            return saved(request, project)
-    return form_page(
+    return create_page(
         request,
-        form,
-        title=create_title(forms.ProjectCreateForm.Meta.model),
+        forms.ProjectCreateForm,
+        create=services.project_create,
         cancel_url=reverse("project_list"),
     )
 
@@ -91,27 +77,11 @@ def project_create(request: HttpRequest) -> HttpResponse:
 @login_required
 def project_edit(request: HttpRequest, slug: str) -> HttpResponse:
     project = selectors.project_get(user=request.user, slug=slug, for_edit=True)
-    form = forms.ProjectForm(posted(request), instance=project)
-    if request.method == "POST" and form.is_valid():
-        if not form.changed_rule_fields():
-            return unchanged(request, project)
-        try:
-            project = services.project_update(
-                project=project,
-                user=request.user,
-                reason=form.change_reason,
-                data=form.service_data(),
-            )
-        except ValidationError as error:
-            form.add_service_error(error)
-        else:
-            return saved(request, project)
-    return form_page(
+    return edit_page(
         request,
-        form,
-        title=edit_title(project),
-        cancel_url=project.get_absolute_url(),
-        obj=project,
+        forms.ProjectForm,
+        project,
+        update=partial(services.project_update, project=project),
     )
 
 

@@ -1,7 +1,8 @@
 """Quota pages."""
 
+from functools import partial
+
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -9,16 +10,11 @@ from django.utils.translation import gettext as _
 from governance import forms, selectors, services
 
 from ._common import (
-    create_title,
-    edit_title,
-    form_page,
+    create_page,
+    edit_page,
     history_page,
     object_page,
     page,
-    posted,
-    require_ops,
-    saved,
-    unchanged,
 )
 
 
@@ -55,41 +51,21 @@ def quota_history(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 def quota_create(request: HttpRequest) -> HttpResponse:
-    require_ops(request.user)
-    initial = forms.QuotaFilterForm(request.GET).filters()
-    form = forms.QuotaCreateForm(posted(request), initial=initial)
-    if request.method == "POST" and form.is_valid():
-        try:
-            quota = services.quota_create(
-                user=request.user, reason=form.change_reason, **form.service_data()
-            )
-        except ValidationError as error:
-            form.add_service_error(error)
-        else:
-            return saved(request, quota)
-    return form_page(
+    return create_page(
         request,
-        form,
-        title=create_title(forms.QuotaCreateForm.Meta.model),
+        forms.QuotaCreateForm,
+        create=services.quota_create,
         cancel_url=reverse("quota_list"),
+        initial=forms.QuotaFilterForm(request.GET).filters(),
     )
 
 
 @login_required
 def quota_edit(request: HttpRequest, pk: int) -> HttpResponse:
     quota = selectors.quota_get(user=request.user, pk=pk, for_edit=True)
-    form = forms.QuotaForm(posted(request), instance=quota)
-    if request.method == "POST" and form.is_valid():
-        if not form.changed_rule_fields():
-            return unchanged(request, quota)
-        try:
-            quota = services.quota_update(
-                quota=quota, user=request.user, reason=form.change_reason, data=form.service_data()
-            )
-        except ValidationError as error:
-            form.add_service_error(error)
-        else:
-            return saved(request, quota)
-    return form_page(
-        request, form, title=edit_title(quota), cancel_url=quota.get_absolute_url(), obj=quota
+    return edit_page(
+        request,
+        forms.QuotaForm,
+        quota,
+        update=partial(services.quota_update, quota=quota),
     )

@@ -1,7 +1,8 @@
 """Priority tier pages."""
 
+from functools import partial
+
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -9,17 +10,12 @@ from django.utils.translation import gettext as _
 from governance import forms, selectors, services
 
 from ._common import (
-    create_title,
-    edit_title,
-    form_page,
+    create_page,
+    edit_page,
     history_page,
     object_page,
     page,
-    posted,
-    require_ops,
-    saved,
     search_query,
-    unchanged,
 )
 
 
@@ -53,21 +49,10 @@ def tier_history(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 def tier_create(request: HttpRequest) -> HttpResponse:
-    require_ops(request.user)
-    form = forms.TierCreateForm(posted(request))
-    if request.method == "POST" and form.is_valid():
-        try:
-            tier = services.tier_create(
-                user=request.user, reason=form.change_reason, **form.service_data()
-            )
-        except ValidationError as error:
-            form.add_service_error(error)
-        else:
-            return saved(request, tier)
-    return form_page(
+    return create_page(
         request,
-        form,
-        title=create_title(forms.TierCreateForm.Meta.model),
+        forms.TierCreateForm,
+        create=services.tier_create,
         cancel_url=reverse("tier_list"),
     )
 
@@ -75,18 +60,9 @@ def tier_create(request: HttpRequest) -> HttpResponse:
 @login_required
 def tier_edit(request: HttpRequest, slug: str) -> HttpResponse:
     tier = selectors.tier_get(user=request.user, slug=slug, for_edit=True)
-    form = forms.TierForm(posted(request), instance=tier)
-    if request.method == "POST" and form.is_valid():
-        if not form.changed_rule_fields():
-            return unchanged(request, tier)
-        try:
-            tier = services.tier_update(
-                tier=tier, user=request.user, reason=form.change_reason, data=form.service_data()
-            )
-        except ValidationError as error:
-            form.add_service_error(error)
-        else:
-            return saved(request, tier)
-    return form_page(
-        request, form, title=edit_title(tier), cancel_url=tier.get_absolute_url(), obj=tier
+    return edit_page(
+        request,
+        forms.TierForm,
+        tier,
+        update=partial(services.tier_update, tier=tier),
     )
