@@ -24,8 +24,19 @@ from governance.models import (
 )
 
 
+def _is_ops(request) -> bool:
+    """Ops (the site role) use the admin; ``governance.apps.ArbiterAdminSite`` lets them in."""
+    return bool(request.user.is_active and getattr(request.user, "is_ops", False))
+
+
 class ReadOnlyAdmin(SimpleHistoryAdmin):
-    """Lists, filters and history, but no add, change or delete."""
+    """Lists, filters and history for ops, but no add, change or delete for anyone."""
+
+    def has_module_permission(self, request) -> bool:
+        return _is_ops(request) or super().has_module_permission(request)
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return _is_ops(request) or super().has_view_permission(request, obj)
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
@@ -39,6 +50,20 @@ class ReadOnlyAdmin(SimpleHistoryAdmin):
 
 @admin.register(User)
 class ArbiterUserAdmin(UserAdmin):
+    """Ops manage accounts and site roles (users are not governed rules)."""
+
+    def has_module_permission(self, request) -> bool:
+        return _is_ops(request) or super().has_module_permission(request)
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return _is_ops(request) or super().has_view_permission(request, obj)
+
+    def has_add_permission(self, request) -> bool:
+        return _is_ops(request) or super().has_add_permission(request)
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return _is_ops(request) or super().has_change_permission(request, obj)
+
     list_display = ("username", "email", "first_name", "last_name", "site_role", "is_active")
     list_filter = ("site_role", "is_active", "is_staff")
     fieldsets = (

@@ -46,7 +46,7 @@ CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
 DATA_DIR = (BASE_DIR / os.environ.get("ARBITER_DATA_DIR", "var")).resolve()
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "governance.apps.ArbiterAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
