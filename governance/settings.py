@@ -202,6 +202,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "governance.tasks.review_reminders_send",
         "schedule": crontab(minute=0, hour="*/6"),
     },
+    "grants-transition": {
+        "task": "governance.tasks.grants_transition",
+        "schedule": timedelta(minutes=1),
+    },
 }
 
 # --- REST API ---
@@ -232,6 +236,10 @@ SIMPLE_HISTORY_HISTORY_CHANGE_REASON_USE_TEXT_FIELD = True
 SIMPLE_HISTORY_REVERT_DISABLED = True
 
 # --- Arbiter ---
+# Dotted paths of callables run (after commit) with ``revision_id=`` whenever the effective
+# rules change: applied rule changes, grants starting or ending. The scheduler sync hooks in
+# here; with none, the ``RulesRevision`` rows alone record that a sync is due.
+ARBITER_ON_RULES_CHANGED: list[str] = []
 # Days before a review is due at which the owner is reminded and the item is listed as due.
 ARBITER_REVIEW_DUE_WINDOW_DAYS = int(os.environ.get("ARBITER_REVIEW_DUE_WINDOW_DAYS", "14"))
 # The address people open Arbiter at; mails (review reminders) link to pages under it.

@@ -10,3 +10,9 @@ from governance import services
 def review_reminders_send() -> int:
     """Mail tier owners whose review is due soon or overdue (idempotent; run by beat)."""
     return services.review_reminders_send(today=timezone.localdate())
+
+
+@shared_task
+def grants_transition() -> list[int]:
+    """Activate grants whose time box opened and expire ended ones (idempotent; every minute)."""
+    return [grant.pk for grant in services.grants_transition(now=timezone.now())]

@@ -2,17 +2,22 @@
 
 from .demo import demo_seed
 from .flavors import flavor_create, flavor_update
+from .grants import grant_create, grant_revoke, grants_transition, system_user
 from .pools import pool_capacity_set, pool_create, pool_overcommit_message, pool_update
 from .preemption import preemption_class_create, preemption_class_update
 from .projects import membership_remove, membership_set, project_create, project_update
 from .quotas import quota_create, quota_update
 from .reviews import review_reminders_send
+from .revisions import rules_revision_create
 from .tiers import tier_create, tier_update
 
 __all__ = [
     "demo_seed",
     "flavor_create",
     "flavor_update",
+    "grant_create",
+    "grant_revoke",
+    "grants_transition",
     "membership_remove",
     "membership_set",
     "pool_capacity_set",
@@ -26,6 +31,8 @@ __all__ = [
     "quota_create",
     "quota_update",
     "review_reminders_send",
+    "rules_revision_create",
+    "system_user",
     "tier_create",
     "tier_update",
 ]

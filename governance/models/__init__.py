@@ -1,0 +1,39 @@
+"""The governed rules of the GPU pool.
+
+Every governed model keeps its history (django-simple-history); services set the user and
+the reason of each history row. Invariants that fit one row are database constraints; the
+ones that span rows (capacity vs guarantees, aging caps, pool hierarchy) live in the
+services, under ``select_for_update``.
+"""
+
+from .grants import Grant, GrantKind, GrantState, RevisionTrigger, RulesRevision
+from .projects import Membership, Project, ProjectRole
+from .quotas import Quota
+from .resources import LABEL_KEY_RE, LABEL_VALUE_RE, GpuFlavor, Pool, PoolCapacity, TaintEffect
+from .tiers import PreemptionClass, PreemptionKind, PriorityTier, ReminderKind, ReviewReminder
+from .users import SiteRole, User
+
+__all__ = [
+    "LABEL_KEY_RE",
+    "LABEL_VALUE_RE",
+    "GpuFlavor",
+    "Grant",
+    "GrantKind",
+    "GrantState",
+    "Membership",
+    "Pool",
+    "PoolCapacity",
+    "PreemptionClass",
+    "PreemptionKind",
+    "PriorityTier",
+    "Project",
+    "ProjectRole",
+    "Quota",
+    "ReminderKind",
+    "ReviewReminder",
+    "RevisionTrigger",
+    "RulesRevision",
+    "SiteRole",
+    "TaintEffect",
+    "User",
+]

@@ -1,0 +1,81 @@
+"""Reads of the governed rules, shaped for pages, the API and the scheduler sync.
+
+The scoped getters (``<kind>_get``) are the one place that decides whether a user may see
+or edit an object; HTML views and API views both call them.
+"""
+
+from .effective import (
+    EffectiveProject,
+    EffectiveQuota,
+    EffectiveRules,
+    effective_rules,
+    grants_active_at,
+)
+from .history import (
+    FieldChange,
+    HistoryEntry,
+    capacity_history_entries,
+    history_entries,
+    membership_history_entries,
+)
+from .rules import (
+    PoolFlavorUse,
+    allowed_tiers,
+    default_tier,
+    flavor_get,
+    flavor_list,
+    pool_get,
+    pool_list,
+    pool_usage,
+    preemption_class_get,
+    preemption_class_list,
+    project_get,
+    project_list,
+    project_memberships,
+    quota_get,
+    quota_list,
+    quotas_for_projects,
+    search_filter,
+    tier_get,
+    tier_list,
+    tiers_due_for_review,
+    user_can_edit_rules,
+    user_can_read_rules,
+    user_memberships,
+)
+
+__all__ = [
+    "EffectiveProject",
+    "EffectiveQuota",
+    "EffectiveRules",
+    "FieldChange",
+    "HistoryEntry",
+    "PoolFlavorUse",
+    "allowed_tiers",
+    "capacity_history_entries",
+    "default_tier",
+    "effective_rules",
+    "flavor_get",
+    "flavor_list",
+    "grants_active_at",
+    "history_entries",
+    "membership_history_entries",
+    "pool_get",
+    "pool_list",
+    "pool_usage",
+    "preemption_class_get",
+    "preemption_class_list",
+    "project_get",
+    "project_list",
+    "project_memberships",
+    "quota_get",
+    "quota_list",
+    "quotas_for_projects",
+    "search_filter",
+    "tier_get",
+    "tier_list",
+    "tiers_due_for_review",
+    "user_can_edit_rules",
+    "user_can_read_rules",
+    "user_memberships",
+]

@@ -1,0 +1,209 @@
+"""Reading the history of governed rows: who changed which field from what to what, when, why."""
+
+import json
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any, NamedTuple, TypeVar
+
+from django.db import models
+from django.db.models import QuerySet
+from django.utils import formats
+from django.utils.translation import gettext as _
+
+from governance.models import (
+    Membership,
+    Pool,
+    PoolCapacity,
+    Project,
+    User,
+)
+
+M = TypeVar("M", bound=models.Model)
+
+# --- history ------------------------------------------------------------------------------
+
+EMPTY = "—"
+HISTORY_ACTIONS = {"+": "created", "~": "changed", "-": "deleted"}
+
+
+class FieldChange(NamedTuple):
+    field: str
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One history row: who did what to which fields, when and why."""
+
+    when: datetime
+    user: User | None
+    reason: str
+    action: str  # "created", "changed" or "deleted"
+    changes: list[FieldChange]
+    subject: str = ""  # for rows of a related kind: the member, the flavor
+
+
+def history_entries(*, obj: models.Model) -> list[HistoryEntry]:
+    """The history of ``obj``, newest first, with every changed field shown old → new.
+
+    The number of queries does not grow with the number of rows: one for the rows, one per
+    tracked many-to-many field, one per related model whose names are shown.
+    """
+    return _history_entries(obj.history.all(), model=type(obj))  # type: ignore[attr-defined]
+
+
+def membership_history_entries(*, project: Project) -> list[HistoryEntry]:
+    """Members added to, changed in or removed from ``project``; the subject is the member."""
+    return _history_entries(
+        Membership.history.filter(project_id=project.pk),  # type: ignore[attr-defined]
+        model=Membership,
+        subject_field="user",
+    )
+
+
+def capacity_history_entries(*, pool: Pool) -> list[HistoryEntry]:
+    """Capacity set in ``pool``, per flavor; the subject is the flavor."""
+    return _history_entries(
+        PoolCapacity.history.filter(pool_id=pool.pk),  # type: ignore[attr-defined]
+        model=PoolCapacity,
+        subject_field="flavor",
+    )
+
+
+def _history_entries(
+    records_qs: QuerySet[Any], *, model: type[models.Model], subject_field: str | None = None
+) -> list[HistoryEntry]:
+    records = list(
+        records_qs.select_related("history_user").order_by("-history_date", "-history_id")
+    )
+    if not records:
+        return []
+    history_model = type(records[0])
+    fields: dict[str, Any] = {
+        field.name: field for field in model._meta.get_fields() if isinstance(field, models.Field)
+    }
+    order = {name: index for index, name in enumerate(fields)}
+    m2m_fields = list(getattr(history_model, "_history_m2m_fields", []))
+    m2m_names = [field.name for field in m2m_fields]
+    m2m_values = _history_m2m_values(
+        history_model, m2m_fields, object_ids={record.id for record in records}
+    )
+    tracked = [
+        field.name
+        for field in records[0].tracked_fields
+        if field.editable and not field.primary_key
+    ]
+
+    # First pass: the raw changes of every row (ids for foreign keys), oldest row first.
+    raw: list[tuple[Any, list[tuple[str, Any, Any]]]] = []
+    previous: dict[Any, Any] = {}  # object id → its row before this one
+    for record in reversed(records):
+        before = previous.get(record.id)
+        changes: list[tuple[str, Any, Any]]
+        if record.history_type == "-":
+            changes = []
+        elif before is None or record.history_type == "+":
+            changes = [(name, None, getattr(record, fields[name].attname)) for name in tracked]
+            changes += [
+                (name, frozenset(), m2m_values[name].get(record.history_id, frozenset()))
+                for name in m2m_names
+            ]
+            changes = [change for change in changes if not _is_empty(change[2])]
+        else:
+            delta = record.diff_against(before, excluded_fields=m2m_names)
+            changes = [(change.field, change.old, change.new) for change in delta.changes]
+            for name in m2m_names:
+                old = m2m_values[name].get(before.history_id, frozenset())
+                new = m2m_values[name].get(record.history_id, frozenset())
+                if old != new:
+                    changes.append((name, old, new))
+        changes.sort(key=lambda change: order.get(change[0], 0))
+        raw.append((record, changes))
+        previous[record.id] = record
+
+    # Second pass: one query per related model to show names instead of ids.
+    related_ids: dict[Any, set[Any]] = {}
+    for record, changes in raw:
+        rows = list(changes)
+        if subject_field:
+            rows.append((subject_field, None, getattr(record, fields[subject_field].attname)))
+        for name, old, new in rows:
+            if fields[name].is_relation:
+                ids = related_ids.setdefault(fields[name].related_model, set())
+                for value in (old, new):
+                    if isinstance(value, frozenset):
+                        ids.update(value)
+                    elif value is not None:
+                        ids.add(value)
+    names = {
+        related: {pk: str(item) for pk, item in related._default_manager.in_bulk(ids).items()}
+        for related, ids in related_ids.items()
+    }
+
+    return [
+        HistoryEntry(
+            when=record.history_date,
+            user=record.history_user,
+            reason=record.history_change_reason or "",
+            action=HISTORY_ACTIONS.get(record.history_type, "changed"),
+            changes=[
+                FieldChange(
+                    field=str(fields[name].verbose_name),
+                    old=_display(fields[name], old, names),
+                    new=_display(fields[name], new, names),
+                )
+                for name, old, new in changes
+            ],
+            subject=(
+                _display(
+                    fields[subject_field],
+                    getattr(record, fields[subject_field].attname),
+                    names,
+                )
+                if subject_field
+                else ""
+            ),
+        )
+        for record, changes in reversed(raw)
+    ]
+
+
+def _history_m2m_values(
+    history_model: type[models.Model], m2m_fields: list[Any], *, object_ids: set[Any]
+) -> dict[str, dict[int, frozenset[Any]]]:
+    """For each tracked many-to-many field: history row id → the related ids it recorded."""
+    values: dict[str, dict[int, frozenset[Any]]] = {}
+    for field in m2m_fields:
+        through = getattr(history_model, field.name).model
+        target = through._meta.get_field(field.m2m_reverse_field_name()).attname
+        collected: dict[int, set[Any]] = {}
+        for history_id, related_id in through.objects.filter(
+            history__id__in=object_ids
+        ).values_list("history_id", target):
+            collected.setdefault(history_id, set()).add(related_id)
+        values[field.name] = {key: frozenset(ids) for key, ids in collected.items()}
+    return values
+
+
+def _is_empty(value: Any) -> bool:
+    return value is None or value == "" or value == frozenset()
+
+
+def _display(field: Any, value: Any, names: dict[type[models.Model], dict[Any, str]]) -> str:
+    if _is_empty(value):
+        return EMPTY
+    if field.is_relation:
+        known = names.get(field.related_model, {})
+        ids = sorted(value) if isinstance(value, frozenset) else [value]
+        shown = [known.get(pk) or _("deleted (#%(id)s)") % {"id": pk} for pk in ids]
+        return ", ".join(sorted(shown))
+    if field.choices:
+        return str(dict(field.flatchoices).get(value, value))
+    if isinstance(value, bool):
+        return _("yes") if value else _("no")
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if isinstance(value, date | datetime):
+        return formats.localize(value)
+    return str(value)
