@@ -80,6 +80,8 @@ api_patterns = [
 urlpatterns = [
     path("", include("reports.urls")),
     path("", include(page_patterns)),
+    path("", include("approvals.urls")),
+    path("", include("queues.urls")),
     path("api/v1/", include(api_patterns)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),
