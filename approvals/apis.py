@@ -1,0 +1,383 @@
+"""The requests API, under ``/api/v1/``: one ``APIView`` per operation.
+
+Reads: ``requests/`` (filters), ``requests/<id>/``, ``inbox/`` and ``notifications/counts/``.
+Writes: ``requests/create/`` and ``requests/<id>/{submit,withdraw,approve,reject,revoke}/``.
+A write parses its body with a nested ``InputSerializer`` (400 with the field's message),
+calls the service (a ``ValidationError`` is a 400 naming the field, a ``PermissionDenied``
+a 403, e.g. for approving one's own request) and answers with the request as
+``RequestDetailApi`` shows it.
+"""
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.utils.translation import gettext_lazy as _
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from approvals import selectors, services
+from approvals.models import RequestKind, RequestState, UpgradeRequest
+from governance.apis._common import (
+    BAD_FILTER,
+    NOT_FOUND,
+    LimitOffsetPagination,
+    get_paginated_response,
+    parse_filters,
+    slug_filter,
+)
+from governance.models import GpuFlavor, Pool, PreemptionClass, PriorityTier, Project
+
+BAD_INPUT = OpenApiResponse(
+    description=_("The input is invalid; the body maps each field to its messages.")
+)
+FORBIDDEN = OpenApiResponse(
+    description=_("Not allowed: e.g. approving one's own request, or not an approver of it.")
+)
+
+
+# --- output ---------------------------------------------------------------------------------
+
+
+class _NamedSerializer(serializers.Serializer):
+    slug = serializers.SlugField()
+    name = serializers.CharField()
+
+    class Meta:
+        ref_name = "RequestProject"
+
+
+class _ApprovalSerializer(serializers.Serializer):
+    approver = serializers.CharField(source="approver.username")
+    decision = serializers.CharField()
+    comment = serializers.CharField()
+    at = serializers.DateTimeField()
+
+    class Meta:
+        ref_name = "RequestApproval"
+
+
+class _EventSerializer(serializers.Serializer):
+    action = serializers.CharField()
+    actor = serializers.CharField(source="actor.username")
+    comment = serializers.CharField()
+    at = serializers.DateTimeField()
+
+    class Meta:
+        ref_name = "RequestEvent"
+
+
+class _GrantSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    state = serializers.CharField()
+    starts_at = serializers.DateTimeField()
+    ends_at = serializers.DateTimeField()
+
+    class Meta:
+        ref_name = "RequestGrant"
+
+
+class RequestOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.ChoiceField(choices=RequestKind.choices)
+    state = serializers.ChoiceField(choices=RequestState.choices)
+    project = _NamedSerializer()
+    requester = serializers.CharField(source="requester.username")
+    summary = serializers.SerializerMethodField(help_text=_("What the request asks for."))
+    justification = serializers.CharField()
+    business_impact = serializers.CharField()
+    deadline = serializers.DateTimeField(allow_null=True)
+    starts_at = serializers.DateTimeField()
+    ends_at = serializers.DateTimeField()
+    tier = serializers.SlugField(source="tier.slug", allow_null=True, default=None)
+    pool = serializers.SlugField(source="pool.slug", allow_null=True, default=None)
+    flavor = serializers.SlugField(source="flavor.slug", allow_null=True, default=None)
+    extra_gpus = serializers.IntegerField(allow_null=True)
+    lift_borrow_limit = serializers.BooleanField()
+    preemption_class = serializers.SlugField(
+        source="preemption_class.slug", allow_null=True, default=None
+    )
+    job_ids = serializers.ListField(child=serializers.CharField())
+    extends = serializers.IntegerField(source="extends_id", allow_null=True)
+    approvers = serializers.SerializerMethodField(help_text=_("Who decides the request."))
+    approvals_required = serializers.IntegerField()
+    approvals_given = serializers.IntegerField()
+    approvals = _ApprovalSerializer(many=True)
+    flagged = serializers.BooleanField()
+    flag_reason = serializers.CharField()
+    grant = _GrantSerializer(allow_null=True)
+    created_at = serializers.DateTimeField()
+    submitted_at = serializers.DateTimeField(allow_null=True)
+    decided_at = serializers.DateTimeField(allow_null=True)
+
+    class Meta:
+        ref_name = "Request"
+
+    def get_summary(self, obj: UpgradeRequest) -> str:
+        return obj.summary
+
+    def get_approvers(self, obj: UpgradeRequest) -> str:
+        return selectors.approvers_label(obj) if obj.submitted_at else ""
+
+
+class RequestDetailOutputSerializer(RequestOutputSerializer):
+    evidence = serializers.JSONField(
+        help_text=_(
+            "Captured at submission: effective tier and quotas, pool commitment, approved "
+            "exceptions of the last 90 days. usage and recent_waits are null until workload "
+            "evidence exists."
+        )
+    )
+    events = _EventSerializer(many=True)
+
+    class Meta:
+        ref_name = "RequestDetail"
+
+
+class InboxOutputSerializer(RequestOutputSerializer):
+    evidence = serializers.JSONField()
+
+    class Meta:
+        ref_name = "InboxRequest"
+
+
+def _detail(upgrade: UpgradeRequest, request: Request) -> Response:
+    fresh = selectors.request_get(user=request.user, pk=upgrade.pk)
+    return Response(RequestDetailOutputSerializer(fresh).data)
+
+
+# --- reads ----------------------------------------------------------------------------------
+
+
+class RequestListApi(APIView):
+    pagination_class = LimitOffsetPagination
+
+    class FilterSerializer(serializers.Serializer):
+        state = serializers.ChoiceField(choices=RequestState.choices, required=False)
+        kind = serializers.ChoiceField(choices=RequestKind.choices, required=False)
+        project = slug_filter(Project.objects.all(), _("Requests for this project."))
+        requester = serializers.SlugRelatedField(
+            slug_field="username",
+            queryset=get_user_model().objects.all(),
+            required=False,
+            help_text=_("Requests filed by this user name."),
+        )
+
+    @extend_schema(
+        operation_id="requests_list",
+        tags=["requests"],
+        summary=_("List requests"),
+        parameters=[FilterSerializer],
+        responses={200: RequestOutputSerializer(many=True), 400: BAD_FILTER},
+    )
+    def get(self, request: Request) -> Response:
+        filters = parse_filters(self.FilterSerializer, request)
+        requests = selectors.request_list().filter(**filters)
+        return get_paginated_response(
+            serializer_class=RequestOutputSerializer,
+            queryset=requests,
+            request=request,
+            view=self,
+        )
+
+
+class RequestDetailApi(APIView):
+    @extend_schema(
+        operation_id="requests_retrieve",
+        tags=["requests"],
+        summary=_("Show a request with its evidence and timeline"),
+        responses={200: RequestDetailOutputSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        upgrade = selectors.request_get(user=request.user, pk=pk)
+        return Response(RequestDetailOutputSerializer(upgrade).data)
+
+
+class InboxApi(APIView):
+    @extend_schema(
+        operation_id="inbox_list",
+        tags=["requests"],
+        summary=_("Requests waiting for my decision, the oldest first"),
+        responses={200: InboxOutputSerializer(many=True)},
+    )
+    def get(self, request: Request) -> Response:
+        pending = selectors.inbox(user=request.user)
+        return Response(InboxOutputSerializer(pending, many=True).data)
+
+
+class NotificationCountsApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        unread = serializers.IntegerField(help_text=_("Unread notifications."))
+        inbox = serializers.IntegerField(help_text=_("Requests waiting for my decision."))
+
+        class Meta:
+            ref_name = "NotificationCounts"
+
+    @extend_schema(
+        operation_id="notification_counts",
+        tags=["requests"],
+        summary=_("My unread notifications and pending decisions"),
+        responses={200: OutputSerializer},
+    )
+    def get(self, request: Request) -> Response:
+        counts = {
+            "unread": selectors.unread_count(user=request.user),
+            "inbox": selectors.inbox_count(user=request.user),
+        }
+        return Response(self.OutputSerializer(counts).data)
+
+
+# --- writes ---------------------------------------------------------------------------------
+
+
+class RequestCreateApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        project = serializers.SlugRelatedField(slug_field="slug", queryset=Project.objects.all())
+        kind = serializers.ChoiceField(choices=RequestKind.choices)
+        justification = serializers.CharField(max_length=2000)
+        business_impact = serializers.CharField(max_length=2000)
+        starts_at = serializers.DateTimeField()
+        ends_at = serializers.DateTimeField()
+        deadline = serializers.DateTimeField(required=False, allow_null=True)
+        tier = serializers.SlugRelatedField(
+            slug_field="slug", queryset=PriorityTier.objects.all(), required=False, allow_null=True
+        )
+        pool = serializers.SlugRelatedField(
+            slug_field="slug", queryset=Pool.objects.all(), required=False, allow_null=True
+        )
+        flavor = serializers.SlugRelatedField(
+            slug_field="slug", queryset=GpuFlavor.objects.all(), required=False, allow_null=True
+        )
+        extra_gpus = serializers.IntegerField(
+            min_value=1, max_value=10000, required=False, allow_null=True
+        )
+        lift_borrow_limit = serializers.BooleanField(required=False, default=False)
+        preemption_class = serializers.SlugRelatedField(
+            slug_field="slug",
+            queryset=PreemptionClass.objects.all(),
+            required=False,
+            allow_null=True,
+        )
+        job_ids = serializers.ListField(
+            child=serializers.CharField(max_length=200), required=False, max_length=100
+        )
+        extends = serializers.PrimaryKeyRelatedField(
+            queryset=UpgradeRequest.objects.all(), required=False, allow_null=True
+        )
+        submit = serializers.BooleanField(
+            required=False,
+            default=True,
+            help_text=_("Send to the approvers at once (default), or keep as a draft."),
+        )
+
+        class Meta:
+            ref_name = "RequestCreateInput"
+
+    @extend_schema(
+        operation_id="requests_create",
+        tags=["requests"],
+        summary=_("File a request (submitted at once unless submit is false)"),
+        request=InputSerializer,
+        responses={201: RequestDetailOutputSerializer, 400: BAD_INPUT, 403: FORBIDDEN},
+    )
+    def post(self, request: Request) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        upgrade = services.request_create(user=request.user, **serializer.validated_data)
+        response = _detail(upgrade, request)
+        response.status_code = status.HTTP_201_CREATED
+        return response
+
+
+class _CommentInput(serializers.Serializer):
+    comment = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+
+    class Meta:
+        ref_name = "RequestCommentInput"
+
+
+class _ReasonInput(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000)
+
+    class Meta:
+        ref_name = "RequestReasonInput"
+
+
+def _action_schema(operation_id: str, summary: Any, body: Any) -> Any:
+    return extend_schema(
+        operation_id=operation_id,
+        tags=["requests"],
+        summary=summary,
+        request=body,
+        responses={
+            200: RequestDetailOutputSerializer,
+            400: BAD_INPUT,
+            403: FORBIDDEN,
+            404: NOT_FOUND,
+        },
+    )
+
+
+class RequestSubmitApi(APIView):
+    @_action_schema("requests_submit", _("Send a draft to its approvers"), None)
+    def post(self, request: Request, pk: int) -> Response:
+        upgrade = selectors.request_get(user=request.user, pk=pk)
+        return _detail(services.request_submit(request=upgrade, user=request.user), request)
+
+
+class RequestWithdrawApi(APIView):
+    InputSerializer = _CommentInput
+
+    @_action_schema("requests_withdraw", _("Withdraw a draft or pending request"), _CommentInput)
+    def post(self, request: Request, pk: int) -> Response:
+        upgrade = selectors.request_get(user=request.user, pk=pk)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        upgrade = services.request_withdraw(
+            request=upgrade, user=request.user, **serializer.validated_data
+        )
+        return _detail(upgrade, request)
+
+
+class RequestApproveApi(APIView):
+    InputSerializer = _CommentInput
+
+    @_action_schema("requests_approve", _("Approve a request"), _CommentInput)
+    def post(self, request: Request, pk: int) -> Response:
+        upgrade = selectors.request_get(user=request.user, pk=pk)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        upgrade = services.request_approve(
+            request=upgrade, user=request.user, **serializer.validated_data
+        )
+        return _detail(upgrade, request)
+
+
+class RequestRejectApi(APIView):
+    InputSerializer = _ReasonInput
+
+    @_action_schema("requests_reject", _("Reject a request, with a reason"), _ReasonInput)
+    def post(self, request: Request, pk: int) -> Response:
+        upgrade = selectors.request_get(user=request.user, pk=pk)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        upgrade = services.request_reject(
+            request=upgrade, user=request.user, **serializer.validated_data
+        )
+        return _detail(upgrade, request)
+
+
+class RequestRevokeApi(APIView):
+    InputSerializer = _ReasonInput
+
+    @_action_schema("requests_revoke", _("Revoke an approved request's grant (ops)"), _ReasonInput)
+    def post(self, request: Request, pk: int) -> Response:
+        upgrade = selectors.request_get(user=request.user, pk=pk)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        upgrade = services.request_revoke(
+            request=upgrade, user=request.user, **serializer.validated_data
+        )
+        return _detail(upgrade, request)

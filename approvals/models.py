@@ -1,0 +1,502 @@
+"""Requests for priority upgrades and urgent exceptions, their approvals and notifications.
+
+A request is filed by a project lead (or a project's CI pipeline), carries its evidence and
+a time box, and is decided by the approvers its ``ApprovalPolicy`` names. An approved
+request becomes a ``governance.Grant``; from then on the request's state follows the grant's
+(scheduled → active → expired / revoked). Every write goes through ``approvals.services``.
+"""
+
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import F, Q
+from django.urls import reverse
+from django.utils.dateparse import parse_datetime
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
+from simple_history.models import HistoricalRecords
+
+from governance.models import (
+    GpuFlavor,
+    Grant,
+    GrantKind,
+    Pool,
+    PreemptionClass,
+    PriorityTier,
+    Project,
+)
+
+# The kinds of request are the kinds of grant they become.
+RequestKind = GrantKind
+
+# Kinds that name a target tier, and kinds that change a project's quota.
+TIER_KINDS = (RequestKind.PRIORITY_UPGRADE, RequestKind.QUEUE_JUMP)
+
+
+def grant_summary(grant: Any) -> str:
+    """One line saying what a grant (or a request, which has the same fields) changes."""
+    jobs = ", ".join(grant.job_ids) if grant.job_ids else ""
+    if grant.kind in TIER_KINDS:
+        if jobs:
+            return gettext("jobs %(jobs)s at %(tier)s") % {"jobs": jobs, "tier": grant.tier}
+        return gettext("the project at %(tier)s") % {"tier": grant.tier}
+    if grant.kind == RequestKind.QUOTA_EXCEPTION:
+        what = (
+            gettext("borrow limit lifted")
+            if grant.lift_borrow_limit
+            else gettext("+%(gpus)d GPUs") % {"gpus": grant.extra_gpus or 0}
+        )
+        return gettext("%(what)s of %(flavor)s in %(pool)s") % {
+            "what": what,
+            "flavor": grant.flavor,
+            "pool": grant.pool,
+        }
+    if jobs:
+        return gettext("jobs %(jobs)s as %(class)s") % {
+            "jobs": jobs,
+            "class": grant.preemption_class,
+        }
+    return gettext("the project's work as %(class)s") % {"class": grant.preemption_class}
+
+
+class RequestState(models.TextChoices):
+    DRAFT = "draft", _("Draft")
+    SUBMITTED = "submitted", _("Submitted")
+    APPROVED = "approved", _("Approved")
+    REJECTED = "rejected", _("Rejected")
+    WITHDRAWN = "withdrawn", _("Withdrawn")
+    ACTIVE = "active", _("Active")
+    EXPIRED = "expired", _("Expired")
+    REVOKED = "revoked", _("Revoked")
+
+
+# States in which nothing more happens to a request.
+FINAL_STATES = (
+    RequestState.REJECTED,
+    RequestState.WITHDRAWN,
+    RequestState.EXPIRED,
+    RequestState.REVOKED,
+)
+
+
+class ApproverRule(models.TextChoices):
+    TIER_OWNER = "tier_owner", _("The target tier's business owner")
+    OPS = "ops", _("Ops")
+
+
+class ApprovalPolicy(models.Model):
+    """How one kind of request is decided, for one tier (or for every tier without its own).
+
+    For priority upgrades and queue jumps the tier is the target tier; for quota exceptions
+    and preemption protection it is the project's tier.
+    """
+
+    kind = models.CharField(_("kind"), max_length=32, choices=RequestKind.choices)
+    tier = models.ForeignKey(
+        PriorityTier,
+        verbose_name=_("tier"),
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="approval_policies",
+        help_text=_("Empty: every tier that has no policy of its own for this kind."),
+    )
+    max_duration_days = models.PositiveSmallIntegerField(
+        _("maximum duration (days)"),
+        validators=[MinValueValidator(1), MaxValueValidator(365)],
+        help_text=_("The longest time box a request may ask for."),
+    )
+    approver = models.CharField(
+        _("who approves"), max_length=16, choices=ApproverRule.choices, default=ApproverRule.OPS
+    )
+    approvals_required = models.PositiveSmallIntegerField(
+        _("distinct approvers required"),
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(3)],
+        help_text=_(
+            "With the tier owner as approver, the owner is always one of them; the others are ops."
+        ),
+    )
+    monthly_flag_threshold = models.PositiveSmallIntegerField(
+        _("flag after (approved exceptions per month)"),
+        help_text=_(
+            "A request is flagged when its project already had this many approved exceptions "
+            "in the calendar month."
+        ),
+    )
+    history = HistoricalRecords()
+
+    class Meta:
+        ordering = ["kind", "tier__score", "pk"]
+        verbose_name = _("approval policy")
+        verbose_name_plural = _("approval policies")
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(kind__in=RequestKind.values), name="policy_kind_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(approver__in=ApproverRule.values), name="policy_approver_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(max_duration_days__gte=1, max_duration_days__lte=365),
+                name="policy_duration_1_365",
+            ),
+            models.CheckConstraint(
+                condition=Q(approvals_required__gte=1, approvals_required__lte=3),
+                name="policy_approvals_1_3",
+            ),
+            models.UniqueConstraint(fields=["kind", "tier"], name="policy_unique_kind_tier"),
+            models.UniqueConstraint(
+                fields=["kind"], condition=Q(tier__isnull=True), name="policy_unique_kind_default"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        tier = self.tier.name if self.tier is not None else _("every other tier")
+        return f"{self.get_kind_display()} · {tier}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("approval_policy_list") + f"#policy-{self.pk}"
+
+
+class UpgradeRequest(models.Model):
+    """A priority upgrade or an urgent exception asked for by a lead or a CI pipeline."""
+
+    kind = models.CharField(_("kind"), max_length=32, choices=RequestKind.choices)
+    state = models.CharField(
+        _("state"), max_length=16, choices=RequestState.choices, default=RequestState.DRAFT
+    )
+    project = models.ForeignKey(
+        Project, verbose_name=_("project"), on_delete=models.PROTECT, related_name="requests"
+    )
+    requester = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("requester"),
+        on_delete=models.PROTECT,
+        related_name="upgrade_requests",
+    )
+    justification = models.TextField(_("justification"))
+    business_impact = models.TextField(
+        _("business impact"), help_text=_("What happens if the request is refused.")
+    )
+    deadline = models.DateTimeField(
+        _("deadline"),
+        null=True,
+        blank=True,
+        help_text=_("When the work must be done, if there is a date it cannot miss."),
+    )
+    starts_at = models.DateTimeField(_("from"))
+    ends_at = models.DateTimeField(_("until"))
+    # Kind-specific fields, as on the grant the request becomes.
+    tier = models.ForeignKey(
+        PriorityTier,
+        verbose_name=_("target tier"),
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="requests",
+    )
+    pool = models.ForeignKey(
+        Pool, verbose_name=_("pool"), on_delete=models.PROTECT, null=True, blank=True
+    )
+    flavor = models.ForeignKey(
+        GpuFlavor, verbose_name=_("flavor"), on_delete=models.PROTECT, null=True, blank=True
+    )
+    extra_gpus = models.PositiveIntegerField(_("extra GPUs"), null=True, blank=True)
+    lift_borrow_limit = models.BooleanField(_("lift the borrow limit"), default=False)
+    preemption_class = models.ForeignKey(
+        PreemptionClass,
+        verbose_name=_("preemption class"),
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+    )
+    job_ids = models.JSONField(_("scheduler job ids"), default=list, blank=True)
+    extends = models.ForeignKey(
+        "self",
+        verbose_name=_("extends"),
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="extensions",
+        help_text=_("The request this one extends."),
+    )
+    # Fixed when the request is submitted: the policy, who decides, the evidence.
+    policy = models.ForeignKey(
+        ApprovalPolicy,
+        verbose_name=_("policy"),
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="requests",
+    )
+    approver_rule = models.CharField(
+        _("who approves"), max_length=16, choices=ApproverRule.choices, blank=True
+    )
+    owner_approver = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("business owner who approves"),
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    approvals_required = models.PositiveSmallIntegerField(
+        _("distinct approvers required"), default=1
+    )
+    flagged = models.BooleanField(_("flagged"), default=False)
+    flag_reason = models.CharField(_("why flagged"), max_length=300, blank=True)
+    evidence = models.JSONField(_("evidence"), default=dict, blank=True)
+    grant = models.OneToOneField(
+        Grant,
+        verbose_name=_("grant"),
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="request",
+    )
+    created_at = models.DateTimeField(_("created at"))
+    submitted_at = models.DateTimeField(_("submitted at"), null=True, blank=True)
+    decided_at = models.DateTimeField(_("decided at"), null=True, blank=True)
+    history = HistoricalRecords()
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        verbose_name = _("request")
+        verbose_name_plural = _("requests")
+        indexes = [models.Index(fields=["state", "submitted_at"], name="request_state_age")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(kind__in=RequestKind.values), name="request_kind_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(state__in=RequestState.values), name="request_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(ends_at__gt=F("starts_at")), name="request_ends_after_start"
+            ),
+            models.CheckConstraint(
+                condition=~Q(kind__in=TIER_KINDS) | Q(tier__isnull=False),
+                name="request_tier_needed",
+            ),
+            models.CheckConstraint(
+                condition=~Q(kind=RequestKind.QUOTA_EXCEPTION)
+                | (
+                    Q(pool__isnull=False, flavor__isnull=False)
+                    & (Q(extra_gpus__gt=0) | Q(lift_borrow_limit=True))
+                ),
+                name="request_quota_exception_complete",
+            ),
+            models.CheckConstraint(
+                condition=~Q(kind=RequestKind.PREEMPTION_PROTECTION)
+                | Q(preemption_class__isnull=False),
+                name="request_protection_class_needed",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state__in=[RequestState.ACTIVE, RequestState.EXPIRED])
+                | Q(grant__isnull=False),
+                name="request_active_has_grant",
+            ),
+            models.CheckConstraint(
+                condition=Q(approvals_required__gte=1, approvals_required__lte=3),
+                name="request_approvals_1_3",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.get_kind_display()} · {self.project}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("request_detail", args=[self.pk])
+
+    @property
+    def duration(self) -> timedelta:
+        return self.ends_at - self.starts_at
+
+    @property
+    def summary(self) -> str:
+        return grant_summary(self)
+
+    @property
+    def approvals_given(self) -> int:
+        """Approvals so far (reads ``approvals``, which the list selectors prefetch)."""
+        return sum(1 for approval in self.approvals.all() if approval.decision == Decision.APPROVE)
+
+    @property
+    def evidence_exceptions(self) -> list[dict[str, Any]]:
+        """The evidence's past exceptions, with their instants as datetimes (for pages)."""
+        return [
+            {
+                **item,
+                "starts_at": parse_datetime(item["starts_at"]),
+                "ends_at": parse_datetime(item["ends_at"]),
+            }
+            for item in (self.evidence or {}).get("recent_exceptions", [])
+        ]
+
+    @property
+    def is_pending(self) -> bool:
+        return self.state == RequestState.SUBMITTED
+
+    @property
+    def is_final(self) -> bool:
+        return self.state in FINAL_STATES
+
+
+class EventAction(models.TextChoices):
+    CREATED = "created", _("Created")
+    SUBMITTED = "submitted", _("Submitted")
+    APPROVAL = "approval", _("Approved by one approver")
+    APPROVED = "approved", _("Approved")
+    REJECTED = "rejected", _("Rejected")
+    WITHDRAWN = "withdrawn", _("Withdrawn")
+    ACTIVATED = "activated", _("Grant started")
+    EXPIRED = "expired", _("Grant ended")
+    REVOKED = "revoked", _("Revoked")
+    EXTENDED = "extended", _("Extension requested")
+
+
+class RequestEvent(models.Model):
+    """One step of a request's timeline: who did what, when, and what they said."""
+
+    request = models.ForeignKey(
+        UpgradeRequest, verbose_name=_("request"), on_delete=models.CASCADE, related_name="events"
+    )
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, verbose_name=_("by"), on_delete=models.PROTECT, related_name="+"
+    )
+    action = models.CharField(_("action"), max_length=16, choices=EventAction.choices)
+    comment = models.TextField(_("comment"), blank=True)
+    at = models.DateTimeField(_("at"))
+
+    class Meta:
+        ordering = ["at", "pk"]
+        verbose_name = _("request event")
+        verbose_name_plural = _("request events")
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(action__in=EventAction.values), name="event_action_valid"
+            ),
+            # Rejecting, withdrawing... a grant starts or ends once: never two such rows.
+            models.UniqueConstraint(
+                fields=["request", "action"],
+                condition=Q(
+                    action__in=[
+                        EventAction.SUBMITTED,
+                        EventAction.APPROVED,
+                        EventAction.REJECTED,
+                        EventAction.WITHDRAWN,
+                        EventAction.ACTIVATED,
+                        EventAction.EXPIRED,
+                        EventAction.REVOKED,
+                    ]
+                ),
+                name="event_once_per_request",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.request_id}: {self.get_action_display()} by {self.actor}"
+
+
+class Decision(models.TextChoices):
+    APPROVE = "approve", _("Approve")
+    REJECT = "reject", _("Reject")
+
+
+class Approval(models.Model):
+    """One approver's decision on one request. Nobody decides a request twice."""
+
+    request = models.ForeignKey(
+        UpgradeRequest,
+        verbose_name=_("request"),
+        on_delete=models.CASCADE,
+        related_name="approvals",
+    )
+    approver = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("approver"),
+        on_delete=models.PROTECT,
+        related_name="approvals",
+    )
+    decision = models.CharField(_("decision"), max_length=16, choices=Decision.choices)
+    comment = models.TextField(_("comment"), blank=True)
+    at = models.DateTimeField(_("at"))
+
+    class Meta:
+        ordering = ["at", "pk"]
+        verbose_name = _("approval")
+        verbose_name_plural = _("approvals")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["request", "approver"], name="approval_once_per_approver"
+            ),
+            models.CheckConstraint(
+                condition=Q(decision__in=Decision.values), name="approval_decision_valid"
+            ),
+            models.CheckConstraint(
+                condition=~Q(decision=Decision.REJECT) | ~Q(comment=""),
+                name="approval_rejection_has_reason",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.request_id}: {self.get_decision_display()} by {self.approver}"
+
+
+class NotificationEvent(models.TextChoices):
+    SUBMITTED = "submitted", _("Waiting for your decision")
+    APPROVAL = "approval", _("Approval recorded")
+    APPROVED = "approved", _("Approved")
+    REJECTED = "rejected", _("Rejected")
+    WITHDRAWN = "withdrawn", _("Withdrawn")
+    ACTIVATED = "activated", _("Grant started")
+    ENDING_SOON = "ending_soon", _("Grant ends within a day")
+    EXPIRED = "expired", _("Grant ended")
+    REVOKED = "revoked", _("Revoked")
+
+
+class Notification(models.Model):
+    """A message to one person, shown in the portal (and mailed when it was created)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("user"),
+        on_delete=models.CASCADE,
+        related_name="notifications",
+    )
+    request = models.ForeignKey(
+        UpgradeRequest,
+        verbose_name=_("request"),
+        on_delete=models.CASCADE,
+        related_name="notifications",
+    )
+    event = models.CharField(_("event"), max_length=16, choices=NotificationEvent.choices)
+    text = models.CharField(_("text"), max_length=500)
+    link = models.CharField(_("link"), max_length=300)
+    created_at = models.DateTimeField(_("created at"))
+    read_at = models.DateTimeField(_("read at"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        verbose_name = _("notification")
+        verbose_name_plural = _("notifications")
+        indexes = [models.Index(fields=["user", "read_at"], name="notification_unread")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(event__in=NotificationEvent.values), name="notification_event_valid"
+            ),
+            # The expiry reminders go out once per person and request, however often the
+            # beat task runs: this constraint is what makes a second run send nothing.
+            models.UniqueConstraint(
+                fields=["user", "request", "event"],
+                condition=Q(event__in=[NotificationEvent.ENDING_SOON, NotificationEvent.EXPIRED]),
+                name="notification_expiry_once",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.text

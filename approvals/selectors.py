@@ -1,0 +1,398 @@
+"""Reads of requests, policies, grants and notifications, shaped for pages and the API.
+
+Every signed-in, active user may read every request (exceptions are reviewed in the open,
+like the rules they change); who may *act* on a request is decided by the services, and the
+pages ask ``approval_blocker`` whether to show the buttons.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Q, QuerySet
+from django.http import Http404
+from django.utils.translation import gettext as _
+
+from approvals.models import (
+    TIER_KINDS,
+    ApprovalPolicy,
+    ApproverRule,
+    Decision,
+    Notification,
+    RequestState,
+    UpgradeRequest,
+    grant_summary,
+)
+from governance.models import Grant, GrantState, Membership, PriorityTier, Project, ProjectRole
+from governance.selectors import default_tier, effective_rules, pool_usage, user_can_read_rules
+
+EVIDENCE_WINDOW_DAYS = 90
+EXPIRY_WARNING = timedelta(hours=24)
+
+
+# --- requests -------------------------------------------------------------------------------
+
+
+def _request_queryset() -> QuerySet[UpgradeRequest]:
+    return UpgradeRequest.objects.select_related(
+        "project",
+        "requester",
+        "tier",
+        "pool",
+        "flavor",
+        "preemption_class",
+        "owner_approver",
+        "grant",
+    )
+
+
+def request_list() -> QuerySet[UpgradeRequest]:
+    """Requests, newest first, with what the list pages show (one query plus one prefetch)."""
+    return (
+        _request_queryset().prefetch_related("approvals__approver").order_by("-created_at", "-pk")
+    )
+
+
+def request_get(*, user: Any, pk: int | str) -> UpgradeRequest:
+    """The request with its timeline and approvals; 404 when missing or not readable."""
+    if not user_can_read_rules(user):
+        raise Http404
+    try:
+        return (
+            _request_queryset()
+            .select_related("extends", "policy", "policy__tier")
+            .prefetch_related("events__actor", "approvals__approver", "extensions")
+            .get(pk=pk)
+        )
+    except (UpgradeRequest.DoesNotExist, ValueError, TypeError):
+        raise Http404 from None
+
+
+def inbox(*, user: Any) -> list[UpgradeRequest]:
+    """Submitted requests waiting for ``user``'s decision, the oldest first (two queries)."""
+    if not user_can_read_rules(user):
+        return []
+    mine = Q(owner_approver=user)
+    if user.is_ops:
+        mine |= (
+            Q(approver_rule=ApproverRule.OPS)
+            | Q(owner_approver__isnull=True)
+            | Q(approvals_required__gt=1)
+        )
+    pending = (
+        _request_queryset()
+        .filter(state=RequestState.SUBMITTED)
+        .filter(mine)
+        .exclude(requester=user)
+        .exclude(approvals__approver=user)
+        .prefetch_related("approvals__approver")
+        .order_by("submitted_at", "pk")
+    )
+    return [request for request in pending if approval_blocker(request=request, user=user) is None]
+
+
+def inbox_count(*, user: Any) -> int:
+    return len(inbox(user=user))
+
+
+def approval_blocker(*, request: UpgradeRequest, user: Any) -> str | None:
+    """Why ``user`` may not approve ``request`` now, or ``None`` when they may.
+
+    Reads ``request.approvals`` (prefetched by the selectors above). The services ask the
+    same question of the locked row before they write.
+    """
+    if not user_can_read_rules(user):
+        return _("Sign in to decide requests.")
+    if request.requester_id == user.pk:
+        return _("You filed this request: someone else must decide it.")
+    if request.state != RequestState.SUBMITTED:
+        return _("This request is %(state)s: there is nothing to decide.") % {
+            "state": request.get_state_display().lower()
+        }
+    decisions = list(request.approvals.all())
+    if any(approval.approver_id == user.pk for approval in decisions):
+        return _("You have already decided this request.")
+    is_owner = request.owner_approver_id == user.pk
+    if not (is_owner or user.is_ops):
+        return _("Only %(who)s may decide this request.") % {"who": approvers_label(request)}
+    if request.owner_approver_id is not None and not is_owner:
+        # The business owner holds one of the seats; ops fill the others.
+        by_others = sum(
+            1
+            for approval in decisions
+            if approval.decision == Decision.APPROVE
+            and approval.approver_id != request.owner_approver_id
+        )
+        if by_others >= request.approvals_required - 1:
+            return _("This request now waits for the tier's business owner, %(owner)s.") % {
+                "owner": request.owner_approver
+            }
+    return None
+
+
+def rejection_blocker(*, request: UpgradeRequest, user: Any) -> str | None:
+    """Why ``user`` may not reject ``request``: any approver of it may, the requester not."""
+    if not user_can_read_rules(user):
+        return _("Sign in to decide requests.")
+    if request.requester_id == user.pk:
+        return _("You filed this request: someone else must decide it.")
+    if request.state != RequestState.SUBMITTED:
+        return _("This request is %(state)s: there is nothing to decide.") % {
+            "state": request.get_state_display().lower()
+        }
+    if any(approval.approver_id == user.pk for approval in request.approvals.all()):
+        return _("You have already decided this request.")
+    if not (request.owner_approver_id == user.pk or user.is_ops):
+        return _("Only %(who)s may decide this request.") % {"who": approvers_label(request)}
+    return None
+
+
+def approvers_label(request: UpgradeRequest) -> str:
+    if request.approver_rule == ApproverRule.TIER_OWNER and request.owner_approver_id:
+        if request.approvals_required > 1:
+            return _("%(owner)s (the tier's business owner) and %(count)d more from ops") % {
+                "owner": request.owner_approver,
+                "count": request.approvals_required - 1,
+            }
+        return _("%(owner)s (the tier's business owner)") % {"owner": request.owner_approver}
+    if request.approvals_required > 1:
+        return _("%(count)d distinct people from ops") % {"count": request.approvals_required}
+    return _("ops")
+
+
+def user_may_file_for(*, user: Any, project: Project) -> bool:
+    """Ops may file for any project; anyone else for a project they belong to."""
+    if not user_can_read_rules(user):
+        return False
+    return bool(user.is_ops or Membership.objects.filter(user=user, project=project).exists())
+
+
+def user_may_withdraw(*, user: Any, request: UpgradeRequest) -> bool:
+    if not user_can_read_rules(user):
+        return False
+    return bool(
+        user.is_ops
+        or request.requester_id == user.pk
+        or Membership.objects.filter(
+            user=user, project_id=request.project_id, role=ProjectRole.LEAD
+        ).exists()
+    )
+
+
+def projects_user_may_file_for(*, user: Any) -> QuerySet[Project]:
+    if not user_can_read_rules(user):
+        return Project.objects.none()
+    if user.is_ops:
+        return Project.objects.order_by("name")
+    return Project.objects.filter(memberships__user=user).distinct().order_by("name")
+
+
+def extension_initial(*, request: UpgradeRequest) -> dict[str, Any]:
+    """What an extension of ``request`` starts from: the same ask, from where it ends."""
+    return {
+        "project": request.project,
+        "kind": request.kind,
+        "tier": request.tier,
+        "pool": request.pool,
+        "flavor": request.flavor,
+        "extra_gpus": request.extra_gpus,
+        "lift_borrow_limit": request.lift_borrow_limit,
+        "preemption_class": request.preemption_class,
+        "job_ids": list(request.job_ids),
+        "starts_at": request.grant.ends_at if request.grant else request.ends_at,
+        "extends": request,
+    }
+
+
+# --- policies -------------------------------------------------------------------------------
+
+
+def policy_list() -> QuerySet[ApprovalPolicy]:
+    return ApprovalPolicy.objects.select_related("tier", "tier__owner").order_by(
+        "kind", "-tier__score", "pk"
+    )
+
+
+def policy_get(*, user: Any, pk: int | str) -> ApprovalPolicy:
+    if not user_can_read_rules(user):
+        raise Http404
+    try:
+        return ApprovalPolicy.objects.select_related("tier").get(pk=pk)
+    except (ApprovalPolicy.DoesNotExist, ValueError, TypeError):
+        raise Http404 from None
+
+
+def policy_tier(*, kind: str, project: Project, tier: PriorityTier | None) -> PriorityTier | None:
+    """The tier a policy is chosen by: the target tier, or the project's own tier."""
+    if kind in TIER_KINDS:
+        return tier
+    return project.tier or default_tier()
+
+
+def policy_for(*, kind: str, tier: PriorityTier | None) -> ApprovalPolicy | None:
+    """The policy of ``kind`` for ``tier``, or the kind's policy for every other tier."""
+    policies = ApprovalPolicy.objects.select_related("tier", "tier__owner").filter(kind=kind)
+    policies = (
+        policies.filter(Q(tier=tier) | Q(tier__isnull=True))
+        if tier
+        else policies.filter(tier__isnull=True)
+    )
+    found = {policy.tier_id: policy for policy in policies}
+    return found.get(tier.pk if tier else None) or found.get(None)
+
+
+@dataclass(frozen=True)
+class PolicyLimit:
+    """What the request form shows before anyone submits: one row per kind and tier."""
+
+    kind: str
+    kind_label: str
+    tier: PriorityTier | None
+    policy: ApprovalPolicy
+
+
+def policy_limits() -> list[PolicyLimit]:
+    return [
+        PolicyLimit(
+            kind=policy.kind,
+            kind_label=policy.get_kind_display(),
+            tier=policy.tier,
+            policy=policy,
+        )
+        for policy in policy_list()
+    ]
+
+
+# --- evidence -------------------------------------------------------------------------------
+
+
+def _month_start(at: datetime) -> datetime:
+    return at.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def exceptions_this_month(*, project: Project, at: datetime) -> int:
+    """Approved exceptions (grants) of ``project`` that start in the calendar month of ``at``."""
+    start = _month_start(at)
+    end = (start + timedelta(days=32)).replace(day=1)
+    return Grant.objects.filter(project=project, starts_at__gte=start, starts_at__lt=end).count()
+
+
+def _ref(obj: Any) -> dict[str, Any] | None:
+    if obj is None:
+        return None
+    return {"slug": obj.slug, "name": obj.name}
+
+
+def project_evidence(*, project: Project, at: datetime) -> dict[str, Any]:
+    """What an approver decides on, as JSON: stored on the request when it is submitted.
+
+    The project's tier and quotas as the effective rules have them at ``at`` (base rules
+    plus active grants), the pool's capacity and commitment next to each quota, and the
+    project's approved exceptions of the last 90 days. Usage and recent waits come from
+    workload evidence, which Arbiter does not collect yet: they are ``None``, never made up.
+    """
+    rules = effective_rules(at=at)
+    effective = rules.projects.get(project.slug)
+    pools = {(use.pool.pk, use.flavor.pk): use for use in pool_usage()}
+    quotas = []
+    tier = None
+    if effective is not None:
+        tier = effective.tier
+        for quota in effective.quotas:
+            use = pools.get((quota.quota.pool_id, quota.quota.flavor_id))
+            quotas.append(
+                {
+                    "pool": _ref(quota.quota.pool),
+                    "flavor": _ref(quota.quota.flavor),
+                    "guarantee": quota.guarantee,
+                    "borrow_limit": quota.borrow_limit,
+                    "maximum": quota.maximum,
+                    "lending_limit": quota.lending_limit,
+                    "preemption_class": {
+                        **(_ref(quota.preemption_class) or {}),
+                        "kind": quota.preemption_class.kind,
+                    },
+                    "changed_by_grants": quota.changed_by_grants,
+                    "pool_capacity": use.capacity if use else None,
+                    "pool_committed": use.committed if use else None,
+                }
+            )
+    since = at - timedelta(days=EVIDENCE_WINDOW_DAYS)
+    recent = (
+        Grant.objects.filter(project=project, starts_at__lte=at, ends_at__gte=since)
+        .select_related("tier", "pool", "flavor", "preemption_class")
+        .order_by("-starts_at", "-pk")
+    )
+    exceptions = [
+        {
+            "id": grant.pk,
+            "kind": grant.kind,
+            "kind_label": str(grant.get_kind_display()),
+            "summary": grant_summary(grant),
+            "starts_at": grant.starts_at.isoformat(),
+            "ends_at": grant.ends_at.isoformat(),
+            "state": grant.state,
+            "source": grant.source,
+        }
+        for grant in recent
+    ]
+    return {
+        "captured_at": at.isoformat(),
+        "tier": {**(_ref(tier) or {}), "score": tier.score} if tier else None,
+        "base_tier": _ref(project.tier),
+        "quotas": quotas,
+        "usage": None,
+        "recent_waits": None,
+        "exceptions_window_days": EVIDENCE_WINDOW_DAYS,
+        "recent_exceptions": exceptions,
+        "exceptions_this_month": exceptions_this_month(project=project, at=at),
+    }
+
+
+# --- grants of a project --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProjectGrant:
+    grant: Grant
+    request: UpgradeRequest | None
+    in_force: bool
+    ends_soon: bool
+
+    @property
+    def summary(self) -> str:
+        return grant_summary(self.grant)
+
+
+def project_grants(*, project: Project, at: datetime) -> list[ProjectGrant]:
+    """The project's grants in force at ``at`` or still to start, by end (two queries)."""
+    grants = (
+        Grant.objects.filter(project=project, ends_at__gt=at)
+        .exclude(state__in=[GrantState.REVOKED, GrantState.EXPIRED])
+        .select_related("tier", "pool", "flavor", "preemption_class")
+        .order_by("ends_at", "pk")
+    )
+    requests = {
+        request.grant_id: request
+        for request in UpgradeRequest.objects.filter(grant__in=grants).select_related("requester")
+    }
+    return [
+        ProjectGrant(
+            grant=grant,
+            request=requests.get(grant.pk),
+            in_force=grant.is_active_at(at),
+            ends_soon=grant.ends_at - at <= EXPIRY_WARNING,
+        )
+        for grant in grants
+    ]
+
+
+# --- notifications --------------------------------------------------------------------------
+
+
+def notification_list(*, user: Any) -> QuerySet[Notification]:
+    return Notification.objects.filter(user=user).order_by("-created_at", "-pk")
+
+
+def unread_count(*, user: Any) -> int:
+    return Notification.objects.filter(user=user, read_at__isnull=True).count()

@@ -1,0 +1,28 @@
+"""Writes of approvals. Every function here is the one way to make its change."""
+
+from .demo import demo_approvals_seed
+from .notifications import notifications_mark_read
+from .policies import policy_create, policy_update
+from .requests import (
+    request_approve,
+    request_create,
+    request_reject,
+    request_revoke,
+    request_submit,
+    request_withdraw,
+)
+from .sync import requests_sync
+
+__all__ = [
+    "demo_approvals_seed",
+    "notifications_mark_read",
+    "policy_create",
+    "policy_update",
+    "request_approve",
+    "request_create",
+    "request_reject",
+    "request_revoke",
+    "request_submit",
+    "request_withdraw",
+    "requests_sync",
+]

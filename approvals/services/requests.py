@@ -1,0 +1,467 @@
+"""Requests: create, submit, withdraw, approve, reject, revoke, extend.
+
+Every function that changes a request locks its row first (``select_for_update``), then
+checks the state it found: two approvers deciding at once are serialised, and the second
+finds the request already decided. ``now`` is a parameter everywhere so tests (and the beat
+task) control the clock.
+"""
+
+from datetime import datetime
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from approvals import selectors
+from approvals.models import (
+    Approval,
+    ApproverRule,
+    Decision,
+    EventAction,
+    NotificationEvent,
+    RequestKind,
+    RequestState,
+    UpgradeRequest,
+)
+from governance.models import (
+    GpuFlavor,
+    GrantState,
+    Pool,
+    PreemptionClass,
+    PriorityTier,
+    Project,
+    SiteRole,
+    User,
+)
+from governance.services import grant_create, grant_revoke
+
+from ._checks import check_kind_fields, check_time_box, clean_job_ids, policy_of
+from ._common import deciders, event_add, notify, require_reason, require_text, when_text
+
+
+def _locked(request: UpgradeRequest) -> UpgradeRequest:
+    return (
+        UpgradeRequest.objects.select_for_update(of=("self",))
+        .select_related("project", "requester", "tier", "owner_approver", "grant")
+        .get(pk=request.pk)
+    )
+
+
+def _require_state(request: UpgradeRequest, *states: RequestState) -> None:
+    if request.state not in states:
+        raise ValidationError(
+            _("This request is %(state)s: it cannot be changed that way.")
+            % {"state": request.get_state_display().lower()}
+        )
+
+
+# --- create and submit ----------------------------------------------------------------------
+
+
+@transaction.atomic
+def request_create(
+    *,
+    user: User,
+    project: Project,
+    kind: RequestKind | str,
+    justification: str,
+    business_impact: str,
+    starts_at: datetime,
+    ends_at: datetime,
+    deadline: datetime | None = None,
+    tier: PriorityTier | None = None,
+    pool: Pool | None = None,
+    flavor: GpuFlavor | None = None,
+    extra_gpus: int | None = None,
+    lift_borrow_limit: bool = False,
+    preemption_class: PreemptionClass | None = None,
+    job_ids: list[str] | None = None,
+    extends: UpgradeRequest | None = None,
+    submit: bool = False,
+    now: datetime | None = None,
+) -> UpgradeRequest:
+    """File a request as a draft (or submit it at once with ``submit=True``).
+
+    Ops may file for any project; anyone else only for a project they belong to (a lead, a
+    member, the project's CI service account). The time box is checked against the policy
+    here already, so nobody drafts a request that cannot be submitted.
+    """
+    now = now or timezone.now()
+    if kind not in RequestKind.values:
+        raise ValidationError({"kind": _("Choose a kind of request.")})
+    if not selectors.user_may_file_for(user=user, project=project):
+        raise PermissionDenied(
+            _("Only members of %(project)s (or ops) may file requests for it.")
+            % {"project": project}
+        )
+    request = UpgradeRequest(
+        kind=kind,
+        project=project,
+        requester=user,
+        justification=require_text(
+            justification,
+            field="justification",
+            message=_("Say why the work needs this, and why now."),
+        ),
+        business_impact=require_text(
+            business_impact,
+            field="business_impact",
+            message=_("Say what happens to the business if the request is refused."),
+        ),
+        deadline=deadline,
+        starts_at=starts_at,
+        ends_at=ends_at,
+        tier=tier,
+        pool=pool,
+        flavor=flavor,
+        extra_gpus=extra_gpus,
+        lift_borrow_limit=lift_borrow_limit,
+        preemption_class=preemption_class,
+        job_ids=clean_job_ids(job_ids),
+        extends=extends,
+        created_at=now,
+    )
+    if extends is not None:
+        request.extends = extends = UpgradeRequest.objects.get(pk=extends.pk)
+        _check_extension(request, extends)
+    check_kind_fields(request, now=now)
+    check_time_box(request, policy_of(request), now=now)
+    request.full_clean()
+    request._history_user = user  # type: ignore[attr-defined]
+    request._change_reason = _("Filed")  # type: ignore[attr-defined]
+    request.save()
+    event_add(request=request, actor=user, action=EventAction.CREATED, at=now)
+    if extends is not None:
+        event_add(
+            request=extends,
+            actor=user,
+            action=EventAction.EXTENDED,
+            at=now,
+            comment=_("Extension: request #%(pk)d.") % {"pk": request.pk},
+        )
+    if submit:
+        request = request_submit(request=request, user=user, now=now)
+    return request
+
+
+def _check_extension(request: UpgradeRequest, old: UpgradeRequest) -> None:
+    if old.project_id != request.project.pk or old.kind != request.kind:
+        raise ValidationError(
+            {"extends": _("An extension is for the same project and the same kind of request.")}
+        )
+    if old.state not in (RequestState.APPROVED, RequestState.ACTIVE):
+        raise ValidationError(
+            {
+                "extends": _(
+                    "Only an approved or active request can be extended (#%(pk)d is %(state)s)."
+                )
+                % {"pk": old.pk, "state": old.get_state_display().lower()}
+            }
+        )
+
+
+@transaction.atomic
+def request_submit(
+    *, request: UpgradeRequest, user: User, now: datetime | None = None
+) -> UpgradeRequest:
+    """Send a draft to its approvers, with the policy, the evidence and any flag fixed now."""
+    now = now or timezone.now()
+    request = _locked(request)
+    if request.requester_id != user.pk and not user.is_ops:
+        raise PermissionDenied(_("Only the requester may submit this request."))
+    _require_state(request, RequestState.DRAFT)
+    check_kind_fields(request, now=now)
+    policy = policy_of(request)
+    check_time_box(request, policy, now=now)
+
+    tier = selectors.policy_tier(kind=request.kind, project=request.project, tier=request.tier)
+    owner = tier.owner if tier is not None else None
+    request.policy = policy
+    request.approver_rule = policy.approver
+    request.approvals_required = policy.approvals_required
+    request.owner_approver = (
+        owner
+        if policy.approver == ApproverRule.TIER_OWNER
+        and owner is not None
+        and owner.pk != request.requester_id
+        and owner.is_active
+        else None
+    )
+    request.evidence = selectors.project_evidence(project=request.project, at=now)
+    count = request.evidence["exceptions_this_month"]
+    request.flagged = count >= policy.monthly_flag_threshold
+    request.flag_reason = (
+        _(
+            "%(project)s already had %(count)d approved exceptions this month; the policy "
+            "flags requests from %(limit)d on."
+        )
+        % {"project": request.project, "count": count, "limit": policy.monthly_flag_threshold}
+        if request.flagged
+        else ""
+    )
+    request.state = RequestState.SUBMITTED
+    request.submitted_at = now
+    request._history_user = user  # type: ignore[attr-defined]
+    request._change_reason = _("Submitted")  # type: ignore[attr-defined]
+    request.save()
+    event_add(request=request, actor=user, action=EventAction.SUBMITTED, at=now)
+    notify(
+        users=_approvers(request),
+        request=request,
+        event=NotificationEvent.SUBMITTED,
+        text=_("%(requester)s asks for a %(kind)s for %(project)s: waiting for your decision.")
+        % {
+            "requester": request.requester,
+            "kind": request.get_kind_display().lower(),
+            "project": request.project,
+        },
+        at=now,
+    )
+    return request
+
+
+def _approvers(request: UpgradeRequest) -> list[User]:
+    """Everyone who may decide ``request``: its business owner and, where they may, ops."""
+    people: list[User] = []
+    if request.owner_approver is not None:
+        people.append(request.owner_approver)
+    if request.owner_approver is None or request.approvals_required > 1:
+        people += list(
+            User.objects.filter(is_active=True)
+            .filter(Q(site_role=SiteRole.OPS) | Q(is_superuser=True))
+            .order_by("username")
+        )
+    return [user for user in people if user.pk != request.requester_id]
+
+
+# --- decisions ------------------------------------------------------------------------------
+
+
+def _refuse(message: str | None, *, permission: bool) -> None:
+    if message is None:
+        return
+    if permission:
+        raise PermissionDenied(message)
+    raise ValidationError(message)
+
+
+def _decision_checks(request: UpgradeRequest, user: User, blocker: str | None) -> None:
+    """Self-approval and not being an approver are 403s; the rest (wrong state, twice) 400s."""
+    if request.requester_id == user.pk:
+        _refuse(blocker, permission=True)
+    if not (user.is_ops or request.owner_approver_id == user.pk):
+        _refuse(blocker, permission=True)
+    _refuse(blocker, permission=False)
+
+
+@transaction.atomic
+def request_approve(
+    *, request: UpgradeRequest, user: User, comment: str = "", now: datetime | None = None
+) -> UpgradeRequest:
+    """Record ``user``'s approval; with enough approvals the request becomes a grant."""
+    now = now or timezone.now()
+    request = _locked(request)
+    _decision_checks(request, user, selectors.approval_blocker(request=request, user=user))
+    comment = (comment or "").strip()
+    try:
+        with transaction.atomic():
+            Approval.objects.create(
+                request=request, approver=user, decision=Decision.APPROVE, comment=comment, at=now
+            )
+    except IntegrityError:
+        raise ValidationError(_("You have already decided this request.")) from None
+    event_add(request=request, actor=user, action=EventAction.APPROVAL, at=now, comment=comment)
+    given = request.approvals_given
+    if given < request.approvals_required:
+        notify(
+            users=[request.requester],
+            request=request,
+            event=NotificationEvent.APPROVAL,
+            text=_(
+                "%(approver)s approved your %(kind)s for %(project)s (%(given)d of %(needed)d "
+                "approvals)."
+            )
+            % {
+                "approver": user,
+                "kind": request.get_kind_display().lower(),
+                "project": request.project,
+                "given": given,
+                "needed": request.approvals_required,
+            },
+            at=now,
+        )
+        return request
+    return _grant(request, user=user, now=now)
+
+
+def _grant(request: UpgradeRequest, *, user: User, now: datetime) -> UpgradeRequest:
+    if request.ends_at <= now:
+        raise ValidationError(
+            _("The requested period ended on %(end)s: reject the request instead.")
+            % {"end": when_text(request.ends_at)}
+        )
+    grant = grant_create(
+        user=user,
+        reason=_("Request #%(pk)d approved: %(justification)s")
+        % {"pk": request.pk, "justification": request.justification[:200]},
+        kind=request.kind,
+        project=request.project,
+        # Approved late: the grant starts now, not in the past the request asked for.
+        starts_at=max(request.starts_at, now),
+        ends_at=request.ends_at,
+        source=f"request:{request.pk}",
+        tier=request.tier,
+        pool=request.pool,
+        flavor=request.flavor,
+        extra_gpus=request.extra_gpus,
+        lift_borrow_limit=request.lift_borrow_limit,
+        preemption_class=request.preemption_class,
+        job_ids=request.job_ids,
+        now=now,
+    )
+    request.grant = grant
+    request.decided_at = now
+    active = grant.state == GrantState.ACTIVE
+    request.state = RequestState.ACTIVE if active else RequestState.APPROVED
+    request._history_user = user  # type: ignore[attr-defined]
+    request._change_reason = _("Approved")  # type: ignore[attr-defined]
+    request.save()
+    event_add(request=request, actor=user, action=EventAction.APPROVED, at=now)
+    if active:
+        event_add(request=request, actor=user, action=EventAction.ACTIVATED, at=now)
+        text = _("Your %(kind)s for %(project)s is approved and in force until %(end)s.")
+    else:
+        text = _(
+            "Your %(kind)s for %(project)s is approved; it starts on %(start)s and ends on %(end)s."
+        )
+    notify(
+        users=[request.requester, *deciders(request)],
+        request=request,
+        event=NotificationEvent.APPROVED,
+        text=text
+        % {
+            "kind": request.get_kind_display().lower(),
+            "project": request.project,
+            "start": when_text(grant.starts_at),
+            "end": when_text(grant.ends_at),
+        },
+        at=now,
+    )
+    return request
+
+
+@transaction.atomic
+def request_reject(
+    *, request: UpgradeRequest, user: User, reason: str, now: datetime | None = None
+) -> UpgradeRequest:
+    """Reject with a reason; one approver's rejection decides the request."""
+    now = now or timezone.now()
+    request = _locked(request)
+    _decision_checks(request, user, selectors.rejection_blocker(request=request, user=user))
+    reason = require_text(
+        reason,
+        field="reason",
+        message=_("Say why the request is rejected: the requester reads it."),
+    )
+    try:
+        with transaction.atomic():
+            Approval.objects.create(
+                request=request, approver=user, decision=Decision.REJECT, comment=reason, at=now
+            )
+    except IntegrityError:
+        raise ValidationError(_("You have already decided this request.")) from None
+    request.state = RequestState.REJECTED
+    request.decided_at = now
+    request._history_user = user  # type: ignore[attr-defined]
+    request._change_reason = reason  # type: ignore[attr-defined]
+    request.save()
+    event_add(request=request, actor=user, action=EventAction.REJECTED, at=now, comment=reason)
+    notify(
+        users=[request.requester, *deciders(request)],
+        request=request,
+        event=NotificationEvent.REJECTED,
+        text=_("%(approver)s rejected the %(kind)s for %(project)s: %(reason)s")
+        % {
+            "approver": user,
+            "kind": request.get_kind_display().lower(),
+            "project": request.project,
+            "reason": reason[:200],
+        },
+        at=now,
+    )
+    return request
+
+
+@transaction.atomic
+def request_withdraw(
+    *, request: UpgradeRequest, user: User, comment: str = "", now: datetime | None = None
+) -> UpgradeRequest:
+    """The requester (or the project's lead, or ops) takes back a draft or pending request."""
+    now = now or timezone.now()
+    request = _locked(request)
+    if not selectors.user_may_withdraw(user=user, request=request):
+        raise PermissionDenied(
+            _("Only the requester, a lead of the project or ops may withdraw this request.")
+        )
+    _require_state(request, RequestState.DRAFT, RequestState.SUBMITTED)
+    was_submitted = request.state == RequestState.SUBMITTED
+    comment = (comment or "").strip()
+    request.state = RequestState.WITHDRAWN
+    request.decided_at = now
+    request._history_user = user  # type: ignore[attr-defined]
+    request._change_reason = comment or _("Withdrawn")  # type: ignore[attr-defined]
+    request.save()
+    event_add(request=request, actor=user, action=EventAction.WITHDRAWN, at=now, comment=comment)
+    if was_submitted:
+        notify(
+            users=[*_approvers(request), request.requester],
+            request=request,
+            event=NotificationEvent.WITHDRAWN,
+            text=_("%(user)s withdrew the %(kind)s for %(project)s.")
+            % {
+                "user": user,
+                "kind": request.get_kind_display().lower(),
+                "project": request.project,
+            },
+            at=now,
+        )
+    return request
+
+
+@transaction.atomic
+def request_revoke(
+    *, request: UpgradeRequest, user: User, reason: str, now: datetime | None = None
+) -> UpgradeRequest:
+    """Ops end an approved or active request early; its grant is revoked at ``now``."""
+    now = now or timezone.now()
+    if not user.is_ops:
+        raise PermissionDenied(_("Only ops may revoke a grant."))
+    reason = require_reason(reason)
+    request = _locked(request)
+    _require_state(request, RequestState.APPROVED, RequestState.ACTIVE)
+    if request.grant is not None and request.grant.state not in (
+        GrantState.EXPIRED,
+        GrantState.REVOKED,
+    ):
+        request.grant = grant_revoke(grant=request.grant, user=user, reason=reason, now=now)
+    request.state = RequestState.REVOKED
+    request._history_user = user  # type: ignore[attr-defined]
+    request._change_reason = reason  # type: ignore[attr-defined]
+    request.save()
+    event_add(request=request, actor=user, action=EventAction.REVOKED, at=now, comment=reason)
+    notify(
+        users=[request.requester, *deciders(request)],
+        request=request,
+        event=NotificationEvent.REVOKED,
+        text=_("%(user)s revoked the %(kind)s for %(project)s: %(reason)s")
+        % {
+            "user": user,
+            "kind": request.get_kind_display().lower(),
+            "project": request.project,
+            "reason": reason[:200],
+        },
+        at=now,
+    )
+    return request

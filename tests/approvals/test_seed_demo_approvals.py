@@ -1,0 +1,53 @@
+"""The demo: pending requests in the approver's inbox, an active grant that ends within a day,
+a request rejected with a reason; loading twice adds nothing."""
+
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from approvals import selectors
+from approvals.models import ApprovalPolicy, RequestState, UpgradeRequest
+from governance.models import Grant, GrantState, User
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def demo():
+    call_command("seed_demo")
+    call_command("seed_demo_approvals")
+
+
+def test_the_approvers_inbox_holds_pending_requests(demo):
+    approver = User.objects.get(username="approver")
+    inbox = selectors.inbox(user=approver)
+    assert len(inbox) >= 2
+    assert all(request.state == RequestState.SUBMITTED for request in inbox)
+    assert selectors.inbox(user=User.objects.get(username="ops"))
+
+
+def test_one_project_has_an_active_grant_that_ends_soon(demo):
+    now = timezone.now()
+    ending = Grant.objects.filter(
+        state=GrantState.ACTIVE, ends_at__gt=now, ends_at__lte=now + timedelta(days=1)
+    )
+    assert ending.count() == 1
+    assert ending.get().request.state == RequestState.ACTIVE
+
+
+def test_one_request_was_rejected_with_a_reason(demo):
+    rejected = UpgradeRequest.objects.get(state=RequestState.REJECTED)
+    assert "not a production service" in rejected.approvals.get().comment
+
+
+def test_loading_twice_adds_nothing(demo, capsys):
+    counts = (ApprovalPolicy.objects.count(), UpgradeRequest.objects.count(), Grant.objects.count())
+    call_command("seed_demo_approvals")
+    assert "nothing to add" in capsys.readouterr().out
+    assert counts == (
+        ApprovalPolicy.objects.count(),
+        UpgradeRequest.objects.count(),
+        Grant.objects.count(),
+    )
