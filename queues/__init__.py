@@ -1,1 +1,1 @@
-"""The scheduler side: compiling effective rules into Slurm and Kueue objects (to come)."""
+"""The scheduler side: effective rules compiled into Slurm objects, synced, checked for drift."""

@@ -1,5 +1,30 @@
-"""Routes of queues: pages and API (included at the site root)."""
+"""Routes of queues: cluster pages and the cluster API (included at the site root)."""
 
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-urlpatterns: list = []
+from queues import apis, views
+
+urlpatterns = [
+    path("clusters/", views.cluster_list, name="cluster_list"),
+    path("clusters/new/", views.cluster_create, name="cluster_create"),
+    path("clusters/<slug:name>/", views.cluster_detail, name="cluster_detail"),
+    path("clusters/<slug:name>/edit/", views.cluster_edit, name="cluster_edit"),
+    path("clusters/<slug:name>/sync/", views.cluster_sync, name="cluster_sync"),
+    path("clusters/<slug:name>/runs/<int:pk>/", views.sync_run_detail, name="sync_run_detail"),
+    path("api/v1/clusters/", apis.ClusterListApi.as_view(), name="api_cluster_list"),
+    path(
+        "api/v1/clusters/<slug:name>/",
+        apis.ClusterDetailApi.as_view(),
+        name="api_cluster_detail",
+    ),
+    path(
+        "api/v1/clusters/<slug:name>/sync/",
+        apis.ClusterSyncApi.as_view(),
+        name="api_cluster_sync",
+    ),
+    path(
+        "api/v1/clusters/<slug:name>/runs/<int:pk>/",
+        apis.SyncRunDetailApi.as_view(),
+        name="api_sync_run_detail",
+    ),
+]

@@ -1,0 +1,211 @@
+"""Clusters Arbiter syncs its rules to, and the record of every sync.
+
+``Cluster`` is governed configuration (ops edit it through the services, with a reason, and
+it keeps its history). ``ClusterSyncState`` is what the sync itself maintains per cluster:
+the revision and the desired state last applied (the baseline for drift), the latest drift
+check, and the lease that lets one sync at a time run. ``SyncRun`` records each sync or dry
+run: trigger, plan, result, error, timing and progress.
+"""
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models import Q
+from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
+from simple_history.models import HistoricalRecords
+
+from governance.models import Pool, RulesRevision
+
+slurm_name_validator = RegexValidator(
+    r"^[a-z0-9][a-z0-9_.-]*$",
+    _("Use lowercase letters, digits, dots, dashes and underscores (Slurm lowercases names)."),
+)
+
+
+class ClusterBackend(models.TextChoices):
+    # Kueue joins with its backend (scheduler sync, part 2).
+    SLURM = "slurm", _("Slurm")
+
+
+class Cluster(models.Model):
+    """A scheduler that enforces the rules of the pools it serves."""
+
+    name = models.SlugField(_("name"), max_length=63, unique=True)
+    backend = models.CharField(
+        _("backend"), max_length=16, choices=ClusterBackend.choices, default=ClusterBackend.SLURM
+    )
+    slurm_cluster = models.CharField(
+        _("Slurm cluster name"),
+        max_length=63,
+        validators=[slurm_name_validator],
+        help_text=_("ClusterName in slurm.conf, as sacctmgr knows it."),
+    )
+    slurm_conf = models.CharField(
+        _("SLURM_CONF path"),
+        max_length=500,
+        blank=True,
+        help_text=_("Path of slurm.conf on the host that runs the sync; empty uses the default."),
+    )
+    command_prefix = models.CharField(
+        _("command prefix"),
+        max_length=500,
+        blank=True,
+        help_text=_(
+            "Put before every Slurm command, e.g. “ssh slurm-head” or “sudo -n”; "
+            "empty runs the commands directly."
+        ),
+    )
+    pools = models.ManyToManyField(
+        Pool,
+        verbose_name=_("pools it serves"),
+        related_name="clusters",
+        help_text=_("Only the quotas of these pools are compiled for the cluster."),
+    )
+    enabled = models.BooleanField(
+        _("enabled"),
+        default=True,
+        help_text=_("Enabled clusters are synced after every rule change and periodically."),
+    )
+    history = HistoricalRecords(m2m_fields=[pools])
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = _("cluster")
+        verbose_name_plural = _("clusters")
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(backend__in=ClusterBackend.values), name="cluster_backend_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("cluster_detail", args=[self.name])
+
+
+class ClusterSyncState(models.Model):
+    """What the sync keeps per cluster (not governed: the sync writes it, not people)."""
+
+    cluster = models.OneToOneField(
+        Cluster, verbose_name=_("cluster"), on_delete=models.CASCADE, related_name="sync_state"
+    )
+    applied_revision = models.ForeignKey(
+        RulesRevision,
+        verbose_name=_("applied revision"),
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    applied_state = models.JSONField(
+        _("applied desired state"),
+        default=dict,
+        blank=True,
+        help_text=_(
+            "The objects and values the last successful sync wrote: drift is measured against it."
+        ),
+    )
+    applied_at = models.DateTimeField(_("applied at"), null=True, blank=True)
+    drift = models.JSONField(_("drift"), default=list, blank=True)
+    drift_checked_at = models.DateTimeField(_("drift checked at"), null=True, blank=True)
+    drift_error = models.TextField(_("drift check error"), blank=True)
+    # One sync at a time: a lease that expires, so a crashed worker never blocks for good.
+    lease_token = models.CharField(_("lease token"), max_length=64, blank=True)
+    lease_expires_at = models.DateTimeField(_("lease expires at"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("cluster sync state")
+        verbose_name_plural = _("cluster sync states")
+
+    def __str__(self) -> str:
+        return f"{self.cluster}: {self.applied_revision or '-'}"
+
+
+class SyncTrigger(models.TextChoices):
+    RULE_CHANGE = "rule_change", _("Rule change")
+    GRANT = "grant", _("Grant started or ended")
+    PERIODIC = "periodic", _("Periodic")
+    MANUAL = "manual", _("Manual")
+    DRY_RUN = "dry_run", _("Dry run")
+
+
+class SyncStatus(models.TextChoices):
+    QUEUED = "queued", _("Queued")
+    RUNNING = "running", _("Running")
+    RETRYING = "retrying", _("Waiting to retry")
+    SUCCEEDED = "succeeded", _("Succeeded")
+    FAILED = "failed", _("Failed")
+
+
+FINISHED_STATUSES = (SyncStatus.SUCCEEDED, SyncStatus.FAILED)
+
+
+class SyncRun(models.Model):
+    """One sync (or dry run) of one cluster."""
+
+    cluster = models.ForeignKey(
+        Cluster, verbose_name=_("cluster"), on_delete=models.CASCADE, related_name="sync_runs"
+    )
+    trigger = models.CharField(_("trigger"), max_length=16, choices=SyncTrigger.choices)
+    status = models.CharField(
+        _("status"), max_length=16, choices=SyncStatus.choices, default=SyncStatus.QUEUED
+    )
+    progress = models.CharField(_("progress"), max_length=200, blank=True)
+    attempts = models.PositiveIntegerField(_("attempts"), default=0)
+    revision = models.ForeignKey(
+        RulesRevision,
+        verbose_name=_("rules revision"),
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text=_("The newest rules revision when the sync read the rules."),
+    )
+    plan = models.JSONField(_("plan"), default=list, blank=True)
+    result = models.JSONField(_("result"), default=dict, blank=True)
+    error = models.TextField(_("error"), blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("requested by"),
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    started_at = models.DateTimeField(_("started at"), null=True, blank=True)
+    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["-pk"]
+        verbose_name = _("sync run")
+        verbose_name_plural = _("sync runs")
+        indexes = [models.Index(fields=["cluster", "-id"], name="syncrun_cluster_recent")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(trigger__in=SyncTrigger.values), name="syncrun_trigger_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=SyncStatus.values), name="syncrun_status_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster} #{self.pk} {self.get_trigger_display()}"
+
+    @property
+    def is_dry_run(self) -> bool:
+        return self.trigger == SyncTrigger.DRY_RUN
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in FINISHED_STATUSES
+
+    @property
+    def duration_seconds(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()

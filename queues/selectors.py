@@ -1,0 +1,124 @@
+"""Reads of the scheduler side: clusters, their sync runs, sync due, live status and drift."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from governance.models import RulesRevision
+from governance.selectors import effective_rules
+from queues.models import Cluster, ClusterSyncState, SyncRun
+from queues.services import SchedulerError, backend_for, slurm_conf_lines
+
+
+def user_can_see_clusters(user: Any) -> bool:
+    return bool(user.is_authenticated and getattr(user, "is_ops", False))
+
+
+def require_cluster_access(user: Any) -> None:
+    if not user_can_see_clusters(user):
+        raise PermissionDenied(_("Only ops may see and sync clusters."))
+
+
+def newest_revision_id() -> int | None:
+    return RulesRevision.objects.order_by("-pk").values_list("pk", flat=True).first()
+
+
+def cluster_list() -> QuerySet[Cluster]:
+    """Clusters with their pools, sync state and latest run (a fixed number of queries)."""
+    latest = SyncRun.objects.filter(cluster=OuterRef("pk")).order_by("-pk")
+    return (
+        Cluster.objects.select_related("sync_state", "sync_state__applied_revision")
+        .prefetch_related("pools")
+        .annotate(
+            latest_run_status=Subquery(latest.values("status")[:1]),
+            latest_run_at=Subquery(latest.values("created_at")[:1]),
+            run_count=Count("sync_runs", distinct=True),
+        )
+        .order_by("name")
+    )
+
+
+def cluster_get(*, user: Any, name: str) -> Cluster:
+    require_cluster_access(user)
+    return get_object_or_404(
+        Cluster.objects.select_related("sync_state", "sync_state__applied_revision"), name=name
+    )
+
+
+def sync_state(cluster: Cluster) -> ClusterSyncState:
+    state = ClusterSyncState.objects.filter(cluster=cluster).first()
+    return state or ClusterSyncState(cluster=cluster)
+
+
+def sync_due(
+    cluster: Cluster, *, newest: int | None = None, state: ClusterSyncState | None = None
+) -> bool:
+    """True while the cluster has not applied the newest rules revision."""
+    newest = newest_revision_id() if newest is None else newest
+    state = state or sync_state(cluster)
+    if newest is None:
+        return state.applied_at is None
+    return (state.applied_revision_id or 0) < newest
+
+
+def cluster_list_with_due() -> list[tuple[Cluster, bool]]:
+    """Every cluster and whether its sync is due (a fixed number of queries)."""
+    newest = newest_revision_id()
+    result = []
+    for cluster in cluster_list():
+        state = getattr(cluster, "sync_state", None) or ClusterSyncState(cluster=cluster)
+        result.append((cluster, sync_due(cluster, newest=newest, state=state)))
+    return result
+
+
+def sync_run_list(*, cluster: Cluster) -> QuerySet[SyncRun]:
+    return SyncRun.objects.filter(cluster=cluster).select_related("requested_by", "revision")
+
+
+def sync_run_get(*, user: Any, cluster: Cluster, pk: int) -> SyncRun:
+    require_cluster_access(user)
+    return get_object_or_404(sync_run_list(cluster=cluster), pk=pk)
+
+
+@dataclass
+class LiveStatus:
+    """What the scheduler says now: reachable or not, and the drift against the last sync."""
+
+    reachable: bool
+    error: str = ""
+    drift: list[dict[str, str]] = field(default_factory=list)
+    managed_counts: dict[str, int] = field(default_factory=dict)
+
+
+def cluster_live_status(*, cluster: Cluster) -> LiveStatus:
+    """Read the live state (read-only) and compare it with what Arbiter last applied."""
+    backend = backend_for(cluster)
+    try:
+        live = backend.read_live()
+    except SchedulerError as error:
+        return LiveStatus(reachable=False, error=str(error))
+    state = sync_state(cluster)
+    drift = backend.drift(applied=state.applied_state, live=live) if state.applied_at else []
+    return LiveStatus(
+        reachable=True,
+        drift=[item.as_dict() for item in drift],
+        managed_counts={kind: len(names) for kind, names in live.managed.items()},
+    )
+
+
+def slurm_conf_suggestion() -> list[str]:
+    """The slurm.conf priority lines the tiers' aging rules ask for (Arbiter never edits it)."""
+    return slurm_conf_lines(effective_rules(at=timezone.now()).tiers)
+
+
+def applied_summary(cluster: Cluster) -> dict[str, list[tuple[str, dict[str, str]]]]:
+    """The objects the last sync applied, per kind, sorted by name (for the cluster page)."""
+    applied = sync_state(cluster).applied_state or {}
+    return {kind: sorted(objects.items()) for kind, objects in applied.items()}

@@ -1,0 +1,65 @@
+"""Writes of the scheduler side: clusters, syncs and drift checks.
+
+``sync_enqueue_for_revision`` is the ``ARBITER_ON_RULES_CHANGED`` hook (see settings).
+"""
+
+from .backends import (
+    Action,
+    Change,
+    DriftItem,
+    FieldChange,
+    LiveState,
+    SchedulerBackend,
+    SchedulerError,
+    SchedulerUnavailable,
+    State,
+)
+from .clusters import cluster_create, cluster_update
+from .slurm import SlurmBackend, SlurmCommands, slurm_conf_lines
+from .sync import (
+    SyncBusy,
+    backend_for,
+    desired_state_for,
+    drift_check,
+    drift_check_all,
+    lease_acquire,
+    lease_release,
+    retry_delay,
+    sync_enqueue,
+    sync_enqueue_due,
+    sync_enqueue_for_revision,
+    sync_execute,
+    sync_give_up,
+    sync_now,
+)
+
+__all__ = [
+    "Action",
+    "Change",
+    "DriftItem",
+    "FieldChange",
+    "LiveState",
+    "SchedulerBackend",
+    "SchedulerError",
+    "SchedulerUnavailable",
+    "SlurmBackend",
+    "SlurmCommands",
+    "State",
+    "SyncBusy",
+    "backend_for",
+    "cluster_create",
+    "cluster_update",
+    "desired_state_for",
+    "drift_check",
+    "drift_check_all",
+    "lease_acquire",
+    "lease_release",
+    "retry_delay",
+    "slurm_conf_lines",
+    "sync_enqueue",
+    "sync_enqueue_due",
+    "sync_enqueue_for_revision",
+    "sync_execute",
+    "sync_give_up",
+    "sync_now",
+]

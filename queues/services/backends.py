@@ -1,0 +1,253 @@
+"""The interface every scheduler backend implements, and the plan it produces.
+
+A sync is: read the live state, compute the desired state from the effective rules, plan
+(the diff of the objects Arbiter manages), apply the plan, and verify by reading back. A
+state is plain data, ``{kind: {name: {field: value}}}`` with string values normalised by the
+backend, so that it can be stored (the last applied state is the baseline for drift) and
+compared field by field.
+
+Named jobs are the one part that depends on the live scheduler: grants that raise or
+protect specific jobs move them while they are still pending. ``desired_state`` lists the
+requests under ``JOB``; ``settle`` resolves them against the jobs read live (which QOS each
+pending job moves to, and which association must allow it) and reports the named jobs it
+leaves alone. The settled ``JOB`` entries are what Arbiter moved, kept in the last applied
+state so that a job still pending when its grant ends is moved back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from django.utils.translation import gettext_lazy as _
+
+from governance.models import Pool
+from governance.selectors import EffectiveRules
+
+State = dict[str, dict[str, dict[str, str]]]
+JOB = "job"
+Progress = Callable[[str], None]
+
+
+class SchedulerError(Exception):
+    """A scheduler command failed; the message says which and why."""
+
+
+class SchedulerUnavailable(SchedulerError):
+    """The scheduler did not answer (daemon down, timeout): worth retrying later."""
+
+
+class Action:
+    CREATE = "create"
+    UPDATE = "update"
+    DELETE = "delete"
+    # The object exists but Arbiter does not manage it: never touched, shown to ops.
+    CONFLICT = "conflict"
+    # A named job that cannot be moved (running, gone, another project's): left alone.
+    SKIP = "skip"
+
+
+ACTION_LABELS = {
+    Action.CREATE: _("create"),
+    Action.UPDATE: _("update"),
+    Action.DELETE: _("delete"),
+    Action.CONFLICT: _("conflict"),
+    Action.SKIP: _("skipped"),
+}
+WRITE_ACTIONS = (Action.CREATE, Action.UPDATE, Action.DELETE)
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    field: str
+    live: str
+    desired: str
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: str
+    name: str
+    action: str
+    fields: tuple[FieldChange, ...] = ()
+    note: str = ""
+
+    @property
+    def is_write(self) -> bool:
+        return self.action in WRITE_ACTIONS
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "action": self.action,
+            "fields": [
+                {"field": f.field, "live": f.live, "desired": f.desired} for f in self.fields
+            ],
+            "note": self.note,
+        }
+
+
+@dataclass
+class LiveState:
+    """What the scheduler holds: every object read, and which of them Arbiter manages."""
+
+    objects: State
+    managed: dict[str, set[str]]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def managed_objects(self) -> State:
+        return {
+            kind: {
+                name: fields
+                for name, fields in objects.items()
+                if name in self.managed.get(kind, set())
+            }
+            for kind, objects in self.objects.items()
+        }
+
+
+@dataclass(frozen=True)
+class DriftItem:
+    kind: str
+    name: str
+    field: str
+    applied: str
+    live: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "field": self.field,
+            "applied": self.applied,
+            "live": self.live,
+        }
+
+
+@dataclass
+class ApplyResult:
+    calls: int = 0
+    writes: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+class SchedulerBackend(Protocol):
+    """What the sync needs from a scheduler. ``SlurmBackend`` is the first one."""
+
+    kinds: tuple[str, ...]
+
+    def read_live(self, *, jobs: Iterable[str] = ()) -> LiveState: ...
+
+    def desired_state(
+        self,
+        *,
+        rules: EffectiveRules,
+        pools: Iterable[Pool],
+        capacities: dict[tuple[int, int], int],
+    ) -> State: ...
+
+    def settle(
+        self, *, desired: State, live: LiveState, applied: State
+    ) -> tuple[State, list[Change]]: ...
+
+    def plan(self, *, desired: State, live: LiveState) -> list[Change]: ...
+
+    def apply(self, *, plan: list[Change], desired: State, progress: Progress) -> ApplyResult: ...
+
+    def verify(self, *, desired: State) -> list[Change]: ...
+
+    def drift(self, *, applied: State, live: LiveState) -> list[DriftItem]: ...
+
+    def config_lines(self, *, rules: EffectiveRules) -> list[str]: ...
+
+    @property
+    def calls(self) -> int: ...
+
+
+def named_jobs(*, desired: State, applied: State) -> list[str]:
+    """The jobs a sync reads: those the rules name, and those Arbiter moved before."""
+    return sorted(set(desired.get(JOB, {})) | set(applied.get(JOB, {})))
+
+
+def diff_fields(
+    desired: dict[str, str], live: dict[str, str], equal: Callable[[str, str, str], bool]
+) -> tuple[FieldChange, ...]:
+    return tuple(
+        FieldChange(field=name, live=live.get(name, ""), desired=value)
+        for name, value in desired.items()
+        if not equal(name, live.get(name, ""), value)
+    )
+
+
+def plan_changes(
+    *,
+    kinds: Iterable[str],
+    desired: State,
+    live: LiveState,
+    equal: Callable[[str, str, str], bool],
+) -> list[Change]:
+    """Creates, updates and deletes of managed objects, and conflicts with unmanaged ones."""
+    changes: list[Change] = []
+    for kind in kinds:
+        wanted = desired.get(kind, {})
+        present = live.objects.get(kind, {})
+        managed = live.managed.get(kind, set())
+        for name in sorted(wanted):
+            fields = wanted[name]
+            if name not in present:
+                changes.append(
+                    Change(
+                        kind=kind,
+                        name=name,
+                        action=Action.CREATE,
+                        fields=tuple(FieldChange(f, "", v) for f, v in fields.items()),
+                    )
+                )
+            elif name not in managed:
+                changes.append(
+                    Change(
+                        kind=kind,
+                        name=name,
+                        action=Action.CONFLICT,
+                        note=str(_("exists but was not made by Arbiter; left alone")),
+                    )
+                )
+            else:
+                diff = diff_fields(fields, present[name], equal)
+                if diff:
+                    changes.append(Change(kind=kind, name=name, action=Action.UPDATE, fields=diff))
+        for name in sorted(managed - set(wanted)):
+            changes.append(
+                Change(
+                    kind=kind,
+                    name=name,
+                    action=Action.DELETE,
+                    fields=tuple(FieldChange(f, v, "") for f, v in present[name].items()),
+                )
+            )
+    return changes
+
+
+def drift_items(
+    *,
+    kinds: Iterable[str],
+    applied: State,
+    live: LiveState,
+    equal: Callable[[str, str, str], bool],
+) -> list[DriftItem]:
+    """Live values that differ from what Arbiter last applied (a hand-made change)."""
+    items: list[DriftItem] = []
+    missing = str(_("(missing)"))
+    for kind in kinds:
+        present = live.objects.get(kind, {})
+        for name, fields in sorted(applied.get(kind, {}).items()):
+            if name not in present:
+                items.append(DriftItem(kind, name, "", str(_("(present)")), missing))
+                continue
+            for change in diff_fields(fields, present[name], equal):
+                items.append(DriftItem(kind, name, change.field, change.desired, change.live))
+        for name in sorted(live.managed.get(kind, set()) - set(applied.get(kind, {}))):
+            items.append(DriftItem(kind, name, "", missing, str(_("(present)"))))
+    return items

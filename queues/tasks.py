@@ -1,0 +1,34 @@
+"""Celery tasks of the scheduler sync. Each one only calls a service."""
+
+from celery import shared_task
+from django.conf import settings
+
+from queues import services
+from queues.models import SyncRun, SyncStatus
+
+
+@shared_task(bind=True, max_retries=None, acks_late=True)
+def sync_cluster(self, run_id: int) -> str:  # type: ignore[no-untyped-def]
+    """Run a queued sync; retry with exponential backoff while the scheduler does not answer."""
+    run = SyncRun.objects.select_related("cluster").filter(pk=run_id).first()
+    if run is None or run.is_finished:
+        return "gone" if run is None else run.status
+    try:
+        services.sync_execute(run=run)
+    except (services.SchedulerUnavailable, services.SyncBusy) as error:
+        if self.request.retries >= settings.ARBITER_SYNC_MAX_RETRIES:
+            return services.sync_give_up(run=run).status
+        raise self.retry(countdown=services.retry_delay(self.request.retries), exc=error) from None
+    return SyncStatus(run.status).value
+
+
+@shared_task
+def sync_due_clusters() -> list[int]:
+    """Periodic: queue a sync for every enabled cluster whose applied rules are behind."""
+    return [run.pk for run in services.sync_enqueue_due()]
+
+
+@shared_task
+def drift_check_clusters() -> dict[str, int]:
+    """Periodic: record the live values that differ from what Arbiter last applied."""
+    return {state.cluster.name: len(state.drift) for state in services.drift_check_all()}

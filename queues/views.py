@@ -1,0 +1,119 @@
+"""Cluster pages (ops only): configuration, sync state, drift, sync runs and their plans."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from queues import forms, selectors, services
+from queues.models import SyncTrigger
+
+
+def _posted(request: HttpRequest):  # type: ignore[no-untyped-def]
+    return request.POST if request.method == "POST" else None
+
+
+def _form_page(request: HttpRequest, form, *, title: str, cancel_url: str) -> HttpResponse:  # type: ignore[no-untyped-def]
+    return render(
+        request,
+        "governance/form.html",
+        {"form": form, "title": title, "cancel_url": cancel_url, "can_edit": True},
+    )
+
+
+@login_required
+def cluster_list(request: HttpRequest) -> HttpResponse:
+    selectors.require_cluster_access(request.user)
+    clusters = selectors.cluster_list_with_due()
+    return render(request, "queues/cluster_list.html", {"clusters": clusters, "can_edit": True})
+
+
+@login_required
+def cluster_create(request: HttpRequest) -> HttpResponse:
+    selectors.require_cluster_access(request.user)
+    form = forms.ClusterCreateForm(_posted(request))
+    if request.method == "POST" and form.is_valid():
+        try:
+            cluster = services.cluster_create(
+                user=request.user, reason=form.change_reason, **form.service_data()
+            )
+        except ValidationError as error:
+            form.add_service_error(error)
+        else:
+            messages.success(request, _("Saved “%(object)s”.") % {"object": cluster})
+            return redirect(cluster)
+    return _form_page(request, form, title=_("New cluster"), cancel_url=reverse("cluster_list"))
+
+
+@login_required
+def cluster_edit(request: HttpRequest, name: str) -> HttpResponse:
+    cluster = selectors.cluster_get(user=request.user, name=name)
+    form = forms.ClusterForm(_posted(request), instance=cluster)
+    if request.method == "POST" and form.is_valid():
+        try:
+            cluster = services.cluster_update(
+                cluster=cluster,
+                user=request.user,
+                reason=form.change_reason,
+                data=form.service_data(),
+            )
+        except ValidationError as error:
+            form.add_service_error(error)
+        else:
+            messages.success(request, _("Saved “%(object)s”.") % {"object": cluster})
+            return redirect(cluster)
+    return _form_page(
+        request,
+        form,
+        title=_("Edit cluster “%(object)s”") % {"object": cluster},
+        cancel_url=cluster.get_absolute_url(),
+    )
+
+
+@login_required
+def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
+    cluster = selectors.cluster_get(user=request.user, name=name)
+    return render(
+        request,
+        "queues/cluster_detail.html",
+        {
+            "object": cluster,
+            "state": selectors.sync_state(cluster),
+            "sync_due": selectors.sync_due(cluster),
+            "newest_revision": selectors.newest_revision_id(),
+            "live": selectors.cluster_live_status(cluster=cluster),
+            "runs": selectors.sync_run_list(cluster=cluster)[:15],
+            "applied": selectors.applied_summary(cluster),
+            "slurm_conf": selectors.slurm_conf_suggestion(),
+            "pools": cluster.pools.all(),
+            "can_edit": True,
+        },
+    )
+
+
+@login_required
+@require_POST
+def cluster_sync(request: HttpRequest, name: str) -> HttpResponse:
+    """Sync now (queued for a worker) or dry run (here and now: reads only)."""
+    cluster = selectors.cluster_get(user=request.user, name=name)
+    form = forms.SyncForm(request.POST)
+    dry_run = form.is_valid() and form.cleaned_data["dry_run"]
+    if dry_run:
+        run = services.sync_now(cluster=cluster, user=request.user, dry_run=True)
+    else:
+        run = services.sync_enqueue(cluster=cluster, trigger=SyncTrigger.MANUAL, user=request.user)
+        messages.info(request, _("Sync queued; this page follows its progress."))
+    return redirect("sync_run_detail", name=cluster.name, pk=run.pk)
+
+
+@login_required
+def sync_run_detail(request: HttpRequest, name: str, pk: int) -> HttpResponse:
+    cluster = selectors.cluster_get(user=request.user, name=name)
+    run = selectors.sync_run_get(user=request.user, cluster=cluster, pk=pk)
+    return render(
+        request, "queues/sync_run_detail.html", {"object": cluster, "run": run, "can_edit": True}
+    )

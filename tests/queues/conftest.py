@@ -1,0 +1,286 @@
+"""A real Slurm for the sync tests: the single-host cluster of ``deploy/slurm/up.sh``.
+
+``SLURM_CONF`` comes from the environment or from ``var/slurm/env`` (written by up.sh).
+Tests that need Slurm skip with a message when none answers, and fail under ``CI=true``.
+Every test starts and ends with no job in the cluster; whatever Arbiter-managed objects an
+earlier test left are removed by the first sync (they are not in the desired state).
+"""
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from governance import services as rules
+from governance.models import (
+    GpuFlavor,
+    Pool,
+    PreemptionClass,
+    PriorityTier,
+    Project,
+    ProjectRole,
+    Quota,
+    User,
+)
+from queues import services
+from queues.models import Cluster
+from tests.conftest import REASON, require_service
+
+SLURM_CLUSTER = "arbiter"
+
+
+def slurm_conf() -> str:
+    if os.environ.get("SLURM_CONF"):
+        return os.environ["SLURM_CONF"]
+    env_file = Path(settings.BASE_DIR) / "var" / "slurm" / "env"
+    if env_file.exists():
+        for line in env_file.read_text().splitlines():
+            key, _sep, value = line.partition("=")
+            if key == "SLURM_CONF":
+                return value.strip()
+    return ""
+
+
+def _slurm_answers(conf: str) -> tuple[bool, str]:
+    if not shutil.which("sacctmgr"):
+        return False, "sacctmgr is not installed (run deploy/slurm/up.sh as root)"
+    if not conf or not Path(conf).exists():
+        return False, "no SLURM_CONF (start the lab with deploy/slurm/up.sh)"
+    env = {**os.environ, "SLURM_CONF": conf}
+    try:
+        done = subprocess.run(
+            ["sacctmgr", "-n", "-P", "show", "cluster", "format=cluster"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=15,
+            check=False,
+        )
+        ping = subprocess.run(
+            ["scontrol", "ping"], capture_output=True, text=True, env=env, timeout=15, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return False, str(error)
+    if done.returncode != 0 or SLURM_CLUSTER not in done.stdout.split():
+        return False, f"slurmdbd does not answer: {done.stdout}{done.stderr}".strip()
+    if "UP" not in ping.stdout:
+        return False, f"slurmctld is not up: {ping.stdout}{ping.stderr}".strip()
+    return True, ""
+
+
+@dataclass
+class Slurm:
+    """Submit jobs and read their state on the lab cluster."""
+
+    conf: str
+    workdir: str
+    jobs: list[str] = field(default_factory=list)
+
+    def run(self, *args: str, check: bool = True) -> str:
+        done = subprocess.run(
+            list(args),
+            capture_output=True,
+            text=True,
+            env={**os.environ, "SLURM_CONF": self.conf},
+            cwd=self.workdir,
+            timeout=60,
+            check=False,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"{' '.join(args)} failed: {done.stdout}{done.stderr}")
+        return done.stdout
+
+    def sbatch(self, *options: str, account: str, qos: str, gpus: int, seconds: int = 300) -> str:
+        job = self.run(
+            "sbatch",
+            *options,
+            "--parsable",
+            "-o",
+            "/dev/null",
+            "-A",
+            account,
+            "-q",
+            qos,
+            f"--gres=gpu:{gpus}",
+            "--wrap",
+            f"sleep {seconds}",
+        ).strip()
+        self.jobs.append(job)
+        return job
+
+    def job(self, job_id: str) -> dict[str, str]:
+        """State, reason, QOS and restart count of one job (``squeue -t all``)."""
+        out = self.run("squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T|%r|%q", check=False)
+        state, reason, qos = ([*(out.strip().splitlines() or ["||"])[0].split("|"), "", ""])[:3]
+        restarts = self.run("scontrol", "show", "job", job_id, check=False)
+        count = next((w.split("=")[1] for w in restarts.split() if w.startswith("Restarts=")), "0")
+        return {"state": state, "reason": reason, "qos": qos, "restarts": count}
+
+    def wait_for(self, what: str, predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(0.3)
+        raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+    def wait_state(self, job_id: str, state: str, timeout: float = 30.0) -> dict[str, str]:
+        self.wait_for(f"job {job_id} {state}", lambda: self.job(job_id)["state"] == state, timeout)
+        return self.job(job_id)
+
+    def cancel_all(self) -> None:
+        self.run("scancel", "--full", "-u", "root", check=False)
+        self.wait_for(
+            "the queue to empty",
+            lambda: not self.run("squeue", "-h", "-o", "%i", check=False).strip(),
+            timeout=30,
+        )
+
+    def sacctmgr(self, *args: str) -> str:
+        return self.run("sacctmgr", *args)
+
+    def remove_arbiter_objects(self) -> None:
+        """Start from a cluster without Arbiter's accounts and QOS (hand-made ones stay)."""
+        accounts = self.sacctmgr("-n", "-P", "show", "account", "format=account,organization")
+        ours = [row.split("|")[0] for row in accounts.splitlines() if row.endswith("|arbiter")]
+        # Deepest first: project accounts hold dots, pools do not, the root one is "arbiter".
+        for level in (2, 1, 0):
+            names = [n for n in ours if _depth(n) == level]
+            if names:
+                self.sacctmgr("-i", "delete", "account", "where", f"name={','.join(names)}")
+        qos = self.sacctmgr("-n", "-P", "show", "qos", "format=name,description")
+        ours = [row.split("|")[0] for row in qos.splitlines() if "|arbiter:" in row]
+        if ours:
+            self.sacctmgr("-i", "delete", "qos", "where", f"name={','.join(ours)}")
+
+
+def _depth(account: str) -> int:
+    return 0 if account == "arbiter" else 1 + account.count(".")
+
+
+@pytest.fixture
+def slurm() -> Iterator[Slurm]:
+    conf = slurm_conf()
+    ok, why = _slurm_answers(conf)
+    require_service("Slurm", ok, why)
+    with tempfile.TemporaryDirectory(prefix="arbiter-slurm-") as workdir:
+        lab = Slurm(conf=conf, workdir=workdir)
+        lab.cancel_all()
+        lab.remove_arbiter_objects()
+        yield lab
+        lab.cancel_all()
+
+
+@dataclass
+class Lab:
+    """Rules sized for the lab's one node (4 A100 + 4 H100), built through the services."""
+
+    ops: User
+    root: User
+    a100: GpuFlavor
+    h100: GpuFlavor
+    pool: Pool
+    exploratory: PriorityTier
+    regular: PriorityTier
+    key: PriorityTier
+    production: PriorityTier
+    allowed: PreemptionClass
+    forbidden: PreemptionClass
+    cluster: Cluster
+
+    def project(
+        self,
+        slug: str,
+        *,
+        tier: PriorityTier | None = None,
+        guarantee: int = 0,
+        borrow: int | None = 0,
+        preemption_class: PreemptionClass | None = None,
+        flavor: GpuFlavor | None = None,
+    ) -> tuple[Project, Quota]:
+        kw = {"user": self.ops, "reason": REASON}
+        project = rules.project_create(**kw, slug=slug, name=slug.title(), tier=tier)
+        rules.membership_set(**kw, project=project, member=self.root, role=ProjectRole.LEAD)
+        quota = rules.quota_create(
+            **kw,
+            project=project,
+            pool=self.pool,
+            flavor=flavor or self.a100,
+            guarantee=guarantee,
+            borrow_limit=borrow,
+            preemption_class=preemption_class or self.allowed,
+        )
+        return project, quota
+
+    def account(self, project: Project) -> str:
+        return f"{self.pool.slug}.{project.slug}"
+
+
+@pytest.fixture
+def lab(ops, slurm) -> Lab:
+    kw = {"user": ops, "reason": REASON}
+    # Jobs run as root (the lab's only submitter), so root is the projects' member.
+    root = User.objects.create_user(username="root", password=None)
+    a100 = rules.flavor_create(
+        **kw, slug="a100", name="A100", gpu_model="A100", memory_gb=80, gres_type="a100"
+    )
+    h100 = rules.flavor_create(
+        **kw, slug="h100", name="H100", gpu_model="H100", memory_gb=80, gres_type="h100"
+    )
+    pool = rules.pool_create(**kw, slug="lab", name="Lab")
+    rules.pool_capacity_set(**kw, pool=pool, flavor=a100, gpus=4)
+    rules.pool_capacity_set(**kw, pool=pool, flavor=h100, gpus=4)
+    common = {"eligibility": "Any", "confirmed_by": "Ops", "review_cycle_days": 90, "owner": ops}
+    exploratory = rules.tier_create(
+        **kw, **common, slug="exploratory", name="Exploratory", score=10, scheduler_value=100
+    )
+    regular = rules.tier_create(
+        **kw,
+        **common,
+        slug="regular",
+        name="Regular",
+        score=40,
+        scheduler_value=400,
+        is_default=True,
+    )
+    key = rules.tier_create(**kw, **common, slug="key", name="Key", score=70, scheduler_value=700)
+    production = rules.tier_create(
+        **kw,
+        **common,
+        slug="production",
+        name="Production",
+        score=95,
+        scheduler_value=950,
+        may_preempt=True,
+        preemptible_tiers=[regular, exploratory],
+    )
+    allowed = rules.preemption_class_create(
+        **kw, slug="allowed", name="Allowed", kind="allowed", business_impact="Restartable."
+    )
+    forbidden = rules.preemption_class_create(
+        **kw, slug="forbidden", name="Forbidden", kind="forbidden", business_impact="Serving."
+    )
+    cluster = services.cluster_create(
+        **kw, name="lab", slurm_cluster=SLURM_CLUSTER, slurm_conf=slurm.conf, pools=[pool]
+    )
+    return Lab(
+        ops=ops,
+        root=root,
+        a100=a100,
+        h100=h100,
+        pool=pool,
+        exploratory=exploratory,
+        regular=regular,
+        key=key,
+        production=production,
+        allowed=allowed,
+        forbidden=forbidden,
+        cluster=cluster,
+    )

@@ -1,0 +1,136 @@
+"""Queueing, the one-sync-at-a-time lease, retries and "sync due", without a real Slurm.
+
+A cluster whose command prefix names a program that does not exist stands for a Slurm that
+cannot be reached: every command fails the way a missing ``sacctmgr`` or an ``ssh`` to a
+host that is down fails.
+"""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from governance import services as rules
+from governance.celery import app
+from governance.models import RevisionTrigger
+from queues import selectors, services, tasks
+from queues.models import SyncRun, SyncStatus, SyncTrigger
+from tests.conftest import REASON
+
+pytestmark = pytest.mark.django_db
+
+UNREACHABLE = "/nonexistent/arbiter-test/ssh slurm-head"
+
+
+@pytest.fixture
+def cluster(ops, world):
+    return services.cluster_create(
+        user=ops,
+        reason=REASON,
+        name="down",
+        slurm_cluster="arbiter",
+        command_prefix=UNREACHABLE,
+        pools=[world.training],
+    )
+
+
+@pytest.fixture
+def eager():
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = False
+
+
+def test_a_rule_change_queues_one_sync_per_enabled_cluster(cluster, ops, world, monkeypatch):
+    sent = []
+    monkeypatch.setattr(tasks.sync_cluster, "delay", lambda run_id: sent.append(run_id))
+    other = services.cluster_create(
+        user=ops, reason=REASON, name="off", slurm_cluster="x", enabled=False
+    )
+    revision = rules.rules_revision_create(trigger=RevisionTrigger.GRANT_STARTED)
+
+    runs = services.sync_enqueue_for_revision(revision_id=revision.pk)
+
+    assert [(run.cluster, run.trigger, run.status) for run in runs] == [
+        (cluster, SyncTrigger.GRANT, SyncStatus.QUEUED)
+    ]
+    assert not SyncRun.objects.filter(cluster=other).exists()
+
+
+def test_the_hook_runs_after_commit_and_sends_nothing_without_clusters(
+    world, ops, monkeypatch, django_capture_on_commit_callbacks
+):
+    sent = []
+    monkeypatch.setattr(tasks.sync_cluster, "delay", lambda run_id: sent.append(run_id))
+    with django_capture_on_commit_callbacks(execute=True):
+        rules.rules_revision_create(trigger=RevisionTrigger.RULE_CHANGE)
+    assert sent == []
+    assert not SyncRun.objects.exists()
+
+
+def test_queued_requests_share_one_waiting_sync(cluster, monkeypatch):
+    monkeypatch.setattr(tasks.sync_cluster, "delay", lambda run_id: None)
+    first = services.sync_enqueue(cluster=cluster, trigger=SyncTrigger.RULE_CHANGE)
+    second = services.sync_enqueue(cluster=cluster, trigger=SyncTrigger.GRANT)
+    assert first == second
+
+
+def test_an_unreachable_slurm_is_retried_with_backoff_then_the_run_fails_and_stays_due(
+    cluster, eager, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    settings.ARBITER_SYNC_MAX_RETRIES = 2
+    delays = []
+    real_retry = tasks.sync_cluster.retry
+
+    def retry(*args, countdown, **kwargs):
+        delays.append(countdown)
+        return real_retry(*args, countdown=0, **kwargs)
+
+    monkeypatch.setattr(tasks.sync_cluster, "retry", retry)
+    rules.rules_revision_create(trigger=RevisionTrigger.MANUAL)
+    with django_capture_on_commit_callbacks(execute=True):
+        run = services.sync_enqueue(cluster=cluster, trigger=SyncTrigger.MANUAL)
+
+    run.refresh_from_db()
+    assert delays == [10, 20]
+    assert run.status == SyncStatus.FAILED
+    assert run.attempts == 3
+    assert "Gave up after 3 attempts" in run.error
+    assert "Cannot run /nonexistent/arbiter-test/ssh" in run.error
+    assert selectors.sync_due(cluster)
+    # The periodic task queues it again, because the rules are still due.
+    monkeypatch.setattr(tasks.sync_cluster, "delay", lambda run_id: None)
+    assert [r.cluster for r in services.sync_enqueue_due()] == [cluster]
+
+
+def test_one_sync_at_a_time_and_a_crashed_workers_lease_expires(cluster, settings):
+    token = services.lease_acquire(cluster=cluster)
+    with pytest.raises(services.SyncBusy, match="Another sync of down is running"):
+        services.lease_acquire(cluster=cluster)
+    # The worker that held it died without releasing: after the lease time, it is free.
+    later = timezone.now() + timedelta(seconds=settings.ARBITER_SYNC_LEASE_SECONDS + 1)
+    assert services.lease_acquire(cluster=cluster, now=later) != token
+
+
+def test_a_busy_cluster_makes_the_run_wait_and_retry(cluster):
+    services.lease_acquire(cluster=cluster)
+    run = SyncRun.objects.create(cluster=cluster, trigger=SyncTrigger.MANUAL)
+    with pytest.raises(services.SyncBusy):
+        services.sync_execute(run=run)
+    run.refresh_from_db()
+    assert run.status == SyncStatus.RETRYING
+    assert "Another sync" in run.error
+
+
+def test_the_command_line_reports_an_unreachable_slurm_and_exits_non_zero(cluster, capsys):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="Sync failed for down"):
+        call_command("sync_scheduler", "--cluster", "down", "--dry-run")
+    assert "Cannot run /nonexistent/arbiter-test/ssh" in capsys.readouterr().err
+    with pytest.raises(CommandError, match="No cluster named 'nope'"):
+        call_command("sync_scheduler", "--cluster", "nope")
+
+
+def test_retry_delays_grow_exponentially_and_are_capped():
+    assert [services.retry_delay(n) for n in (0, 1, 2, 3, 10)] == [10, 20, 40, 80, 600]
