@@ -19,7 +19,10 @@ from governance.models import (
     PriorityTier,
     Project,
     Quota,
+    Review,
     ReviewReminder,
+    RuleChange,
+    RuleEdit,
     User,
 )
 
@@ -167,11 +170,50 @@ class QuotaAdmin(ReadOnlyAdmin):
 
 @admin.register(ReviewReminder)
 class ReviewReminderAdmin(admin.ModelAdmin):
-    list_display = ("tier", "kind", "due_on", "recipient", "sent_at")
-    list_select_related = ("tier",)
+    list_display = ("tier", "quota", "kind", "due_on", "recipient", "sent_at")
+    list_select_related = ("tier", "quota")
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
+
+
+class RuleEditInline(admin.TabularInline):
+    model = RuleEdit
+    extra = 0
+    can_delete = False
+    fields = readonly_fields = (
+        "content_type",
+        "object_id",
+        "field",
+        "key",
+        "kind",
+        "old_value",
+        "new_value",
+    )
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(RuleChange)
+class RuleChangeAdmin(ReadOnlyAdmin):
+    """Rule changes are proposed, decided and applied in the portal (or the API), never here."""
+
+    list_display = ("pk", "title", "status", "author", "approved_by", "applied_at")
+    list_select_related = ("author", "approved_by")
+    list_filter = ("status",)
+    search_fields = ("title", "reason", "ticket")
+    inlines = [RuleEditInline]
+
+
+@admin.register(Review)
+class ReviewAdmin(ReadOnlyAdmin):
+    list_display = ("reviewed_on", "tier", "quota", "outcome", "reviewed_by", "next_review_on")
+    list_select_related = ("tier", "quota", "reviewed_by")
+    list_filter = ("outcome",)

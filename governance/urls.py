@@ -52,6 +52,16 @@ page_patterns = [
     path("quotas/<int:pk>/", views.quota_detail, name="quota_detail"),
     path("quotas/<int:pk>/edit/", views.quota_edit, name="quota_edit"),
     path("quotas/<int:pk>/history/", views.quota_history, name="quota_history"),
+    path("changes/", views.change_list, name="change_list"),
+    path("changes/<int:pk>/", views.change_detail, name="change_detail"),
+    path("changes/<int:pk>/approve/", views.change_approve, name="change_approve"),
+    path("changes/<int:pk>/reject/", views.change_reject, name="change_reject"),
+    path("changes/<int:pk>/withdraw/", views.change_withdraw, name="change_withdraw"),
+    path("changes/<int:pk>/apply/", views.change_apply, name="change_apply"),
+    path("changes/<int:pk>/rollback/", views.change_rollback, name="change_rollback"),
+    path("reviews/", views.review_list, name="review_list"),
+    path("reviews/tiers/<slug:slug>/", views.review_tier, name="review_tier"),
+    path("reviews/quotas/<int:pk>/", views.review_quota, name="review_quota"),
 ]
 
 api_patterns = [
@@ -75,6 +85,26 @@ api_patterns = [
     ),
     path("quotas/", apis.QuotaListApi.as_view(), name="api_quota_list"),
     path("quotas/<int:pk>/", apis.QuotaDetailApi.as_view(), name="api_quota_detail"),
+    path("changes/", apis.RuleChangeListApi.as_view(), name="api_change_list"),
+    path("changes/propose/", apis.RuleChangeProposeApi.as_view(), name="api_change_propose"),
+    path("changes/<int:pk>/", apis.RuleChangeDetailApi.as_view(), name="api_change_detail"),
+    path(
+        "changes/<int:pk>/approve/",
+        apis.RuleChangeApproveApi.as_view(),
+        name="api_change_approve",
+    ),
+    path("changes/<int:pk>/reject/", apis.RuleChangeRejectApi.as_view(), name="api_change_reject"),
+    path(
+        "changes/<int:pk>/withdraw/",
+        apis.RuleChangeWithdrawApi.as_view(),
+        name="api_change_withdraw",
+    ),
+    path("changes/<int:pk>/apply/", apis.RuleChangeApplyApi.as_view(), name="api_change_apply"),
+    path(
+        "changes/<int:pk>/rollback/",
+        apis.RuleChangeRollbackApi.as_view(),
+        name="api_change_rollback",
+    ),
 ]
 
 urlpatterns = [

@@ -1,8 +1,9 @@
 """Persona fixtures and a small, realistic set of rules built through the services.
 
-Personas: ``ops`` (edits rules), ``approver``, ``lead`` (lead of the ``vision`` project),
-``member`` (member of ``vision``), ``outsider`` (a member of no project), and ``ci_token``
-(a service account with an API token, as a CI pipeline uses it).
+Personas: ``ops`` (edits rules), ``ops2`` (a second operator, who approves what ``ops``
+proposes), ``approver``, ``lead`` (lead of the ``vision`` project), ``member`` (member of
+``vision``), ``outsider`` (a member of no project), and ``ci_token`` (a service account with
+an API token, as a CI pipeline uses it).
 """
 
 import os
@@ -65,6 +66,12 @@ def _user(username: str, role: str = SiteRole.MEMBER, **extra) -> User:
 @pytest.fixture
 def ops(db) -> User:
     return _user("ops", SiteRole.OPS)
+
+
+@pytest.fixture
+def ops2(db) -> User:
+    """A second operator: approves what ``ops`` proposes (no one approves their own change)."""
+    return _user("ops2", SiteRole.OPS)
 
 
 @pytest.fixture

@@ -9,6 +9,16 @@ username. ``exception_handler`` is DRF's ``EXCEPTION_HANDLER`` (see settings).
 """
 
 from ._common import exception_handler, get_paginated_response
+from .changes import (
+    RuleChangeApplyApi,
+    RuleChangeApproveApi,
+    RuleChangeDetailApi,
+    RuleChangeListApi,
+    RuleChangeProposeApi,
+    RuleChangeRejectApi,
+    RuleChangeRollbackApi,
+    RuleChangeWithdrawApi,
+)
 from .flavors import FlavorDetailApi, FlavorListApi
 from .pools import PoolDetailApi, PoolListApi
 from .preemption import PreemptionClassDetailApi, PreemptionClassListApi
@@ -27,6 +37,14 @@ __all__ = [
     "ProjectListApi",
     "QuotaDetailApi",
     "QuotaListApi",
+    "RuleChangeApplyApi",
+    "RuleChangeApproveApi",
+    "RuleChangeDetailApi",
+    "RuleChangeListApi",
+    "RuleChangeProposeApi",
+    "RuleChangeRejectApi",
+    "RuleChangeRollbackApi",
+    "RuleChangeWithdrawApi",
     "TierDetailApi",
     "TierListApi",
     "exception_handler",

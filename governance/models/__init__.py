@@ -6,6 +6,17 @@ ones that span rows (capacity vs guarantees, aging caps, pool hierarchy) live in
 services, under ``select_for_update``.
 """
 
+from .changes import (
+    OPEN_STATUSES,
+    SCHEDULING_KINDS,
+    ChangeStatus,
+    EditKind,
+    Review,
+    ReviewOutcome,
+    RuleChange,
+    RuleEdit,
+    applying_change,
+)
 from .grants import Grant, GrantKind, GrantState, RevisionTrigger, RulesRevision
 from .projects import Membership, Project, ProjectRole
 from .quotas import Quota
@@ -16,6 +27,10 @@ from .users import SiteRole, User
 __all__ = [
     "LABEL_KEY_RE",
     "LABEL_VALUE_RE",
+    "OPEN_STATUSES",
+    "SCHEDULING_KINDS",
+    "ChangeStatus",
+    "EditKind",
     "GpuFlavor",
     "Grant",
     "GrantKind",
@@ -30,10 +45,15 @@ __all__ = [
     "ProjectRole",
     "Quota",
     "ReminderKind",
+    "Review",
+    "ReviewOutcome",
     "ReviewReminder",
     "RevisionTrigger",
+    "RuleChange",
+    "RuleEdit",
     "RulesRevision",
     "SiteRole",
     "TaintEffect",
     "User",
+    "applying_change",
 ]

@@ -7,6 +7,8 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 from simple_history.models import HistoricalRecords
 
+from .changes import ChangeLinkedHistory
+
 
 class ProjectRole(models.TextChoices):
     LEAD = "lead", _("Lead")
@@ -29,7 +31,7 @@ class Project(models.Model):
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="projects"
     )
-    history = HistoricalRecords()
+    history = HistoricalRecords(bases=[ChangeLinkedHistory])
 
     class Meta:
         ordering = ["name"]
@@ -56,7 +58,7 @@ class Membership(models.Model):
     role = models.CharField(
         _("role"), max_length=16, choices=ProjectRole.choices, default=ProjectRole.MEMBER
     )
-    history = HistoricalRecords()
+    history = HistoricalRecords(bases=[ChangeLinkedHistory])
 
     class Meta:
         ordering = ["project__name", "role", "user__username"]

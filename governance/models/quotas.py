@@ -1,6 +1,9 @@
 """Quotas: what one project may use of one flavor in one pool."""
 
+from datetime import date, timedelta
+
 from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 from django.urls import reverse
@@ -8,6 +11,7 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from simple_history.models import HistoricalRecords
 
+from .changes import ChangeLinkedHistory
 from .projects import Project
 from .resources import GpuFlavor, Pool
 from .tiers import PreemptionClass
@@ -52,7 +56,15 @@ class Quota(models.Model):
         on_delete=models.PROTECT,
         related_name="quotas",
     )
-    history = HistoricalRecords()
+    review_cycle_days = models.PositiveIntegerField(
+        _("review cycle (days)"),
+        default=180,
+        validators=[MinValueValidator(1)],
+        help_text=_("How often the project's leads and ops check that the quota still fits."),
+    )
+    last_reviewed_on = models.DateField(_("last reviewed on"), null=True, blank=True)
+    next_review_on = models.DateField(_("next review due"), null=True, blank=True)
+    history = HistoricalRecords(bases=[ChangeLinkedHistory])
 
     class Meta:
         ordering = ["project__name", "pool__name", "flavor__name"]
@@ -69,6 +81,9 @@ class Quota(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(fair_share_weight__gt=0), name="quota_weight_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(review_cycle_days__gt=0), name="quota_review_cycle_positive"
             ),
         ]
 
@@ -93,6 +108,9 @@ class Quota(models.Model):
                     % {"lending": self.lending_limit, "guarantee": self.guarantee}
                 }
             )
+
+    def review_due_from(self, reviewed_on: date) -> date:
+        return reviewed_on + timedelta(days=self.review_cycle_days)
 
     @property
     def maximum(self) -> int | None:

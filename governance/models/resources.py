@@ -10,6 +10,8 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from simple_history.models import HistoricalRecords
 
+from .changes import ChangeLinkedHistory
+
 # Kubernetes label keys: an optional DNS prefix and a name of at most 63 characters.
 
 
@@ -55,7 +57,7 @@ class GpuFlavor(models.Model):
             'Taints on the nodes, e.g. [{"key": "gpu", "value": "a100", "effect": "NoSchedule"}].'
         ),
     )
-    history = HistoricalRecords()
+    history = HistoricalRecords(bases=[ChangeLinkedHistory])
 
     class Meta:
         ordering = ["name"]
@@ -122,7 +124,7 @@ class Pool(models.Model):
         blank=True,
         related_name="children",
     )
-    history = HistoricalRecords()
+    history = HistoricalRecords(bases=[ChangeLinkedHistory])
 
     class Meta:
         ordering = ["name"]
@@ -147,7 +149,7 @@ class PoolCapacity(models.Model):
         GpuFlavor, verbose_name=_("flavor"), on_delete=models.PROTECT, related_name="capacities"
     )
     gpus = models.PositiveIntegerField(_("GPUs"))
-    history = HistoricalRecords()
+    history = HistoricalRecords(bases=[ChangeLinkedHistory])
 
     class Meta:
         ordering = ["pool__name", "flavor__name"]

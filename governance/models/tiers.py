@@ -12,6 +12,8 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from simple_history.models import HistoricalRecords
 
+from .changes import ChangeLinkedHistory
+
 
 class PreemptionKind(models.TextChoices):
     ALLOWED = "allowed", _("Allowed")
@@ -85,7 +87,13 @@ class PriorityTier(models.Model):
     last_reviewed_on = models.DateField(_("last reviewed on"), null=True, blank=True)
     next_review_on = models.DateField(_("next review due"), null=True, blank=True)
     is_default = models.BooleanField(_("default tier"), default=False)
-    history = HistoricalRecords(m2m_fields=[preemptible_tiers])
+    retired_on = models.DateField(
+        _("retired on"),
+        null=True,
+        blank=True,
+        help_text=_("A retired tier is kept for the record; no work may use it."),
+    )
+    history = HistoricalRecords(m2m_fields=[preemptible_tiers], bases=[ChangeLinkedHistory])
 
     class Meta:
         ordering = ["-score", "name"]
@@ -173,7 +181,7 @@ class PreemptionClass(models.Model):
         related_name="+",
     )
     business_impact = models.TextField(_("business impact"))
-    history = HistoricalRecords()
+    history = HistoricalRecords(bases=[ChangeLinkedHistory])
 
     class Meta:
         ordering = ["name"]
@@ -223,10 +231,24 @@ class ReminderKind(models.TextChoices):
 
 
 class ReviewReminder(models.Model):
-    """A reminder mailed to a tier's owner; one per tier, kind and due date, never two."""
+    """A reminder mailed to a tier's owner (or a quota's project leads); one per subject,
+    kind, due date and recipient, never two."""
 
     tier = models.ForeignKey(
-        PriorityTier, verbose_name=_("tier"), on_delete=models.CASCADE, related_name="reminders"
+        PriorityTier,
+        verbose_name=_("tier"),
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="reminders",
+    )
+    quota = models.ForeignKey(
+        "Quota",
+        verbose_name=_("quota"),
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="reminders",
     )
     kind = models.CharField(_("kind"), max_length=16, choices=ReminderKind.choices)
     due_on = models.DateField(_("review due on"))
@@ -241,10 +263,20 @@ class ReviewReminder(models.Model):
             models.UniqueConstraint(
                 fields=["tier", "kind", "due_on"], name="reminder_once_per_due_date"
             ),
+            models.UniqueConstraint(
+                fields=["quota", "kind", "due_on", "recipient"],
+                condition=Q(quota__isnull=False),
+                name="reminder_quota_once_per_due_date",
+            ),
             models.CheckConstraint(
                 condition=Q(kind__in=ReminderKind.values), name="reminder_kind_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(tier__isnull=False, quota__isnull=True)
+                | Q(tier__isnull=True, quota__isnull=False),
+                name="reminder_one_subject",
             ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.get_kind_display()}: {self.tier} ({self.due_on})"
+        return f"{self.get_kind_display()}: {self.tier or self.quota} ({self.due_on})"

@@ -42,6 +42,7 @@ class HistoryEntry:
     action: str  # "created", "changed" or "deleted"
     changes: list[FieldChange]
     subject: str = ""  # for rows of a related kind: the member, the flavor
+    change_id: int | None = None  # the rule change that wrote the row, if any
 
 
 def history_entries(*, obj: models.Model) -> list[HistoryEntry]:
@@ -164,6 +165,7 @@ def _history_entries(
                 if subject_field
                 else ""
             ),
+            change_id=getattr(record, "rule_change_id", None),
         )
         for record, changes in reversed(raw)
     ]

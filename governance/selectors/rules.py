@@ -226,7 +226,7 @@ def tiers_due_for_review(*, today: date, window_days: int | None = None) -> Quer
         window_days = settings.ARBITER_REVIEW_DUE_WINDOW_DAYS
     return (
         PriorityTier.objects.select_related("owner")
-        .filter(next_review_on__lte=today + timedelta(days=window_days))
+        .filter(next_review_on__lte=today + timedelta(days=window_days), retired_on__isnull=True)
         .order_by("next_review_on")
     )
 

@@ -1,5 +1,16 @@
 """Writes to the governed rules. Every function here is the one way to make its change."""
 
+from .changes import (
+    EditSpec,
+    approval_problem,
+    rule_change_apply,
+    rule_change_approve,
+    rule_change_create,
+    rule_change_propose,
+    rule_change_reject,
+    rule_change_rollback,
+    rule_change_withdraw,
+)
 from .demo import demo_seed
 from .flavors import flavor_create, flavor_update
 from .grants import grant_create, grant_revoke, grants_transition, system_user
@@ -7,11 +18,13 @@ from .pools import pool_capacity_set, pool_create, pool_overcommit_message, pool
 from .preemption import preemption_class_create, preemption_class_update
 from .projects import membership_remove, membership_set, project_create, project_update
 from .quotas import quota_create, quota_update
-from .reviews import review_reminders_send
+from .reviews import review_record, review_reminders_send
 from .revisions import rules_revision_create
 from .tiers import tier_create, tier_update
 
 __all__ = [
+    "EditSpec",
+    "approval_problem",
     "demo_seed",
     "flavor_create",
     "flavor_update",
@@ -30,7 +43,15 @@ __all__ = [
     "project_update",
     "quota_create",
     "quota_update",
+    "review_record",
     "review_reminders_send",
+    "rule_change_apply",
+    "rule_change_approve",
+    "rule_change_create",
+    "rule_change_propose",
+    "rule_change_reject",
+    "rule_change_rollback",
+    "rule_change_withdraw",
     "rules_revision_create",
     "system_user",
     "tier_create",

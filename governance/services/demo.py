@@ -1,9 +1,11 @@
 """Demo data: a realistic organisation sharing two GPU pools.
 
 Every rule goes through the services, as user ``ops`` with the reason "Demo data", so every
-row has its history (people are plain users: they have none). Loading is idempotent: what
-already exists (by username, slug, or project, pool and flavor) is left as it is, so a
-second run changes nothing.
+row has its history (people are plain users: they have none). Then a short timeline of rule
+changes: three applied (one of them rolled back) and one waiting for its tier owner; a tier
+and a quota are due for review. Loading is idempotent: what already exists (by username,
+slug, project, pool and flavor, or change title) is left as it is, so a second run changes
+nothing.
 """
 
 from collections import Counter
@@ -25,10 +27,18 @@ from governance.models import (
     Project,
     ProjectRole,
     Quota,
+    RuleChange,
     SiteRole,
     User,
 )
 
+from .changes import (
+    EditSpec,
+    rule_change_apply,
+    rule_change_approve,
+    rule_change_create,
+    rule_change_rollback,
+)
 from .flavors import flavor_create
 from .pools import pool_capacity_set, pool_create
 from .preemption import preemption_class_create
@@ -318,6 +328,7 @@ class DemoQuota:
     lending_limit: int | None = None
     fair_share_weight: int = 1
     reclaim_grace_minutes: int = 15
+    reviewed_days_ago: int = 60
 
 
 # About 87 % of each pool's capacity is guaranteed; the rest is borrowed.
@@ -333,7 +344,8 @@ QUOTAS = [
     DemoQuota("robotics", "training", "a100-80g", 8, "preemptible", None, 8),
     DemoQuota("medical-imaging", "training", "a100-80g", 8, "cautious", 4, 4),
     DemoQuota("translation", "training", "a100-80g", 8, "preemptible", 8, 8),
-    DemoQuota("sandbox", "training", "a100-80g", 4, "preemptible", 16, 4),
+    # Reviewed 172 days ago on a 180-day cycle: the demo shows a quota review coming up.
+    DemoQuota("sandbox", "training", "a100-80g", 4, "preemptible", 16, 4, reviewed_days_ago=172),
     # training · H100 80G: 56 of 64
     DemoQuota("llm-pretrain", "training", "h100-80g", 24, "cautious", 16, 8, 4, 30),
     DemoQuota("vision", "training", "h100-80g", 16, "cautious", 8, 8, 2, 30),
@@ -457,6 +469,107 @@ def demo_seed(*, password: str = DEMO_PASSWORD, today: date | None = None) -> di
             fair_share_weight=quota.fair_share_weight,
             reclaim_grace_minutes=quota.reclaim_grace_minutes,
             preemption_class=classes[quota.preemption_class],
+            last_reviewed_on=today - timedelta(days=quota.reviewed_days_ago),
         )
         created["quotas"] += 1
+    created["rule changes"] = _changes_ensure(
+        users=users, tiers=tiers, pools=pools, flavors=flavors
+    )
     return {kind: count for kind, count in created.items() if count}
+
+
+def _changes_ensure(
+    *,
+    users: dict[str, User],
+    tiers: dict[str, PriorityTier],
+    pools: dict[str, Pool],
+    flavors: dict[str, GpuFlavor],
+) -> int:
+    """A short timeline of rule changes: three applied (one of them rolled back) and one
+    waiting for its tier owner. Skipped when the demo changes exist already."""
+    if RuleChange.objects.filter(title__in=[spec["title"] for spec in DEMO_CHANGES]).exists():
+        return 0
+    ops, james = users["ops"], users["james.wilson"]
+    speech_a100 = Quota.objects.get(
+        project__slug="speech", pool__slug="training", flavor__slug="a100-80g"
+    )
+    targets = {
+        "speech-borrow": [EditSpec(target=speech_a100, field="borrow_limit", value=12)],
+        "exploratory-aging": [
+            EditSpec(target=tiers["exploratory"], field="aging_after_minutes", value=180)
+        ],
+        "inference-l40s": [
+            EditSpec(target=pools["inference"], field="capacity", key=flavors["l40s-48g"], value=56)
+        ],
+        "production-cap": [EditSpec(target=tiers["production"], field="max_gpus_total", value=72)],
+    }
+    count = 0
+    made: dict[str, RuleChange] = {}
+    for spec in DEMO_CHANGES:
+        change = rule_change_create(
+            user=ops,
+            reason=spec["reason"],
+            edits=targets[spec["key"]],
+            title=spec["title"],
+            ticket=spec["ticket"],
+            observation_days=spec["observation_days"],
+            rollback_condition=spec["rollback_condition"],
+        )
+        count += 1
+        made[spec["key"]] = change
+        if spec["apply"]:
+            rule_change_approve(change=change, user=users[spec["approver"]])
+            rule_change_apply(change=change, user=ops)
+    rollback = rule_change_rollback(
+        change=made["exploratory-aging"],
+        user=ops,
+        reason="Exploration jobs reached the regular tier within hours and delayed regular "
+        "work: back to 4 hours.",
+    )
+    rule_change_approve(change=rollback, user=users["anna.kowalski"])
+    rule_change_apply(change=rollback, user=james)
+    return count + 1
+
+
+DEMO_CHANGES: list[dict[str, Any]] = [
+    {
+        "key": "speech-borrow",
+        "title": "Speech may borrow 12 A100 in training (was 8)",
+        "reason": "Speech's new acoustic model trains in bursts; idle A100 in training covers it.",
+        "ticket": "OPS-1201",
+        "observation_days": 14,
+        "rollback_condition": "Other projects' A100 waits in training exceed 30 minutes (p90).",
+        "approver": "james.wilson",
+        "apply": True,
+    },
+    {
+        "key": "exploratory-aging",
+        "title": "Exploratory work ages after 3 h (was 4 h)",
+        "reason": "Sandbox users wait all afternoon for short experiments.",
+        "ticket": "OPS-1188",
+        "observation_days": 7,
+        "rollback_condition": "Regular work waits longer because of aged exploratory jobs.",
+        "approver": "anna.kowalski",
+        "apply": True,
+    },
+    {
+        "key": "inference-l40s",
+        "title": "Eight new L40S nodes in the inference cluster",
+        "reason": "Rack 14 with 8 L40S was commissioned for serving.",
+        "ticket": "DC-311",
+        "observation_days": 7,
+        "rollback_condition": "The nodes fail burn-in or are moved to another cluster.",
+        "approver": "james.wilson",
+        "apply": True,
+    },
+    {
+        "key": "production-cap",
+        "title": "Production tier may use 72 GPUs (was 64)",
+        "reason": "The fraud service doubles its replicas for the holiday season.",
+        "ticket": "OPS-1220",
+        "observation_days": 14,
+        "rollback_condition": "After the holiday season, or if batch waits double.",
+        "approver": "wei.zhang",
+        "apply": False,
+    },
+]

@@ -1,6 +1,8 @@
+from datetime import date
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from governance.models import GpuFlavor, Pool, PreemptionClass, Project, Quota, User
 
@@ -32,6 +34,8 @@ def quota_create(
     lending_limit: int | None = None,
     fair_share_weight: int = 1,
     reclaim_grace_minutes: int = 0,
+    review_cycle_days: int = 180,
+    last_reviewed_on: date | None = None,
 ) -> Quota:
     require_ops(user)
     pools_lock(pool)
@@ -45,7 +49,10 @@ def quota_create(
         fair_share_weight=fair_share_weight,
         reclaim_grace_minutes=reclaim_grace_minutes,
         preemption_class=preemption_class,
+        review_cycle_days=review_cycle_days,
+        last_reviewed_on=last_reviewed_on,
     )
+    quota.next_review_on = quota.review_due_from(last_reviewed_on or timezone.localdate())
     governed_save(quota, user=user, reason=reason)
     pools_check_fit(field="guarantee", checks=[(pool, flavor)])
     return quota

@@ -1,21 +1,43 @@
-"""Reminding tier owners that a tier's review is due.
+"""Periodic reviews of tiers and quotas: reminding their owners, recording the review.
 
-A reminder is mailed once per tier, kind (due soon, overdue) and due date: the
-``ReviewReminder`` row is the record that it went out, and its unique constraint is what
-keeps a second run (or a second worker) from mailing again.
+A reminder is mailed once per subject (a tier to its owner, a quota to its project's
+leads), kind (due soon, overdue), due date and recipient: the ``ReviewReminder`` row is the
+record that it went out, and its unique constraint is what keeps a second run (or a second
+worker) from mailing again.
+
+Recording a review (keep, modify, retire) sets the next due date. Modifying or retiring
+changes the rules, so it goes through a rule change like every other edit.
 """
 
 import logging
 from datetime import date
 
 from django.conf import settings
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.mail import send_mail
 from django.db import transaction
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from governance.models import PriorityTier, ReminderKind, ReviewReminder
-from governance.selectors import tiers_due_for_review
+from governance.models import (
+    PriorityTier,
+    Quota,
+    ReminderKind,
+    Review,
+    ReviewOutcome,
+    ReviewReminder,
+    RuleChange,
+    User,
+)
+from governance.selectors import (
+    quota_review_recipients,
+    quotas_due_for_review,
+    tiers_due_for_review,
+)
+
+from ._history import governed_save, require_reason
+from .changes import EditSpec, rule_change_create
 
 logger = logging.getLogger(__name__)
 
@@ -57,11 +79,95 @@ def _reminder_message(*, tier: PriorityTier, kind: str, due_on: date) -> tuple[s
     return subject, body
 
 
-def review_reminders_send(*, today: date) -> int:
-    """Mail the owner of every tier whose review is due soon or overdue; return the mails sent.
+def _quota_reminder_message(
+    *, quota: Quota, lead: User, kind: str, due_on: date
+) -> tuple[str, str]:
+    values = {
+        "quota": str(quota),
+        "date": due_on.isoformat(),
+        "lead": str(lead),
+        "cycle": quota.review_cycle_days,
+        "url": settings.ARBITER_SITE_URL + reverse("quota_detail", args=[quota.pk]),
+    }
+    if kind == ReminderKind.OVERDUE:
+        subject = _("Review overdue: quota “%(quota)s” was due on %(date)s") % values
+    else:
+        subject = _("Review due on %(date)s: quota “%(quota)s”") % values
+    body = "\n\n".join(
+        [
+            _("Hello %(lead)s,") % values,
+            _("The review of the quota “%(quota)s” is due on %(date)s.") % values,
+            _(
+                "As a lead of the project, please check with ops that its guarantee, borrow "
+                "limit and preemption class still fit the project's work (the quota is "
+                "reviewed every %(cycle)d days)."
+            )
+            % values,
+            _("The quota: %(url)s") % values,
+            _("— Arbiter"),
+        ]
+    )
+    return subject, body
 
-    Safe to run any number of times: a tier gets at most one mail per kind and due date.
+
+def _send_once(*, lookup: dict, recipient: str, subject: str, body: str, label: str) -> bool:
+    """Record the reminder and mail it in one transaction; ``True`` when it was sent now."""
+    # The row is written first and the mail sent inside the same transaction, before the
+    # commit. The unique row makes a concurrent run wait on our insert and then find it, so
+    # only one run mails. If sending fails, the transaction rolls back and the next run tries
+    # again. A crash after sending but before the commit can mail twice; sending after the
+    # commit (on_commit) could instead record a mail that never went out. A duplicate
+    # reminder is harmless, a lost one is not.
+    try:
+        with transaction.atomic():
+            _reminder, created = ReviewReminder.objects.get_or_create(
+                **lookup, defaults={"recipient": recipient}
+            )
+            if created:
+                send_mail(subject, body, None, [recipient])
+    except OSError:  # smtplib's errors are OSErrors; one bad address must not stop the rest
+        logger.exception("%s: the review reminder to %s failed.", label, recipient)
+        return False
+    if created:
+        logger.info("%s: %s reminder sent to %s.", label, lookup["kind"], recipient)
+    return created
+
+
+def review_reminders_send(*, today: date) -> int:
+    """Mail the owner of every tier, and the leads of every quota's project, whose review is
+    due soon or overdue; return the mails sent.
+
+    Safe to run any number of times: a recipient gets at most one mail per subject, kind and
+    due date.
     """
+    sent = _tier_reminders_send(today=today)
+    quotas = [quota for quota in quotas_due_for_review(today=today) if quota.next_review_on]
+    leads = quota_review_recipients(quotas=quotas)
+    for quota in quotas:
+        due_on = quota.next_review_on
+        assert due_on is not None
+        kind = ReminderKind.OVERDUE if due_on < today else ReminderKind.DUE_SOON
+        if not leads[quota.pk]:
+            logger.warning(
+                "Quota %s: review due on %s, but its project has no lead.", quota.pk, due_on
+            )
+        for lead in leads[quota.pk]:
+            if not lead.email:
+                continue
+            subject, body = _quota_reminder_message(
+                quota=quota, lead=lead, kind=kind, due_on=due_on
+            )
+            sent += _send_once(
+                lookup={"quota": quota, "kind": kind, "due_on": due_on, "recipient": lead.email},
+                recipient=lead.email,
+                subject=subject,
+                body=body,
+                label=f"Quota {quota.pk}",
+            )
+    return sent
+
+
+def _tier_reminders_send(*, today: date) -> int:
     sent = 0
     for tier in tiers_due_for_review(today=today):
         due_on = tier.next_review_on
@@ -78,23 +184,87 @@ def review_reminders_send(*, today: date) -> int:
             )
             continue
         subject, body = _reminder_message(tier=tier, kind=kind, due_on=due_on)
-        # The row is written first and the mail sent inside the same transaction, before the
-        # commit. The unique (tier, kind, due_on) row makes a concurrent run wait on our insert
-        # and then find it, so only one run mails. If sending fails, the transaction rolls
-        # back and the next run tries again. A crash after sending but before the commit can
-        # mail twice; sending after the commit (on_commit) could instead record a mail that
-        # never went out. A duplicate reminder is harmless, a lost one is not.
-        try:
-            with transaction.atomic():
-                _reminder, created = ReviewReminder.objects.get_or_create(
-                    tier=tier, kind=kind, due_on=due_on, defaults={"recipient": recipient}
-                )
-                if created:
-                    send_mail(subject, body, None, [recipient])
-        except OSError:  # smtplib's errors are OSErrors; one bad address must not stop the rest
-            logger.exception("Tier %s: the review reminder to %s failed.", tier.slug, recipient)
-            continue
-        if created:
-            sent += 1
-            logger.info("Tier %s: %s reminder sent to %s.", tier.slug, kind, recipient)
+        sent += _send_once(
+            lookup={"tier": tier, "kind": kind, "due_on": due_on},
+            recipient=recipient,
+            subject=subject,
+            body=body,
+            label=f"Tier {tier.slug}",
+        )
     return sent
+
+
+def _require_may_review(*, user: User, tier: PriorityTier | None, quota: Quota | None) -> None:
+    if user.is_ops:
+        return
+    if tier is not None and tier.owner_id == user.pk:
+        return
+    if quota is not None and quota.project.memberships.filter(user=user, role="lead").exists():
+        return
+    raise PermissionDenied(
+        _("Only ops, a tier's business owner or a quota's project lead may record its review.")
+    )
+
+
+@transaction.atomic
+def review_record(
+    *,
+    user: User,
+    outcome: ReviewOutcome | str,
+    notes: str,
+    tier: PriorityTier | None = None,
+    quota: Quota | None = None,
+    review_cycle_days: int | None = None,
+    today: date | None = None,
+) -> Review:
+    """Record the review of a tier or a quota and set its next due date.
+
+    ``keep``: the rules stay. ``modify``: the review is recorded; the edit itself is proposed
+    as a rule change from the edit page. ``retire`` (tiers only): proposes a rule change that
+    retires the tier, which is refused while a project, grant, default or other tier uses it.
+    """
+    if (tier is None) == (quota is None):
+        raise ValueError("Review a tier or a quota.")
+    _require_may_review(user=user, tier=tier, quota=quota)
+    notes = require_reason(notes)
+    today = today or timezone.localdate()
+    outcome = ReviewOutcome(outcome)
+    change: RuleChange | None = None
+    subject = tier if tier is not None else quota
+    assert subject is not None
+    if outcome == ReviewOutcome.RETIRE:
+        if tier is None:
+            raise ValidationError({"outcome": _("Only a tier can be retired at its review.")})
+        change = rule_change_create(
+            user=user,
+            reason=notes,
+            edits=[EditSpec(target=tier, field="retired_on", value=today)],
+            title=_("Retire the tier “%(tier)s”") % {"tier": tier.name},
+            rollback_condition=_("Work that needs the tier appears again."),
+        )
+    subject = type(subject).objects.select_for_update().get(pk=subject.pk)
+    if review_cycle_days is not None:
+        if review_cycle_days < 1:
+            raise ValidationError({"review_cycle_days": _("Review at least every day.")})
+        subject.review_cycle_days = review_cycle_days
+    subject.last_reviewed_on = today
+    subject.next_review_on = subject.review_due_from(today)
+    governed_save(
+        subject,
+        user=user,
+        reason=_("Reviewed (%(outcome)s): %(notes)s")
+        % {"outcome": outcome.label.lower(), "notes": notes},
+    )
+    review = Review(
+        tier=tier,
+        quota=quota,
+        outcome=outcome,
+        notes=notes,
+        reviewed_by=user,
+        reviewed_on=today,
+        next_review_on=subject.next_review_on,
+        change=change,
+    )
+    review.full_clean()
+    review.save()
+    return review

@@ -4,10 +4,11 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from governance.models import PriorityTier, User
+from governance.models import Grant, GrantState, PriorityTier, Project, Quota, User
 
 from ._access import require_ops
 from ._history import apply_fields, governed_save
@@ -29,6 +30,7 @@ TIER_EDITABLE = (
     "review_cycle_days",
     "last_reviewed_on",
     "is_default",
+    "retired_on",
 )
 
 
@@ -110,6 +112,42 @@ def _check_tier_rules(*, tier: PriorityTier, victims: list[PriorityTier]) -> Non
                 )
     if errors:
         raise ValidationError(errors)
+
+
+def _check_retirement(tier: PriorityTier) -> None:
+    """A tier retires only when nothing uses it: no project, grant, default or other tier."""
+    users: list[str] = []
+    if tier.is_default:
+        users.append(_("it is the default tier"))
+    projects = list(
+        Project.objects.filter(tier=tier).order_by("name").values_list("name", flat=True)
+    )
+    if projects:
+        users.append(_("projects use it: %(names)s") % {"names": ", ".join(projects)})
+    grants = Grant.objects.filter(
+        tier=tier, state__in=[GrantState.SCHEDULED, GrantState.ACTIVE]
+    ).count()
+    if grants:
+        users.append(_("%(count)d grants give it") % {"count": grants})
+    quotas = Quota.objects.filter(project__tier=tier).count()
+    if quotas:
+        users.append(_("%(count)d quotas run at it") % {"count": quotas})
+    others = list(
+        PriorityTier.objects.filter(Q(aging_cap=tier) | Q(preemptible_tiers=tier))
+        .exclude(pk=tier.pk)
+        .distinct()
+        .order_by("name")
+        .values_list("name", flat=True)
+    )
+    if others:
+        users.append(_("other tiers name it: %(names)s") % {"names": ", ".join(others)})
+    if users:
+        raise ValidationError(
+            {
+                "retired_on": _("“%(tier)s” cannot retire while it is used: %(uses)s.")
+                % {"tier": tier.name, "uses": "; ".join(users)}
+            }
+        )
 
 
 def _unset_other_defaults(*, tier: PriorityTier, user: User, reason: str) -> None:
@@ -201,6 +239,8 @@ def tier_update(
     if tier.is_default:
         _unset_other_defaults(tier=tier, user=user, reason=reason)
     _check_tier_rules(tier=tier, victims=victims)
+    if "retired_on" in changed and tier.retired_on is not None:
+        _check_retirement(tier)
     tier.full_clean()
     if victims_changed:
         # Change the relation without its own history row; the save below records it.

@@ -1,6 +1,18 @@
 """Pages of the governed rules: lists, details and history for everyone signed in; create and
 edit for ops. Views parse input, call a selector or a service, and render."""
 
+from .changes import (
+    change_apply,
+    change_approve,
+    change_detail,
+    change_list,
+    change_reject,
+    change_rollback,
+    change_withdraw,
+    review_list,
+    review_quota,
+    review_tier,
+)
 from .flavors import flavor_create, flavor_detail, flavor_edit, flavor_history, flavor_list
 from .pools import (
     pool_capacity_edit,
@@ -29,6 +41,13 @@ from .quotas import quota_create, quota_detail, quota_edit, quota_history, quota
 from .tiers import tier_create, tier_detail, tier_edit, tier_history, tier_list
 
 __all__ = [
+    "change_apply",
+    "change_approve",
+    "change_detail",
+    "change_list",
+    "change_reject",
+    "change_rollback",
+    "change_withdraw",
     "flavor_create",
     "flavor_detail",
     "flavor_edit",
@@ -56,6 +75,9 @@ __all__ = [
     "quota_edit",
     "quota_history",
     "quota_list",
+    "review_list",
+    "review_quota",
+    "review_tier",
     "tier_create",
     "tier_detail",
     "tier_edit",

@@ -11,7 +11,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
 
-from governance import selectors
+from governance import forms, selectors, services
 
 
 def require_ops(user: Any) -> None:
@@ -47,7 +47,12 @@ def object_page(
         detail_url=reverse(f"{kind}_detail", args=[key]),
         history_url=reverse(f"{kind}_history", args=[key]),
         edit_url=reverse(f"{kind}_edit", args=[key]),
+        changes_url=reverse("change_list") + f"?object={kind}:{key}",
     )
+    if tab == "detail":
+        changes = selectors.rule_changes_for_object(obj=obj, limit=5)
+        rows = selectors.edit_rows(changes)
+        context["object_changes"] = [(change, rows.get(change.pk, [])) for change in changes]
     return page(request, template, context)
 
 
@@ -58,11 +63,18 @@ def form_page(
     title: str,
     cancel_url: str,
     obj: models.Model | None = None,
+    change_form: Any = None,
 ) -> HttpResponse:
     return page(
         request,
         "governance/form.html",
-        {"form": form, "title": title, "cancel_url": cancel_url, "object": obj},
+        {
+            "form": form,
+            "title": title,
+            "cancel_url": cancel_url,
+            "object": obj,
+            "change_form": change_form,
+        },
     )
 
 
@@ -85,10 +97,6 @@ def saved(request: HttpRequest, obj: models.Model) -> HttpResponse:
 def unchanged(request: HttpRequest, obj: models.Model) -> HttpResponse:
     messages.info(request, _("Nothing changed: “%(object)s” is as it was.") % {"object": obj})
     return redirect(obj)
-
-
-def edit_title(obj: models.Model) -> str:
-    return _("Edit %(kind)s “%(object)s”") % {"kind": obj._meta.verbose_name, "object": obj}
 
 
 def create_title(model: type[models.Model]) -> str:
@@ -124,24 +132,71 @@ def create_page(
     )
 
 
-def edit_page(
-    request: HttpRequest,
-    form_class: Any,
-    obj: models.Model,
-    *,
-    update: Callable[..., models.Model],
-) -> HttpResponse:
-    """An edit form for ``obj`` (already fetched for edit): ``update`` gets only the changes."""
+def edit_page(request: HttpRequest, form_class: Any, obj: models.Model) -> HttpResponse:
+    """An edit form for ``obj`` (already fetched for edit). Submitting it proposes a rule
+    change of the fields that differ; the change is applied once someone else approves it."""
     form = form_class(posted(request), instance=obj)
-    if request.method == "POST" and form.is_valid():
+    change_form = forms.RuleChangeMetaForm(posted(request), prefix="change")
+    if request.method == "POST" and form.is_valid() and change_form.is_valid():
         if not form.changed_rule_fields():
             return unchanged(request, obj)
-        try:
-            obj = update(user=request.user, reason=form.change_reason, data=form.service_data())
-        except ValidationError as error:
-            form.add_service_error(error)
-        else:
-            return saved(request, obj)
+        edits = [
+            services.EditSpec(target=obj, field=name, value=value)
+            for name, value in form.service_data().items()
+        ]
+        response = propose_change(
+            request, edits=edits, reason=form.change_reason, form=form, change_form=change_form
+        )
+        if response is not None:
+            return response
     return form_page(
-        request, form, title=edit_title(obj), cancel_url=obj.get_absolute_url(), obj=obj
+        request,
+        form,
+        title=propose_title(obj),
+        cancel_url=obj.get_absolute_url(),  # type: ignore[attr-defined]
+        obj=obj,
+        change_form=change_form,
     )
+
+
+def propose_change(
+    request: HttpRequest,
+    *,
+    edits: list[Any],
+    reason: str,
+    form: Any,
+    change_form: Any,
+) -> HttpResponse | None:
+    """Propose a change of ``edits``; its page on success, ``None`` with the errors shown on
+    the forms (a warning of the plan goes to the change form's confirmation)."""
+    try:
+        change = services.rule_change_create(
+            user=request.user,  # type: ignore[arg-type]
+            reason=reason,
+            edits=edits,
+            **change_form.service_data(),
+        )
+    except ValidationError as error:
+        if hasattr(error, "error_dict"):
+            own = {k: v for k, v in error.error_dict.items() if k in change_form.fields}
+            rest = {k: v for k, v in error.error_dict.items() if k not in change_form.fields}
+            if own:
+                change_form.add_service_error(ValidationError(own))
+            if rest:
+                form.add_service_error(ValidationError(rest))
+        else:
+            form.add_service_error(error)
+        return None
+    messages.success(
+        request,
+        _("Proposed change #%(id)d. It is applied once someone else approves it.")
+        % {"id": change.pk},
+    )
+    return redirect(change)
+
+
+def propose_title(obj: models.Model) -> str:
+    return _("Propose a change to %(kind)s “%(object)s”") % {
+        "kind": obj._meta.verbose_name,
+        "object": obj,
+    }

@@ -1,7 +1,5 @@
 """GPU flavor pages."""
 
-from functools import partial
-
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
@@ -60,9 +58,4 @@ def flavor_create(request: HttpRequest) -> HttpResponse:
 @login_required
 def flavor_edit(request: HttpRequest, slug: str) -> HttpResponse:
     flavor = selectors.flavor_get(user=request.user, slug=slug, for_edit=True)
-    return edit_page(
-        request,
-        forms.FlavorForm,
-        flavor,
-        update=partial(services.flavor_update, flavor=flavor),
-    )
+    return edit_page(request, forms.FlavorForm, flavor)

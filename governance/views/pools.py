@@ -1,12 +1,7 @@
 """Pool pages, and the capacity a pool holds per flavor."""
 
-from functools import partial
-
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.translation import gettext as _
 
@@ -19,6 +14,7 @@ from ._common import (
     object_page,
     page,
     posted,
+    propose_change,
     search_query,
 )
 
@@ -72,12 +68,7 @@ def pool_create(request: HttpRequest) -> HttpResponse:
 @login_required
 def pool_edit(request: HttpRequest, slug: str) -> HttpResponse:
     pool = selectors.pool_get(user=request.user, slug=slug, for_edit=True)
-    return edit_page(
-        request,
-        forms.PoolForm,
-        pool,
-        update=partial(services.pool_update, pool=pool),
-    )
+    return edit_page(request, forms.PoolForm, pool)
 
 
 @login_required
@@ -90,27 +81,21 @@ def pool_capacity_edit(request: HttpRequest, slug: str) -> HttpResponse:
     if current is not None:
         initial = {"flavor": current.flavor, "gpus": current.capacity}
     form = forms.PoolCapacityForm(posted(request), initial=initial)
-    if request.method == "POST" and form.is_valid():
-        flavor = form.cleaned_data["flavor"]
-        try:
-            services.pool_capacity_set(
-                pool=pool,
-                flavor=flavor,
-                gpus=form.cleaned_data["gpus"],
-                user=request.user,
-                reason=form.change_reason,
-            )
-        except ValidationError as error:
-            form.add_service_error(error)
-        else:
-            messages.success(
-                request,
-                _("“%(pool)s” now holds %(gpus)d %(flavor)s GPUs.")
-                % {"pool": pool, "gpus": form.cleaned_data["gpus"], "flavor": flavor},
-            )
-            return redirect(pool)
+    change_form = forms.RuleChangeMetaForm(posted(request), prefix="change")
+    if request.method == "POST" and form.is_valid() and change_form.is_valid():
+        edit = services.EditSpec(
+            target=pool,
+            field="capacity",
+            key=form.cleaned_data["flavor"],
+            value=form.cleaned_data["gpus"],
+        )
+        response = propose_change(
+            request, edits=[edit], reason=form.change_reason, form=form, change_form=change_form
+        )
+        if response is not None:
+            return response
     return page(
         request,
         "governance/pool_capacity_edit.html",
-        {"object": pool, "usage": usage, "form": form},
+        {"object": pool, "usage": usage, "form": form, "change_form": change_form},
     )

@@ -1,7 +1,5 @@
 """Preemption class pages."""
 
-from functools import partial
-
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
@@ -69,9 +67,4 @@ def preemption_class_create(request: HttpRequest) -> HttpResponse:
 @login_required
 def preemption_class_edit(request: HttpRequest, slug: str) -> HttpResponse:
     preemption_class = selectors.preemption_class_get(user=request.user, slug=slug, for_edit=True)
-    return edit_page(
-        request,
-        forms.PreemptionClassForm,
-        preemption_class,
-        update=partial(services.preemption_class_update, preemption_class=preemption_class),
-    )
+    return edit_page(request, forms.PreemptionClassForm, preemption_class)

@@ -1,12 +1,7 @@
 """Project pages, and the members of a project."""
 
-from functools import partial
-
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.translation import gettext as _
 
@@ -18,6 +13,7 @@ from ._common import (
     history_page,
     object_page,
     page,
+    propose_change,
     search_query,
 )
 
@@ -77,16 +73,12 @@ def project_create(request: HttpRequest) -> HttpResponse:
 @login_required
 def project_edit(request: HttpRequest, slug: str) -> HttpResponse:
     project = selectors.project_get(user=request.user, slug=slug, for_edit=True)
-    return edit_page(
-        request,
-        forms.ProjectForm,
-        project,
-        update=partial(services.project_update, project=project),
-    )
+    return edit_page(request, forms.ProjectForm, project)
 
 
 @login_required
 def membership_edit(request: HttpRequest, slug: str) -> HttpResponse:
+    """Add, change or remove a member: each proposes a rule change of the membership."""
     project = selectors.project_get(user=request.user, slug=slug, for_edit=True)
     action = request.POST.get("action") if request.method == "POST" else None
     set_form = forms.MembershipSetForm(
@@ -97,38 +89,37 @@ def membership_edit(request: HttpRequest, slug: str) -> HttpResponse:
     remove_form = forms.MembershipRemoveForm(
         request.POST if action == "remove" else None, prefix="remove", project=project
     )
-    try:
-        if action == "set" and set_form.is_valid():
-            membership = services.membership_set(
-                project=project,
-                member=set_form.cleaned_data["member"],
-                role=set_form.cleaned_data["role"],
-                user=request.user,
-                reason=set_form.change_reason,
-            )
-            messages.success(
-                request,
-                _("%(user)s is now %(role)s of “%(project)s”.")
-                % {
-                    "user": membership.user,
-                    "role": membership.get_role_display().lower(),
-                    "project": project,
-                },
-            )
-            return redirect("membership_edit", slug=project.slug)
-        if action == "remove" and remove_form.is_valid():
-            membership = remove_form.cleaned_data["membership"]
-            services.membership_remove(
-                membership=membership, user=request.user, reason=remove_form.change_reason
-            )
-            messages.success(
-                request,
-                _("%(user)s is no longer a member of “%(project)s”.")
-                % {"user": membership.user, "project": project},
-            )
-            return redirect("membership_edit", slug=project.slug)
-    except ValidationError as error:
-        (set_form if action == "set" else remove_form).add_service_error(error)
+    set_change_form = forms.RuleChangeMetaForm(
+        request.POST if action == "set" else None, prefix="set-change"
+    )
+    remove_change_form = forms.RuleChangeMetaForm(
+        request.POST if action == "remove" else None, prefix="remove-change"
+    )
+    change_form = remove_change_form if action == "remove" else set_change_form
+    form: forms.ReasonForm | None = None
+    edit: services.EditSpec | None = None
+    if action == "set" and set_form.is_valid():
+        form = set_form
+        edit = services.EditSpec(
+            target=project,
+            field="membership",
+            key=set_form.cleaned_data["member"],
+            value=set_form.cleaned_data["role"],
+        )
+    elif action == "remove" and remove_form.is_valid():
+        form = remove_form
+        edit = services.EditSpec(
+            target=project,
+            field="membership",
+            key=remove_form.cleaned_data["membership"].user,
+            value=None,
+        )
+    if form is not None and edit is not None and change_form.is_valid():
+        response = propose_change(
+            request, edits=[edit], reason=form.change_reason, form=form, change_form=change_form
+        )
+        if response is not None:
+            return response
     return page(
         request,
         "governance/membership_edit.html",
@@ -137,5 +128,7 @@ def membership_edit(request: HttpRequest, slug: str) -> HttpResponse:
             "memberships": selectors.project_memberships(project=project),
             "set_form": set_form,
             "remove_form": remove_form,
+            "set_change_form": set_change_form,
+            "remove_change_form": remove_change_form,
         },
     )

@@ -1,7 +1,5 @@
 """Quota pages."""
 
-from functools import partial
-
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
@@ -63,9 +61,4 @@ def quota_create(request: HttpRequest) -> HttpResponse:
 @login_required
 def quota_edit(request: HttpRequest, pk: int) -> HttpResponse:
     quota = selectors.quota_get(user=request.user, pk=pk, for_edit=True)
-    return edit_page(
-        request,
-        forms.QuotaForm,
-        quota,
-        update=partial(services.quota_update, quota=quota),
-    )
+    return edit_page(request, forms.QuotaForm, quota)

@@ -1,7 +1,5 @@
 """Priority tier pages."""
 
-from functools import partial
-
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
@@ -60,9 +58,4 @@ def tier_create(request: HttpRequest) -> HttpResponse:
 @login_required
 def tier_edit(request: HttpRequest, slug: str) -> HttpResponse:
     tier = selectors.tier_get(user=request.user, slug=slug, for_edit=True)
-    return edit_page(
-        request,
-        forms.TierForm,
-        tier,
-        update=partial(services.tier_update, tier=tier),
-    )
+    return edit_page(request, forms.TierForm, tier)

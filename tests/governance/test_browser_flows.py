@@ -76,7 +76,9 @@ def test_sign_in_and_switch_language(page, live_server, world):
     assert "Pools" in page.locator("nav.site-nav").inner_text()
 
 
-def test_ops_changes_a_quota_with_a_reason_and_sees_it_in_the_history(page, live_server, world):
+def test_ops_changes_a_quota_with_a_reason_and_sees_it_in_the_history(
+    browser, page, live_server, world, ops2
+):
     quota = world.vision_a100
     sign_in(page, live_server, "ops")
 
@@ -84,14 +86,34 @@ def test_ops_changes_a_quota_with_a_reason_and_sees_it_in_the_history(page, live
     page.fill("input[name=guarantee]", "30")
     page.fill("textarea[name=reason]", "Model v3 deadline in March")
     page.click("form.form button[type=submit]")
-    page.wait_for_url(re.compile(rf".*/quotas/{quota.pk}/$"))
+    page.wait_for_url(re.compile(r".*/changes/\d+/$"))
+    change_url = page.url
+    plan = page.locator("main").inner_text()
+    assert "Proposed" in plan and "24" in plan and "30" in plan
+    assert "You proposed this change: someone else must approve it." in plan
+    assert page.locator("button", has_text="Approve").count() == 0
+    assert Quota.objects.get(pk=quota.pk).guarantee == 24
+
+    # A second operator approves and applies it, in a browser of their own.
+    context = browser.new_context(locale="en-US")
+    other = context.new_page()
+    sign_in(other, live_server, "ops2")
+    other.goto(change_url)
+    other.click("button:has-text('Approve')")
+    other.wait_for_url(change_url)
+    other.click("button:has-text('Apply')")
+    other.wait_for_url(change_url)
+    assert "Applied change" in other.locator("main").inner_text()
+    context.close()
 
     assert Quota.objects.get(pk=quota.pk).guarantee == 30
     page.goto(f"{live_server.url}/quotas/{quota.pk}/history/")
     history = page.locator("main").inner_text()
     assert "Model v3 deadline in March" in history
     assert "24" in history and "30" in history
-    assert "Ops" in history
+    assert "Ops2" in history
+    page.click("a.timeline__change")
+    page.wait_for_url(change_url)
 
 
 def test_a_rejected_edit_shows_the_numbers_and_keeps_the_input(page, live_server, world):

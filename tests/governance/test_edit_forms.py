@@ -1,5 +1,6 @@
-"""Ops change the rules through the pages: every change needs a reason, is checked by the
-services, and shows up in the History tab as field, old → new, who and why."""
+"""Ops change the rules through the pages: an edit form proposes a rule change (which needs a
+reason and is checked by the services when proposed); once another operator approves and
+applies it, it shows up in the History tab as field, old → new, who and why."""
 
 import html
 
@@ -8,6 +9,7 @@ from django.urls import reverse
 
 from governance import services
 from governance.models import (
+    ChangeStatus,
     GpuFlavor,
     Membership,
     Pool,
@@ -17,6 +19,7 @@ from governance.models import (
     Project,
     ProjectRole,
     Quota,
+    RuleChange,
 )
 from tests.conftest import REASON, login
 
@@ -39,32 +42,73 @@ def _text(response) -> str:
     return html.unescape(response.content.decode())
 
 
-def test_ops_edits_a_quota_and_the_history_shows_it(ops_client, ops, world):
+@pytest.fixture
+def ops2_client(ops2):
+    return login(ops2)
+
+
+def _proposed(response) -> RuleChange:
+    """The change a submitted edit form proposed (the page redirects to it)."""
+    assert response.status_code == 302, _text(response)
+    change = RuleChange.objects.latest("pk")
+    assert response["Location"] == reverse("change_detail", args=[change.pk])
+    assert change.status == ChangeStatus.PROPOSED
+    return change
+
+
+def _approve_and_apply(client, response) -> RuleChange:
+    """Another operator approves and applies the change that ``response`` proposed."""
+    change = _proposed(response)
+    assert client.post(reverse("change_approve", args=[change.pk])).status_code == 302
+    assert client.post(reverse("change_apply", args=[change.pk])).status_code == 302
+    change.refresh_from_db()
+    assert change.status == ChangeStatus.APPLIED, change.status
+    return change
+
+
+def test_ops_proposes_a_quota_edit_that_applies_after_approval(
+    ops_client, ops2_client, ops, ops2, world
+):
     quota = world.vision_a100
     response = ops_client.post(
         reverse("quota_edit", args=[quota.pk]),
         _quota_form(quota, guarantee=20, reason="Vision moves work to H100"),
     )
-    assert response.status_code == 302
-    assert response["Location"] == reverse("quota_detail", args=[quota.pk])
+    change = _proposed(response)
+    quota.refresh_from_db()
+    assert quota.guarantee == 24  # proposed, not applied
+
+    plan = _text(ops_client.get(response["Location"]))
+    assert f"Proposed change #{change.pk}." in plan
+    row = plan.split("<tbody>")[1].split("</tr>")[0]
+    assert "Guarantee (GPUs)" in row
+    assert '<td class="changes__old">24</td>' in row
+    assert '<td class="changes__new">20</td>' in row
+    assert "Borrow limit" not in plan.split("<tbody>")[1].split("</tbody>")[0]
+    assert ">Vision</a>" in plan.split("Affected projects")[1]
+    assert ">Training</a>" in plan.split("Affected pools")[1]
+    assert "You proposed this change: someone else must approve it." in plan
+
+    change = _approve_and_apply(ops2_client, response)
+    assert (change.approved_by, change.applied_by) == (ops2, ops2)
     quota.refresh_from_db()
     assert quota.guarantee == 20
     latest = quota.history.latest()
-    assert (latest.history_user, latest.history_change_reason) == (
-        ops,
+    assert (latest.history_user, latest.history_change_reason, latest.rule_change) == (
+        ops2,
         "Vision moves work to H100",
+        change,
     )
 
-    detail = ops_client.get(response["Location"])
-    assert "Saved “Vision · Training · A100 80G”." in _text(detail)
-
     history = _text(ops_client.get(reverse("quota_history", args=[quota.pk])))
-    change = history.split("Vision moves work to H100")[1].split("</table>")[0]
-    assert "Guarantee (GPUs)" in change
-    assert '<td class="changes__old">24</td>' in change
-    assert '<td class="changes__new">20</td>' in change
-    assert "Borrow limit" not in change  # unchanged fields are not listed
-    assert str(ops) in history.split("Vision moves work to H100")[0].rsplit("<li", 1)[1]
+    entry = history.split("Vision moves work to H100")[1].split("</table>")[0]
+    assert "Guarantee (GPUs)" in entry
+    assert '<td class="changes__old">24</td>' in entry
+    assert '<td class="changes__new">20</td>' in entry
+    assert "Borrow limit" not in entry  # unchanged fields are not listed
+    head = history.split("Vision moves work to H100")[0].rsplit("<li", 1)[1]
+    assert str(ops2) in head
+    assert reverse("change_detail", args=[change.pk]) in head
 
 
 def test_a_change_without_a_reason_is_refused(ops_client, world):
@@ -79,6 +123,7 @@ def test_a_change_without_a_reason_is_refused(ops_client, world):
     quota.refresh_from_db()
     assert quota.guarantee == 24
     assert quota.history.count() == before
+    assert not RuleChange.objects.exists()
 
 
 def test_an_overcommitted_pool_is_refused_with_the_numbers(ops_client, world):
@@ -97,6 +142,7 @@ def test_an_overcommitted_pool_is_refused_with_the_numbers(ops_client, world):
     quota.refresh_from_db()
     assert quota.guarantee == 24
     assert quota.history.count() == before
+    assert not RuleChange.objects.exists()  # refused when proposed, not at approval
 
 
 def test_a_lending_limit_above_the_guarantee_is_refused(ops_client, world):
@@ -119,6 +165,7 @@ def test_saving_without_a_change_writes_no_history(ops_client, world):
     )
     assert response.status_code == 302
     assert quota.history.count() == before
+    assert not RuleChange.objects.exists()
 
 
 def test_quota_history_queries_do_not_grow_with_rows(
@@ -151,7 +198,7 @@ def test_quota_history_queries_do_not_grow_with_rows(
 
 
 def test_tier_history_names_the_tiers_it_may_preempt(
-    ops_client, ops, world, django_assert_num_queries
+    ops_client, ops2_client, ops, world, django_assert_num_queries
 ):
     tier = world.production
     response = ops_client.post(
@@ -167,9 +214,10 @@ def test_tier_history_names_the_tiers_it_may_preempt(
             "preemptible_tiers": [world.key.pk, world.regular.pk, world.exploratory.pk],
             "review_cycle_days": 30,
             "reason": "Production may also preempt key projects",
+            "change-confirmation_reason": "Preemption and review cycle agreed together",
         },
     )
-    assert response.status_code == 302, response.content
+    _approve_and_apply(ops2_client, response)
     assert set(tier.preemptible_tiers.all()) == {world.key, world.regular, world.exploratory}
     url = reverse("tier_history", args=[tier.slug])
     # session, user, the tier and its preemptible tiers, the history rows, their preemptible
@@ -207,7 +255,7 @@ def test_tier_aging_that_would_let_a_job_preempt_is_refused(ops_client, ops, wor
     assert tier.aging_cap == world.regular
 
 
-def test_making_another_tier_the_default_moves_the_default(ops_client, ops, world):
+def test_making_another_tier_the_default_moves_the_default(ops_client, ops2_client, ops, world):
     tier = world.key
     response = ops_client.post(
         reverse("tier_edit", args=[tier.slug]),
@@ -223,7 +271,7 @@ def test_making_another_tier_the_default_moves_the_default(ops_client, ops, worl
             "reason": "Key is the new normal",
         },
     )
-    assert response.status_code == 302, _text(response)
+    _approve_and_apply(ops2_client, response)
     assert PriorityTier.objects.get(is_default=True) == tier
 
 
@@ -264,7 +312,7 @@ def test_a_label_that_kubernetes_refuses_is_a_form_error(ops_client, world):
     assert "is not a valid Kubernetes label" in _text(response)
 
 
-def test_flavor_labels_change_shows_json_in_history(ops_client, world):
+def test_flavor_labels_change_shows_json_in_history(ops_client, ops2_client, world):
     flavor = world.a100
     response = ops_client.post(
         reverse("flavor_edit", args=[flavor.slug]),
@@ -278,7 +326,7 @@ def test_flavor_labels_change_shows_json_in_history(ops_client, world):
             "reason": "Nodes were relabelled",
         },
     )
-    assert response.status_code == 302
+    _approve_and_apply(ops2_client, response)
     text = _text(ops_client.get(reverse("flavor_history", args=[flavor.slug])))
     assert '{"gpu.example.com/model": "a100-80g"}' in text
     assert "NoSchedule" in text
@@ -388,12 +436,15 @@ def test_a_quota_that_overcommits_the_pool_is_not_created(ops_client, world):
     assert not Quota.objects.filter(project=world.speech, flavor=world.h100).exists()
 
 
-def test_ops_sets_pool_capacity(ops_client, world):
+def test_ops_sets_pool_capacity(ops_client, ops2_client, world):
     url = reverse("pool_capacity_edit", args=[world.inference.slug])
     response = ops_client.post(
         url, {"flavor": world.h100.pk, "gpus": 8, "reason": "New H100 nodes for serving"}
     )
-    assert response.status_code == 302
+    change = _approve_and_apply(ops2_client, response)
+    assert [(e.field, e.key, e.old_value, e.new_value) for e in change.edits.all()] == [
+        ("capacity", world.h100.pk, 0, 8)
+    ]
     assert PoolCapacity.objects.get(pool=world.inference, flavor=world.h100).gpus == 8
     history = _text(ops_client.get(reverse("pool_history", args=[world.inference.slug])))
     assert "New H100 nodes for serving" in history
@@ -410,29 +461,31 @@ def test_capacity_below_the_guarantees_is_refused(ops_client, world):
         "Pool “Training” has 30 A100 80G GPUs, but the guarantees in it would add up to 40."
     ) in _text(response)
     assert PoolCapacity.objects.get(pool=world.training, flavor=world.a100).gpus == 64
+    assert not RuleChange.objects.exists()
 
 
-def test_ops_adds_changes_and_removes_a_member(ops_client, outsider, world):
+def test_ops_adds_changes_and_removes_a_member(ops_client, ops2_client, outsider, world):
     url = reverse("membership_edit", args=[world.vision.slug])
     response = ops_client.post(
         url,
         {"action": "set", "set-member": outsider.pk, "set-role": "member", "set-reason": "Joins"},
     )
-    assert response.status_code == 302
+    _approve_and_apply(ops2_client, response)
     membership = Membership.objects.get(project=world.vision, user=outsider)
     assert membership.role == ProjectRole.MEMBER
 
-    ops_client.post(
+    response = ops_client.post(
         url,
         {"action": "set", "set-member": outsider.pk, "set-role": "lead", "set-reason": "Promoted"},
     )
+    _approve_and_apply(ops2_client, response)
     membership.refresh_from_db()
     assert membership.role == ProjectRole.LEAD
 
     response = ops_client.post(
         url, {"action": "remove", "remove-membership": membership.pk, "remove-reason": "Left"}
     )
-    assert response.status_code == 302
+    _approve_and_apply(ops2_client, response)
     assert not Membership.objects.filter(project=world.vision, user=outsider).exists()
 
     history = _text(ops_client.get(reverse("project_history", args=[world.vision.slug])))

@@ -3,9 +3,11 @@ from datetime import timedelta
 import pytest
 from django.core.management import call_command
 from django.test import Client
+from django.utils import timezone
 
 from governance import selectors
 from governance.models import (
+    ChangeStatus,
     GpuFlavor,
     Membership,
     Pool,
@@ -15,6 +17,7 @@ from governance.models import (
     PriorityTier,
     Project,
     Quota,
+    RuleChange,
     SiteRole,
     User,
 )
@@ -132,7 +135,29 @@ def test_every_demo_row_has_history_by_ops_with_the_demo_reason():
 
     ops = User.objects.get(username="ops")
     for model in GOVERNED:
-        history = model.history.all()
+        history = model.history.filter(rule_change__isnull=True)  # the demo's own changes aside
         assert history.exists(), model
         assert set(history.values_list("history_user", flat=True)) == {ops.pk}, model
         assert set(history.values_list("history_change_reason", flat=True)) == {DEMO_REASON}, model
+
+
+@pytest.mark.django_db
+def test_demo_timeline_holds_past_changes_one_rolled_back():
+    call_command("seed_demo")
+
+    statuses = sorted(RuleChange.objects.values_list("status", flat=True))
+    assert statuses == ["applied", "applied", "applied", "proposed", "rolled_back"]
+    rollback = RuleChange.objects.get(rollback_of__isnull=False)
+    assert rollback.rollback_of.status == ChangeStatus.ROLLED_BACK
+    assert PriorityTier.objects.get(slug="exploratory").aging_after_minutes == 240
+    for change in RuleChange.objects.filter(status=ChangeStatus.APPLIED):
+        assert change.approved_by != change.author
+        assert PriorityTier.history.filter(rule_change=change).exists() or (
+            Quota.history.filter(rule_change=change).exists()
+            or PoolCapacity.history.filter(rule_change=change).exists()
+        )
+    assert list(
+        selectors.quotas_due_for_review(today=timezone.localdate()).values_list(
+            "project__slug", flat=True
+        )
+    ) == ["sandbox"]
