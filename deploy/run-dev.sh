@@ -13,6 +13,7 @@ data_dir="$($PY -c 'from django.conf import settings; print(settings.DATA_DIR)')
 
 $PY manage.py migrate --noinput
 $PY manage.py seed_demo
+$PY manage.py seed_demo_approvals
 
 worker="" web=""
 stop() {

@@ -206,6 +206,20 @@ CELERY_BEAT_SCHEDULE = {
         "task": "governance.tasks.grants_transition",
         "schedule": timedelta(minutes=1),
     },
+    # Requests follow their grants; requesters and approvers hear 24 h before and at expiry.
+    "requests-sync": {
+        "task": "approvals.tasks.requests_sync",
+        "schedule": timedelta(minutes=1),
+    },
+    # Scheduler sync: retry clusters whose applied rules are behind, and look for drift.
+    "scheduler-sync-due": {
+        "task": "queues.tasks.sync_due_clusters",
+        "schedule": timedelta(minutes=5),
+    },
+    "scheduler-drift-check": {
+        "task": "queues.tasks.drift_check_clusters",
+        "schedule": timedelta(minutes=15),
+    },
 }
 
 # --- REST API ---
@@ -229,6 +243,12 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "EditKindEnum": "governance.models.EditKind",
+        "PreemptionKindEnum": "governance.models.PreemptionKind",
+        "RequestKindEnum": "approvals.models.RequestKind",
+        "RequestStateEnum": "approvals.models.RequestState",
+    },
 }
 
 # --- History: reasons may be longer than simple-history's default 100 characters ---
@@ -239,7 +259,13 @@ SIMPLE_HISTORY_REVERT_DISABLED = True
 # Dotted paths of callables run (after commit) with ``revision_id=`` whenever the effective
 # rules change: applied rule changes, grants starting or ending. The scheduler sync hooks in
 # here; with none, the ``RulesRevision`` rows alone record that a sync is due.
-ARBITER_ON_RULES_CHANGED: list[str] = []
+ARBITER_ON_RULES_CHANGED: list[str] = ["queues.services.sync_enqueue_for_revision"]
+# Scheduler sync: seconds a sync holds its cluster's lease (a crashed worker's lease expires),
+# retries with exponential backoff while the scheduler does not answer, and the timeout of
+# each Slurm command.
+ARBITER_SYNC_LEASE_SECONDS = int(os.environ.get("ARBITER_SYNC_LEASE_SECONDS", "900"))
+ARBITER_SYNC_MAX_RETRIES = int(os.environ.get("ARBITER_SYNC_MAX_RETRIES", "8"))
+ARBITER_SLURM_TIMEOUT = int(os.environ.get("ARBITER_SLURM_TIMEOUT", "60"))
 # Days before a review is due at which the owner is reminded and the item is listed as due.
 ARBITER_REVIEW_DUE_WINDOW_DAYS = int(os.environ.get("ARBITER_REVIEW_DUE_WINDOW_DAYS", "14"))
 # The address people open Arbiter at; mails (review reminders) link to pages under it.
