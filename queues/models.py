@@ -85,6 +85,12 @@ class Cluster(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("cluster_detail", args=[self.name])
 
+    @property
+    def latest_run_status_label(self) -> str:
+        """The translated label of ``latest_run_status`` (annotated by ``cluster_list``)."""
+        status = getattr(self, "latest_run_status", None)
+        return str(SyncStatus(status).label) if status in SyncStatus.values else ""
+
 
 class ClusterSyncState(models.Model):
     """What the sync keeps per cluster (not governed: the sync writes it, not people)."""

@@ -15,6 +15,7 @@ from governance.models import RulesRevision
 from governance.selectors import effective_rules
 from queues.models import Cluster, ClusterSyncState, SyncRun
 from queues.services import SchedulerError, backend_for, slurm_conf_lines
+from queues.services.backends import ACTION_LABELS
 
 
 def user_can_see_clusters(user: Any) -> bool:
@@ -80,6 +81,14 @@ def cluster_list_with_due() -> list[tuple[Cluster, bool]]:
 
 def sync_run_list(*, cluster: Cluster) -> QuerySet[SyncRun]:
     return SyncRun.objects.filter(cluster=cluster).select_related("requested_by", "revision")
+
+
+def plan_with_labels(plan: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A stored plan with each change's action as a translated label (for pages)."""
+    labels = {str(action): str(label) for action, label in ACTION_LABELS.items()}
+    return [
+        {**change, "action_label": labels.get(str(change.get("action", "")), "")} for change in plan
+    ]
 
 
 def sync_run_get(*, user: Any, cluster: Cluster, pk: int) -> SyncRun:

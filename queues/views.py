@@ -115,5 +115,12 @@ def sync_run_detail(request: HttpRequest, name: str, pk: int) -> HttpResponse:
     cluster = selectors.cluster_get(user=request.user, name=name)
     run = selectors.sync_run_get(user=request.user, cluster=cluster, pk=pk)
     return render(
-        request, "queues/sync_run_detail.html", {"object": cluster, "run": run, "can_edit": True}
+        request,
+        "queues/sync_run_detail.html",
+        {
+            "object": cluster,
+            "run": run,
+            "plan": selectors.plan_with_labels(run.plan or []),
+            "can_edit": True,
+        },
     )

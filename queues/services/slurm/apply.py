@@ -1,0 +1,265 @@
+"""Writing a plan to Slurm in as few sacctmgr and scontrol calls as it allows."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from django.utils.translation import gettext as _
+
+from ..backends import JOB, Action, ApplyResult, Change, Progress, State
+from .commands import SlurmCommands
+from .values import (
+    ACCOUNT,
+    ACCOUNT_OPTIONS,
+    ASSOCIATION,
+    ASSOCIATION_OPTIONS,
+    CLEAR,
+    QOS,
+    QOS_OPTIONS,
+    ROOT_ACCOUNT,
+    TRES_FIELDS,
+    association_name,
+    format_tres,
+    parse_tres,
+    split_association,
+)
+
+
+def apply_plan(
+    commands: SlurmCommands,
+    *,
+    cluster_name: str,
+    plan: list[Change],
+    desired: State,
+    progress: Progress,
+) -> ApplyResult:
+    """Write the plan in as few ``sacctmgr -i`` calls as Slurm allows.
+
+    1. one ``add qos a,b,...`` for new QOS, then their settings and the changed ones,
+       grouped by identical settings (one ``modify qos`` per group);
+    2. named jobs whose grant ended back to their old QOS (``scontrol update``, one call
+       per QOS);
+    3. one ``load`` for every new account and user association;
+    4. account and association updates, grouped by identical settings;
+    5. named jobs to the QOS their grants give them, one call per QOS;
+    6. deletes: associations, then accounts (children first), then QOS.
+    """
+    start_writes = commands.writes
+    warnings: list[str] = []
+    by_action: dict[tuple[str, str], list[Change]] = defaultdict(list)
+    for change in plan:
+        by_action[(change.kind, change.action)].append(change)
+
+    new_qos = by_action[(QOS, Action.CREATE)]
+    if new_qos:
+        progress(_("creating %(count)d QOS") % {"count": len(new_qos)})
+        commands.sacctmgr_write("add", "qos", ",".join(change.name for change in new_qos))
+    qos_sets: dict[tuple[tuple[str, str], ...], list[str]] = defaultdict(list)
+    for change in new_qos + by_action[(QOS, Action.UPDATE)]:
+        assignments = []
+        for item in change.fields:
+            value = item.desired
+            if item.field in TRES_FIELDS:
+                value = _tres_assignment(item.live, item.desired)
+            elif item.field == "preempt" and not value:
+                if change.action == Action.CREATE:
+                    continue
+                # Slurm 22.05: emptying a Preempt list upsets slurmdbd's QOS cache.
+                warnings.append(
+                    _(
+                        "Cleared the Preempt list of QOS %(name)s: on Slurm 22.05 restart "
+                        "slurmdbd before another QOS may preempt it."
+                    )
+                    % {"name": change.name}
+                )
+                value = CLEAR
+            elif not value and change.action == Action.CREATE:
+                continue
+            assignments.append((QOS_OPTIONS[item.field], value))
+        if assignments:
+            qos_sets[tuple(assignments)].append(change.name)
+    for qos_assignments, names in qos_sets.items():
+        progress(_("setting QOS %(names)s") % {"names": ", ".join(names[:5])})
+        commands.sacctmgr_write(
+            "modify",
+            "qos",
+            "where",
+            f"name={','.join(names)}",
+            "set",
+            *_options(qos_assignments),
+        )
+
+    # Jobs go back to their old QOS before associations may stop allowing the one
+    # Arbiter moved them to; raised jobs move once their associations allow the new one.
+    moves = by_action[(JOB, Action.UPDATE)]
+    backs = [c for c in moves if desired[JOB][c.name]["qos"] == desired[JOB][c.name]["restore"]]
+    _move_jobs(commands, backs, warnings, progress)
+
+    new_accounts = by_action[(ACCOUNT, Action.CREATE)]
+    new_associations = by_action[(ASSOCIATION, Action.CREATE)]
+    if new_accounts or new_associations:
+        progress(
+            _("loading %(accounts)d accounts and %(associations)d user associations")
+            % {"accounts": len(new_accounts), "associations": len(new_associations)}
+        )
+        commands.sacctmgr_write(
+            "load",
+            "file=/dev/stdin",
+            stdin=_load_file(cluster_name, new_accounts, new_associations, desired),
+        )
+
+    account_sets: dict[tuple[tuple[str, str], ...], list[str]] = defaultdict(list)
+    for change in by_action[(ACCOUNT, Action.UPDATE)]:
+        account_assignments = tuple(
+            (
+                ACCOUNT_OPTIONS[item.field],
+                _tres_assignment(item.live, item.desired)
+                if item.field in TRES_FIELDS
+                else item.desired,
+            )
+            for item in change.fields
+        )
+        account_sets[account_assignments].append(change.name)
+    for account_assignments, names in account_sets.items():
+        progress(_("updating accounts %(names)s") % {"names": ", ".join(names[:5])})
+        commands.sacctmgr_write(
+            "modify",
+            "account",
+            "where",
+            f"name={','.join(names)}",
+            f"cluster={cluster_name}",
+            "set",
+            *_options(account_assignments),
+        )
+
+    association_sets: dict[tuple, list[str]] = defaultdict(list)
+    for change in by_action[(ASSOCIATION, Action.UPDATE)]:
+        user, account = split_association(change.name)
+        # QOS and DefaultQOS go together: the default must be in the list.
+        fields = desired[ASSOCIATION][change.name]
+        user_assignments = tuple((ASSOCIATION_OPTIONS[f], v) for f, v in fields.items())
+        association_sets[(account, user_assignments)].append(user)
+    for (account, user_assignments), users in association_sets.items():
+        progress(_("updating users of %(account)s") % {"account": account})
+        commands.sacctmgr_write(
+            "modify",
+            "user",
+            "where",
+            f"name={','.join(users)}",
+            f"account={account}",
+            f"cluster={cluster_name}",
+            "set",
+            *_options(user_assignments),
+        )
+
+    _move_jobs(commands, [c for c in moves if c not in backs], warnings, progress)
+
+    removed_users: dict[str, list[str]] = defaultdict(list)
+    for change in by_action[(ASSOCIATION, Action.DELETE)]:
+        user, account = split_association(change.name)
+        removed_users[account].append(user)
+    deleted_accounts = {change.name for change in by_action[(ACCOUNT, Action.DELETE)]}
+    for account, users in removed_users.items():
+        if account in deleted_accounts:
+            continue  # deleting the account removes its associations
+        progress(_("removing users from %(account)s") % {"account": account})
+        commands.sacctmgr_write(
+            "delete",
+            "user",
+            "where",
+            f"name={','.join(users)}",
+            f"account={account}",
+            f"cluster={cluster_name}",
+        )
+    if deleted_accounts:
+        # Children before parents: project accounts, pool accounts, then the root one.
+        depth = {name: name.count(".") + (name != ROOT_ACCOUNT) for name in deleted_accounts}
+        for level in sorted(set(depth.values()), reverse=True):
+            names = sorted(name for name in deleted_accounts if depth[name] == level)
+            progress(_("deleting accounts %(names)s") % {"names": ", ".join(names[:5])})
+            # Accounts are global in slurmdbd: deleting only this cluster's association
+            # would leave an account that a later "add" skips as existing.
+            commands.sacctmgr_write("delete", "account", "where", f"name={','.join(names)}")
+    old_qos = [change.name for change in by_action[(QOS, Action.DELETE)]]
+    if old_qos:
+        progress(_("deleting QOS %(names)s") % {"names": ", ".join(old_qos[:5])})
+        commands.sacctmgr_write("delete", "qos", "where", f"name={','.join(old_qos)}")
+    return ApplyResult(
+        calls=commands.calls,
+        writes=commands.writes - start_writes,
+        warnings=[str(w) for w in warnings],
+    )
+
+
+def _move_jobs(
+    commands: SlurmCommands, changes: list[Change], warnings: list, progress: Progress
+) -> None:
+    """One ``scontrol update`` per target QOS; a job that started meanwhile is reported."""
+    by_qos: dict[str, list[str]] = defaultdict(list)
+    for change in changes:
+        by_qos[change.fields[0].desired].append(change.name)
+    for qos, jobs in sorted(by_qos.items()):
+        progress(
+            _("moving jobs %(jobs)s to QOS %(qos)s") % {"jobs": ", ".join(jobs[:5]), "qos": qos}
+        )
+        for job, error in sorted(commands.move_jobs(jobs, qos).items()):
+            warnings.append(
+                _("Job %(job)s was not moved to QOS %(qos)s: %(error)s")
+                % {"job": job, "qos": qos, "error": error}
+            )
+
+
+def _load_file(
+    cluster_name: str, accounts: list[Change], associations: list[Change], desired: State
+) -> str:
+    """A ``sacctmgr load`` file: new accounts under their parents, then new users."""
+    lines = [f"Cluster - '{cluster_name}'"]
+    # Parents first: the root account, then pool accounts, then project accounts.
+    new = sorted(
+        (change.name for change in accounts),
+        key=lambda name: (name != ROOT_ACCOUNT, name.count("."), name),
+    )
+    parent = None
+    for name in new:
+        fields = desired[ACCOUNT][name]
+        if fields["parent"] != parent:
+            parent = fields["parent"]
+            lines.append(f"Parent - '{parent}'")
+        options = [
+            f"Description='{fields['description']}'",
+            f"Organization='{fields['organization']}'",
+            f"Fairshare={fields['fairshare']}",
+        ]
+        if fields["grp_tres"]:
+            options.append(f"GrpTRES='{fields['grp_tres']}'")
+        lines.append(f"Account - '{name}':" + ":".join(options))
+    by_account: dict[str, list[str]] = defaultdict(list)
+    for change in associations:
+        user, account = split_association(change.name)
+        by_account[account].append(user)
+    for account in sorted(by_account):
+        lines.append(f"Parent - '{account}'")
+        for user in sorted(by_account[account]):
+            fields = desired[ASSOCIATION][association_name(user, account)]
+            options = [f"QOS='{fields['qos']}'"]
+            if fields["default_qos"]:
+                options.append(f"DefaultQOS='{fields['default_qos']}'")
+            lines.append(f"User - '{user}':" + ":".join(options))
+    return "\n".join(lines) + "\n"
+
+
+def _tres_assignment(live: str, desired: str) -> str:
+    """Set the desired TRES and clear (``=-1``) the ones no longer wanted: Slurm merges."""
+    wanted: dict[str, int | str] = dict(parse_tres(desired))
+    for key in parse_tres(live):
+        wanted.setdefault(key, -1)
+    return format_tres(wanted) if wanted else ""
+
+
+def _options(assignments: Iterable[tuple[str, str]]) -> list[str]:
+    return [
+        f"{option}=" if value == CLEAR else f"{option}={value}"
+        for option, value in assignments
+        if value != ""
+    ]

@@ -1,0 +1,121 @@
+"""The Slurm ``SchedulerBackend``: reads, compiles, settles, plans, applies and verifies."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.utils.translation import gettext as _
+
+from governance.models import Pool
+from governance.selectors import EffectiveRules
+
+from ..backends import (
+    JOB,
+    Action,
+    ApplyResult,
+    Change,
+    DriftItem,
+    FieldChange,
+    LiveState,
+    Progress,
+    State,
+    drift_items,
+    plan_changes,
+)
+from .apply import apply_plan
+from .commands import SlurmCommands
+from .config import slurm_conf_lines
+from .desired import desired_state
+from .jobs import job_order, settle
+from .live import read_live
+from .values import KINDS, PENDING, values_equal
+
+
+class SlurmBackend:
+    kinds: tuple[str, ...] = KINDS
+
+    def __init__(self, *, cluster_name: str, commands: SlurmCommands) -> None:
+        self.cluster_name = cluster_name
+        self.commands = commands
+
+    @property
+    def calls(self) -> int:
+        return self.commands.calls
+
+    # -- read --
+
+    def read_live(self, *, jobs: Iterable[str] = ()) -> LiveState:
+        """Three read calls (QOS, accounts with their associations, users), and one
+        ``squeue`` for the named jobs when there are any."""
+        return read_live(self.commands, cluster_name=self.cluster_name, jobs=jobs)
+
+    # -- desired --
+
+    def desired_state(
+        self,
+        *,
+        rules: EffectiveRules,
+        pools: Iterable[Pool],
+        capacities: dict[tuple[int, int], int],
+    ) -> State:
+        return desired_state(rules=rules, pools=pools, capacities=capacities)
+
+    # -- named jobs --
+
+    def settle(
+        self, *, desired: State, live: LiveState, applied: State
+    ) -> tuple[State, list[Change]]:
+        """Resolve the named jobs against the live queue (see ``jobs.settle``)."""
+        return settle(desired=desired, live=live, applied=applied)
+
+    # -- plan, drift --
+
+    def plan(self, *, desired: State, live: LiveState) -> list[Change]:
+        """The object changes, then a ``job`` update per pending job to move."""
+        changes = plan_changes(kinds=KINDS, desired=desired, live=live, equal=values_equal)
+        found_jobs = live.objects.get(JOB, {})
+        for job, fields in sorted(desired.get(JOB, {}).items(), key=job_order):
+            found = found_jobs.get(job)
+            target = fields.get("qos", "")
+            if not target or not found or found["state"] != PENDING or found["qos"] == target:
+                continue
+            back = target == fields.get("restore")
+            changes.append(
+                Change(
+                    kind=JOB,
+                    name=job,
+                    action=Action.UPDATE,
+                    fields=(FieldChange(field="qos", live=found["qos"], desired=target),),
+                    note=str(_("moved back: its grant ended") if back else _("named by a grant")),
+                )
+            )
+        return changes
+
+    def drift(self, *, applied: State, live: LiveState) -> list[DriftItem]:
+        return drift_items(kinds=KINDS, applied=applied, live=live, equal=values_equal)
+
+    # -- apply --
+
+    def apply(self, *, plan: list[Change], desired: State, progress: Progress) -> ApplyResult:
+        """Write the plan in as few calls as Slurm allows (see ``apply.apply_plan``)."""
+        return apply_plan(
+            self.commands,
+            cluster_name=self.cluster_name,
+            plan=plan,
+            desired=desired,
+            progress=progress,
+        )
+
+    def verify(self, *, desired: State) -> list[Change]:
+        """Read back: the changes that remain (empty when the scheduler holds the plan)."""
+        live = self.read_live(jobs=desired.get(JOB, {}))
+        return [
+            change
+            for change in self.plan(desired=desired, live=live)
+            if change.action not in (Action.CONFLICT, Action.SKIP)
+        ]
+
+    # -- slurm.conf --
+
+    def config_lines(self, *, rules: EffectiveRules) -> list[str]:
+        return slurm_conf_lines(rules.tiers)

@@ -1,0 +1,208 @@
+"""Compiling the effective rules into the desired Slurm QOS, accounts and associations."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from governance.models import Pool, PreemptionKind
+from governance.selectors import EffectiveProject, EffectiveRules
+
+from ..backends import JOB, State
+from .values import (
+    ACCOUNT,
+    ASSOCIATION,
+    GPU,
+    ORGANIZATION,
+    QOS,
+    ROOT_ACCOUNT,
+    SLURM_USER,
+    association_name,
+    borrow_qos,
+    description,
+    format_list,
+    format_tres,
+    guarantee_qos,
+    pool_account,
+    project_account,
+    tier_qos,
+)
+
+
+def desired_state(
+    *,
+    rules: EffectiveRules,
+    pools: Iterable[Pool],
+    capacities: dict[tuple[int, int], int],
+) -> State:
+    pools = sorted(pools, key=lambda pool: pool.slug)
+    pool_ids = {pool.pk for pool in pools}
+    qos: dict[str, dict[str, str]] = {}
+    accounts: dict[str, dict[str, str]] = {}
+    associations: dict[str, dict[str, str]] = {}
+    jobs: dict[str, dict[str, str]] = {}
+    if not pools:
+        return {QOS: qos, ACCOUNT: accounts, ASSOCIATION: associations, JOB: jobs}
+
+    accounts[ROOT_ACCOUNT] = account_fields("managed by arbiter", "root", 1, {})
+    protected_tiers: set[int] = set()
+    # One entry per (pool, project): what its account, guarantee QOS and members get.
+    plans = []
+    for slug, project in sorted(rules.projects.items()):
+        by_pool: dict[int, list] = defaultdict(list)
+        for quota in project.quotas:
+            if quota.quota.pool_id in pool_ids:
+                by_pool[quota.quota.pool_id].append(quota)
+        for pool in pools:
+            quotas = by_pool.get(pool.pk)
+            if not quotas:
+                continue
+            forbidden = any(q.preemption_class.kind == PreemptionKind.FORBIDDEN for q in quotas)
+            borrows = not forbidden and any(
+                q.borrow_limit is None or q.borrow_limit > 0 for q in quotas
+            )
+            if forbidden:
+                protected_tiers.update(tier.pk for tier in project.allowed_tiers)
+            plans.append((pool, slug, project, quotas, forbidden, borrows))
+    for slug, project in sorted(rules.projects.items()):
+        mine = [(project_account(pool, s), f) for pool, s, _p, _q, f, _b in plans if s == slug]
+        if mine:
+            jobs.update(job_requests(slug, project, mine, protected_tiers))
+
+    for pool in pools:
+        accounts[pool_account(pool)] = account_fields(f"pool {pool.name}", ROOT_ACCOUNT, 1, {})
+        # Always there, so that the Preempt lists naming it never have to be emptied
+        # (Slurm 22.05 mishandles an emptied list); who may use it depends on the quotas.
+        qos[borrow_qos(pool)] = {
+            "description": description(f"borrowed gpus in pool {pool.name}"),
+            "priority": "0",
+            "preempt": "",
+            "preempt_mode": "requeue",
+            "grp_tres": "",
+            "max_tres_per_job": "",
+            "max_tres_per_user": "",
+        }
+    borrow_names = [borrow_qos(pool) for pool in pools]
+
+    for tier in rules.tiers:
+        victims = [tier_qos(t) for t in tier.preemptible_tiers.all()] if tier.may_preempt else []
+        if tier.may_preempt:
+            victims += borrow_names
+        per_job = format_tres({GPU: tier.max_gpus_per_job}) if tier.max_gpus_per_job else ""
+        fields = {
+            "description": description(f"tier {tier.name}"),
+            "priority": str(tier.scheduler_value),
+            "preempt": format_list(victims),
+            "preempt_mode": "requeue",
+            "grp_tres": format_tres({GPU: tier.max_gpus_total}) if tier.max_gpus_total else "",
+            "max_tres_per_job": per_job,
+            "max_tres_per_user": per_job,
+        }
+        qos[tier_qos(tier)] = fields
+        if tier.pk in protected_tiers:
+            qos[tier_qos(tier, protected=True)] = {
+                **fields,
+                "description": description(f"tier {tier.name} never preempted"),
+                "preempt_mode": "cluster",
+            }
+
+    default_tier = rules.default_tier
+    for pool, slug, project, quotas, forbidden, borrows in plans:
+        account = project_account(pool, slug)
+        maximum: dict[str, int] = defaultdict(int)
+        guarantee: dict[str, int] = defaultdict(int)
+        for quota in quotas:
+            flavor = quota.quota.flavor
+            top = quota.maximum
+            if top is None:
+                top = max(capacities.get((pool.pk, flavor.pk), 0), quota.guarantee)
+            for key in {GPU, f"{GPU}:{flavor.gres_type}" if flavor.gres_type else GPU}:
+                maximum[key] += top
+                guarantee[key] += quota.guarantee
+        accounts[account] = account_fields(
+            f"project {project.project.name} in pool {pool.name}",
+            pool_account(pool),
+            sum(q.quota.fair_share_weight for q in quotas),
+            dict(maximum),
+        )
+        allowed = [tier_qos(t, protected=forbidden) for t in project.allowed_tiers]
+        names = list(allowed)
+        if guarantee.get(GPU):
+            top_tier = project.tier or default_tier
+            g_name = guarantee_qos(pool, slug)
+            qos[g_name] = {
+                # The name says whose: equal settings let one call set many of them.
+                "description": description(f"guarantee in pool {pool.name}"),
+                "priority": str(top_tier.scheduler_value if top_tier else 0),
+                "preempt": borrow_qos(pool),
+                "preempt_mode": "cluster",
+                "grp_tres": format_tres({k: v for k, v in guarantee.items() if v}),
+                "max_tres_per_job": "",
+                "max_tres_per_user": "",
+            }
+            names.append(g_name)
+        if borrows:
+            names.append(borrow_qos(pool))
+        default = ""
+        if default_tier is not None and default_tier in project.allowed_tiers:
+            default = tier_qos(default_tier, protected=forbidden)
+        elif allowed:
+            default = allowed[-1]
+        elif names:
+            default = sorted(names)[0]
+        for membership in project.project.memberships.all():
+            user = membership.user.username.lower()
+            if not SLURM_USER.match(user):
+                continue
+            associations[association_name(user, account)] = {
+                "qos": format_list(names),
+                "default_qos": default,
+            }
+    return {QOS: qos, ACCOUNT: accounts, ASSOCIATION: associations, JOB: jobs}
+
+
+def job_requests(
+    slug: str,
+    project: EffectiveProject,
+    accounts: list[tuple[str, bool]],
+    protected_tiers: set[int],
+) -> dict[str, dict[str, str]]:
+    """What the project's grants ask for its named jobs (resolved by ``settle``).
+
+    ``tier``: the granted tier's QOS (empty: protection only); ``protect``: the job's
+    class forbids preemption; ``accounts``: where the project's jobs run on this cluster
+    (``protected_accounts``: those of forbidden-class quotas); ``base``: the tier a
+    protected job keeps when its own QOS is no tier's.
+    """
+    protect = {
+        job
+        for job, klass in project.job_preemption_classes.items()
+        if klass.kind == PreemptionKind.FORBIDDEN
+    }
+    any_forbidden = any(forbidden for _account, forbidden in accounts)
+    requests = {}
+    for job in sorted(set(project.job_tiers) | protect):
+        tier = project.job_tiers.get(job)
+        if job in protect:
+            protected_tiers.update(t.pk for t in project.allowed_tiers)
+        if tier is not None and (job in protect or any_forbidden):
+            protected_tiers.add(tier.pk)
+        requests[job] = {
+            "project": slug,
+            "tier": tier_qos(tier) if tier else "",
+            "protect": "yes" if job in protect else "",
+            "accounts": format_list(account for account, _f in accounts),
+            "protected_accounts": format_list(account for account, f in accounts if f),
+            "base": tier_qos(project.tier) if project.tier else "",
+        }
+    return requests
+
+
+def account_fields(text: str, parent: str, fairshare: int, tres: dict[str, int]) -> dict[str, str]:
+    return {
+        "description": description(text),
+        "organization": ORGANIZATION,
+        "parent": parent,
+        "fairshare": str(fairshare),
+        "grp_tres": format_tres(tres),  # type: ignore[arg-type]
+    }

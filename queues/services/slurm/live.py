@@ -1,0 +1,82 @@
+"""Reading the live QOS, accounts, user associations and named jobs from Slurm."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..backends import JOB, LiveState, State
+from .commands import SlurmCommands
+from .values import (
+    ACCOUNT,
+    ASSOCIATION,
+    JOB_ID,
+    MARK,
+    ORGANIZATION,
+    QOS,
+    association_name,
+    format_list,
+    format_tres,
+    parse_tres,
+)
+
+
+def read_live(commands: SlurmCommands, *, cluster_name: str, jobs: Iterable[str] = ()) -> LiveState:
+    """Three read calls (QOS, accounts with their associations, users), and one
+    ``squeue`` for the named jobs when there are any."""
+    objects: State = {QOS: {}, ACCOUNT: {}, ASSOCIATION: {}, JOB: {}}
+    managed: dict[str, set[str]] = {QOS: set(), ACCOUNT: set(), ASSOCIATION: set()}
+    for row in commands.sacctmgr_read(
+        "show",
+        "qos",
+        "format=name,description,priority,preempt,preemptmode,grptres,maxtres,maxtrespu",
+    ):
+        name, descr, priority, preempt, mode, grp, max_job, max_user = (row + [""] * 8)[:8]
+        objects[QOS][name] = {
+            "description": descr,
+            "priority": priority,
+            "preempt": format_list(v for v in preempt.split(",") if v),
+            "preempt_mode": mode,
+            "grp_tres": format_tres(parse_tres(grp)),  # type: ignore[arg-type]
+            "max_tres_per_job": format_tres(parse_tres(max_job)),  # type: ignore[arg-type]
+            "max_tres_per_user": format_tres(parse_tres(max_user)),  # type: ignore[arg-type]
+        }
+        if descr.lower().startswith(MARK):
+            managed[QOS].add(name)
+    for row in commands.sacctmgr_read(
+        "show",
+        "account",
+        "withassoc",
+        "format=account,description,organization,parentname,user,share,grptres,qos,defaultqos",
+        "where",
+        f"cluster={cluster_name}",
+    ):
+        account, descr, org, parent, user, share, grp, qos, default_qos = (row + [""] * 9)[:9]
+        if not user:
+            objects[ACCOUNT][account] = {
+                "description": descr,
+                "organization": org,
+                "parent": parent,
+                "fairshare": share,
+                "grp_tres": format_tres(parse_tres(grp)),  # type: ignore[arg-type]
+            }
+            if org.lower() == ORGANIZATION:
+                managed[ACCOUNT].add(account)
+        else:
+            name = association_name(user, account)
+            objects[ASSOCIATION][name] = {
+                "qos": format_list(v for v in qos.split(",") if v),
+                "default_qos": default_qos,
+            }
+            if org.lower() == ORGANIZATION:
+                managed[ASSOCIATION].add(name)
+    users = {row[0] for row in commands.sacctmgr_read("show", "user", "format=user")}
+    ids = sorted({job for job in jobs if JOB_ID.match(job)})
+    if ids:
+        for job, state, qos_name, account, user in commands.squeue_jobs(ids):
+            objects[JOB][job] = {
+                "state": state,
+                "qos": qos_name,
+                "account": account,
+                "user": user,
+            }
+    return LiveState(objects=objects, managed=managed, extra={"users": users})
