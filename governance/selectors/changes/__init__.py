@@ -1,0 +1,76 @@
+"""Reads of rule changes: the timeline, a change's plan (diff, scope, warnings), the
+rollback plan, the per-object timeline, and the reviews that are due."""
+
+from .diff import (
+    EMPTY,
+    EditRow,
+    display_value,
+    edit_rows,
+)
+from .plan import (
+    ChangePlan,
+    RollbackRow,
+    Scope,
+    change_scope,
+    rollback_plan,
+    rule_change_plan,
+    rule_change_warnings,
+)
+from .reviews import (
+    quota_review_recipients,
+    quotas_due_for_review,
+)
+from .timeline import (
+    rule_change_filter,
+    rule_change_get,
+    rule_change_list,
+    rule_changes_for_object,
+)
+from .values import (
+    CAPACITY,
+    MEMBERSHIP,
+    OBJECT_TYPES,
+    TYPE_OF_MODEL,
+    RollbackItem,
+    current_value,
+    model_field,
+    object_key,
+    object_lookup,
+    object_type_of,
+    rollback_items,
+    stale_edits,
+    value_to_json,
+)
+
+__all__ = [
+    "CAPACITY",
+    "EMPTY",
+    "MEMBERSHIP",
+    "OBJECT_TYPES",
+    "TYPE_OF_MODEL",
+    "ChangePlan",
+    "EditRow",
+    "RollbackItem",
+    "RollbackRow",
+    "Scope",
+    "change_scope",
+    "current_value",
+    "display_value",
+    "edit_rows",
+    "model_field",
+    "object_key",
+    "object_lookup",
+    "object_type_of",
+    "quota_review_recipients",
+    "quotas_due_for_review",
+    "rollback_items",
+    "rollback_plan",
+    "rule_change_filter",
+    "rule_change_get",
+    "rule_change_list",
+    "rule_change_plan",
+    "rule_change_warnings",
+    "rule_changes_for_object",
+    "stale_edits",
+    "value_to_json",
+]

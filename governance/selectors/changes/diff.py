@@ -1,0 +1,170 @@
+"""A rule change's edits as pages and the API show them: names and display values."""
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import FieldDoesNotExist
+from django.db import models
+from django.db.models import QuerySet
+from django.utils import formats
+from django.utils.text import capfirst
+from django.utils.translation import gettext as _
+
+from governance.models import EditKind, GpuFlavor, ProjectRole, Quota, RuleChange, RuleEdit, User
+
+from .values import CAPACITY, MEMBERSHIP, model_field, object_key, object_type_of
+
+EMPTY = "—"
+
+
+@dataclass(frozen=True)
+class EditRow:
+    """One edit as pages and the API show it."""
+
+    edit: RuleEdit
+    object_type: str
+    object_key: str
+    object_name: str
+    object_url: str
+    field: str
+    field_label: str
+    kind: str
+    kind_label: str
+    old: str
+    new: str
+    current: str = ""
+
+
+def edit_rows(changes: Iterable[RuleChange]) -> dict[int, list[EditRow]]:
+    """Every edit of ``changes`` with names instead of ids.
+
+    Queries: one per kind of object edited, one per kind of related object named in the
+    values; never one per change or per edit.
+    """
+    edits = [edit for change in changes for edit in change.edits.all()]
+    return edit_rows_for(edits)
+
+
+def edit_rows_for(
+    edits: Sequence[RuleEdit], current: dict[int, Any] | None = None
+) -> dict[int, list[EditRow]]:
+    targets: dict[type[models.Model], set[int]] = {}
+    related: dict[type[models.Model], set[Any]] = {}
+    for edit in edits:
+        model = edit.content_type.model_class()
+        assert model is not None
+        targets.setdefault(model, set()).add(edit.object_id)
+        related_model, _label = _related_of(model, edit.field)
+        if edit.key is not None:
+            key_model = GpuFlavor if edit.field == CAPACITY else User
+            related.setdefault(key_model, set()).add(edit.key)
+        if related_model is not None:
+            values = [edit.old_value, edit.new_value]
+            if current and edit.pk in current:
+                values.append(current[edit.pk])
+            for value in values:
+                if isinstance(value, list):
+                    related.setdefault(related_model, set()).update(value)
+                elif value is not None:
+                    related.setdefault(related_model, set()).add(value)
+    objects = {model: _named(model).in_bulk(ids) for model, ids in targets.items() if ids}
+    names = {
+        model: {pk: str(obj) for pk, obj in _named(model).in_bulk(ids).items()}
+        for model, ids in related.items()
+        if ids
+    }
+    rows: dict[int, list[EditRow]] = {}
+    for edit in edits:
+        model = edit.content_type.model_class()
+        assert model is not None
+        obj = objects.get(model, {}).get(edit.object_id)
+        rows.setdefault(edit.change_id, []).append(
+            EditRow(
+                edit=edit,
+                object_type=object_type_of(model),
+                object_key=object_key(obj) if obj is not None else str(edit.object_id),
+                object_name=str(obj)
+                if obj is not None
+                else _("deleted (#%(id)s)") % {"id": edit.object_id},
+                object_url=obj.get_absolute_url() if obj is not None else "",  # type: ignore[attr-defined]
+                field=edit.field,
+                field_label=_field_label(model, edit, names),
+                kind=edit.kind,
+                kind_label=str(EditKind(edit.kind).label),
+                old=display_value(model, edit.field, edit.old_value, names),
+                new=display_value(model, edit.field, edit.new_value, names),
+                current=(
+                    display_value(model, edit.field, current[edit.pk], names)
+                    if current and edit.pk in current
+                    else ""
+                ),
+            )
+        )
+    return rows
+
+
+def _named(model: type[models.Model]) -> QuerySet[Any]:
+    """Rows of ``model`` with what their names need (a quota names its project, pool, flavor)."""
+    if model is Quota:
+        return Quota.objects.select_related("project", "pool", "flavor")
+    return model._default_manager.all()
+
+
+def _related_of(model: type[models.Model], name: str) -> tuple[type[models.Model] | None, str]:
+    if name in (CAPACITY, MEMBERSHIP):
+        return None, name
+    try:
+        field = model._meta.get_field(name)
+    except FieldDoesNotExist:
+        return None, name
+    return (field.related_model if field.is_relation else None), str(
+        getattr(field, "verbose_name", name)
+    )
+
+
+def _field_label(
+    model: type[models.Model], edit: RuleEdit, names: dict[type[models.Model], dict[Any, str]]
+) -> str:
+    if edit.field == CAPACITY:
+        return _("GPUs of %(flavor)s") % {
+            "flavor": names.get(GpuFlavor, {}).get(edit.key, edit.key)
+        }
+    if edit.field == MEMBERSHIP:
+        return _("Role of %(user)s") % {"user": names.get(User, {}).get(edit.key, edit.key)}
+    return capfirst(_related_of(model, edit.field)[1])
+
+
+def display_value(
+    model: type[models.Model],
+    name: str,
+    value: Any,
+    names: dict[type[models.Model], dict[Any, str]],
+) -> str:
+    if name == MEMBERSHIP:
+        return str(ProjectRole(value).label) if value else _("not a member")
+    if value is None or value == "" or value == []:
+        return EMPTY
+    if name == CAPACITY:
+        return str(value)
+    field = model_field(model, name)
+    if field is None:
+        return str(value)
+    if field.is_relation:
+        known = names.get(field.related_model, {})
+        ids = value if isinstance(value, list) else [value]
+        return ", ".join(sorted(known.get(pk) or _("deleted (#%(id)s)") % {"id": pk} for pk in ids))
+    if field.choices:
+        return str(dict(field.flatchoices).get(value, value))
+    if isinstance(value, bool):
+        return _("yes") if value else _("no")
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if isinstance(field, models.DateField) and isinstance(value, str):
+        try:
+            return formats.localize(dt.date.fromisoformat(value))
+        except ValueError:
+            return value
+    return str(value)

@@ -1,0 +1,177 @@
+"""A rule change's plan: its scope, warnings, affected projects and pools, rollback plan."""
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from django.contrib.contenttypes.models import ContentType
+from django.db import models
+from django.db.models import Q
+from django.utils import formats
+from django.utils.translation import gettext as _
+
+from governance.models import (
+    SCHEDULING_KINDS,
+    ChangeStatus,
+    EditKind,
+    GpuFlavor,
+    Pool,
+    PoolCapacity,
+    PreemptionClass,
+    PriorityTier,
+    Project,
+    Quota,
+    RuleChange,
+    RuleEdit,
+)
+
+from .diff import EditRow, edit_rows_for
+from .values import rollback_items
+
+
+@dataclass
+class Scope:
+    """What a change touches directly (objects, pools) and what it affects."""
+
+    targets: set[tuple[int, int]] = field(default_factory=set)  # (content type id, object id)
+    pools: set[int] = field(default_factory=set)
+    kinds: set[str] = field(default_factory=set)
+
+
+def change_scope(edits: Iterable[RuleEdit]) -> Scope:
+    scope = Scope()
+    quota_ids = []
+    pool_ct = ContentType.objects.get_for_model(Pool).pk
+    quota_ct = ContentType.objects.get_for_model(Quota).pk
+    for edit in edits:
+        scope.targets.add((edit.content_type_id, edit.object_id))
+        scope.kinds.add(edit.kind)
+        if edit.content_type_id == pool_ct:
+            scope.pools.add(edit.object_id)
+        elif edit.content_type_id == quota_ct:
+            quota_ids.append(edit.object_id)
+    if quota_ids:
+        scope.pools.update(Quota.objects.filter(pk__in=quota_ids).values_list("pool_id", flat=True))
+    return scope
+
+
+def rule_change_warnings(*, change: RuleChange, now: dt.datetime) -> list[str]:
+    """What a careful operator should confirm before proposing ``change``."""
+    edits = list(change.edits.all())
+    scope = change_scope(edits)
+    warnings = []
+    kinds = sorted(scope.kinds & SCHEDULING_KINDS)
+    # A rollback restores what its change touched: the mix and the pools were confirmed then.
+    is_rollback = change.rollback_of_id is not None
+    if len(kinds) > 1 and not is_rollback:
+        warnings.append(
+            _("The change mixes kinds of rule (%(kinds)s): change one variable at a time.")
+            % {"kinds": ", ".join(str(EditKind(kind).label).lower() for kind in kinds)}
+        )
+    if len(scope.pools) > 1 and not is_rollback:
+        pools = Pool.objects.filter(pk__in=scope.pools).order_by("name")
+        warnings.append(
+            _("The change touches %(count)d pools (%(pools)s): change one pool at a time.")
+            % {"count": len(scope.pools), "pools": ", ".join(str(pool) for pool in pools)}
+        )
+    earlier = (
+        RuleChange.objects.filter(
+            status=ChangeStatus.APPLIED,
+            applied_at__gte=now - dt.timedelta(days=366),
+            applied_at__lte=now,
+        )
+        .exclude(pk=change.pk)
+        .exclude(pk=change.rollback_of_id or 0)
+        .prefetch_related("edits")
+        .order_by("-applied_at")
+    )
+    if not kinds:
+        return warnings  # descriptions and members: nothing to observe
+    for other in earlier:
+        assert other.applied_at is not None
+        ends = other.applied_at + dt.timedelta(days=other.observation_days)
+        if ends <= now:
+            continue
+        other_scope = change_scope(other.edits.all())
+        if not other_scope.kinds & SCHEDULING_KINDS:
+            continue
+        if scope.targets & other_scope.targets or scope.pools & other_scope.pools:
+            warnings.append(
+                _(
+                    "Change #%(id)d (%(title)s) touched the same scope on %(date)s and is "
+                    "observed until %(end)s: wait for its effect before changing more."
+                )
+                % {
+                    "id": other.pk,
+                    "title": other.title,
+                    "date": formats.date_format(other.applied_at, "SHORT_DATE_FORMAT"),
+                    "end": formats.date_format(ends, "SHORT_DATE_FORMAT"),
+                }
+            )
+    return warnings
+
+
+@dataclass(frozen=True)
+class ChangePlan:
+    change: RuleChange
+    rows: list[EditRow]
+    projects: list[Project]
+    pools: list[Pool]
+    kinds: list[str]
+
+
+def rule_change_plan(*, change: RuleChange) -> ChangePlan:
+    """Every field old → new, and which projects and pools the change affects."""
+    edits = list(change.edits.all())
+    rows = edit_rows_for(edits).get(change.pk, [])
+    by_model: dict[type[models.Model], set[int]] = {}
+    for edit in edits:
+        model = edit.content_type.model_class()
+        assert model is not None
+        by_model.setdefault(model, set()).add(edit.object_id)
+    project_q = Q(pk__in=by_model.get(Project, set()))
+    quota_q = Q(pk__in=by_model.get(Quota, set()))
+    tiers = by_model.get(PriorityTier, set())
+    if tiers:
+        project_q |= Q(tier__in=tiers)
+        if PriorityTier.objects.filter(pk__in=tiers, is_default=True).exists():
+            project_q |= Q(tier__isnull=True)
+    quota_q |= Q(preemption_class__in=by_model.get(PreemptionClass, set()))
+    quota_q |= Q(flavor__in=by_model.get(GpuFlavor, set()))
+    quota_q |= Q(pool__in=by_model.get(Pool, set()))
+    quota_rows = Quota.objects.filter(quota_q).values_list("project_id", "pool_id")
+    projects_from_quotas = {project for project, _pool in quota_rows}
+    projects = list(
+        Project.objects.filter(project_q | Q(pk__in=projects_from_quotas)).order_by("name")
+    )
+    pool_ids = {pool for _project, pool in quota_rows} | by_model.get(Pool, set())
+    pool_ids |= set(
+        Quota.objects.filter(project__in=[p.pk for p in projects]).values_list("pool_id", flat=True)
+    )
+    pool_ids |= set(
+        PoolCapacity.objects.filter(flavor__in=by_model.get(GpuFlavor, set())).values_list(
+            "pool_id", flat=True
+        )
+    )
+    pools = list(Pool.objects.filter(pk__in=pool_ids).order_by("name"))
+    kinds = sorted({edit.kind for edit in edits})
+    return ChangePlan(change=change, rows=rows, projects=projects, pools=pools, kinds=kinds)
+
+
+@dataclass(frozen=True)
+class RollbackRow:
+    row: EditRow
+    conflict: bool
+    needed: bool
+
+
+def rollback_plan(*, change: RuleChange) -> list[RollbackRow]:
+    """Per field the change touched: the value to restore, what it set, what it is now."""
+    items = rollback_items(change=change)
+    current = {item.edit.pk: item.current for item in items}
+    rows = edit_rows_for([item.edit for item in items], current=current).get(change.pk, [])
+    by_edit = {row.edit.pk: row for row in rows}
+    return [
+        RollbackRow(row=by_edit[item.edit.pk], conflict=item.conflict, needed=item.needed)
+        for item in items
+    ]

@@ -1,0 +1,50 @@
+"""Rule changes: propose, approve, apply and roll back audited sets of rule edits.
+
+Every edit of a rule goes through a change. A change records, per object and field, the
+value before and the value it sets; it is proposed (with its plan checked by a dry run),
+approved by someone other than its proposer, and applied in one transaction through the
+service of each rule kind, so that a failing invariant in any edit leaves every edit
+unapplied. History rows written while applying point to the change. A rollback is a new
+change; nothing is edited or deleted afterwards.
+"""
+
+from .apply import rule_change_apply
+from .decide import (
+    approval_problem,
+    rule_change_approve,
+    rule_change_reject,
+    rule_change_withdraw,
+)
+from .propose import rule_change_create, rule_change_propose
+from .rollback import rule_change_rollback
+from .spec import (
+    CAPACITY,
+    EDITABLE,
+    KEEP,
+    KEYED,
+    MEMBERSHIP,
+    RESTORE,
+    TITLE_MAX_LENGTH,
+    EditSpec,
+    value_from_json,
+)
+
+__all__ = [
+    "CAPACITY",
+    "EDITABLE",
+    "KEEP",
+    "KEYED",
+    "MEMBERSHIP",
+    "RESTORE",
+    "TITLE_MAX_LENGTH",
+    "EditSpec",
+    "approval_problem",
+    "rule_change_apply",
+    "rule_change_approve",
+    "rule_change_create",
+    "rule_change_propose",
+    "rule_change_reject",
+    "rule_change_rollback",
+    "rule_change_withdraw",
+    "value_from_json",
+]

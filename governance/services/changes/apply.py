@@ -1,0 +1,158 @@
+"""Applying an approved rule change: every edit through its rule kind's service, or none."""
+
+import datetime as dt
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import models, transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from governance.models import (
+    ChangeStatus,
+    GpuFlavor,
+    Membership,
+    Pool,
+    PreemptionClass,
+    PriorityTier,
+    Project,
+    Quota,
+    RevisionTrigger,
+    RuleChange,
+    RuleEdit,
+    User,
+    applying_change,
+)
+from governance.selectors.changes import stale_edits
+
+from ..flavors import flavor_update
+from ..pools import pool_capacity_set, pool_update
+from ..preemption import preemption_class_update
+from ..projects import membership_remove, membership_set, project_update
+from ..quotas import quota_update
+from ..revisions import rules_revision_create
+from ..tiers import tier_update
+from ._state import lock_change, require_status, save_change
+from .spec import CAPACITY, MEMBERSHIP, value_from_json
+
+
+def apply_edits(change: RuleChange, *, user: User) -> None:
+    """Write every edit through its rule kind's service; history rows name the change."""
+    groups: dict[tuple[type[models.Model], int], list[RuleEdit]] = {}
+    for edit in change.edits.select_related("content_type").order_by("pk"):
+        model = edit.content_type.model_class()
+        assert model is not None
+        groups.setdefault((model, edit.object_id), []).append(edit)
+    token = applying_change.set(change.pk)
+    try:
+        for (model, object_id), edits in groups.items():
+            obj = model._default_manager.filter(pk=object_id).first()
+            if obj is None:
+                raise ValidationError(
+                    _("%(kind)s #%(id)d no longer exists.")
+                    % {"kind": model._meta.verbose_name, "id": object_id}
+                )
+            _apply_object_edits(obj, edits, user=user, reason=change.reason)
+    finally:
+        applying_change.reset(token)
+
+
+def _apply_object_edits(
+    obj: models.Model, edits: list[RuleEdit], *, user: User, reason: str
+) -> None:
+    model = type(obj)
+    data = {
+        edit.field: value_from_json(model, edit.field, edit.new_value)
+        for edit in edits
+        if edit.key is None
+    }
+    if data:
+        if isinstance(obj, Quota):
+            quota_update(quota=obj, user=user, reason=reason, data=data)
+        elif isinstance(obj, PriorityTier):
+            tier_update(tier=obj, user=user, reason=reason, data=data)
+        elif isinstance(obj, PreemptionClass):
+            preemption_class_update(preemption_class=obj, user=user, reason=reason, data=data)
+        elif isinstance(obj, GpuFlavor):
+            flavor_update(flavor=obj, user=user, reason=reason, data=data)
+        elif isinstance(obj, Pool):
+            pool_update(pool=obj, user=user, reason=reason, data=data)
+        elif isinstance(obj, Project):
+            project_update(project=obj, user=user, reason=reason, data=data)
+    for edit in edits:
+        if edit.key is None:
+            continue
+        if isinstance(obj, Pool) and edit.field == CAPACITY:
+            pool_capacity_set(
+                pool=obj,
+                flavor=GpuFlavor.objects.get(pk=edit.key),
+                gpus=int(edit.new_value or 0),
+                user=user,
+                reason=reason,
+            )
+        elif isinstance(obj, Project) and edit.field == MEMBERSHIP:
+            if edit.new_value is None:
+                membership = Membership.objects.filter(project=obj, user_id=edit.key).first()
+                if membership is not None:
+                    membership_remove(membership=membership, user=user, reason=reason)
+            else:
+                membership_set(
+                    project=obj,
+                    member=User.objects.get(pk=edit.key),
+                    role=edit.new_value,
+                    user=user,
+                    reason=reason,
+                )
+
+
+@transaction.atomic
+def rule_change_apply(
+    *, change: RuleChange, user: User, now: dt.datetime | None = None
+) -> RuleChange:
+    """Approved → applied: every edit in one transaction, or none.
+
+    The change row is locked first, so of two operators applying at once one applies and
+    the other is told that the change was already applied. An edit whose field was changed
+    by someone else since the proposal is not overwritten: the change is refused.
+    """
+    if not user.is_ops:
+        raise PermissionDenied(_("Only ops may apply a rule change."))
+    change = lock_change(change)
+    require_status(change, ChangeStatus.APPROVED)
+    stale = stale_edits(change=change)
+    if stale:
+        raise ValidationError(
+            _(
+                "The rules changed since this change was proposed (%(fields)s): it would "
+                "overwrite a later edit. Withdraw it and propose it again."
+            )
+            % {
+                "fields": ", ".join(
+                    f"{edit.content_type.name} #{edit.object_id} {edit.field}"
+                    for edit, _now in stale
+                )
+            },
+            code="stale",
+        )
+    apply_edits(change, user=user)
+    change.status = ChangeStatus.APPLIED
+    change.applied_by = user
+    change.applied_at = now or timezone.now()
+    save_change(change, user=user, reason=_("Applied"))
+    if change.rollback_of is not None:
+        original = lock_change(change.rollback_of)
+        original.status = ChangeStatus.ROLLED_BACK
+        save_change(
+            original,
+            user=user,
+            reason=_("Rolled back by change #%(id)d") % {"id": change.pk},
+        )
+    rules_revision_create(
+        trigger=RevisionTrigger.RULE_CHANGE,
+        note=_("Change #%(id)d: %(title)s") % {"id": change.pk, "title": change.title},
+        user=user,
+    )
+    return change
+
+
+def _edit_name(edit: RuleEdit) -> str:
+    return f"{edit.content_type.name} #{edit.object_id} {edit.field}"

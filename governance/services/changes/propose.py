@@ -1,0 +1,226 @@
+"""Creating and proposing rule changes: the edits recorded, the plan checked by a dry run."""
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import models, transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from governance.models import (
+    ChangeStatus,
+    PriorityTier,
+    ProjectRole,
+    RuleChange,
+    RuleEdit,
+    User,
+)
+from governance.selectors.changes import (
+    current_value,
+    model_field,
+    rule_change_warnings,
+    value_to_json,
+)
+
+from .._history import require_reason
+from ._state import lock_change, save_change
+from .apply import apply_edits
+from .spec import CAPACITY, EDITABLE, KEYED, MEMBERSHIP, TITLE_MAX_LENGTH, EditSpec
+
+
+def _require_may_propose(user: User, edits: Sequence[EditSpec]) -> None:
+    if user.is_ops:
+        return
+    tier_ids = {edit.target.pk for edit in edits if isinstance(edit.target, PriorityTier)}
+    if (
+        edits
+        and len(tier_ids) == len({(type(edit.target), edit.target.pk) for edit in edits})
+        and PriorityTier.objects.filter(pk__in=tier_ids, owner=user).count() == len(tier_ids)
+    ):
+        return
+    raise PermissionDenied(
+        _("Only ops, or the business owner of a tier for that tier, may propose rule changes.")
+    )
+
+
+def _edit_rows(change: RuleChange, edits: Sequence[EditSpec]) -> list[RuleEdit]:
+    rows: list[RuleEdit] = []
+    seen: set[tuple[int, int, str, int | None]] = set()
+    stored: dict[tuple[type[models.Model], Any], models.Model] = {}
+    errors: dict[str, list[str]] = {}
+    for edit in edits:
+        model = type(edit.target)
+        fields = EDITABLE.get(model)
+        if fields is None or edit.field not in fields:
+            errors.setdefault(edit.field, []).append(_("This field cannot be changed here."))
+            continue
+        key_model = KEYED.get((model, edit.field))
+        if key_model is not None and not isinstance(edit.key, key_model):
+            errors.setdefault(edit.field, []).append(_("Say which entry to change."))
+            continue
+        key = edit.key.pk if key_model is not None and edit.key is not None else None
+        if edit.field == CAPACITY:
+            new = edit.value
+            if not isinstance(new, int) or isinstance(new, bool) or new < 0:
+                errors.setdefault("gpus", []).append(_("Enter a whole number of GPUs (0 or more)."))
+                continue
+        elif edit.field == MEMBERSHIP:
+            new = edit.value
+            if new is not None and new not in ProjectRole.values:
+                errors.setdefault("role", []).append(_("Choose a project role."))
+                continue
+        else:
+            new = value_to_json(model, edit.field, edit.value)
+        fresh = stored.get((model, edit.target.pk))
+        if fresh is None:
+            # The stored row, not the caller's copy: "before" is what the database holds.
+            fresh = stored[(model, edit.target.pk)] = model._default_manager.get(pk=edit.target.pk)
+        old = current_value(fresh, edit.field, key)
+        if old == new:
+            continue
+        identity = (ContentType.objects.get_for_model(model).pk, edit.target.pk, edit.field, key)
+        if identity in seen:
+            errors.setdefault(edit.field, []).append(_("A change edits each field once."))
+            continue
+        seen.add(identity)
+        rows.append(
+            RuleEdit(
+                change=change,
+                content_type_id=identity[0],
+                object_id=edit.target.pk,
+                field=edit.field,
+                key=key,
+                kind=EDITABLE[model][edit.field],
+                old_value=old,
+                new_value=new,
+            )
+        )
+    if errors:
+        raise ValidationError(errors)
+    return rows
+
+
+def _default_title(edits: Sequence[EditSpec]) -> str:
+    targets = list(dict.fromkeys(str(edit.target) for edit in edits))
+    fields = list(dict.fromkeys(_field_label(edit) for edit in edits))
+    title = _("%(objects)s: %(fields)s") % {
+        "objects": ", ".join(targets),
+        "fields": ", ".join(fields),
+    }
+    return title[: TITLE_MAX_LENGTH - 1] + "…" if len(title) > TITLE_MAX_LENGTH else title
+
+
+def _field_label(edit: EditSpec) -> str:
+    if edit.field == CAPACITY:
+        return _("capacity of %(flavor)s") % {"flavor": edit.key}
+    if edit.field == MEMBERSHIP:
+        return _("membership of %(user)s") % {"user": edit.key}
+    field = model_field(type(edit.target), edit.field)
+    return str(field.verbose_name) if field is not None else edit.field
+
+
+@transaction.atomic
+def rule_change_create(
+    *,
+    user: User,
+    reason: str,
+    edits: Sequence[EditSpec],
+    title: str = "",
+    ticket: str = "",
+    observation_days: int | None = None,
+    rollback_condition: str = "",
+    confirmation_reason: str = "",
+    rollback_of: RuleChange | None = None,
+    submit: bool = True,
+    now: dt.datetime | None = None,
+) -> RuleChange:
+    """Record a change of the given edits (only the fields whose value differs).
+
+    With ``submit`` (the default) the change is proposed at once, which checks its plan;
+    otherwise it stays a draft. Raises ``ValidationError`` when nothing would change.
+    """
+    _require_may_propose(user, edits)
+    change = RuleChange(
+        title=(title or "").strip() or _default_title(edits),
+        reason=require_reason(reason),
+        ticket=(ticket or "").strip(),
+        author=user,
+        rollback_condition=(rollback_condition or "").strip(),
+        rollback_of=rollback_of,
+    )
+    if observation_days is not None:
+        change.observation_days = observation_days
+    change.full_clean(exclude=["author"])
+    change.save()
+    rows = _edit_rows(change, edits)
+    if not rows:
+        raise ValidationError(
+            _("Nothing would change: every field already has the value asked for.")
+        )
+    for row in rows:
+        row.full_clean(exclude=["change", "content_type"], validate_constraints=False)
+    RuleEdit.objects.bulk_create(rows)
+    if submit:
+        change = rule_change_propose(
+            change=change, user=user, confirmation_reason=confirmation_reason, now=now
+        )
+    return change
+
+
+def _dry_run(change: RuleChange, user: User) -> None:
+    """Apply the change in a savepoint and undo it: the services' checks run on the real
+    rows, so an overcommitted pool or an unsafe tier is refused when proposed."""
+
+    class _Undo(Exception):
+        pass
+
+    try:
+        with transaction.atomic():
+            apply_edits(change, user=user)
+            raise _Undo
+    except _Undo:
+        pass
+
+
+@transaction.atomic
+def rule_change_propose(
+    *,
+    change: RuleChange,
+    user: User,
+    confirmation_reason: str = "",
+    now: dt.datetime | None = None,
+) -> RuleChange:
+    """Draft → proposed. A plan that warns (mixed kinds, several pools, inside the
+    observation window of an earlier change) needs a confirmation with a reason."""
+    change = lock_change(change)
+    if change.status != ChangeStatus.DRAFT:
+        raise ValidationError(
+            _("Only a draft can be proposed; this change is %(status)s.")
+            % {"status": change.get_status_display().lower()}
+        )
+    if user.pk != change.author_id and not user.is_ops:
+        raise PermissionDenied(_("Only the author or ops may propose this change."))
+    now = now or timezone.now()
+    warnings = rule_change_warnings(change=change, now=now)
+    confirmation_reason = (confirmation_reason or "").strip()
+    if warnings and not confirmation_reason:
+        raise ValidationError(
+            {
+                "confirmation_reason": [
+                    *warnings,
+                    _("Confirm with a reason to propose it anyway, or split the change."),
+                ]
+            }
+        )
+    if user.is_ops:
+        _dry_run(change, user)
+    change.warnings = warnings
+    change.confirmation_reason = confirmation_reason if warnings else ""
+    change.status = ChangeStatus.PROPOSED
+    change.proposed_by = user
+    change.proposed_at = now
+    save_change(change, user=user, reason=_("Proposed"))
+    return change

@@ -1,0 +1,98 @@
+"""Rolling back an applied rule change: a new change that restores the old values."""
+
+import datetime as dt
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils.translation import gettext as _
+
+from governance.models import ChangeStatus, RuleChange, RuleEdit, User
+from governance.selectors.changes import rollback_items
+
+from ._state import lock_change
+from .propose import rule_change_create
+from .spec import KEEP, KEYED, RESTORE, EditSpec, value_from_json
+
+
+@transaction.atomic
+def rule_change_rollback(
+    *,
+    change: RuleChange,
+    user: User,
+    reason: str,
+    choices: dict[int, str] | None = None,
+    title: str = "",
+    ticket: str = "",
+    confirmation_reason: str = "",
+    now: dt.datetime | None = None,
+) -> RuleChange:
+    """Propose a new change that restores the fields ``change`` touched to their values
+    before it. A field that a later change touched since is a conflict: ``choices`` must
+    say, per edit id, whether to keep the current value or restore the old one."""
+    change = lock_change(change)
+    if change.status != ChangeStatus.APPLIED:
+        raise ValidationError(
+            _("Only an applied change can be rolled back; change #%(id)d is %(status)s.")
+            % {"id": change.pk, "status": change.get_status_display().lower()}
+        )
+    pending = change.rollbacks.filter(
+        status__in=[ChangeStatus.DRAFT, ChangeStatus.PROPOSED, ChangeStatus.APPROVED]
+    ).first()
+    if pending is not None:
+        raise ValidationError(
+            _("Change #%(id)d already proposes to roll it back.") % {"id": pending.pk}
+        )
+    choices = choices or {}
+    specs: list[EditSpec] = []
+    undecided: list[str] = []
+    for item in rollback_items(change=change):
+        if not item.needed:
+            continue
+        if item.conflict:
+            choice = choices.get(item.edit.pk)
+            if choice == KEEP:
+                continue
+            if choice != RESTORE:
+                undecided.append(str(item.edit.pk))
+                continue
+        specs.append(_restore_spec(item.edit))
+    if undecided:
+        raise ValidationError(
+            {
+                "choices": _(
+                    "A later change touched these fields since: choose, field by field, "
+                    "whether to keep the current value or restore the old one."
+                )
+            },
+            code="conflict",
+        )
+    if not specs:
+        raise ValidationError(_("Nothing to roll back: every field already has its old value."))
+    return rule_change_create(
+        user=user,
+        reason=reason,
+        edits=specs,
+        title=title or _("Roll back #%(id)d: %(title)s") % {"id": change.pk, "title": change.title},
+        ticket=ticket or change.ticket,
+        observation_days=change.observation_days,
+        rollback_condition=_(
+            "Roll this rollback back if the reason for change #%(id)d holds again."
+        )
+        % {"id": change.pk},
+        confirmation_reason=confirmation_reason,
+        rollback_of=change,
+        now=now,
+    )
+
+
+def _restore_spec(edit: RuleEdit) -> EditSpec:
+    model = edit.content_type.model_class()
+    assert model is not None
+    target = model._default_manager.get(pk=edit.object_id)
+    key_model = KEYED.get((model, edit.field))
+    key = key_model._default_manager.get(pk=edit.key) if key_model is not None else None
+    if key_model is not None:
+        value = edit.old_value
+    else:
+        value = value_from_json(model, edit.field, edit.old_value)
+    return EditSpec(target=target, field=edit.field, value=value, key=key)

@@ -1,0 +1,153 @@
+"""Loading the demo organisation through the services, idempotently."""
+
+from collections import Counter
+from datetime import date, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from governance.models import (
+    GpuFlavor,
+    Membership,
+    Pool,
+    PoolCapacity,
+    PreemptionClass,
+    PriorityTier,
+    Project,
+    ProjectRole,
+    Quota,
+    User,
+)
+
+from ..flavors import flavor_create
+from ..pools import pool_capacity_set, pool_create
+from ..preemption import preemption_class_create
+from ..projects import membership_set, project_create
+from ..quotas import quota_create
+from ..tiers import tier_create
+from .changes import changes_ensure
+from .data import (
+    DEMO_EMAIL_DOMAIN,
+    DEMO_PASSWORD,
+    DEMO_REASON,
+    FLAVORS,
+    PEOPLE,
+    POOLS,
+    PREEMPTION_CLASSES,
+    PROJECTS,
+    QUOTAS,
+    TIERS,
+)
+
+
+def _users_ensure(*, password: str) -> tuple[dict[str, User], int]:
+    users = {
+        user.username: user
+        for user in User.objects.filter(username__in=[username for username, *_ in PEOPLE])
+    }
+    created = 0
+    for username, first_name, last_name, site_role in PEOPLE:
+        if username in users:
+            continue
+        users[username] = User.objects.create_user(
+            username=username,
+            password=password,
+            email=f"{username}@{DEMO_EMAIL_DOMAIN}",
+            first_name=first_name,
+            last_name=last_name,
+            site_role=site_role,
+        )
+        created += 1
+    return users, created
+
+
+@transaction.atomic
+def demo_seed(*, password: str = DEMO_PASSWORD, today: date | None = None) -> dict[str, int]:
+    """Load the demo organisation; return how many objects of each kind were created."""
+    today = today or timezone.localdate()
+    created: Counter[str] = Counter()
+    users, created["users"] = _users_ensure(password=password)
+    kw: dict[str, Any] = {"user": users["ops"], "reason": DEMO_REASON}
+
+    flavors = {flavor.slug: flavor for flavor in GpuFlavor.objects.all()}
+    for spec in FLAVORS:
+        if spec["slug"] not in flavors:
+            flavors[spec["slug"]] = flavor_create(**kw, **spec)
+            created["flavors"] += 1
+
+    pools = {pool.slug: pool for pool in Pool.objects.all()}
+    capacities = set(PoolCapacity.objects.values_list("pool__slug", "flavor__slug"))
+    for pool_spec in POOLS:
+        spec = dict(pool_spec)
+        capacity = spec.pop("capacity")
+        slug = spec["slug"]
+        if slug not in pools:
+            pools[slug] = pool_create(**kw, **spec)
+            created["pools"] += 1
+        for flavor_slug, gpus in capacity.items():
+            if (slug, flavor_slug) not in capacities:
+                pool_capacity_set(**kw, pool=pools[slug], flavor=flavors[flavor_slug], gpus=gpus)
+                created["pool capacities"] += 1
+
+    tiers = {tier.slug: tier for tier in PriorityTier.objects.all()}
+    for tier_spec in TIERS:
+        spec = dict(tier_spec)
+        if spec["slug"] in tiers:
+            continue
+        spec["owner"] = users[spec["owner"]]
+        spec["last_reviewed_on"] = today - timedelta(days=spec.pop("reviewed_days_ago"))
+        if "aging_cap" in spec:
+            spec["aging_cap"] = tiers[spec["aging_cap"]]
+        if "preemptible_tiers" in spec:
+            spec["preemptible_tiers"] = [tiers[slug] for slug in spec["preemptible_tiers"]]
+        tiers[spec["slug"]] = tier_create(**kw, **spec)
+        created["tiers"] += 1
+
+    classes = {item.slug: item for item in PreemptionClass.objects.all()}
+    for class_spec in PREEMPTION_CLASSES:
+        spec = dict(class_spec)
+        if spec["slug"] in classes:
+            continue
+        spec["recovery_owner"] = users[spec["recovery_owner"]]
+        classes[spec["slug"]] = preemption_class_create(**kw, **spec)
+        created["preemption classes"] += 1
+
+    projects = {project.slug: project for project in Project.objects.all()}
+    memberships = set(Membership.objects.values_list("project__slug", "user__username"))
+    for slug, name, tier_slug, lead, members, description in PROJECTS:
+        if slug not in projects:
+            projects[slug] = project_create(
+                **kw,
+                slug=slug,
+                name=name,
+                description=description,
+                tier=tiers[tier_slug] if tier_slug else None,
+            )
+            created["projects"] += 1
+        roles = [(lead, ProjectRole.LEAD)] + [(m, ProjectRole.MEMBER) for m in members]
+        for username, role in roles:
+            if (slug, username) not in memberships:
+                membership_set(**kw, project=projects[slug], member=users[username], role=role)
+                created["memberships"] += 1
+
+    quotas = set(Quota.objects.values_list("project__slug", "pool__slug", "flavor__slug"))
+    for quota in QUOTAS:
+        if (quota.project, quota.pool, quota.flavor) in quotas:
+            continue
+        quota_create(
+            **kw,
+            project=projects[quota.project],
+            pool=pools[quota.pool],
+            flavor=flavors[quota.flavor],
+            guarantee=quota.guarantee,
+            borrow_limit=quota.borrow_limit,
+            lending_limit=quota.lending_limit,
+            fair_share_weight=quota.fair_share_weight,
+            reclaim_grace_minutes=quota.reclaim_grace_minutes,
+            preemption_class=classes[quota.preemption_class],
+            last_reviewed_on=today - timedelta(days=quota.reviewed_days_ago),
+        )
+        created["quotas"] += 1
+    created["rule changes"] = changes_ensure(users=users, tiers=tiers, pools=pools, flavors=flavors)
+    return {kind: count for kind, count in created.items() if count}
