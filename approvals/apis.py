@@ -320,6 +320,15 @@ def _action_schema(operation_id: str, summary: Any, body: Any) -> Any:
     )
 
 
+def _act(request: Request, pk: int, input_serializer: Any, service: Any) -> Response:
+    """Validate the input of an action on a request, call its service, answer the request."""
+    upgrade = selectors.request_get(user=request.user, pk=pk)
+    serializer = input_serializer(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    upgrade = service(request=upgrade, user=request.user, **serializer.validated_data)
+    return _detail(upgrade, request)
+
+
 class RequestSubmitApi(APIView):
     @_action_schema("requests_submit", _("Send a draft to its approvers"), None)
     def post(self, request: Request, pk: int) -> Response:
@@ -332,13 +341,7 @@ class RequestWithdrawApi(APIView):
 
     @_action_schema("requests_withdraw", _("Withdraw a draft or pending request"), _CommentInput)
     def post(self, request: Request, pk: int) -> Response:
-        upgrade = selectors.request_get(user=request.user, pk=pk)
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        upgrade = services.request_withdraw(
-            request=upgrade, user=request.user, **serializer.validated_data
-        )
-        return _detail(upgrade, request)
+        return _act(request, pk, self.InputSerializer, services.request_withdraw)
 
 
 class RequestApproveApi(APIView):
@@ -346,13 +349,7 @@ class RequestApproveApi(APIView):
 
     @_action_schema("requests_approve", _("Approve a request"), _CommentInput)
     def post(self, request: Request, pk: int) -> Response:
-        upgrade = selectors.request_get(user=request.user, pk=pk)
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        upgrade = services.request_approve(
-            request=upgrade, user=request.user, **serializer.validated_data
-        )
-        return _detail(upgrade, request)
+        return _act(request, pk, self.InputSerializer, services.request_approve)
 
 
 class RequestRejectApi(APIView):
@@ -360,13 +357,7 @@ class RequestRejectApi(APIView):
 
     @_action_schema("requests_reject", _("Reject a request, with a reason"), _ReasonInput)
     def post(self, request: Request, pk: int) -> Response:
-        upgrade = selectors.request_get(user=request.user, pk=pk)
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        upgrade = services.request_reject(
-            request=upgrade, user=request.user, **serializer.validated_data
-        )
-        return _detail(upgrade, request)
+        return _act(request, pk, self.InputSerializer, services.request_reject)
 
 
 class RequestRevokeApi(APIView):
@@ -374,10 +365,4 @@ class RequestRevokeApi(APIView):
 
     @_action_schema("requests_revoke", _("Revoke an approved request's grant (ops)"), _ReasonInput)
     def post(self, request: Request, pk: int) -> Response:
-        upgrade = selectors.request_get(user=request.user, pk=pk)
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        upgrade = services.request_revoke(
-            request=upgrade, user=request.user, **serializer.validated_data
-        )
-        return _detail(upgrade, request)
+        return _act(request, pk, self.InputSerializer, services.request_revoke)
