@@ -67,6 +67,11 @@ page_patterns = [
 api_patterns = [
     path("projects/", apis.ProjectListApi.as_view(), name="api_project_list"),
     path("projects/<slug:slug>/", apis.ProjectDetailApi.as_view(), name="api_project_detail"),
+    path(
+        "projects/<slug:slug>/effective/",
+        apis.ProjectEffectiveRulesApi.as_view(),
+        name="api_project_effective_rules",
+    ),
     path("flavors/", apis.FlavorListApi.as_view(), name="api_flavor_list"),
     path("flavors/<slug:slug>/", apis.FlavorDetailApi.as_view(), name="api_flavor_detail"),
     path("pools/", apis.PoolListApi.as_view(), name="api_pool_list"),

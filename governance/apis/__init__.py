@@ -19,6 +19,7 @@ from .changes import (
     RuleChangeRollbackApi,
     RuleChangeWithdrawApi,
 )
+from .effective import ProjectEffectiveRulesApi
 from .flavors import FlavorDetailApi, FlavorListApi
 from .pools import PoolDetailApi, PoolListApi
 from .preemption import PreemptionClassDetailApi, PreemptionClassListApi
@@ -34,6 +35,7 @@ __all__ = [
     "PreemptionClassDetailApi",
     "PreemptionClassListApi",
     "ProjectDetailApi",
+    "ProjectEffectiveRulesApi",
     "ProjectListApi",
     "QuotaDetailApi",
     "QuotaListApi",

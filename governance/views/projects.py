@@ -3,6 +3,7 @@
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from governance import forms, selectors, services
@@ -44,6 +45,9 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
         memberships=selectors.project_memberships(project=project),
         allowed_tiers=selectors.allowed_tiers(project=project, default=default),
         quotas=selectors.quotas_for_projects(project_ids=[project.pk]),
+        in_force=selectors.effective_rules(
+            at=timezone.now(), project_slugs=[project.slug]
+        ).projects[project.slug],
     )
 
 
