@@ -6,14 +6,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from governance.models import RulesRevision
 from governance.selectors import effective_rules
-from queues.models import Cluster, ClusterSyncState, SyncRun
+from queues.models import Alert, AlertKind, AlertRecipient, Cluster, ClusterSyncState, SyncRun
 from queues.services import SchedulerError, backend_for, slurm_conf_lines
 from queues.services.backends import ACTION_LABELS
 
@@ -131,3 +132,53 @@ def applied_summary(cluster: Cluster) -> dict[str, list[tuple[str, dict[str, str
     """The objects the last sync applied, per kind, sorted by name (for the cluster page)."""
     applied = sync_state(cluster).applied_state or {}
     return {kind: sorted(objects.items()) for kind, objects in applied.items()}
+
+
+# Alerts -------------------------------------------------------------------------------------
+
+ALERT_SUBJECTS = {
+    AlertKind.OUT_OF_SYNC: gettext_lazy("Cluster %(cluster)s is out of sync"),
+    AlertKind.LONG_WAIT: gettext_lazy("Job %(job)s of %(project)s waits past its tier's threshold"),
+    AlertKind.RULE_NOT_ENFORCED: gettext_lazy("A rule is not enforced on cluster %(cluster)s"),
+}
+ALERT_BODIES = {
+    AlertKind.OUT_OF_SYNC: gettext_lazy(
+        "The rules of cluster %(cluster)s have been due for a sync for %(minutes)s minutes. "
+        "Last error: %(error)s"
+    ),
+    AlertKind.LONG_WAIT: gettext_lazy(
+        "Job %(job)s of project %(project)s in tier %(tier)s has waited %(minutes)s minutes "
+        "(threshold %(threshold)s minutes)."
+    ),
+    AlertKind.RULE_NOT_ENFORCED: gettext_lazy(
+        "On cluster %(cluster)s, %(project)s: %(rule)s (allowed %(allowed)s, seen %(seen)s)."
+    ),
+}
+
+
+class _Blank(dict):  # type: ignore[type-arg]
+    """Formatting parameters where a missing detail reads as a dash, never a KeyError."""
+
+    def __missing__(self, key: str) -> str:
+        return "–"
+
+
+def alert_text(alert: Alert) -> tuple[str, str]:
+    """The alert's subject and body in the active language, from its kind and details."""
+    params = _Blank({key: value for key, value in alert.details.items() if value not in ("", None)})
+    kind = AlertKind(alert.kind)
+    return str(ALERT_SUBJECTS[kind]) % params, str(ALERT_BODIES[kind]) % params
+
+
+def alert_list(*, user: Any, state: str = "open") -> QuerySet[Alert]:
+    """The alerts addressed to ``user`` (all alerts for ops), newest first; ``state`` is
+    ``open``, ``closed`` or ``all``. Annotated with ``unread`` for the user."""
+    alerts = Alert.objects.select_related("cluster")
+    if not getattr(user, "is_ops", False):
+        alerts = alerts.filter(deliveries__user=user)
+    if state == "open":
+        alerts = alerts.filter(closed_at=None)
+    elif state == "closed":
+        alerts = alerts.exclude(closed_at=None)
+    unread = AlertRecipient.objects.filter(alert=OuterRef("pk"), user=user, read_at=None)
+    return alerts.annotate(unread=Exists(unread)).order_by("-opened_at", "-pk")

@@ -32,3 +32,9 @@ def sync_due_clusters() -> list[int]:
 def drift_check_clusters() -> dict[str, int]:
     """Periodic: record the live values that differ from what Arbiter last applied."""
     return {state.cluster.name: len(state.drift) for state in services.drift_check_all()}
+
+
+@shared_task
+def alert_mail(alert_id: int) -> int:
+    """Mail an alert to its recipients not mailed yet (safe to run twice)."""
+    return services.alert_mail_send(alert_id=alert_id)

@@ -5,6 +5,8 @@ from django.urls import path
 from queues import apis, views
 
 urlpatterns = [
+    path("alerts/", views.alert_list, name="alert_list"),
+    path("alerts/read/", views.alerts_read, name="alerts_read"),
     path("clusters/", views.cluster_list, name="cluster_list"),
     path("clusters/new/", views.cluster_create, name="cluster_create"),
     path("clusters/<slug:name>/", views.cluster_detail, name="cluster_detail"),

@@ -124,3 +124,21 @@ def sync_run_detail(request: HttpRequest, name: str, pk: int) -> HttpResponse:
             "can_edit": True,
         },
     )
+
+
+@login_required
+def alert_list(request: HttpRequest) -> HttpResponse:
+    """The signed-in user's alerts (every alert for ops): open ones first, read on display."""
+    state = request.GET.get("state", "open")
+    if state not in ("open", "closed", "all"):
+        state = "open"
+    alerts = list(selectors.alert_list(user=request.user, state=state)[:200])
+    rows = [(alert, *selectors.alert_text(alert)) for alert in alerts]
+    return render(request, "queues/alert_list.html", {"rows": rows, "state": state})
+
+
+@login_required
+@require_POST
+def alerts_read(request: HttpRequest) -> HttpResponse:
+    services.alerts_mark_read(user=request.user)
+    return redirect("alert_list")

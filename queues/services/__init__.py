@@ -3,6 +3,7 @@
 ``sync_enqueue_for_revision`` is the ``ARBITER_ON_RULES_CHANGED`` hook (see settings).
 """
 
+from .alerts import alert_close, alert_mail_send, alert_raise, alerts_mark_read
 from .backends import (
     Action,
     Change,
@@ -46,6 +47,10 @@ __all__ = [
     "SlurmCommands",
     "State",
     "SyncBusy",
+    "alert_close",
+    "alert_mail_send",
+    "alert_raise",
+    "alerts_mark_read",
     "backend_for",
     "cluster_create",
     "cluster_update",
