@@ -38,7 +38,7 @@ class ApprovalInline(RequestEventInline):
 @admin.register(UpgradeRequest)
 class UpgradeRequestAdmin(ReadOnlyAdmin):
     list_display = ("pk", "kind", "project", "requester", "state", "starts_at", "ends_at")
-    list_filter = ("state", "kind", "flagged")
+    list_filter = ("stage", "kind", "flagged")
     list_select_related = ("project", "requester")
     search_fields = ("project__slug", "requester__username", "justification")
     inlines = (ApprovalInline, RequestEventInline)

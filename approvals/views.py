@@ -18,7 +18,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from approvals import forms, selectors, services
-from approvals.models import ApprovalPolicy, RequestState, UpgradeRequest
+from approvals.models import ApprovalPolicy, RequestAction, RequestStage, UpgradeRequest
 from governance.selectors import history_entries, project_get, user_can_edit_rules
 
 
@@ -36,7 +36,7 @@ def request_list(request: HttpRequest) -> HttpResponse:
     if filter_form.is_valid():
         data = filter_form.cleaned_data
         if data["state"]:
-            requests = requests.filter(state=data["state"])
+            requests = requests.in_state(data["state"])
         if data["kind"]:
             requests = requests.filter(kind=data["kind"])
         if data["project"]:
@@ -76,7 +76,7 @@ def request_create(request: HttpRequest) -> HttpResponse:
         except ValidationError as error:
             form.add_service_error(error)
         else:
-            if created.state == RequestState.SUBMITTED:
+            if created.stage == RequestStage.SUBMITTED:
                 messages.success(
                     request, _("Request #%(pk)d was sent to its approvers.") % {"pk": created.pk}
                 )
@@ -108,8 +108,9 @@ def _detail_page(
     status: int = 200,
 ) -> HttpResponse:
     user = request.user
-    approve_blocker = selectors.approval_blocker(request=upgrade, user=user)
-    reject_blocker = selectors.rejection_blocker(request=upgrade, user=user)
+    blockers = selectors.request_action_blockers(request=upgrade, user=user)
+    approve_blocker = blockers[RequestAction.APPROVE]
+    reject_blocker = blockers[RequestAction.REJECT]
     return render(
         request,
         "approvals/request_detail.html",
@@ -122,14 +123,10 @@ def _detail_page(
             "may_approve": approve_blocker is None,
             "may_reject": reject_blocker is None,
             "decide_blocker": approve_blocker if reject_blocker is None else reject_blocker,
-            "may_submit": upgrade.state == RequestState.DRAFT
-            and (upgrade.requester_id == user.pk or user.is_ops),
-            "may_withdraw": upgrade.state in (RequestState.DRAFT, RequestState.SUBMITTED)
-            and selectors.user_may_withdraw(user=user, request=upgrade),
-            "may_revoke": user.is_ops
-            and upgrade.state in (RequestState.APPROVED, RequestState.ACTIVE),
-            "may_extend": upgrade.state in (RequestState.APPROVED, RequestState.ACTIVE)
-            and selectors.user_may_file_for(user=user, project=upgrade.project),
+            "may_submit": blockers[RequestAction.SUBMIT] is None,
+            "may_withdraw": blockers[RequestAction.WITHDRAW] is None,
+            "may_revoke": blockers[RequestAction.REVOKE] is None,
+            "may_extend": blockers[RequestAction.EXTEND] is None,
             "comment_form": comment_form or forms.CommentForm(prefix="approve"),
             "reject_form": reject_form or forms.DecisionReasonForm(prefix="reject"),
             "revoke_form": revoke_form or forms.DecisionReasonForm(prefix="revoke"),

@@ -3,18 +3,11 @@
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
 
-from governance.models import ChangeStatus, RuleChange, User
+from governance.models import ChangeStatus, RuleChange
 
 
 def lock_change(change: RuleChange) -> RuleChange:
     return RuleChange.objects.select_for_update().get(pk=change.pk)
-
-
-def save_change(change: RuleChange, *, user: User, reason: str) -> None:
-    change.full_clean()
-    change._history_user = user  # type: ignore[attr-defined]
-    change._change_reason = reason  # type: ignore[attr-defined]
-    change.save()
 
 
 def require_status(change: RuleChange, *allowed: str) -> None:

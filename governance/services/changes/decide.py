@@ -2,14 +2,15 @@
 
 import datetime as dt
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.db import models, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from governance.models import ChangeStatus, PriorityTier, RuleChange, User
 
-from ._state import lock_change, require_status, save_change
+from .._history import REASON_MAX_LENGTH, governed_save, require_text
+from ._state import lock_change, require_status
 
 
 def _targets(change: RuleChange) -> list[models.Model | None]:
@@ -55,7 +56,7 @@ def rule_change_approve(
     change.status = ChangeStatus.APPROVED
     change.approved_by = user
     change.approved_at = now or timezone.now()
-    save_change(change, user=user, reason=(note or "").strip() or _("Approved"))
+    governed_save(change, user=user, reason=(note or "").strip() or _("Approved"))
     return change
 
 
@@ -63,9 +64,12 @@ def rule_change_approve(
 def rule_change_reject(
     *, change: RuleChange, user: User, note: str, now: dt.datetime | None = None
 ) -> RuleChange:
-    note = (note or "").strip()
-    if not note:
-        raise ValidationError({"note": _("Say why the change is rejected.")})
+    note = require_text(
+        note,
+        field="note",
+        message=_("Say why the change is rejected."),
+        limit=REASON_MAX_LENGTH,
+    )
     change = lock_change(change)
     require_status(change, ChangeStatus.PROPOSED, ChangeStatus.APPROVED)
     problem = approval_problem(change=change, user=user)
@@ -75,7 +79,7 @@ def rule_change_reject(
     change.closed_by = user
     change.closed_at = now or timezone.now()
     change.close_note = note
-    save_change(change, user=user, reason=note)
+    governed_save(change, user=user, reason=note)
     return change
 
 
@@ -91,5 +95,5 @@ def rule_change_withdraw(
     change.closed_by = user
     change.closed_at = now or timezone.now()
     change.close_note = (note or "").strip()
-    save_change(change, user=user, reason=change.close_note or _("Withdrawn"))
+    governed_save(change, user=user, reason=change.close_note or _("Withdrawn"))
     return change

@@ -25,8 +25,8 @@ from governance.selectors.changes import (
     value_to_json,
 )
 
-from .._history import require_reason
-from ._state import lock_change, save_change
+from .._history import governed_save, require_reason
+from ._state import lock_change
 from .apply import apply_edits
 from .spec import CAPACITY, EDITABLE, KEYED, MEMBERSHIP, TITLE_MAX_LENGTH, EditSpec
 
@@ -222,5 +222,5 @@ def rule_change_propose(
     change.status = ChangeStatus.PROPOSED
     change.proposed_by = user
     change.proposed_at = now
-    save_change(change, user=user, reason=_("Proposed"))
+    governed_save(change, user=user, reason=_("Proposed"))
     return change
