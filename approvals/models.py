@@ -84,6 +84,14 @@ FINAL_STATES = (
     RequestState.EXPIRED,
     RequestState.REVOKED,
 )
+# How pages mark each state.
+STATE_BADGES = {
+    RequestState.SUBMITTED: "badge--warning",
+    RequestState.APPROVED: "badge--lead",
+    RequestState.ACTIVE: "badge--created",
+    RequestState.REJECTED: "badge--danger",
+    RequestState.REVOKED: "badge--danger",
+}
 # States of an approved request whose grant has not ended.
 GRANTED_STATES = (RequestState.APPROVED, RequestState.ACTIVE)
 
@@ -229,6 +237,10 @@ class ApprovalPolicy(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("approval_policy_list") + f"#policy-{self.pk}"
+
+    @property
+    def needs_tier_owner(self) -> bool:
+        return self.approver == ApproverRule.TIER_OWNER
 
 
 class UpgradeRequest(GrantTerms):
@@ -384,6 +396,11 @@ class UpgradeRequest(GrantTerms):
         return str(self.state.label)
 
     @property
+    def state_badge(self) -> str:
+        """The badge style of the state now (for pages)."""
+        return STATE_BADGES.get(self.state, "")
+
+    @property
     def is_pending(self) -> bool:
         return self.stage == RequestStage.SUBMITTED
 
@@ -491,6 +508,10 @@ class Approval(models.Model):
 
     def __str__(self) -> str:
         return f"{self.request_id}: {self.get_decision_display()} by {self.approver}"
+
+    @property
+    def is_approval(self) -> bool:
+        return self.decision == Decision.APPROVE
 
 
 class NotificationEvent(models.TextChoices):

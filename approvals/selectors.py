@@ -36,7 +36,13 @@ from governance.models import (
     ProjectRole,
     Terms,
 )
-from governance.selectors import default_tier, effective_rules, pool_usage, user_can_read_rules
+from governance.selectors import (
+    Blocker,
+    default_tier,
+    effective_rules,
+    pool_usage,
+    user_can_read_rules,
+)
 
 EVIDENCE_WINDOW_DAYS = 90
 EXPIRY_WARNING = timedelta(hours=24)
@@ -105,18 +111,6 @@ def inbox(*, user: Any) -> list[UpgradeRequest]:
 
 def inbox_count(*, user: Any) -> int:
     return len(inbox(user=user))
-
-
-@dataclass(frozen=True)
-class Blocker:
-    """Why someone may not act on a request: ``forbidden`` when they never may (a 403),
-    otherwise not now (a 400: the request's state, a decision already given)."""
-
-    message: str
-    forbidden: bool = False
-
-    def __str__(self) -> str:
-        return self.message
 
 
 def _not_now(request: UpgradeRequest, state: RequestState, *, decide: bool = False) -> Blocker:

@@ -14,6 +14,7 @@ from django.utils.translation import gettext_lazy as _
 
 from governance.models import (
     ChangeStatus,
+    ConflictChoice,
     EditKind,
     GpuFlavor,
     Membership,
@@ -407,11 +408,11 @@ class RollbackForm(ServiceErrorsMixin, forms.Form):
                 % {"object": conflict.row.object_name, "field": conflict.row.field_label},
                 choices=[
                     (
-                        "keep",
+                        ConflictChoice.KEEP,
                         _("Keep the current value (%(value)s)") % {"value": conflict.row.current},
                     ),
                     (
-                        "restore",
+                        ConflictChoice.RESTORE,
                         _("Restore the old value (%(value)s)") % {"value": conflict.row.old},
                     ),
                 ],

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from approvals.models import ApprovalPolicy, ApproverRule, RequestKind, UpgradeRequest
+from approvals.models import ApprovalPolicy, ApproverRule, Decision, RequestKind, UpgradeRequest
 from governance.models import (
     GpuFlavor,
     Pool,
@@ -220,7 +220,7 @@ def demo_approvals_seed(*, now: datetime | None = None) -> dict[str, int]:
         )
         decided = at(spec.filed + 1)
         for decision, username, comment in spec.decisions:
-            if decision == "approve":
+            if decision == Decision.APPROVE:
                 request = request_approve(
                     request=request, user=users[username], comment=comment, now=decided
                 )

@@ -50,11 +50,8 @@ def _require(request: UpgradeRequest, user: User, action: RequestAction, now: da
     """Refuse unless ``user`` may do ``action`` now: the same rule the pages ask
     (``request_action_blocker``); a 403 when they never may, a 400 when not now."""
     blocker = selectors.request_action_blocker(request=request, user=user, action=action, at=now)
-    if blocker is None:
-        return
-    if blocker.forbidden:
-        raise PermissionDenied(blocker.message)
-    raise ValidationError(blocker.message)
+    if blocker is not None:
+        raise blocker.error()
 
 
 # --- create and submit ----------------------------------------------------------------------

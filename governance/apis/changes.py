@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance import services
-from governance.models import ChangeStatus, EditKind, GpuFlavor, RuleChange
+from governance.models import ChangeStatus, ConflictChoice, EditKind, GpuFlavor, RuleChange
 from governance.selectors import (
     OBJECT_TYPES,
     edit_rows,
@@ -381,7 +381,7 @@ class RuleChangeRollbackApi(APIView):
         reason = serializers.CharField()
         confirmation_reason = serializers.CharField(required=False, allow_blank=True, default="")
         choices = serializers.DictField(
-            child=serializers.ChoiceField(choices=["keep", "restore"]),
+            child=serializers.ChoiceField(choices=ConflictChoice.choices),
             required=False,
             default=dict,
             help_text=_(

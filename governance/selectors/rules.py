@@ -247,14 +247,6 @@ def quotas_for_projects(*, project_ids: list[int]) -> QuerySet[Quota]:
     return quota_list().filter(project_id__in=project_ids)
 
 
-def allowed_tiers(*, project: Project, default: PriorityTier | None) -> list[PriorityTier]:
-    """The tiers a project's work may use: its tier (or the default) and every tier below."""
-    top = project.tier or default
-    if top is None:
-        return []
-    return list(PriorityTier.objects.filter(score__lte=top.score).order_by("-score"))
-
-
 def search_filter(queryset: QuerySet[M], *, query: str, fields: list[str]) -> QuerySet[M]:
     if not query:
         return queryset

@@ -11,7 +11,6 @@ from ._history import (
 )
 from .changes import (
     EditSpec,
-    approval_problem,
     rule_change_apply,
     rule_change_approve,
     rule_change_create,
@@ -36,7 +35,6 @@ __all__ = [
     "TEXT_MAX_LENGTH",
     "EditSpec",
     "apply_fields",
-    "approval_problem",
     "demo_seed",
     "flavor_create",
     "flavor_update",

@@ -2,12 +2,13 @@
 
 import datetime as dt
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from governance.models import (
+    ChangeAction,
     ChangeStatus,
     GpuFlavor,
     Membership,
@@ -32,7 +33,7 @@ from ..projects import membership_remove, membership_set, project_update
 from ..quotas import quota_update
 from ..revisions import rules_revision_create
 from ..tiers import tier_update
-from ._state import lock_change, require_status
+from ._state import lock_change, require_action
 from .spec import CAPACITY, MEMBERSHIP, value_from_json
 
 
@@ -115,10 +116,8 @@ def rule_change_apply(
     the other is told that the change was already applied. An edit whose field was changed
     by someone else since the proposal is not overwritten: the change is refused.
     """
-    if not user.is_ops:
-        raise PermissionDenied(_("Only ops may apply a rule change."))
     change = lock_change(change)
-    require_status(change, ChangeStatus.APPROVED)
+    require_action(change, user=user, action=ChangeAction.APPLY)
     stale = stale_edits(change=change)
     if stale:
         raise ValidationError(
