@@ -15,12 +15,9 @@ from approvals.models import (
 from governance.admin import ReadOnlyAdmin
 
 
-class RequestEventInline(admin.TabularInline):
-    model = RequestEvent
+class _ReadOnlyInline(admin.TabularInline):
     extra = 0
     can_delete = False
-    fields = ("at", "action", "actor", "comment")
-    readonly_fields = fields
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
@@ -29,7 +26,13 @@ class RequestEventInline(admin.TabularInline):
         return False
 
 
-class ApprovalInline(RequestEventInline):
+class RequestEventInline(_ReadOnlyInline):
+    model = RequestEvent
+    fields = ("at", "action", "actor", "comment")
+    readonly_fields = fields
+
+
+class ApprovalInline(_ReadOnlyInline):
     model = Approval
     fields = ("at", "approver", "decision", "comment")
     readonly_fields = fields

@@ -29,6 +29,7 @@ from governance.apis._common import (
     slug_filter,
 )
 from governance.models import TERM_FIELDS, Project, Terms
+from governance.selectors import signed_in_user
 from governance.services import TEXT_MAX_LENGTH
 
 BAD_INPUT = OpenApiResponse(
@@ -293,7 +294,7 @@ class RequestCreateApi(APIView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         upgrade = services.request_create(
-            user=request.user,
+            user=signed_in_user(request),
             project=data["project"],
             terms=Terms.from_data(data),
             justification=data["justification"],
@@ -349,7 +350,9 @@ class RequestSubmitApi(APIView):
     @_action_schema("requests_submit", _("Send a draft to its approvers"), None)
     def post(self, request: Request, pk: int) -> Response:
         upgrade = selectors.request_get(user=request.user, pk=pk)
-        return _detail(services.request_submit(request=upgrade, user=request.user), request)
+        return _detail(
+            services.request_submit(request=upgrade, user=signed_in_user(request)), request
+        )
 
 
 class RequestWithdrawApi(APIView):

@@ -66,50 +66,54 @@ class JobIdsField(forms.CharField):
         return value
 
     def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
-        text = super().to_python(value)
+        text = super().to_python(value) or ""
         return [job for job in re.split(r"[\s,]+", text) if job]
 
 
 # The terms' form fields come from the model (``GrantTerms``); only how they are shown is
 # said here.
-_TERMS_FORM_FIELDS = forms.fields_for_model(
-    UpgradeRequest,
-    fields=TERM_FIELDS,
-    labels={
-        "kind": _("Kind of request"),
-        "tier": _("Target tier"),
-        "flavor": _("GPU flavor"),
-        "extra_gpus": _("Extra GPUs"),
-        "lift_borrow_limit": _("Lift the borrow limit instead"),
-        "starts_at": _("From"),
-        "ends_at": _("Until"),
-    },
-    help_texts={
-        "tier": _("Priority upgrades and queue jumps: the tier the work should run at."),
-        "job_ids": _(
-            "Queue jumps: the pending jobs. Upgrades and protection: leave empty for all of "
-            "the project's work, or name jobs. Separate them with spaces or new lines."
-        ),
-        "pool": _("Quota exceptions: the pool and flavor of the quota to raise."),
-        "flavor": "",
-        "extra_gpus": _("Quota exceptions: GPUs added to the quota's maximum."),
-        "lift_borrow_limit": "",
-        "preemption_class": _("Preemption protection: the stricter class the work gets."),
-        "ends_at": _("The grant ends here on its own; the policy limits the length."),
-    },
-    widgets={
-        "kind": forms.RadioSelect,
-        "starts_at": DateTimeInput(),
-        "ends_at": DateTimeInput(),
-    },
-    field_classes={"job_ids": JobIdsField},
-)
+TERMS_LABELS: dict[str, Any] = {
+    "kind": _("Kind of request"),
+    "tier": _("Target tier"),
+    "flavor": _("GPU flavor"),
+    "extra_gpus": _("Extra GPUs"),
+    "lift_borrow_limit": _("Lift the borrow limit instead"),
+    "starts_at": _("From"),
+    "ends_at": _("Until"),
+}
+TERMS_HELP: dict[str, Any] = {
+    "tier": _("Priority upgrades and queue jumps: the tier the work should run at."),
+    "job_ids": _(
+        "Queue jumps: the pending jobs. Upgrades and protection: leave empty for all of "
+        "the project's work, or name jobs. Separate them with spaces or new lines."
+    ),
+    "pool": _("Quota exceptions: the pool and flavor of the quota to raise."),
+    "flavor": "",
+    "extra_gpus": _("Quota exceptions: GPUs added to the quota's maximum."),
+    "lift_borrow_limit": "",
+    "preemption_class": _("Preemption protection: the stricter class the work gets."),
+    "ends_at": _("The grant ends here on its own; the policy limits the length."),
+}
 
 
-_TermsForm: type[forms.Form] = type("_TermsForm", (forms.Form,), _TERMS_FORM_FIELDS)
+def terms_fields() -> dict[str, forms.Field]:
+    """New form fields for the terms, made from the model's fields."""
+    fields = forms.fields_for_model(
+        UpgradeRequest,
+        fields=TERM_FIELDS,
+        labels=TERMS_LABELS,
+        help_texts=TERMS_HELP,
+        widgets={
+            "kind": forms.RadioSelect,
+            "starts_at": DateTimeInput(),
+            "ends_at": DateTimeInput(),
+        },
+        field_classes={"job_ids": JobIdsField},
+    )
+    return {name: field for name, field in fields.items() if field is not None}
 
 
-class RequestForm(ServiceErrorsMixin, _TermsForm):
+class RequestForm(ServiceErrorsMixin, forms.Form):
     project = forms.ModelChoiceField(label=_("Project"), queryset=Project.objects.none())
     justification = forms.CharField(
         label=_("Justification"),
@@ -135,7 +139,8 @@ class RequestForm(ServiceErrorsMixin, _TermsForm):
 
     def __init__(self, *args: Any, projects: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        fields: Any = self.fields
+        self.fields.update(terms_fields())
+        fields = self.fields
         fields["project"].queryset = projects
         fields["kind"].choices = RequestKind.choices
         fields["tier"].queryset = PriorityTier.objects.order_by("-score")
@@ -149,7 +154,9 @@ class RequestForm(ServiceErrorsMixin, _TermsForm):
         fields["extra_gpus"].widget.attrs.update(min=1, max=10000)
         fields["extra_gpus"].validators += [MinValueValidator(1), MaxValueValidator(10000)]
         fields["job_ids"].required = False
-        self.kind_help = [(value, label, KIND_HELP[value]) for value, label in RequestKind.choices]
+        self.kind_help = [
+            (value, label, KIND_HELP[RequestKind(value)]) for value, label in RequestKind.choices
+        ]
 
     def service_data(self) -> dict[str, Any]:
         """What ``request_create`` takes: the terms (only those the chosen kind uses)."""

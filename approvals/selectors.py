@@ -25,6 +25,7 @@ from approvals.models import (
     RequestStage,
     RequestState,
     UpgradeRequest,
+    UpgradeRequestQuerySet,
     grant_summary,
 )
 from governance.models import (
@@ -51,7 +52,7 @@ EXPIRY_WARNING = timedelta(hours=24)
 # --- requests -------------------------------------------------------------------------------
 
 
-def _request_queryset() -> QuerySet[UpgradeRequest]:
+def _request_queryset() -> UpgradeRequestQuerySet:
     return UpgradeRequest.objects.select_related(
         "project",
         "requester",
@@ -64,7 +65,7 @@ def _request_queryset() -> QuerySet[UpgradeRequest]:
     )
 
 
-def request_list() -> QuerySet[UpgradeRequest]:
+def request_list() -> UpgradeRequestQuerySet:
     """Requests, newest first, with what the list pages show (one query plus one prefetch)."""
     return (
         _request_queryset().prefetch_related("approvals__approver").order_by("-created_at", "-pk")

@@ -19,7 +19,12 @@ from django.views.decorators.http import require_POST
 
 from approvals import forms, selectors, services
 from approvals.models import ApprovalPolicy, RequestAction, RequestStage, UpgradeRequest
-from governance.selectors import history_entries, project_get, user_can_edit_rules
+from governance.selectors import (
+    history_entries,
+    project_get,
+    signed_in_user,
+    user_can_edit_rules,
+)
 
 
 def _posted(request: HttpRequest) -> Any:
@@ -42,7 +47,7 @@ def request_list(request: HttpRequest) -> HttpResponse:
         if data["project"]:
             requests = requests.filter(project=data["project"])
         if data["mine"]:
-            requests = requests.filter(requester=request.user)
+            requests = requests.filter(requester=signed_in_user(request))
     return render(
         request,
         "approvals/request_list.html",
@@ -69,7 +74,7 @@ def request_create(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             created = services.request_create(
-                user=request.user,
+                user=signed_in_user(request),
                 submit=request.POST.get("action") != "draft",
                 **form.service_data(),
             )
@@ -154,7 +159,7 @@ def request_submit(request: HttpRequest, pk: int) -> HttpResponse:
     return _act(
         request,
         pk,
-        lambda upgrade: services.request_submit(request=upgrade, user=request.user),
+        lambda upgrade: services.request_submit(request=upgrade, user=signed_in_user(request)),
         _("The request was sent to its approvers."),
     )
 
@@ -167,7 +172,7 @@ def request_withdraw(request: HttpRequest, pk: int) -> HttpResponse:
         request,
         pk,
         lambda upgrade: services.request_withdraw(
-            request=upgrade, user=request.user, comment=comment
+            request=upgrade, user=signed_in_user(request), comment=comment
         ),
         _("The request was withdrawn."),
     )
@@ -184,7 +189,7 @@ def request_approve(request: HttpRequest, pk: int) -> HttpResponse:
         request,
         pk,
         lambda upgrade: services.request_approve(
-            request=upgrade, user=request.user, comment=form.cleaned_data["comment"]
+            request=upgrade, user=signed_in_user(request), comment=form.cleaned_data["comment"]
         ),
         _("Your approval was recorded."),
     )
@@ -197,7 +202,9 @@ def request_reject(request: HttpRequest, pk: int) -> HttpResponse:
     form = forms.DecisionReasonForm(request.POST, prefix="reject")
     if form.is_valid():
         try:
-            services.request_reject(request=upgrade, user=request.user, reason=form.change_reason)
+            services.request_reject(
+                request=upgrade, user=signed_in_user(request), reason=form.change_reason
+            )
         except ValidationError as error:
             form.add_service_error(error)
         else:
@@ -213,7 +220,9 @@ def request_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     form = forms.DecisionReasonForm(request.POST, prefix="revoke")
     if form.is_valid():
         try:
-            services.request_revoke(request=upgrade, user=request.user, reason=form.change_reason)
+            services.request_revoke(
+                request=upgrade, user=signed_in_user(request), reason=form.change_reason
+            )
         except ValidationError as error:
             form.add_service_error(error)
         else:
@@ -251,7 +260,7 @@ def project_grants(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def notification_list(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
-        services.notifications_mark_read(user=request.user)
+        services.notifications_mark_read(user=signed_in_user(request))
         return redirect("notification_list")
     return render(
         request,
@@ -299,7 +308,7 @@ def policy_create(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             policy = services.policy_create(
-                user=request.user, reason=form.change_reason, **form.service_data()
+                user=signed_in_user(request), reason=form.change_reason, **form.service_data()
             )
         except ValidationError as error:
             form.add_service_error(error)
@@ -323,7 +332,7 @@ def policy_edit(request: HttpRequest, pk: int) -> HttpResponse:
         try:
             policy = services.policy_update(
                 policy=policy,
-                user=request.user,
+                user=signed_in_user(request),
                 reason=form.change_reason,
                 data=form.service_data(),
             )

@@ -28,8 +28,7 @@ from governance.models import (
     User,
 )
 from governance.selectors import object_lookup
-
-REASON_MAX_LENGTH = 1000
+from governance.services import REASON_MAX_LENGTH
 
 
 def reason_field() -> forms.CharField:
@@ -47,6 +46,9 @@ def active_users() -> Any:
 
 class ServiceErrorsMixin:
     """Show a service's ``ValidationError`` on the form, on the fields it names."""
+
+    # The forms adjust their fields (querysets, empty labels, choices) by name.
+    fields: dict[str, Any]
 
     def add_service_error(self, error: ValidationError) -> None:
         if not hasattr(error, "error_dict"):

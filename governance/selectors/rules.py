@@ -45,6 +45,17 @@ def user_can_edit_rules(user: Any) -> bool:
     return bool(user_can_read_rules(user) and user.is_ops)
 
 
+def signed_in_user(request: Any) -> User:
+    """The user of a page or API request that sign-in let through; a 403 for anyone else.
+
+    Views pass it to the services, which take a ``User``.
+    """
+    user = request.user
+    if not isinstance(user, User) or not user_can_read_rules(user):
+        raise PermissionDenied
+    return user
+
+
 def _scoped_get(queryset: QuerySet[M], *, user: Any, for_edit: bool, **lookup: Any) -> M:
     """404 when the object does not exist or the user may not see it; 403 to edit it."""
     if not user_can_read_rules(user):

@@ -139,7 +139,7 @@ def change_rollback(request: HttpRequest, pk: int) -> HttpResponse:
         try:
             rollback = services.rule_change_rollback(
                 change=change,
-                user=request.user,  # type: ignore[arg-type]
+                user=selectors.signed_in_user(request),
                 reason=form.change_reason,
                 choices=form.choices(),
                 confirmation_reason=form.cleaned_data["confirmation_reason"],
@@ -198,7 +198,7 @@ def _review_page(request: HttpRequest, *, edit_url: str, **subject: Any) -> Http
     if request.method == "POST" and form.is_valid():
         try:
             review = services.review_record(
-                user=request.user,  # type: ignore[arg-type]
+                user=selectors.signed_in_user(request),
                 outcome=form.cleaned_data["outcome"],
                 notes=form.cleaned_data["notes"],
                 review_cycle_days=form.cleaned_data["review_cycle_days"],
