@@ -270,14 +270,12 @@ def _more_projects(world, start: int, stop: int) -> None:
 
 
 @pytest.mark.parametrize("make", [quota_exception, upgrade])
-def test_submitting_costs_the_same_queries_whatever_the_number_of_projects(
-    world, policies, lead, make
-):
+def test_submitting_costs_the_same_queries_whatever_the_number_of_projects(world, policies, make):
     """The checks and the evidence read the rules of the one project, not of every project."""
     counts = []
     for start, stop in ((0, 2), (2, 30)):
         _more_projects(world, start, stop)
         with CaptureQueriesContext(connection) as captured:
-            make(world, lead, ends_at=T0 + DAY + stop * HOUR)
+            make(world, world.ops, ends_at=T0 + DAY + stop * HOUR)
         counts.append(len(captured.captured_queries))
     assert counts[0] == counts[1]
