@@ -15,12 +15,9 @@ from approvals.models import (
 from governance.admin import ReadOnlyAdmin
 
 
-class RequestEventInline(admin.TabularInline):
-    model = RequestEvent
+class _ReadOnlyInline(admin.TabularInline):
     extra = 0
     can_delete = False
-    fields = ("at", "action", "actor", "comment")
-    readonly_fields = fields
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
@@ -29,7 +26,13 @@ class RequestEventInline(admin.TabularInline):
         return False
 
 
-class ApprovalInline(RequestEventInline):
+class RequestEventInline(_ReadOnlyInline):
+    model = RequestEvent
+    fields = ("at", "action", "actor", "comment")
+    readonly_fields = fields
+
+
+class ApprovalInline(_ReadOnlyInline):
     model = Approval
     fields = ("at", "approver", "decision", "comment")
     readonly_fields = fields
@@ -38,7 +41,7 @@ class ApprovalInline(RequestEventInline):
 @admin.register(UpgradeRequest)
 class UpgradeRequestAdmin(ReadOnlyAdmin):
     list_display = ("pk", "kind", "project", "requester", "state", "starts_at", "ends_at")
-    list_filter = ("state", "kind", "flagged")
+    list_filter = ("stage", "kind", "flagged")
     list_select_related = ("project", "requester")
     search_fields = ("project__slug", "requester__username", "justification")
     inlines = (ApprovalInline, RequestEventInline)

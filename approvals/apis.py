@@ -28,7 +28,9 @@ from governance.apis._common import (
     parse_filters,
     slug_filter,
 )
-from governance.models import GpuFlavor, Pool, PreemptionClass, PriorityTier, Project
+from governance.models import TERM_FIELDS, Project, Terms
+from governance.selectors import signed_in_user
+from governance.services import TEXT_MAX_LENGTH
 
 BAD_INPUT = OpenApiResponse(
     description=_("The input is invalid; the body maps each field to its messages.")
@@ -174,7 +176,10 @@ class RequestListApi(APIView):
     )
     def get(self, request: Request) -> Response:
         filters = parse_filters(self.FilterSerializer, request)
+        state = filters.pop("state", None)
         requests = selectors.request_list().filter(**filters)
+        if state:
+            requests = requests.in_state(state)
         return get_paginated_response(
             serializer_class=RequestOutputSerializer,
             queryset=requests,
@@ -232,37 +237,30 @@ class NotificationCountsApi(APIView):
 # --- writes ---------------------------------------------------------------------------------
 
 
+class _TermsInputSerializer(serializers.ModelSerializer):
+    """A request's terms as the model (``GrantTerms``) defines them; related rows by slug."""
+
+    serializer_related_field = serializers.SlugRelatedField
+    job_ids = serializers.ListField(
+        child=serializers.CharField(max_length=200), required=False, max_length=100
+    )
+
+    class Meta:
+        model = UpgradeRequest
+        fields: tuple[str, ...] = TERM_FIELDS
+        extra_kwargs = {
+            **{name: {"slug_field": "slug"} for name in ("tier", "pool", "flavor")},
+            "preemption_class": {"slug_field": "slug"},
+            "extra_gpus": {"min_value": 1, "max_value": 10000},
+        }
+
+
 class RequestCreateApi(APIView):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(_TermsInputSerializer):
         project = serializers.SlugRelatedField(slug_field="slug", queryset=Project.objects.all())
-        kind = serializers.ChoiceField(choices=RequestKind.choices)
-        justification = serializers.CharField(max_length=2000)
-        business_impact = serializers.CharField(max_length=2000)
-        starts_at = serializers.DateTimeField()
-        ends_at = serializers.DateTimeField()
+        justification = serializers.CharField(max_length=TEXT_MAX_LENGTH)
+        business_impact = serializers.CharField(max_length=TEXT_MAX_LENGTH)
         deadline = serializers.DateTimeField(required=False, allow_null=True)
-        tier = serializers.SlugRelatedField(
-            slug_field="slug", queryset=PriorityTier.objects.all(), required=False, allow_null=True
-        )
-        pool = serializers.SlugRelatedField(
-            slug_field="slug", queryset=Pool.objects.all(), required=False, allow_null=True
-        )
-        flavor = serializers.SlugRelatedField(
-            slug_field="slug", queryset=GpuFlavor.objects.all(), required=False, allow_null=True
-        )
-        extra_gpus = serializers.IntegerField(
-            min_value=1, max_value=10000, required=False, allow_null=True
-        )
-        lift_borrow_limit = serializers.BooleanField(required=False, default=False)
-        preemption_class = serializers.SlugRelatedField(
-            slug_field="slug",
-            queryset=PreemptionClass.objects.all(),
-            required=False,
-            allow_null=True,
-        )
-        job_ids = serializers.ListField(
-            child=serializers.CharField(max_length=200), required=False, max_length=100
-        )
         extends = serializers.PrimaryKeyRelatedField(
             queryset=UpgradeRequest.objects.all(), required=False, allow_null=True
         )
@@ -272,8 +270,17 @@ class RequestCreateApi(APIView):
             help_text=_("Send to the approvers at once (default), or keep as a draft."),
         )
 
-        class Meta:
+        class Meta(_TermsInputSerializer.Meta):
             ref_name = "RequestCreateInput"
+            fields = (
+                "project",
+                *TERM_FIELDS,
+                "justification",
+                "business_impact",
+                "deadline",
+                "extends",
+                "submit",
+            )
 
     @extend_schema(
         operation_id="requests_create",
@@ -285,7 +292,17 @@ class RequestCreateApi(APIView):
     def post(self, request: Request) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        upgrade = services.request_create(user=request.user, **serializer.validated_data)
+        data = serializer.validated_data
+        upgrade = services.request_create(
+            user=signed_in_user(request),
+            project=data["project"],
+            terms=Terms.from_data(data),
+            justification=data["justification"],
+            business_impact=data["business_impact"],
+            deadline=data.get("deadline"),
+            extends=data.get("extends"),
+            submit=data["submit"],
+        )
         response = _detail(upgrade, request)
         response.status_code = status.HTTP_201_CREATED
         return response
@@ -333,7 +350,9 @@ class RequestSubmitApi(APIView):
     @_action_schema("requests_submit", _("Send a draft to its approvers"), None)
     def post(self, request: Request, pk: int) -> Response:
         upgrade = selectors.request_get(user=request.user, pk=pk)
-        return _detail(services.request_submit(request=upgrade, user=request.user), request)
+        return _detail(
+            services.request_submit(request=upgrade, user=signed_in_user(request)), request
+        )
 
 
 class RequestWithdrawApi(APIView):

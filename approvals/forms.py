@@ -4,27 +4,24 @@ import re
 from typing import Any
 
 from django import forms
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.utils.translation import gettext_lazy as _
 
 from approvals.models import ApprovalPolicy, RequestKind, RequestState, UpgradeRequest
 from governance.forms import ReasonForm, RuleForm, ServiceErrorsMixin
 from governance.models import (
+    KIND_SPECIFIC_TERMS,
+    KIND_TERMS,
+    TERM_FIELDS,
     GpuFlavor,
     Pool,
     PreemptionClass,
     PreemptionKind,
     PriorityTier,
     Project,
+    Terms,
 )
-
-# Which fields each kind uses; the others are dropped before the service sees them.
-KIND_FIELDS = {
-    RequestKind.PRIORITY_UPGRADE: ("tier", "job_ids"),
-    RequestKind.QUOTA_EXCEPTION: ("pool", "flavor", "extra_gpus", "lift_borrow_limit"),
-    RequestKind.PREEMPTION_PROTECTION: ("preemption_class", "job_ids"),
-    RequestKind.QUEUE_JUMP: ("tier", "job_ids"),
-}
-KIND_SPECIFIC = ("tier", "pool", "flavor", "extra_gpus", "lift_borrow_limit", "preemption_class")
+from governance.services import TEXT_MAX_LENGTH
 
 # What each kind is for, shown next to the choice.
 KIND_HELP = {
@@ -59,38 +56,76 @@ class JobIdsField(forms.CharField):
 
     widget = forms.Textarea(attrs={"rows": 2, "class": "code"})
 
+    def __init__(self, *, encoder: Any = None, decoder: Any = None, **kwargs: Any) -> None:
+        # Made from the model's JSON field, which passes its (unused here) encoder and decoder.
+        super().__init__(**kwargs)
+
     def prepare_value(self, value: Any) -> Any:
         if isinstance(value, list):
             return "\n".join(value)
         return value
 
     def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
-        text = super().to_python(value)
+        text = super().to_python(value) or ""
         return [job for job in re.split(r"[\s,]+", text) if job]
+
+
+# The terms' form fields come from the model (``GrantTerms``); only how they are shown is
+# said here.
+TERMS_LABELS: dict[str, Any] = {
+    "kind": _("Kind of request"),
+    "tier": _("Target tier"),
+    "flavor": _("GPU flavor"),
+    "extra_gpus": _("Extra GPUs"),
+    "lift_borrow_limit": _("Lift the borrow limit instead"),
+    "starts_at": _("From"),
+    "ends_at": _("Until"),
+}
+TERMS_HELP: dict[str, Any] = {
+    "tier": _("Priority upgrades and queue jumps: the tier the work should run at."),
+    "job_ids": _(
+        "Queue jumps: the pending jobs. Upgrades and protection: leave empty for all of "
+        "the project's work, or name jobs. Separate them with spaces or new lines."
+    ),
+    "pool": _("Quota exceptions: the pool and flavor of the quota to raise."),
+    "flavor": "",
+    "extra_gpus": _("Quota exceptions: GPUs added to the quota's maximum."),
+    "lift_borrow_limit": "",
+    "preemption_class": _("Preemption protection: the stricter class the work gets."),
+    "ends_at": _("The grant ends here on its own; the policy limits the length."),
+}
+
+
+def terms_fields() -> dict[str, forms.Field]:
+    """New form fields for the terms, made from the model's fields."""
+    fields = forms.fields_for_model(
+        UpgradeRequest,
+        fields=TERM_FIELDS,
+        labels=TERMS_LABELS,
+        help_texts=TERMS_HELP,
+        widgets={
+            "kind": forms.RadioSelect,
+            "starts_at": DateTimeInput(),
+            "ends_at": DateTimeInput(),
+        },
+        field_classes={"job_ids": JobIdsField},
+    )
+    return {name: field for name, field in fields.items() if field is not None}
 
 
 class RequestForm(ServiceErrorsMixin, forms.Form):
     project = forms.ModelChoiceField(label=_("Project"), queryset=Project.objects.none())
-    kind = forms.ChoiceField(
-        label=_("Kind of request"), choices=RequestKind.choices, widget=forms.RadioSelect
-    )
     justification = forms.CharField(
         label=_("Justification"),
-        max_length=2000,
+        max_length=TEXT_MAX_LENGTH,
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text=_("Why the work needs this, and why now."),
     )
     business_impact = forms.CharField(
         label=_("Business impact"),
-        max_length=2000,
+        max_length=TEXT_MAX_LENGTH,
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text=_("What happens if the request is refused."),
-    )
-    starts_at = forms.DateTimeField(label=_("From"), widget=DateTimeInput())
-    ends_at = forms.DateTimeField(
-        label=_("Until"),
-        widget=DateTimeInput(),
-        help_text=_("The grant ends here on its own; the policy limits the length."),
     )
     deadline = forms.DateTimeField(
         label=_("Deadline"),
@@ -98,62 +133,46 @@ class RequestForm(ServiceErrorsMixin, forms.Form):
         widget=DateTimeInput(),
         help_text=_("When the work must be done, if there is a date it cannot miss."),
     )
-    tier = forms.ModelChoiceField(
-        label=_("Target tier"),
-        queryset=PriorityTier.objects.order_by("-score"),
-        required=False,
-        help_text=_("Priority upgrades and queue jumps: the tier the work should run at."),
-    )
-    job_ids = JobIdsField(
-        label=_("Scheduler job ids"),
-        required=False,
-        help_text=_(
-            "Queue jumps: the pending jobs. Upgrades and protection: leave empty for all of "
-            "the project's work, or name jobs. Separate them with spaces or new lines."
-        ),
-    )
-    pool = forms.ModelChoiceField(
-        label=_("Pool"),
-        queryset=Pool.objects.order_by("name"),
-        required=False,
-        help_text=_("Quota exceptions: the pool and flavor of the quota to raise."),
-    )
-    flavor = forms.ModelChoiceField(
-        label=_("GPU flavor"), queryset=GpuFlavor.objects.order_by("name"), required=False
-    )
-    extra_gpus = forms.IntegerField(
-        label=_("Extra GPUs"),
-        min_value=1,
-        max_value=10000,
-        required=False,
-        help_text=_("Quota exceptions: GPUs added to the quota's maximum."),
-    )
-    lift_borrow_limit = forms.BooleanField(label=_("Lift the borrow limit instead"), required=False)
-    preemption_class = forms.ModelChoiceField(
-        label=_("Preemption class"),
-        queryset=PreemptionClass.objects.exclude(kind=PreemptionKind.ALLOWED).order_by("name"),
-        required=False,
-        help_text=_("Preemption protection: the stricter class the work gets."),
-    )
     extends = forms.ModelChoiceField(
         queryset=UpgradeRequest.objects.all(), required=False, widget=forms.HiddenInput
     )
 
     def __init__(self, *args: Any, projects: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["project"].queryset = projects
-        self.kind_help = [(value, label, KIND_HELP[value]) for value, label in RequestKind.choices]
+        self.fields.update(terms_fields())
+        fields = self.fields
+        fields["project"].queryset = projects
+        fields["kind"].choices = RequestKind.choices
+        fields["tier"].queryset = PriorityTier.objects.order_by("-score")
+        fields["pool"].queryset = Pool.objects.order_by("name")
+        fields["flavor"].queryset = GpuFlavor.objects.order_by("name")
+        fields["preemption_class"].queryset = PreemptionClass.objects.exclude(
+            kind=PreemptionKind.ALLOWED
+        ).order_by("name")
+        fields["extra_gpus"].min_value = 1
+        fields["extra_gpus"].max_value = 10000
+        fields["extra_gpus"].widget.attrs.update(min=1, max=10000)
+        fields["extra_gpus"].validators += [MinValueValidator(1), MaxValueValidator(10000)]
+        fields["job_ids"].required = False
+        self.kind_help = [
+            (value, label, KIND_HELP[RequestKind(value)]) for value, label in RequestKind.choices
+        ]
 
     def service_data(self) -> dict[str, Any]:
-        """The fields the chosen kind uses, as ``request_create`` takes them."""
+        """What ``request_create`` takes: the terms (only those the chosen kind uses)."""
         data = dict(self.cleaned_data)
-        used = KIND_FIELDS[data["kind"]]
-        for name in KIND_SPECIFIC:
+        used = KIND_TERMS[data["kind"]]
+        for name, empty in KIND_SPECIFIC_TERMS.items():
             if name not in used:
-                data[name] = False if name == "lift_borrow_limit" else None
-        if "job_ids" not in used:
-            data["job_ids"] = []
-        return data
+                data[name] = empty
+        return {
+            "project": data["project"],
+            "terms": Terms.from_data(data),
+            "justification": data["justification"],
+            "business_impact": data["business_impact"],
+            "deadline": data["deadline"],
+            "extends": data["extends"],
+        }
 
 
 class CommentForm(ServiceErrorsMixin, forms.Form):

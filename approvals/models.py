@@ -6,34 +6,26 @@ request becomes a ``governance.Grant``; from then on the request's state follows
 (scheduled → active → expired / revoked). Every write goes through ``approvals.services``.
 """
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import Q
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from simple_history.models import HistoricalRecords
 
-from governance.models import (
-    GpuFlavor,
-    Grant,
-    GrantKind,
-    Pool,
-    PreemptionClass,
-    PriorityTier,
-    Project,
-)
+from governance.models import TIER_KINDS, Grant, GrantKind, GrantTerms, PriorityTier, Project
 
 # The kinds of request are the kinds of grant they become.
 RequestKind = GrantKind
 
-# Kinds that name a target tier, and kinds that change a project's quota.
-TIER_KINDS = (RequestKind.PRIORITY_UPGRADE, RequestKind.QUEUE_JUMP)
+__all__ = ["TIER_KINDS"]
 
 
 def grant_summary(grant: Any) -> str:
@@ -62,7 +54,19 @@ def grant_summary(grant: Any) -> str:
     return gettext("the project's work as %(class)s") % {"class": grant.preemption_class}
 
 
+class RequestStage(models.TextChoices):
+    """What people have done with a request (stored). Once approved, the grant tells the rest."""
+
+    DRAFT = "draft", _("Draft")
+    SUBMITTED = "submitted", _("Submitted")
+    APPROVED = "approved", _("Approved")
+    REJECTED = "rejected", _("Rejected")
+    WITHDRAWN = "withdrawn", _("Withdrawn")
+
+
 class RequestState(models.TextChoices):
+    """A request's state at an instant: its stage, or once approved its grant's state then."""
+
     DRAFT = "draft", _("Draft")
     SUBMITTED = "submitted", _("Submitted")
     APPROVED = "approved", _("Approved")
@@ -80,6 +84,79 @@ FINAL_STATES = (
     RequestState.EXPIRED,
     RequestState.REVOKED,
 )
+# How pages mark each state.
+STATE_BADGES = {
+    RequestState.SUBMITTED: "badge--warning",
+    RequestState.APPROVED: "badge--lead",
+    RequestState.ACTIVE: "badge--created",
+    RequestState.REJECTED: "badge--danger",
+    RequestState.REVOKED: "badge--danger",
+}
+# States of an approved request whose grant has not ended.
+GRANTED_STATES = (RequestState.APPROVED, RequestState.ACTIVE)
+
+
+def state_at(
+    *,
+    stage: str,
+    starts_at: datetime | None,
+    ends_at: datetime | None,
+    revoked_at: datetime | None,
+    at: datetime,
+) -> RequestState:
+    """The state of a request at ``at`` from its stage and its grant's time box.
+
+    The one rule; ``UpgradeRequestQuerySet.state_q`` says the same in SQL.
+    """
+    if stage != RequestStage.APPROVED or starts_at is None or ends_at is None:
+        return RequestState(stage)
+    if revoked_at is not None and revoked_at <= at:
+        return RequestState.REVOKED
+    if ends_at <= at:
+        return RequestState.EXPIRED
+    if starts_at <= at:
+        return RequestState.ACTIVE
+    return RequestState.APPROVED
+
+
+class UpgradeRequestQuerySet(models.QuerySet["UpgradeRequest"]):
+    @staticmethod
+    def state_q(state: str, *, at: datetime) -> Q:
+        """The requests in ``state`` at ``at`` (as ``state_at`` decides, in SQL)."""
+        if state not in (
+            RequestState.APPROVED,
+            RequestState.ACTIVE,
+            RequestState.EXPIRED,
+            RequestState.REVOKED,
+        ):
+            return Q(stage=state)
+        granted = Q(stage=RequestStage.APPROVED, grant__isnull=False)
+        revoked = Q(grant__revoked_at__lte=at)
+        if state == RequestState.REVOKED:
+            return granted & revoked
+        if state == RequestState.EXPIRED:
+            return granted & ~revoked & Q(grant__ends_at__lte=at)
+        if state == RequestState.ACTIVE:
+            return granted & ~revoked & Q(grant__starts_at__lte=at, grant__ends_at__gt=at)
+        return granted & ~revoked & Q(grant__starts_at__gt=at)
+
+    def in_state(self, *states: str, at: datetime | None = None) -> "UpgradeRequestQuerySet":
+        at = at or timezone.now()
+        condition = Q(pk__in=[])
+        for state in states:
+            condition |= self.state_q(state, at=at)
+        return self.filter(condition)
+
+
+class RequestAction(models.TextChoices):
+    """What someone may do to a request; ``selectors.request_action_blocker`` says who when."""
+
+    SUBMIT = "submit", _("Submit")
+    WITHDRAW = "withdraw", _("Withdraw")
+    APPROVE = "approve", _("Approve")
+    REJECT = "reject", _("Reject")
+    REVOKE = "revoke", _("Revoke")
+    EXTEND = "extend", _("Extend")
 
 
 class ApproverRule(models.TextChoices):
@@ -161,13 +238,21 @@ class ApprovalPolicy(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("approval_policy_list") + f"#policy-{self.pk}"
 
+    @property
+    def needs_tier_owner(self) -> bool:
+        return self.approver == ApproverRule.TIER_OWNER
 
-class UpgradeRequest(models.Model):
-    """A priority upgrade or an urgent exception asked for by a lead or a CI pipeline."""
 
-    kind = models.CharField(_("kind"), max_length=32, choices=RequestKind.choices)
-    state = models.CharField(
-        _("state"), max_length=16, choices=RequestState.choices, default=RequestState.DRAFT
+class UpgradeRequest(GrantTerms):
+    """A priority upgrade or an urgent exception asked for by a lead or a CI pipeline.
+
+    Its terms (kind, what it changes, its time box) are a grant's (``GrantTerms``). Its
+    ``stage`` records what people did with it; once approved, its ``state`` at an instant
+    follows its grant's time box and revocation (``state_at``): nothing copies it.
+    """
+
+    stage = models.CharField(
+        _("stage"), max_length=16, choices=RequestStage.choices, default=RequestStage.DRAFT
     )
     project = models.ForeignKey(
         Project, verbose_name=_("project"), on_delete=models.PROTECT, related_name="requests"
@@ -188,33 +273,6 @@ class UpgradeRequest(models.Model):
         blank=True,
         help_text=_("When the work must be done, if there is a date it cannot miss."),
     )
-    starts_at = models.DateTimeField(_("from"))
-    ends_at = models.DateTimeField(_("until"))
-    # Kind-specific fields, as on the grant the request becomes.
-    tier = models.ForeignKey(
-        PriorityTier,
-        verbose_name=_("target tier"),
-        on_delete=models.PROTECT,
-        null=True,
-        blank=True,
-        related_name="requests",
-    )
-    pool = models.ForeignKey(
-        Pool, verbose_name=_("pool"), on_delete=models.PROTECT, null=True, blank=True
-    )
-    flavor = models.ForeignKey(
-        GpuFlavor, verbose_name=_("flavor"), on_delete=models.PROTECT, null=True, blank=True
-    )
-    extra_gpus = models.PositiveIntegerField(_("extra GPUs"), null=True, blank=True)
-    lift_borrow_limit = models.BooleanField(_("lift the borrow limit"), default=False)
-    preemption_class = models.ForeignKey(
-        PreemptionClass,
-        verbose_name=_("preemption class"),
-        on_delete=models.PROTECT,
-        null=True,
-        blank=True,
-    )
-    job_ids = models.JSONField(_("scheduler job ids"), default=list, blank=True)
     extends = models.ForeignKey(
         "self",
         verbose_name=_("extends"),
@@ -263,42 +321,23 @@ class UpgradeRequest(models.Model):
     decided_at = models.DateTimeField(_("decided at"), null=True, blank=True)
     history = HistoricalRecords()
 
-    class Meta:
+    objects = UpgradeRequestQuerySet.as_manager()
+
+    class Meta(GrantTerms.Meta):
         ordering = ["-created_at", "-pk"]
         verbose_name = _("request")
         verbose_name_plural = _("requests")
-        indexes = [models.Index(fields=["state", "submitted_at"], name="request_state_age")]
+        indexes = [models.Index(fields=["stage", "submitted_at"], name="request_stage_age")]
         constraints = [
+            *GrantTerms.Meta.constraints,
             models.CheckConstraint(
-                condition=Q(kind__in=RequestKind.values), name="request_kind_valid"
+                condition=Q(stage__in=RequestStage.values), name="request_stage_valid"
             ),
+            # An approved request has its grant, and only an approved one has one.
             models.CheckConstraint(
-                condition=Q(state__in=RequestState.values), name="request_state_valid"
-            ),
-            models.CheckConstraint(
-                condition=Q(ends_at__gt=F("starts_at")), name="request_ends_after_start"
-            ),
-            models.CheckConstraint(
-                condition=~Q(kind__in=TIER_KINDS) | Q(tier__isnull=False),
-                name="request_tier_needed",
-            ),
-            models.CheckConstraint(
-                condition=~Q(kind=RequestKind.QUOTA_EXCEPTION)
-                | (
-                    Q(pool__isnull=False, flavor__isnull=False)
-                    & (Q(extra_gpus__gt=0) | Q(lift_borrow_limit=True))
-                ),
-                name="request_quota_exception_complete",
-            ),
-            models.CheckConstraint(
-                condition=~Q(kind=RequestKind.PREEMPTION_PROTECTION)
-                | Q(preemption_class__isnull=False),
-                name="request_protection_class_needed",
-            ),
-            models.CheckConstraint(
-                condition=~Q(state__in=[RequestState.ACTIVE, RequestState.EXPIRED])
-                | Q(grant__isnull=False),
-                name="request_active_has_grant",
+                condition=Q(stage=RequestStage.APPROVED, grant__isnull=False)
+                | (~Q(stage=RequestStage.APPROVED) & Q(grant__isnull=True)),
+                name="request_approved_has_grant",
             ),
             models.CheckConstraint(
                 condition=Q(approvals_required__gte=1, approvals_required__lte=3),
@@ -337,9 +376,33 @@ class UpgradeRequest(models.Model):
             for item in (self.evidence or {}).get("recent_exceptions", [])
         ]
 
+    def state_at(self, at: datetime) -> RequestState:
+        """The state at ``at`` (reads ``grant``, which the selectors join)."""
+        grant = self.grant if self.grant_id else None
+        return state_at(
+            stage=self.stage,
+            starts_at=grant.starts_at if grant else None,
+            ends_at=grant.ends_at if grant else None,
+            revoked_at=grant.revoked_at if grant else None,
+            at=at,
+        )
+
+    @property
+    def state(self) -> RequestState:
+        """The state now."""
+        return self.state_at(timezone.now())
+
+    def get_state_display(self) -> str:
+        return str(self.state.label)
+
+    @property
+    def state_badge(self) -> str:
+        """The badge style of the state now (for pages)."""
+        return STATE_BADGES.get(self.state, "")
+
     @property
     def is_pending(self) -> bool:
-        return self.state == RequestState.SUBMITTED
+        return self.stage == RequestStage.SUBMITTED
 
     @property
     def is_final(self) -> bool:
@@ -445,6 +508,10 @@ class Approval(models.Model):
 
     def __str__(self) -> str:
         return f"{self.request_id}: {self.get_decision_display()} by {self.approver}"
+
+    @property
+    def is_approval(self) -> bool:
+        return self.decision == Decision.APPROVE
 
 
 class NotificationEvent(models.TextChoices):

@@ -1,8 +1,8 @@
 """Reads of requests, policies, grants and notifications, shaped for pages and the API.
 
 Every signed-in, active user may read every request (exceptions are reviewed in the open,
-like the rules they change); who may *act* on a request is decided by the services, and the
-pages ask ``approval_blocker`` whether to show the buttons.
+like the rules they change); who may *act* on a request is ``request_action_blocker``, which
+the pages ask to show the buttons and the services ask before they write.
 """
 
 from dataclasses import dataclass
@@ -11,20 +11,39 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 from django.http import Http404
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from approvals.models import (
+    GRANTED_STATES,
     TIER_KINDS,
     ApprovalPolicy,
     ApproverRule,
     Decision,
     Notification,
+    RequestAction,
+    RequestStage,
     RequestState,
     UpgradeRequest,
+    UpgradeRequestQuerySet,
     grant_summary,
 )
-from governance.models import Grant, GrantState, Membership, PriorityTier, Project, ProjectRole
-from governance.selectors import default_tier, effective_rules, pool_usage, user_can_read_rules
+from governance.models import (
+    Grant,
+    GrantState,
+    Membership,
+    PriorityTier,
+    Project,
+    ProjectRole,
+    Terms,
+)
+from governance.selectors import (
+    Blocker,
+    default_tier,
+    effective_rules,
+    pool_usage,
+    user_can_read_rules,
+)
 
 EVIDENCE_WINDOW_DAYS = 90
 EXPIRY_WARNING = timedelta(hours=24)
@@ -33,7 +52,7 @@ EXPIRY_WARNING = timedelta(hours=24)
 # --- requests -------------------------------------------------------------------------------
 
 
-def _request_queryset() -> QuerySet[UpgradeRequest]:
+def _request_queryset() -> UpgradeRequestQuerySet:
     return UpgradeRequest.objects.select_related(
         "project",
         "requester",
@@ -46,7 +65,7 @@ def _request_queryset() -> QuerySet[UpgradeRequest]:
     )
 
 
-def request_list() -> QuerySet[UpgradeRequest]:
+def request_list() -> UpgradeRequestQuerySet:
     """Requests, newest first, with what the list pages show (one query plus one prefetch)."""
     return (
         _request_queryset().prefetch_related("approvals__approver").order_by("-created_at", "-pk")
@@ -81,7 +100,7 @@ def inbox(*, user: Any) -> list[UpgradeRequest]:
         )
     pending = (
         _request_queryset()
-        .filter(state=RequestState.SUBMITTED)
+        .filter(stage=RequestStage.SUBMITTED)
         .filter(mine)
         .exclude(requester=user)
         .exclude(approvals__approver=user)
@@ -95,27 +114,34 @@ def inbox_count(*, user: Any) -> int:
     return len(inbox(user=user))
 
 
-def approval_blocker(*, request: UpgradeRequest, user: Any) -> str | None:
-    """Why ``user`` may not approve ``request`` now, or ``None`` when they may.
+def _not_now(request: UpgradeRequest, state: RequestState, *, decide: bool = False) -> Blocker:
+    text = (
+        _("This request is %(state)s: there is nothing to decide.")
+        if decide
+        else _("This request is %(state)s: it cannot be changed that way.")
+    )
+    return Blocker(text % {"state": state.label.lower()})
 
-    Reads ``request.approvals`` (prefetched by the selectors above). The services ask the
-    same question of the locked row before they write.
-    """
+
+def _decision_blocker(
+    *, request: UpgradeRequest, user: Any, state: RequestState, approve: bool
+) -> Blocker | None:
     if not user_can_read_rules(user):
-        return _("Sign in to decide requests.")
+        return Blocker(_("Sign in to decide requests."), forbidden=True)
     if request.requester_id == user.pk:
-        return _("You filed this request: someone else must decide it.")
-    if request.state != RequestState.SUBMITTED:
-        return _("This request is %(state)s: there is nothing to decide.") % {
-            "state": request.get_state_display().lower()
-        }
-    decisions = list(request.approvals.all())
-    if any(approval.approver_id == user.pk for approval in decisions):
-        return _("You have already decided this request.")
+        return Blocker(_("You filed this request: someone else must decide it."), forbidden=True)
     is_owner = request.owner_approver_id == user.pk
     if not (is_owner or user.is_ops):
-        return _("Only %(who)s may decide this request.") % {"who": approvers_label(request)}
-    if request.owner_approver_id is not None and not is_owner:
+        return Blocker(
+            _("Only %(who)s may decide this request.") % {"who": approvers_label(request)},
+            forbidden=True,
+        )
+    if state != RequestState.SUBMITTED:
+        return _not_now(request, state, decide=True)
+    decisions = list(request.approvals.all())
+    if any(approval.approver_id == user.pk for approval in decisions):
+        return Blocker(_("You have already decided this request."))
+    if approve and request.owner_approver_id is not None and not is_owner:
         # The business owner holds one of the seats; ops fill the others.
         by_others = sum(
             1
@@ -124,27 +150,72 @@ def approval_blocker(*, request: UpgradeRequest, user: Any) -> str | None:
             and approval.approver_id != request.owner_approver_id
         )
         if by_others >= request.approvals_required - 1:
-            return _("This request now waits for the tier's business owner, %(owner)s.") % {
-                "owner": request.owner_approver
-            }
+            return Blocker(
+                _("This request now waits for the tier's business owner, %(owner)s.")
+                % {"owner": request.owner_approver}
+            )
     return None
 
 
-def rejection_blocker(*, request: UpgradeRequest, user: Any) -> str | None:
-    """Why ``user`` may not reject ``request``: any approver of it may, the requester not."""
-    if not user_can_read_rules(user):
-        return _("Sign in to decide requests.")
-    if request.requester_id == user.pk:
-        return _("You filed this request: someone else must decide it.")
-    if request.state != RequestState.SUBMITTED:
-        return _("This request is %(state)s: there is nothing to decide.") % {
-            "state": request.get_state_display().lower()
-        }
-    if any(approval.approver_id == user.pk for approval in request.approvals.all()):
-        return _("You have already decided this request.")
-    if not (request.owner_approver_id == user.pk or user.is_ops):
-        return _("Only %(who)s may decide this request.") % {"who": approvers_label(request)}
-    return None
+def request_action_blocker(
+    *, request: UpgradeRequest, user: Any, action: RequestAction | str, at: datetime | None = None
+) -> Blocker | None:
+    """Why ``user`` may not do ``action`` to ``request`` at ``at``, or ``None`` when they may.
+
+    The one rule: pages ask it to show a button, the services ask it of the locked row
+    before they write. Reads ``request.approvals`` (prefetched by the selectors above).
+    """
+    state = request.state_at(at or timezone.now())
+    action = RequestAction(action)
+    if action in (RequestAction.APPROVE, RequestAction.REJECT):
+        return _decision_blocker(
+            request=request, user=user, state=state, approve=action == RequestAction.APPROVE
+        )
+    if action == RequestAction.SUBMIT:
+        if not (user_can_read_rules(user) and (request.requester_id == user.pk or user.is_ops)):
+            return Blocker(_("Only the requester may submit this request."), forbidden=True)
+        allowed: tuple[RequestState, ...] = (RequestState.DRAFT,)
+    elif action == RequestAction.WITHDRAW:
+        if not user_may_withdraw(user=user, request=request):
+            return Blocker(
+                _("Only the requester, a lead of the project or ops may withdraw this request."),
+                forbidden=True,
+            )
+        allowed = (RequestState.DRAFT, RequestState.SUBMITTED)
+    elif action == RequestAction.REVOKE:
+        if not (user_can_read_rules(user) and user.is_ops):
+            return Blocker(_("Only ops may revoke a grant."), forbidden=True)
+        allowed = GRANTED_STATES
+    else:
+        if not user_may_file_for(user=user, project=request.project):
+            return Blocker(
+                _("Only members of %(project)s (or ops) may file requests for it.")
+                % {"project": request.project},
+                forbidden=True,
+            )
+        if state not in GRANTED_STATES:
+            return Blocker(
+                _("Only an approved or active request can be extended (#%(pk)d is %(state)s).")
+                % {"pk": request.pk, "state": state.label.lower()}
+            )
+        return None
+    return None if state in allowed else _not_now(request, state)
+
+
+def request_action_blockers(
+    *, request: UpgradeRequest, user: Any, at: datetime | None = None
+) -> dict[str, Blocker | None]:
+    """``request_action_blocker`` for every action (for a request's page)."""
+    at = at or timezone.now()
+    return {
+        action.value: request_action_blocker(request=request, user=user, action=action, at=at)
+        for action in RequestAction
+    }
+
+
+def approval_blocker(*, request: UpgradeRequest, user: Any) -> Blocker | None:
+    """Why ``user`` may not approve ``request`` now, or ``None`` when they may."""
+    return request_action_blocker(request=request, user=user, action=RequestAction.APPROVE)
 
 
 def approvers_label(request: UpgradeRequest) -> str:
@@ -189,16 +260,11 @@ def projects_user_may_file_for(*, user: Any) -> QuerySet[Project]:
 
 def extension_initial(*, request: UpgradeRequest) -> dict[str, Any]:
     """What an extension of ``request`` starts from: the same ask, from where it ends."""
+    initial = Terms.of(request).fields()
+    del initial["ends_at"]
     return {
+        **initial,
         "project": request.project,
-        "kind": request.kind,
-        "tier": request.tier,
-        "pool": request.pool,
-        "flavor": request.flavor,
-        "extra_gpus": request.extra_gpus,
-        "lift_borrow_limit": request.lift_borrow_limit,
-        "preemption_class": request.preemption_class,
-        "job_ids": list(request.job_ids),
         "starts_at": request.grant.ends_at if request.grant else request.ends_at,
         "extends": request,
     }
@@ -291,7 +357,7 @@ def project_evidence(*, project: Project, at: datetime) -> dict[str, Any]:
     project's approved exceptions of the last 90 days. Usage and recent waits come from
     workload evidence, which Arbiter does not collect yet: they are ``None``, never made up.
     """
-    rules = effective_rules(at=at)
+    rules = effective_rules(at=at, project_slugs=[project.slug])
     effective = rules.projects.get(project.slug)
     pools = {(use.pool.pk, use.flavor.pk): use for use in pool_usage()}
     quotas = []

@@ -18,8 +18,13 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from approvals import forms, selectors, services
-from approvals.models import ApprovalPolicy, RequestState, UpgradeRequest
-from governance.selectors import history_entries, project_get, user_can_edit_rules
+from approvals.models import ApprovalPolicy, RequestAction, RequestStage, UpgradeRequest
+from governance.selectors import (
+    history_entries,
+    project_get,
+    signed_in_user,
+    user_can_edit_rules,
+)
 
 
 def _posted(request: HttpRequest) -> Any:
@@ -36,13 +41,13 @@ def request_list(request: HttpRequest) -> HttpResponse:
     if filter_form.is_valid():
         data = filter_form.cleaned_data
         if data["state"]:
-            requests = requests.filter(state=data["state"])
+            requests = requests.in_state(data["state"])
         if data["kind"]:
             requests = requests.filter(kind=data["kind"])
         if data["project"]:
             requests = requests.filter(project=data["project"])
         if data["mine"]:
-            requests = requests.filter(requester=request.user)
+            requests = requests.filter(requester=signed_in_user(request))
     return render(
         request,
         "approvals/request_list.html",
@@ -69,14 +74,14 @@ def request_create(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             created = services.request_create(
-                user=request.user,
+                user=signed_in_user(request),
                 submit=request.POST.get("action") != "draft",
                 **form.service_data(),
             )
         except ValidationError as error:
             form.add_service_error(error)
         else:
-            if created.state == RequestState.SUBMITTED:
+            if created.stage == RequestStage.SUBMITTED:
                 messages.success(
                     request, _("Request #%(pk)d was sent to its approvers.") % {"pk": created.pk}
                 )
@@ -108,8 +113,9 @@ def _detail_page(
     status: int = 200,
 ) -> HttpResponse:
     user = request.user
-    approve_blocker = selectors.approval_blocker(request=upgrade, user=user)
-    reject_blocker = selectors.rejection_blocker(request=upgrade, user=user)
+    blockers = selectors.request_action_blockers(request=upgrade, user=user)
+    approve_blocker = blockers[RequestAction.APPROVE]
+    reject_blocker = blockers[RequestAction.REJECT]
     return render(
         request,
         "approvals/request_detail.html",
@@ -122,14 +128,10 @@ def _detail_page(
             "may_approve": approve_blocker is None,
             "may_reject": reject_blocker is None,
             "decide_blocker": approve_blocker if reject_blocker is None else reject_blocker,
-            "may_submit": upgrade.state == RequestState.DRAFT
-            and (upgrade.requester_id == user.pk or user.is_ops),
-            "may_withdraw": upgrade.state in (RequestState.DRAFT, RequestState.SUBMITTED)
-            and selectors.user_may_withdraw(user=user, request=upgrade),
-            "may_revoke": user.is_ops
-            and upgrade.state in (RequestState.APPROVED, RequestState.ACTIVE),
-            "may_extend": upgrade.state in (RequestState.APPROVED, RequestState.ACTIVE)
-            and selectors.user_may_file_for(user=user, project=upgrade.project),
+            "may_submit": blockers[RequestAction.SUBMIT] is None,
+            "may_withdraw": blockers[RequestAction.WITHDRAW] is None,
+            "may_revoke": blockers[RequestAction.REVOKE] is None,
+            "may_extend": blockers[RequestAction.EXTEND] is None,
             "comment_form": comment_form or forms.CommentForm(prefix="approve"),
             "reject_form": reject_form or forms.DecisionReasonForm(prefix="reject"),
             "revoke_form": revoke_form or forms.DecisionReasonForm(prefix="revoke"),
@@ -157,7 +159,7 @@ def request_submit(request: HttpRequest, pk: int) -> HttpResponse:
     return _act(
         request,
         pk,
-        lambda upgrade: services.request_submit(request=upgrade, user=request.user),
+        lambda upgrade: services.request_submit(request=upgrade, user=signed_in_user(request)),
         _("The request was sent to its approvers."),
     )
 
@@ -170,7 +172,7 @@ def request_withdraw(request: HttpRequest, pk: int) -> HttpResponse:
         request,
         pk,
         lambda upgrade: services.request_withdraw(
-            request=upgrade, user=request.user, comment=comment
+            request=upgrade, user=signed_in_user(request), comment=comment
         ),
         _("The request was withdrawn."),
     )
@@ -187,7 +189,7 @@ def request_approve(request: HttpRequest, pk: int) -> HttpResponse:
         request,
         pk,
         lambda upgrade: services.request_approve(
-            request=upgrade, user=request.user, comment=form.cleaned_data["comment"]
+            request=upgrade, user=signed_in_user(request), comment=form.cleaned_data["comment"]
         ),
         _("Your approval was recorded."),
     )
@@ -200,7 +202,9 @@ def request_reject(request: HttpRequest, pk: int) -> HttpResponse:
     form = forms.DecisionReasonForm(request.POST, prefix="reject")
     if form.is_valid():
         try:
-            services.request_reject(request=upgrade, user=request.user, reason=form.change_reason)
+            services.request_reject(
+                request=upgrade, user=signed_in_user(request), reason=form.change_reason
+            )
         except ValidationError as error:
             form.add_service_error(error)
         else:
@@ -216,7 +220,9 @@ def request_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     form = forms.DecisionReasonForm(request.POST, prefix="revoke")
     if form.is_valid():
         try:
-            services.request_revoke(request=upgrade, user=request.user, reason=form.change_reason)
+            services.request_revoke(
+                request=upgrade, user=signed_in_user(request), reason=form.change_reason
+            )
         except ValidationError as error:
             form.add_service_error(error)
         else:
@@ -254,7 +260,7 @@ def project_grants(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def notification_list(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
-        services.notifications_mark_read(user=request.user)
+        services.notifications_mark_read(user=signed_in_user(request))
         return redirect("notification_list")
     return render(
         request,
@@ -302,7 +308,7 @@ def policy_create(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             policy = services.policy_create(
-                user=request.user, reason=form.change_reason, **form.service_data()
+                user=signed_in_user(request), reason=form.change_reason, **form.service_data()
             )
         except ValidationError as error:
             form.add_service_error(error)
@@ -326,7 +332,7 @@ def policy_edit(request: HttpRequest, pk: int) -> HttpResponse:
         try:
             policy = services.policy_update(
                 policy=policy,
-                user=request.user,
+                user=signed_in_user(request),
                 reason=form.change_reason,
                 data=form.service_data(),
             )

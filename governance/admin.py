@@ -70,7 +70,7 @@ class ArbiterUserAdmin(UserAdmin):
     list_display = ("username", "email", "first_name", "last_name", "site_role", "is_active")
     list_filter = ("site_role", "is_active", "is_staff")
     fieldsets = (
-        *UserAdmin.fieldsets,
+        *(UserAdmin.fieldsets or ()),
         (_("Arbiter"), {"fields": ("site_role",)}),
     )
     add_fieldsets = (

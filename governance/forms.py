@@ -14,6 +14,7 @@ from django.utils.translation import gettext_lazy as _
 
 from governance.models import (
     ChangeStatus,
+    ConflictChoice,
     EditKind,
     GpuFlavor,
     Membership,
@@ -27,8 +28,7 @@ from governance.models import (
     User,
 )
 from governance.selectors import object_lookup
-
-REASON_MAX_LENGTH = 1000
+from governance.services import REASON_MAX_LENGTH
 
 
 def reason_field() -> forms.CharField:
@@ -46,6 +46,9 @@ def active_users() -> Any:
 
 class ServiceErrorsMixin:
     """Show a service's ``ValidationError`` on the form, on the fields it names."""
+
+    # The forms adjust their fields (querysets, empty labels, choices) by name.
+    fields: dict[str, Any]
 
     def add_service_error(self, error: ValidationError) -> None:
         if not hasattr(error, "error_dict"):
@@ -407,11 +410,11 @@ class RollbackForm(ServiceErrorsMixin, forms.Form):
                 % {"object": conflict.row.object_name, "field": conflict.row.field_label},
                 choices=[
                     (
-                        "keep",
+                        ConflictChoice.KEEP,
                         _("Keep the current value (%(value)s)") % {"value": conflict.row.current},
                     ),
                     (
-                        "restore",
+                        ConflictChoice.RESTORE,
                         _("Restore the old value (%(value)s)") % {"value": conflict.row.old},
                     ),
                 ],

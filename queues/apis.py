@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 from governance.apis import get_paginated_response
 from governance.apis._common import NOT_FOUND, LimitOffsetPagination
 from governance.models import Pool
+from governance.selectors import signed_in_user
 from queues import selectors, services
 from queues.models import SyncTrigger
 
@@ -159,9 +160,11 @@ class ClusterSyncApi(APIView):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         if serializer.validated_data["dry_run"]:
-            run = services.sync_now(cluster=cluster, user=request.user, dry_run=True)
+            run = services.sync_now(cluster=cluster, user=signed_in_user(request), dry_run=True)
             return Response(SyncRunOutputSerializer(run).data)
-        run = services.sync_enqueue(cluster=cluster, trigger=SyncTrigger.MANUAL, user=request.user)
+        run = services.sync_enqueue(
+            cluster=cluster, trigger=SyncTrigger.MANUAL, user=signed_in_user(request)
+        )
         return Response(SyncRunOutputSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
 

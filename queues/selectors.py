@@ -125,7 +125,7 @@ def cluster_live_status(*, cluster: Cluster) -> LiveStatus:
 
 def slurm_conf_suggestion() -> list[str]:
     """The slurm.conf priority lines the tiers' aging rules ask for (Arbiter never edits it)."""
-    return slurm_conf_lines(effective_rules(at=timezone.now()).tiers)
+    return slurm_conf_lines(effective_rules(at=timezone.now(), project_slugs=()).tiers)
 
 
 def applied_summary(cluster: Cluster) -> dict[str, list[tuple[str, dict[str, str]]]]:

@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
+from governance.selectors import signed_in_user
 from queues import forms, selectors, services
 from queues.models import SyncTrigger
 
@@ -39,7 +40,7 @@ def cluster_create(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             cluster = services.cluster_create(
-                user=request.user, reason=form.change_reason, **form.service_data()
+                user=signed_in_user(request), reason=form.change_reason, **form.service_data()
             )
         except ValidationError as error:
             form.add_service_error(error)
@@ -57,7 +58,7 @@ def cluster_edit(request: HttpRequest, name: str) -> HttpResponse:
         try:
             cluster = services.cluster_update(
                 cluster=cluster,
-                user=request.user,
+                user=signed_in_user(request),
                 reason=form.change_reason,
                 data=form.service_data(),
             )
@@ -103,9 +104,11 @@ def cluster_sync(request: HttpRequest, name: str) -> HttpResponse:
     form = forms.SyncForm(request.POST)
     dry_run = form.is_valid() and form.cleaned_data["dry_run"]
     if dry_run:
-        run = services.sync_now(cluster=cluster, user=request.user, dry_run=True)
+        run = services.sync_now(cluster=cluster, user=signed_in_user(request), dry_run=True)
     else:
-        run = services.sync_enqueue(cluster=cluster, trigger=SyncTrigger.MANUAL, user=request.user)
+        run = services.sync_enqueue(
+            cluster=cluster, trigger=SyncTrigger.MANUAL, user=signed_in_user(request)
+        )
         messages.info(request, _("Sync queued; this page follows its progress."))
     return redirect("sync_run_detail", name=cluster.name, pk=run.pk)
 

@@ -6,19 +6,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import plotly.graph_objects as go
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from governance import selectors as governance
-from governance.models import Membership, PriorityTier, Quota, User
+from governance.models import Membership, PriorityTier, ProjectRole, Quota, User
 
 
 @dataclass(frozen=True)
 class ProjectSummary:
-    """What a project is allowed: its tier (or the default), every tier below, its quotas."""
+    """What a project is allowed now, as the effective rules say (grants included): its tier,
+    every tier below, its quotas."""
 
     membership: Membership
     tier: PriorityTier | None
     tier_is_default: bool
+    tier_raised_by_grant: bool
     allowed_tiers: list[PriorityTier]
     quotas: list[Quota]
 
@@ -28,30 +31,38 @@ class ProjectSummary:
 
     @property
     def is_lead(self) -> bool:
-        return self.membership.role == "lead"
+        return self.membership.role == ProjectRole.LEAD
 
 
 def project_summaries(*, user: User) -> list[ProjectSummary]:
-    """One summary per project ``user`` belongs to (a query per project for its tiers)."""
+    """One summary per project ``user`` belongs to (a fixed number of queries)."""
     memberships = list(governance.user_memberships(user=user))
     if not memberships:
         return []
-    default = governance.default_tier()
+    rules = governance.effective_rules(
+        at=timezone.now(),
+        project_slugs=[membership.project.slug for membership in memberships],
+    )
     quotas: dict[int, list[Quota]] = defaultdict(list)
     for quota in governance.quotas_for_projects(
         project_ids=[membership.project_id for membership in memberships]
     ):
         quotas[quota.project_id].append(quota)
-    return [
-        ProjectSummary(
-            membership=membership,
-            tier=membership.project.tier or default,
-            tier_is_default=membership.project.tier is None,
-            allowed_tiers=governance.allowed_tiers(project=membership.project, default=default),
-            quotas=quotas[membership.project_id],
+    summaries = []
+    for membership in memberships:
+        effective = rules.projects[membership.project.slug]
+        base = membership.project.tier or rules.default_tier
+        summaries.append(
+            ProjectSummary(
+                membership=membership,
+                tier=effective.tier,
+                tier_is_default=membership.project.tier is None and effective.tier == base,
+                tier_raised_by_grant=effective.tier != base,
+                allowed_tiers=list(effective.allowed_tiers),
+                quotas=quotas[membership.project_id],
+            )
         )
-        for membership in memberships
-    ]
+    return summaries
 
 
 def pool_usage_figure(*, usage: list[governance.PoolFlavorUse]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ PLOTLY_VERSION = plotly.__version__
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    user = request.user
+    user = governance.signed_in_user(request)
     today = timezone.localdate()
     context: dict = {"today": today}
     if governance.user_can_edit_rules(user):

@@ -32,6 +32,14 @@ from governance.models import (
 REASON = "Test set-up"
 
 
+def with_terms(values: dict) -> dict:
+    """Service keyword arguments with the grant terms among ``values`` gathered into ``terms``."""
+    from governance.models import TERM_FIELDS, Terms
+
+    rest = {name: value for name, value in values.items() if name not in TERM_FIELDS}
+    return {**rest, "terms": Terms.from_data(values)}
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _fast_password_hashing():
     """Hashing every persona's password with PBKDF2 would dominate the suite's time."""

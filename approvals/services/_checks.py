@@ -35,51 +35,31 @@ def clean_job_ids(job_ids: list[Any] | None) -> list[str]:
 
 
 def check_kind_fields(request: UpgradeRequest, *, now: datetime) -> None:
-    """The fields each kind needs, and none that it does not use."""
+    """The terms on their own (``GrantTerms.terms_errors``: the fields each kind needs and
+    uses), then against the project's rules in force at ``now``."""
+    errors = request.terms_errors()
     kind = request.kind
-    errors: dict[str, str] = {}
-    unused = _("A %(kind)s does not use this field.") % {"kind": request.get_kind_display().lower()}
-    if kind in TIER_KINDS:
-        if request.tier is None:
-            errors["tier"] = _("Say which tier the work should run at.")
-        else:
-            base = effective_rules(at=now).projects[request.project.slug].tier
-            if base is not None and request.tier.score <= base.score:
-                errors["tier"] = _(
-                    "%(project)s already runs at %(current)s (score %(score)d): ask for a "
-                    "higher tier."
-                ) % {"project": request.project, "current": base, "score": base.score}
-        if kind == RequestKind.QUEUE_JUMP and not request.job_ids:
-            errors["job_ids"] = _("A queue jump names the pending jobs it raises.")
-    elif request.tier is not None:
-        errors["tier"] = unused
-    if kind == RequestKind.QUOTA_EXCEPTION:
-        if request.pool is None or request.flavor is None:
-            errors["pool"] = _("A quota exception names a pool and a flavor.")
-        elif not Quota.objects.filter(
+    if kind in TIER_KINDS and request.tier is not None and "tier" not in errors:
+        rules = effective_rules(at=now, project_slugs=[request.project.slug])
+        base = rules.projects[request.project.slug].tier
+        if base is not None and request.tier.score <= base.score:
+            errors["tier"] = _(
+                "%(project)s already runs at %(current)s (score %(score)d): ask for a higher tier."
+            ) % {"project": request.project, "current": base, "score": base.score}
+    if (
+        kind == RequestKind.QUOTA_EXCEPTION
+        and "pool" not in errors
+        and not Quota.objects.filter(
             project=request.project, pool=request.pool, flavor=request.flavor
-        ).exists():
-            errors["pool"] = _(
-                "%(project)s has no quota of %(flavor)s in %(pool)s to raise: ask ops for a "
-                "quota instead."
-            ) % {"project": request.project, "flavor": request.flavor, "pool": request.pool}
-        if request.lift_borrow_limit and request.extra_gpus:
-            errors["extra_gpus"] = _("Either add GPUs or lift the borrow limit, not both.")
-        elif not (request.extra_gpus or request.lift_borrow_limit):
-            errors["extra_gpus"] = _("Say how many GPUs to add, or lift the borrow limit.")
-        if request.job_ids:
-            errors["job_ids"] = unused
-    else:
-        for name in ("pool", "flavor", "extra_gpus"):
-            if getattr(request, name) is not None:
-                errors[name] = unused
-        if request.lift_borrow_limit:
-            errors["lift_borrow_limit"] = unused
-    if kind == RequestKind.PREEMPTION_PROTECTION:
-        chosen = request.preemption_class
-        if chosen is None:
-            errors["preemption_class"] = _("Say which preemption class should protect the work.")
-        elif chosen.kind == PreemptionKind.ALLOWED:
+        ).exists()
+    ):
+        errors["pool"] = _(
+            "%(project)s has no quota of %(flavor)s in %(pool)s to raise: ask ops for a "
+            "quota instead."
+        ) % {"project": request.project, "flavor": request.flavor, "pool": request.pool}
+    chosen = request.preemption_class
+    if kind == RequestKind.PREEMPTION_PROTECTION and chosen is not None:
+        if chosen.kind == PreemptionKind.ALLOWED:
             errors["preemption_class"] = _(
                 "“%(class)s” allows preemption: choose a cautious or forbidden class."
             ) % {"class": chosen}
@@ -94,8 +74,6 @@ def check_kind_fields(request: UpgradeRequest, *, now: datetime) -> None:
                 errors["preemption_class"] = _(
                     "%(project)s's work is already at least as protected as “%(class)s”."
                 ) % {"project": request.project, "class": chosen}
-    elif request.preemption_class is not None:
-        errors["preemption_class"] = unused
     if errors:
         raise ValidationError(errors)
 

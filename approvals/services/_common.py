@@ -1,13 +1,12 @@
-"""What the approvals services share: reasons, governed saves, timeline rows, notifications."""
+"""What the approvals services share: timeline rows, notifications, dates in texts."""
 
 from collections.abc import Iterable
 from datetime import datetime
 from functools import partial
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
-from django.db import IntegrityError, models, transaction
+from django.db import IntegrityError, transaction
 from django.utils import formats, timezone
 from django.utils.translation import gettext as _
 
@@ -19,36 +18,6 @@ from approvals.models import (
     UpgradeRequest,
 )
 from governance.models import User
-
-TEXT_MAX_LENGTH = 2000
-
-
-def require_text(value: str, *, field: str, message: str) -> str:
-    value = (value or "").strip()
-    if not value:
-        raise ValidationError({field: message})
-    if len(value) > TEXT_MAX_LENGTH:
-        raise ValidationError(
-            {
-                field: _("Keep it under %(limit)d characters (it has %(length)d).")
-                % {"limit": TEXT_MAX_LENGTH, "length": len(value)}
-            }
-        )
-    return value
-
-
-def require_reason(reason: str) -> str:
-    return require_text(
-        reason, field="reason", message=_("Say why: a reason is required for every change.")
-    )
-
-
-def governed_save(obj: models.Model, *, user: User, reason: str) -> None:
-    """``full_clean()`` then ``save()``, with the history row's user and reason set."""
-    obj.full_clean()
-    obj._history_user = user  # type: ignore[attr-defined]
-    obj._change_reason = reason  # type: ignore[attr-defined]
-    obj.save()
 
 
 def when_text(value: datetime) -> str:

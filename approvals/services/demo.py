@@ -15,8 +15,16 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from approvals.models import ApprovalPolicy, ApproverRule, RequestKind, UpgradeRequest
-from governance.models import GpuFlavor, Pool, PreemptionClass, PriorityTier, Project, User
+from approvals.models import ApprovalPolicy, ApproverRule, Decision, RequestKind, UpgradeRequest
+from governance.models import (
+    GpuFlavor,
+    Pool,
+    PreemptionClass,
+    PriorityTier,
+    Project,
+    Terms,
+    User,
+)
 
 from .policies import policy_create
 from .requests import request_approve, request_create, request_reject
@@ -196,19 +204,23 @@ def demo_approvals_seed(*, now: datetime | None = None) -> dict[str, int]:
         request = request_create(
             user=users[spec.requester],
             project=project,
-            kind=spec.kind,
+            terms=Terms.from_data(
+                {
+                    "kind": spec.kind,
+                    "starts_at": at(spec.starts),
+                    "ends_at": at(spec.ends),
+                    **_fields(spec),
+                }
+            ),
             justification=spec.justification,
             business_impact=spec.business_impact,
-            starts_at=at(spec.starts),
-            ends_at=at(spec.ends),
             deadline=at(spec.deadline) if spec.deadline is not None else None,
             submit=True,
             now=at(spec.filed),
-            **_fields(spec),
         )
         decided = at(spec.filed + 1)
         for decision, username, comment in spec.decisions:
-            if decision == "approve":
+            if decision == Decision.APPROVE:
                 request = request_approve(
                     request=request, user=users[username], comment=comment, now=decided
                 )

@@ -12,8 +12,7 @@ from django.utils.translation import gettext as _
 
 from approvals.models import ApprovalPolicy, ApproverRule, RequestKind
 from governance.models import PriorityTier, User
-
-from ._common import governed_save, require_reason
+from governance.services import apply_fields, governed_save, require_reason
 
 POLICY_FIELDS = (
     "max_duration_days",
@@ -75,13 +74,7 @@ def policy_update(
     """Change the limits of ``policy``; its kind and tier stay (create another policy)."""
     _require_ops(user)
     reason = require_reason(reason)
-    unknown = set(data) - set(POLICY_FIELDS)
-    if unknown:
-        raise ValidationError(
-            {name: _("This field cannot be changed here.") for name in sorted(unknown)}
-        )
     policy = ApprovalPolicy.objects.select_for_update().get(pk=policy.pk)
-    for name, value in data.items():
-        setattr(policy, name, value)
+    apply_fields(policy, data, POLICY_FIELDS)
     governed_save(policy, user=user, reason=reason)
     return policy

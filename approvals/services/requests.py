@@ -21,24 +21,21 @@ from approvals.models import (
     Decision,
     EventAction,
     NotificationEvent,
-    RequestKind,
-    RequestState,
+    RequestAction,
+    RequestStage,
     UpgradeRequest,
 )
-from governance.models import (
-    GpuFlavor,
-    GrantState,
-    Pool,
-    PreemptionClass,
-    PriorityTier,
-    Project,
-    SiteRole,
-    User,
+from governance.models import GrantState, Project, SiteRole, Terms, User
+from governance.services import (
+    governed_save,
+    grant_create,
+    grant_revoke,
+    require_reason,
+    require_text,
 )
-from governance.services import grant_create, grant_revoke
 
 from ._checks import check_kind_fields, check_time_box, clean_job_ids, policy_of
-from ._common import deciders, event_add, notify, require_reason, require_text, when_text
+from ._common import deciders, event_add, notify, when_text
 
 
 def _locked(request: UpgradeRequest) -> UpgradeRequest:
@@ -49,12 +46,12 @@ def _locked(request: UpgradeRequest) -> UpgradeRequest:
     )
 
 
-def _require_state(request: UpgradeRequest, *states: RequestState) -> None:
-    if request.state not in states:
-        raise ValidationError(
-            _("This request is %(state)s: it cannot be changed that way.")
-            % {"state": request.get_state_display().lower()}
-        )
+def _require(request: UpgradeRequest, user: User, action: RequestAction, now: datetime) -> None:
+    """Refuse unless ``user`` may do ``action`` now: the same rule the pages ask
+    (``request_action_blocker``); a 403 when they never may, a 400 when not now."""
+    blocker = selectors.request_action_blocker(request=request, user=user, action=action, at=now)
+    if blocker is not None:
+        raise blocker.error()
 
 
 # --- create and submit ----------------------------------------------------------------------
@@ -65,19 +62,10 @@ def request_create(
     *,
     user: User,
     project: Project,
-    kind: RequestKind | str,
+    terms: Terms,
     justification: str,
     business_impact: str,
-    starts_at: datetime,
-    ends_at: datetime,
     deadline: datetime | None = None,
-    tier: PriorityTier | None = None,
-    pool: Pool | None = None,
-    flavor: GpuFlavor | None = None,
-    extra_gpus: int | None = None,
-    lift_borrow_limit: bool = False,
-    preemption_class: PreemptionClass | None = None,
-    job_ids: list[str] | None = None,
     extends: UpgradeRequest | None = None,
     submit: bool = False,
     now: datetime | None = None,
@@ -89,15 +77,13 @@ def request_create(
     here already, so nobody drafts a request that cannot be submitted.
     """
     now = now or timezone.now()
-    if kind not in RequestKind.values:
-        raise ValidationError({"kind": _("Choose a kind of request.")})
     if not selectors.user_may_file_for(user=user, project=project):
         raise PermissionDenied(
             _("Only members of %(project)s (or ops) may file requests for it.")
             % {"project": project}
         )
     request = UpgradeRequest(
-        kind=kind,
+        **terms.replace(job_ids=tuple(clean_job_ids(list(terms.job_ids)))).fields(),
         project=project,
         requester=user,
         justification=require_text(
@@ -111,27 +97,15 @@ def request_create(
             message=_("Say what happens to the business if the request is refused."),
         ),
         deadline=deadline,
-        starts_at=starts_at,
-        ends_at=ends_at,
-        tier=tier,
-        pool=pool,
-        flavor=flavor,
-        extra_gpus=extra_gpus,
-        lift_borrow_limit=lift_borrow_limit,
-        preemption_class=preemption_class,
-        job_ids=clean_job_ids(job_ids),
         extends=extends,
         created_at=now,
     )
     if extends is not None:
         request.extends = extends = UpgradeRequest.objects.get(pk=extends.pk)
-        _check_extension(request, extends)
+        _check_extension(request, extends, user=user, now=now)
     check_kind_fields(request, now=now)
     check_time_box(request, policy_of(request), now=now)
-    request.full_clean()
-    request._history_user = user  # type: ignore[attr-defined]
-    request._change_reason = _("Filed")  # type: ignore[attr-defined]
-    request.save()
+    governed_save(request, user=user, reason=_("Filed"))
     event_add(request=request, actor=user, action=EventAction.CREATED, at=now)
     if extends is not None:
         event_add(
@@ -146,20 +120,18 @@ def request_create(
     return request
 
 
-def _check_extension(request: UpgradeRequest, old: UpgradeRequest) -> None:
+def _check_extension(
+    request: UpgradeRequest, old: UpgradeRequest, *, user: User, now: datetime
+) -> None:
     if old.project_id != request.project.pk or old.kind != request.kind:
         raise ValidationError(
             {"extends": _("An extension is for the same project and the same kind of request.")}
         )
-    if old.state not in (RequestState.APPROVED, RequestState.ACTIVE):
-        raise ValidationError(
-            {
-                "extends": _(
-                    "Only an approved or active request can be extended (#%(pk)d is %(state)s)."
-                )
-                % {"pk": old.pk, "state": old.get_state_display().lower()}
-            }
-        )
+    blocker = selectors.request_action_blocker(
+        request=old, user=user, action=RequestAction.EXTEND, at=now
+    )
+    if blocker is not None:
+        raise ValidationError({"extends": blocker.message})
 
 
 @transaction.atomic
@@ -169,9 +141,7 @@ def request_submit(
     """Send a draft to its approvers, with the policy, the evidence and any flag fixed now."""
     now = now or timezone.now()
     request = _locked(request)
-    if request.requester_id != user.pk and not user.is_ops:
-        raise PermissionDenied(_("Only the requester may submit this request."))
-    _require_state(request, RequestState.DRAFT)
+    _require(request, user, RequestAction.SUBMIT, now)
     check_kind_fields(request, now=now)
     policy = policy_of(request)
     check_time_box(request, policy, now=now)
@@ -201,11 +171,9 @@ def request_submit(
         if request.flagged
         else ""
     )
-    request.state = RequestState.SUBMITTED
+    request.stage = RequestStage.SUBMITTED
     request.submitted_at = now
-    request._history_user = user  # type: ignore[attr-defined]
-    request._change_reason = _("Submitted")  # type: ignore[attr-defined]
-    request.save()
+    governed_save(request, user=user, reason=_("Submitted"))
     event_add(request=request, actor=user, action=EventAction.SUBMITTED, at=now)
     notify(
         users=_approvers(request),
@@ -239,23 +207,6 @@ def _approvers(request: UpgradeRequest) -> list[User]:
 # --- decisions ------------------------------------------------------------------------------
 
 
-def _refuse(message: str | None, *, permission: bool) -> None:
-    if message is None:
-        return
-    if permission:
-        raise PermissionDenied(message)
-    raise ValidationError(message)
-
-
-def _decision_checks(request: UpgradeRequest, user: User, blocker: str | None) -> None:
-    """Self-approval and not being an approver are 403s; the rest (wrong state, twice) 400s."""
-    if request.requester_id == user.pk:
-        _refuse(blocker, permission=True)
-    if not (user.is_ops or request.owner_approver_id == user.pk):
-        _refuse(blocker, permission=True)
-    _refuse(blocker, permission=False)
-
-
 @transaction.atomic
 def request_approve(
     *, request: UpgradeRequest, user: User, comment: str = "", now: datetime | None = None
@@ -263,7 +214,7 @@ def request_approve(
     """Record ``user``'s approval; with enough approvals the request becomes a grant."""
     now = now or timezone.now()
     request = _locked(request)
-    _decision_checks(request, user, selectors.approval_blocker(request=request, user=user))
+    _require(request, user, RequestAction.APPROVE, now)
     comment = (comment or "").strip()
     try:
         with transaction.atomic():
@@ -306,28 +257,17 @@ def _grant(request: UpgradeRequest, *, user: User, now: datetime) -> UpgradeRequ
         user=user,
         reason=_("Request #%(pk)d approved: %(justification)s")
         % {"pk": request.pk, "justification": request.justification[:200]},
-        kind=request.kind,
         project=request.project,
         # Approved late: the grant starts now, not in the past the request asked for.
-        starts_at=max(request.starts_at, now),
-        ends_at=request.ends_at,
+        terms=Terms.of(request).replace(starts_at=max(request.starts_at, now)),
         source=f"request:{request.pk}",
-        tier=request.tier,
-        pool=request.pool,
-        flavor=request.flavor,
-        extra_gpus=request.extra_gpus,
-        lift_borrow_limit=request.lift_borrow_limit,
-        preemption_class=request.preemption_class,
-        job_ids=request.job_ids,
         now=now,
     )
     request.grant = grant
     request.decided_at = now
     active = grant.state == GrantState.ACTIVE
-    request.state = RequestState.ACTIVE if active else RequestState.APPROVED
-    request._history_user = user  # type: ignore[attr-defined]
-    request._change_reason = _("Approved")  # type: ignore[attr-defined]
-    request.save()
+    request.stage = RequestStage.APPROVED
+    governed_save(request, user=user, reason=_("Approved"))
     event_add(request=request, actor=user, action=EventAction.APPROVED, at=now)
     if active:
         event_add(request=request, actor=user, action=EventAction.ACTIVATED, at=now)
@@ -359,11 +299,9 @@ def request_reject(
     """Reject with a reason; one approver's rejection decides the request."""
     now = now or timezone.now()
     request = _locked(request)
-    _decision_checks(request, user, selectors.rejection_blocker(request=request, user=user))
-    reason = require_text(
-        reason,
-        field="reason",
-        message=_("Say why the request is rejected: the requester reads it."),
+    _require(request, user, RequestAction.REJECT, now)
+    reason = require_reason(
+        reason, message=_("Say why the request is rejected: the requester reads it.")
     )
     try:
         with transaction.atomic():
@@ -372,11 +310,9 @@ def request_reject(
             )
     except IntegrityError:
         raise ValidationError(_("You have already decided this request.")) from None
-    request.state = RequestState.REJECTED
+    request.stage = RequestStage.REJECTED
     request.decided_at = now
-    request._history_user = user  # type: ignore[attr-defined]
-    request._change_reason = reason  # type: ignore[attr-defined]
-    request.save()
+    governed_save(request, user=user, reason=reason)
     event_add(request=request, actor=user, action=EventAction.REJECTED, at=now, comment=reason)
     notify(
         users=[request.requester, *deciders(request)],
@@ -401,18 +337,12 @@ def request_withdraw(
     """The requester (or the project's lead, or ops) takes back a draft or pending request."""
     now = now or timezone.now()
     request = _locked(request)
-    if not selectors.user_may_withdraw(user=user, request=request):
-        raise PermissionDenied(
-            _("Only the requester, a lead of the project or ops may withdraw this request.")
-        )
-    _require_state(request, RequestState.DRAFT, RequestState.SUBMITTED)
-    was_submitted = request.state == RequestState.SUBMITTED
+    _require(request, user, RequestAction.WITHDRAW, now)
+    was_submitted = request.stage == RequestStage.SUBMITTED
     comment = (comment or "").strip()
-    request.state = RequestState.WITHDRAWN
+    request.stage = RequestStage.WITHDRAWN
     request.decided_at = now
-    request._history_user = user  # type: ignore[attr-defined]
-    request._change_reason = comment or _("Withdrawn")  # type: ignore[attr-defined]
-    request.save()
+    governed_save(request, user=user, reason=comment or _("Withdrawn"))
     event_add(request=request, actor=user, action=EventAction.WITHDRAWN, at=now, comment=comment)
     if was_submitted:
         notify(
@@ -436,20 +366,12 @@ def request_revoke(
 ) -> UpgradeRequest:
     """Ops end an approved or active request early; its grant is revoked at ``now``."""
     now = now or timezone.now()
-    if not user.is_ops:
-        raise PermissionDenied(_("Only ops may revoke a grant."))
-    reason = require_reason(reason)
     request = _locked(request)
-    _require_state(request, RequestState.APPROVED, RequestState.ACTIVE)
-    if request.grant is not None and request.grant.state not in (
-        GrantState.EXPIRED,
-        GrantState.REVOKED,
-    ):
-        request.grant = grant_revoke(grant=request.grant, user=user, reason=reason, now=now)
-    request.state = RequestState.REVOKED
-    request._history_user = user  # type: ignore[attr-defined]
-    request._change_reason = reason  # type: ignore[attr-defined]
-    request.save()
+    _require(request, user, RequestAction.REVOKE, now)
+    reason = require_reason(reason)
+    assert request.grant is not None  # an approved request has its grant (a constraint)
+    # The request is revoked because its grant is: its state follows the grant's.
+    request.grant = grant_revoke(grant=request.grant, user=user, reason=reason, now=now)
     event_add(request=request, actor=user, action=EventAction.REVOKED, at=now, comment=reason)
     notify(
         users=[request.requester, *deciders(request)],

@@ -1,61 +1,64 @@
-"""Keeping requests in step with their grants, and telling people before and at expiry.
+"""Telling people when a request's grant starts and ends, a day before the end, and when it
+was revoked outside the request.
 
-``requests_sync`` runs every minute (beat). It first brings the grants up to date through
-governance's own idempotent ``grants_transition``, then moves each approved or active
-request to its grant's state. A second run at the same instant changes nothing and sends
-nothing: the state checks, the once-only timeline rows and the unique expiry notifications
-see to that.
+A request's state is not stored: it follows its grant's time box (``UpgradeRequest.state_at``).
+``requests_sync`` runs every minute (beat). It brings the grants up to date through
+governance's own idempotent ``grants_transition`` (which queues the scheduler syncs), then
+adds the timeline row and the notification of each start, end and revocation it has not
+announced yet. A second run at the same instant changes nothing and sends nothing: the
+once-only timeline rows and the unique expiry notifications see to that.
 """
 
 from collections import Counter
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils.translation import gettext as _
 
 from approvals.models import (
     EventAction,
     NotificationEvent,
+    RequestStage,
     RequestState,
     UpgradeRequest,
 )
 from approvals.selectors import EXPIRY_WARNING
-from governance.models import GrantState, User
 from governance.services import grants_transition, system_user
 
 from ._common import deciders, event_add, notify, when_text
 
-
-def _save(request: UpgradeRequest, *, state: RequestState, reason: str, actor: User) -> None:
-    request.state = state
-    request._history_user = actor  # type: ignore[attr-defined]
-    request._change_reason = reason  # type: ignore[attr-defined]
-    request.save()
+# The timeline rows that close a request's announcements.
+_CLOSING = (EventAction.EXPIRED, EventAction.REVOKED)
 
 
 @transaction.atomic
 def requests_sync(*, now: datetime) -> dict[str, int]:
-    """Follow the grants' states at ``now``; return how many requests moved, by new state."""
+    """Announce the grant starts, ends and revocations up to ``now``; return what was said."""
     grants_transition(now=now)
     actor = system_user()
     moved: Counter[str] = Counter()
     following = (
         UpgradeRequest.objects.select_for_update(of=("self",))
         .select_related("grant", "project", "requester")
-        .filter(state__in=[RequestState.APPROVED, RequestState.ACTIVE], grant__isnull=False)
+        .prefetch_related("events")
+        .filter(stage=RequestStage.APPROVED)
+        .filter(Q(grant__starts_at__lte=now) | Q(grant__revoked_at__lte=now))
+        .exclude(events__action__in=_CLOSING)
         .order_by("pk")
     )
     for request in following:
         grant = request.grant
         assert grant is not None
+        state = request.state_at(now)
+        done = {event.action for event in request.events.all()}
         values = {
             "kind": request.get_kind_display().lower(),
             "project": request.project,
             "end": when_text(grant.ends_at),
         }
-        if grant.state == GrantState.ACTIVE and request.state == RequestState.APPROVED:
-            _save(request, state=RequestState.ACTIVE, reason=_("The grant began."), actor=actor)
+        started = grant.revoked_at is None or grant.revoked_at > grant.starts_at
+        if state == RequestState.ACTIVE and EventAction.ACTIVATED not in done:
             event_add(request=request, actor=actor, action=EventAction.ACTIVATED, at=now)
             notify(
                 users=[request.requester],
@@ -64,8 +67,8 @@ def requests_sync(*, now: datetime) -> dict[str, int]:
                 text=_("Your %(kind)s for %(project)s is now in force, until %(end)s.") % values,
                 at=now,
             )
-        elif grant.state == GrantState.EXPIRED:
-            if request.state == RequestState.APPROVED:
+        elif state == RequestState.EXPIRED:
+            if EventAction.ACTIVATED not in done:
                 # Started and ended between two runs: the timeline still shows both.
                 event_add(
                     request=request,
@@ -73,7 +76,6 @@ def requests_sync(*, now: datetime) -> dict[str, int]:
                     action=EventAction.ACTIVATED,
                     at=grant.starts_at,
                 )
-            _save(request, state=RequestState.EXPIRED, reason=_("The grant ended."), actor=actor)
             event_add(request=request, actor=actor, action=EventAction.EXPIRED, at=now)
             notify(
                 users=[request.requester, *deciders(request)],
@@ -82,9 +84,13 @@ def requests_sync(*, now: datetime) -> dict[str, int]:
                 text=_("The %(kind)s for %(project)s ended on %(end)s.") % values,
                 at=now,
             )
-        elif grant.state == GrantState.REVOKED:
+        elif state == RequestState.REVOKED:
+            # Revoked on the grant itself (``request_revoke`` writes its own row).
+            if started and EventAction.ACTIVATED not in done:
+                event_add(
+                    request=request, actor=actor, action=EventAction.ACTIVATED, at=grant.starts_at
+                )
             reason = _("The grant was revoked.")
-            _save(request, state=RequestState.REVOKED, reason=reason, actor=actor)
             event_add(
                 request=request, actor=actor, action=EventAction.REVOKED, at=now, comment=reason
             )
@@ -97,13 +103,14 @@ def requests_sync(*, now: datetime) -> dict[str, int]:
             )
         else:
             continue
-        moved[request.state] += 1
+        moved[state] += 1
 
     # A day before the end, once; not for grants that were shorter than a day to begin with.
     ending = (
         UpgradeRequest.objects.select_related("grant", "project", "requester")
         .filter(
-            state__in=[RequestState.APPROVED, RequestState.ACTIVE],
+            stage=RequestStage.APPROVED,
+            grant__revoked_at__isnull=True,
             grant__ends_at__gt=now,
             grant__ends_at__lte=now + EXPIRY_WARNING,
         )

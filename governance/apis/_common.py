@@ -1,11 +1,10 @@
 """What every API shares: the exception handler, pagination, filter parsing."""
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import NON_FIELD_ERRORS
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import QuerySet
-from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import OpenApiResponse, inline_serializer
 from rest_framework import exceptions, serializers
@@ -15,6 +14,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
+
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -67,14 +69,14 @@ def parse_filters(
     return {key: value for key, value in serializer.validated_data.items() if value is not None}
 
 
-def slug_filter(queryset: QuerySet[Any], help_text: str | Promise) -> serializers.SlugRelatedField:
+def slug_filter(queryset: QuerySet[Any], help_text: "StrOrPromise") -> serializers.SlugRelatedField:
     """A query parameter naming an object by slug; an unknown slug is a 400, not a 404."""
     return serializers.SlugRelatedField(
         slug_field="slug", queryset=queryset, required=False, help_text=help_text
     )
 
 
-def boolean_filter(help_text: str | Promise) -> serializers.BooleanField:
+def boolean_filter(help_text: "StrOrPromise") -> serializers.BooleanField:
     # allow_null: an absent parameter is None (not given), not False.
     return serializers.BooleanField(required=False, allow_null=True, help_text=help_text)
 

@@ -17,8 +17,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance import services
-from governance.models import ChangeStatus, EditKind, GpuFlavor, RuleChange
+from governance import selectors, services
+from governance.models import ChangeStatus, ConflictChoice, EditKind, GpuFlavor, RuleChange
 from governance.selectors import (
     OBJECT_TYPES,
     edit_rows,
@@ -281,7 +281,7 @@ class RuleChangeProposeApi(APIView):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
-        change = services.rule_change_create(user=request.user, **data)  # type: ignore[arg-type]
+        change = services.rule_change_create(user=selectors.signed_in_user(request), **data)
         return _change_response(change, status_code=status.HTTP_201_CREATED)
 
 
@@ -381,7 +381,7 @@ class RuleChangeRollbackApi(APIView):
         reason = serializers.CharField()
         confirmation_reason = serializers.CharField(required=False, allow_blank=True, default="")
         choices = serializers.DictField(
-            child=serializers.ChoiceField(choices=["keep", "restore"]),
+            child=serializers.ChoiceField(choices=ConflictChoice.choices),
             required=False,
             default=dict,
             help_text=_(
@@ -412,7 +412,7 @@ class RuleChangeRollbackApi(APIView):
         serializer.is_valid(raise_exception=True)
         rollback = services.rule_change_rollback(
             change=change,
-            user=request.user,  # type: ignore[arg-type]
+            user=selectors.signed_in_user(request),
             **serializer.validated_data,
         )
         return _change_response(rollback, status_code=status.HTTP_201_CREATED)

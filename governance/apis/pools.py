@@ -25,13 +25,14 @@ class PoolListApi(APIView):
     pagination_class = LimitOffsetPagination
 
     class FilterSerializer(serializers.Serializer):
-        parent = slug_filter(Pool.objects.all(), _("Pools directly inside this pool."))
+        # A field named "parent" (DRF's own attribute of a bound field): typed apart.
+        parent = slug_filter(Pool.objects.all(), _("Pools directly inside this pool."))  # type: ignore[assignment]
 
     class OutputSerializer(serializers.Serializer):
         slug = serializers.SlugField()
         name = serializers.CharField()
         description = serializers.CharField()
-        parent = serializers.SlugField(source="parent.slug", allow_null=True)
+        parent = serializers.SlugField(source="parent.slug", allow_null=True)  # type: ignore[assignment]
         capacities = inline_serializer(
             name="PoolCapacity",
             many=True,
@@ -68,7 +69,9 @@ class PoolDetailApi(APIView):
         slug = serializers.SlugField(source="pool.slug")
         name = serializers.CharField(source="pool.name")
         description = serializers.CharField(source="pool.description")
-        parent = serializers.SlugField(source="pool.parent.slug", allow_null=True)
+        parent = serializers.SlugField(  # type: ignore[assignment]
+            source="pool.parent.slug", allow_null=True
+        )
         capacities = pool_use_serializer(name="PoolFlavorUse", key="flavor")
 
         class Meta:

@@ -61,7 +61,8 @@ class ProjectListApi(APIView):
             ref_name = "ProjectListItem"
 
         def get_leads(self, project: Project) -> list[str]:
-            return [membership.user.username for membership in project.lead_memberships]
+            leads = project.lead_memberships  # type: ignore[attr-defined]  # from project_list()
+            return [membership.user.username for membership in leads]
 
     @extend_schema(
         operation_id="projects_list",

@@ -9,7 +9,9 @@ services, under ``select_for_update``.
 from .changes import (
     OPEN_STATUSES,
     SCHEDULING_KINDS,
+    ChangeAction,
     ChangeStatus,
+    ConflictChoice,
     EditKind,
     Review,
     ReviewOutcome,
@@ -17,7 +19,19 @@ from .changes import (
     RuleEdit,
     applying_change,
 )
-from .grants import Grant, GrantKind, GrantState, RevisionTrigger, RulesRevision
+from .grants import (
+    KIND_SPECIFIC_TERMS,
+    KIND_TERMS,
+    TERM_FIELDS,
+    TIER_KINDS,
+    Grant,
+    GrantKind,
+    GrantState,
+    GrantTerms,
+    RevisionTrigger,
+    RulesRevision,
+    Terms,
+)
 from .projects import Membership, Project, ProjectRole
 from .quotas import Quota
 from .resources import LABEL_KEY_RE, LABEL_VALUE_RE, GpuFlavor, Pool, PoolCapacity, TaintEffect
@@ -25,16 +39,23 @@ from .tiers import PreemptionClass, PreemptionKind, PriorityTier, ReminderKind, 
 from .users import SiteRole, User
 
 __all__ = [
+    "KIND_SPECIFIC_TERMS",
+    "KIND_TERMS",
     "LABEL_KEY_RE",
     "LABEL_VALUE_RE",
     "OPEN_STATUSES",
     "SCHEDULING_KINDS",
+    "TERM_FIELDS",
+    "TIER_KINDS",
+    "ChangeAction",
     "ChangeStatus",
+    "ConflictChoice",
     "EditKind",
     "GpuFlavor",
     "Grant",
     "GrantKind",
     "GrantState",
+    "GrantTerms",
     "Membership",
     "Pool",
     "PoolCapacity",
@@ -54,6 +75,7 @@ __all__ = [
     "RulesRevision",
     "SiteRole",
     "TaintEffect",
+    "Terms",
     "User",
     "applying_change",
 ]

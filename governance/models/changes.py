@@ -37,6 +37,17 @@ class ChangeStatus(models.TextChoices):
 OPEN_STATUSES = (ChangeStatus.DRAFT, ChangeStatus.PROPOSED, ChangeStatus.APPROVED)
 
 
+class ChangeAction(models.TextChoices):
+    """What someone may do to a rule change; ``selectors.change_action_blocker`` says who when."""
+
+    PROPOSE = "propose", _("Propose")
+    APPROVE = "approve", _("Approve")
+    REJECT = "reject", _("Reject")
+    WITHDRAW = "withdraw", _("Withdraw")
+    APPLY = "apply", _("Apply")
+    ROLL_BACK = "roll_back", _("Roll back")
+
+
 class EditKind(models.TextChoices):
     """What an edit changes. The first five are the scheduling variables that a small change
     should not mix; the last two never change how work is scheduled."""
@@ -242,6 +253,13 @@ class RuleEdit(models.Model):
 
     def __str__(self) -> str:
         return f"{self.change_id}: {self.content_type_id}/{self.object_id}.{self.field}"
+
+
+class ConflictChoice(models.TextChoices):
+    """Rolling back a field that a later change touched: keep its value or restore the old."""
+
+    KEEP = "keep", _("Keep the current value")
+    RESTORE = "restore", _("Restore the old value")
 
 
 class ReviewOutcome(models.TextChoices):

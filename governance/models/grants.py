@@ -1,6 +1,10 @@
 """Grants (time-boxed changes of the effective rules) and rules revisions."""
 
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -29,28 +33,44 @@ class GrantState(models.TextChoices):
     REVOKED = "revoked", _("Revoked")
 
 
-class Grant(models.Model):
-    """An approved, time-boxed change of the effective rules (created from a request).
+# Which of the kind-specific terms each kind uses; the others stay empty.
+KIND_TERMS: dict[str, tuple[str, ...]] = {
+    GrantKind.PRIORITY_UPGRADE: ("tier", "job_ids"),
+    GrantKind.QUOTA_EXCEPTION: ("pool", "flavor", "extra_gpus", "lift_borrow_limit"),
+    GrantKind.PREEMPTION_PROTECTION: ("preemption_class", "job_ids"),
+    GrantKind.QUEUE_JUMP: ("tier", "job_ids"),
+}
+# Kinds that name a tier.
+TIER_KINDS = (GrantKind.PRIORITY_UPGRADE, GrantKind.QUEUE_JUMP)
+# The terms that only some kinds use, and their empty values.
+KIND_SPECIFIC_TERMS: dict[str, Any] = {
+    "tier": None,
+    "pool": None,
+    "flavor": None,
+    "extra_gpus": None,
+    "lift_borrow_limit": False,
+    "preemption_class": None,
+    "job_ids": [],
+}
+# Every term of a grant, in the order forms and the API show them.
+TERM_FIELDS = ("kind", *KIND_SPECIFIC_TERMS, "starts_at", "ends_at")
 
-    Whether a grant applies at an instant depends only on ``starts_at``, ``ends_at`` and
-    ``revoked_at``; ``state`` records the transitions that the beat task has carried out
-    (and the scheduler syncs they triggered).
+
+class GrantTerms(models.Model):
+    """The terms of a grant: its kind, what it changes and its time box.
+
+    The one home of these fields, their database constraints and their checks: a
+    ``Grant`` has them, and so has the ``approvals.UpgradeRequest`` that asks for it.
     """
 
     kind = models.CharField(_("kind"), max_length=32, choices=GrantKind.choices)
-    project = models.ForeignKey(
-        Project, verbose_name=_("project"), on_delete=models.PROTECT, related_name="grants"
-    )
-    state = models.CharField(
-        _("state"), max_length=16, choices=GrantState.choices, default=GrantState.SCHEDULED
-    )
     tier = models.ForeignKey(
         PriorityTier,
         verbose_name=_("tier"),
         on_delete=models.PROTECT,
         null=True,
         blank=True,
-        related_name="grants",
+        related_name="%(class)ss",
         help_text=_("Priority upgrades and queue jumps: the tier granted."),
     )
     pool = models.ForeignKey(
@@ -59,7 +79,7 @@ class Grant(models.Model):
         on_delete=models.PROTECT,
         null=True,
         blank=True,
-        related_name="grants",
+        related_name="%(class)ss",
     )
     flavor = models.ForeignKey(
         GpuFlavor,
@@ -67,7 +87,7 @@ class Grant(models.Model):
         on_delete=models.PROTECT,
         null=True,
         blank=True,
-        related_name="grants",
+        related_name="%(class)ss",
     )
     extra_gpus = models.PositiveIntegerField(
         _("extra GPUs"),
@@ -86,7 +106,7 @@ class Grant(models.Model):
         on_delete=models.PROTECT,
         null=True,
         blank=True,
-        related_name="grants",
+        related_name="%(class)ss",
         help_text=_("Preemption protection: the stricter class the workloads get."),
     )
     job_ids = models.JSONField(
@@ -97,30 +117,20 @@ class Grant(models.Model):
     )
     starts_at = models.DateTimeField(_("starts at"))
     ends_at = models.DateTimeField(_("ends at"))
-    source = models.CharField(
-        _("source"), max_length=100, blank=True, help_text=_("What it came from, e.g. a request.")
-    )
-    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
-    revoked_at = models.DateTimeField(_("revoked at"), null=True, blank=True)
-    history = HistoricalRecords()
 
     class Meta:
-        ordering = ["-starts_at", "-pk"]
-        verbose_name = _("grant")
-        verbose_name_plural = _("grants")
-        indexes = [models.Index(fields=["starts_at", "ends_at"], name="grant_window")]
+        abstract = True
         constraints = [
-            models.CheckConstraint(condition=Q(kind__in=GrantKind.values), name="grant_kind_valid"),
             models.CheckConstraint(
-                condition=Q(state__in=GrantState.values), name="grant_state_valid"
+                condition=Q(kind__in=GrantKind.values), name="%(app_label)s_%(class)s_kind_valid"
             ),
             models.CheckConstraint(
-                condition=Q(ends_at__gt=F("starts_at")), name="grant_ends_after_start"
+                condition=Q(ends_at__gt=F("starts_at")),
+                name="%(app_label)s_%(class)s_ends_after_start",
             ),
             models.CheckConstraint(
-                condition=~Q(kind__in=[GrantKind.PRIORITY_UPGRADE, GrantKind.QUEUE_JUMP])
-                | Q(tier__isnull=False),
-                name="grant_tier_needed",
+                condition=~Q(kind__in=TIER_KINDS) | Q(tier__isnull=False),
+                name="%(app_label)s_%(class)s_tier_needed",
             ),
             models.CheckConstraint(
                 condition=~Q(kind=GrantKind.QUOTA_EXCEPTION)
@@ -128,12 +138,139 @@ class Grant(models.Model):
                     Q(pool__isnull=False, flavor__isnull=False)
                     & (Q(extra_gpus__gt=0) | Q(lift_borrow_limit=True))
                 ),
-                name="grant_quota_exception_complete",
+                name="%(app_label)s_%(class)s_quota_exception_complete",
             ),
             models.CheckConstraint(
                 condition=~Q(kind=GrantKind.PREEMPTION_PROTECTION)
                 | Q(preemption_class__isnull=False),
-                name="grant_protection_class_needed",
+                name="%(app_label)s_%(class)s_protection_class_needed",
+            ),
+        ]
+
+    def terms_errors(self) -> dict[str, str]:
+        """What is wrong with the terms on their own: the fields the kind needs and uses."""
+        errors: dict[str, str] = {}
+        if self.starts_at and self.ends_at and self.ends_at <= self.starts_at:
+            errors["ends_at"] = gettext("The end must come after the start.")
+        if self.kind not in GrantKind.values:
+            errors["kind"] = gettext("Choose a kind of request.")
+            return errors
+        kind = GrantKind(self.kind)
+        used = KIND_TERMS[kind]
+        unused = gettext("A %(kind)s does not use this field.") % {"kind": kind.label.lower()}
+        for name, empty in KIND_SPECIFIC_TERMS.items():
+            value = getattr(self, f"{name}_id" if name in _RELATIONS else name)
+            if name not in used and value not in (None, empty):
+                errors[name] = unused
+        if kind in TIER_KINDS and not self.tier_id:
+            errors["tier"] = gettext("Say which tier the work should run at.")
+        if kind == GrantKind.QUEUE_JUMP and not self.job_ids:
+            errors["job_ids"] = gettext("A queue jump names the pending jobs it raises.")
+        if kind == GrantKind.QUOTA_EXCEPTION:
+            if not (self.pool_id and self.flavor_id):
+                errors["pool"] = gettext("A quota exception names a pool and a flavor.")
+            if self.lift_borrow_limit and self.extra_gpus:
+                errors["extra_gpus"] = gettext(
+                    "Either add GPUs or lift the borrow limit, not both."
+                )
+            elif not (self.extra_gpus or self.lift_borrow_limit):
+                errors["extra_gpus"] = gettext(
+                    "Say how many GPUs to add, or lift the borrow limit."
+                )
+        if kind == GrantKind.PREEMPTION_PROTECTION and not self.preemption_class_id:
+            errors["preemption_class"] = gettext(
+                "Say which preemption class should protect the work."
+            )
+        if not isinstance(self.job_ids, list) or not all(
+            isinstance(job, str) and job.strip() for job in self.job_ids
+        ):
+            errors["job_ids"] = gettext("Job ids must be a list of non-empty strings.")
+        return errors
+
+    def clean(self) -> None:
+        errors = self.terms_errors()
+        if errors:
+            raise ValidationError(errors)
+
+    @property
+    def terms(self) -> "Terms":
+        return Terms.of(self)
+
+
+_RELATIONS = ("tier", "pool", "flavor", "preemption_class")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Terms:
+    """The terms of a grant as a value: what a request asks for and a grant gives.
+
+    ``request_create`` and ``grant_create`` take one; approving a request passes the
+    request's terms on to its grant (``Terms.of(request)``).
+    """
+
+    kind: str
+    starts_at: datetime
+    ends_at: datetime
+    tier: PriorityTier | None = None
+    pool: Pool | None = None
+    flavor: GpuFlavor | None = None
+    extra_gpus: int | None = None
+    lift_borrow_limit: bool = False
+    preemption_class: PreemptionClass | None = None
+    job_ids: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, obj: Any) -> "Terms":
+        """The terms of a grant or a request (or of any object with the same attributes)."""
+        return cls.from_data({name: getattr(obj, name) for name in TERM_FIELDS})
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> "Terms":
+        """The terms among ``data`` (e.g. a form's or a serializer's cleaned data)."""
+        values = {name: data[name] for name in TERM_FIELDS if name in data}
+        values["job_ids"] = tuple(values.get("job_ids") or ())
+        return cls(**values)
+
+    def fields(self) -> dict[str, Any]:
+        """The model field values (``job_ids`` as a list)."""
+        values = {name: getattr(self, name) for name in TERM_FIELDS}
+        values["job_ids"] = list(self.job_ids)
+        return values
+
+    def replace(self, **changes: Any) -> "Terms":
+        return dataclasses.replace(self, **changes)
+
+
+class Grant(GrantTerms):
+    """An approved, time-boxed change of the effective rules (created from a request).
+
+    Whether a grant applies at an instant depends only on ``starts_at``, ``ends_at`` and
+    ``revoked_at``; ``state`` records the transitions that the beat task has carried out
+    (and the scheduler syncs they triggered).
+    """
+
+    project = models.ForeignKey(
+        Project, verbose_name=_("project"), on_delete=models.PROTECT, related_name="grants"
+    )
+    state = models.CharField(
+        _("state"), max_length=16, choices=GrantState.choices, default=GrantState.SCHEDULED
+    )
+    source = models.CharField(
+        _("source"), max_length=100, blank=True, help_text=_("What it came from, e.g. a request.")
+    )
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    revoked_at = models.DateTimeField(_("revoked at"), null=True, blank=True)
+    history = HistoricalRecords()
+
+    class Meta(GrantTerms.Meta):
+        ordering = ["-starts_at", "-pk"]
+        verbose_name = _("grant")
+        verbose_name_plural = _("grants")
+        indexes = [models.Index(fields=["starts_at", "ends_at"], name="grant_window")]
+        constraints = [
+            *GrantTerms.Meta.constraints,
+            models.CheckConstraint(
+                condition=Q(state__in=GrantState.values), name="grant_state_valid"
             ),
         ]
 
@@ -144,30 +281,6 @@ class Grant(models.Model):
         return self.starts_at <= at < self.ends_at and (
             self.revoked_at is None or self.revoked_at > at
         )
-
-    def clean(self) -> None:
-        errors: dict[str, str] = {}
-        if self.starts_at and self.ends_at and self.ends_at <= self.starts_at:
-            errors["ends_at"] = gettext("A grant must end after it starts.")
-        if self.kind in (GrantKind.PRIORITY_UPGRADE, GrantKind.QUEUE_JUMP) and not self.tier_id:
-            errors["tier"] = gettext("Say which tier is granted.")
-        if self.kind == GrantKind.QUEUE_JUMP and not self.job_ids:
-            errors["job_ids"] = gettext("A queue jump names the pending jobs it raises.")
-        if self.kind == GrantKind.QUOTA_EXCEPTION:
-            if not (self.pool_id and self.flavor_id):
-                errors["pool"] = gettext("A quota exception names a pool and a flavor.")
-            if not (self.extra_gpus or self.lift_borrow_limit):
-                errors["extra_gpus"] = gettext(
-                    "A quota exception adds GPUs or lifts the borrow limit."
-                )
-        if self.kind == GrantKind.PREEMPTION_PROTECTION and not self.preemption_class_id:
-            errors["preemption_class"] = gettext("Say which preemption class protects the work.")
-        if not isinstance(self.job_ids, list) or not all(
-            isinstance(job, str) and job.strip() for job in self.job_ids
-        ):
-            errors["job_ids"] = gettext("Job ids must be a list of non-empty strings.")
-        if errors:
-            raise ValidationError(errors)
 
 
 class RevisionTrigger(models.TextChoices):

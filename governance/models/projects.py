@@ -73,3 +73,7 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} ({self.get_role_display()}) in {self.project}"
+
+    @property
+    def is_lead(self) -> bool:
+        return self.role == ProjectRole.LEAD

@@ -4,6 +4,7 @@ The scoped getters (``<kind>_get``) are the one place that decides whether a use
 or edit an object; HTML views and API views both call them.
 """
 
+from .blockers import Blocker, approval_problem, change_action_blocker, change_action_blockers
 from .changes import (
     OBJECT_TYPES,
     ChangePlan,
@@ -41,7 +42,6 @@ from .history import (
 )
 from .rules import (
     PoolFlavorUse,
-    allowed_tiers,
     default_tier,
     flavor_get,
     flavor_list,
@@ -57,6 +57,7 @@ from .rules import (
     quota_list,
     quotas_for_projects,
     search_filter,
+    signed_in_user,
     tier_get,
     tier_list,
     tiers_due_for_review,
@@ -67,6 +68,7 @@ from .rules import (
 
 __all__ = [
     "OBJECT_TYPES",
+    "Blocker",
     "ChangePlan",
     "EditRow",
     "EffectiveProject",
@@ -76,8 +78,10 @@ __all__ = [
     "HistoryEntry",
     "PoolFlavorUse",
     "RollbackRow",
-    "allowed_tiers",
+    "approval_problem",
     "capacity_history_entries",
+    "change_action_blocker",
+    "change_action_blockers",
     "change_scope",
     "default_tier",
     "edit_rows",
@@ -112,6 +116,7 @@ __all__ = [
     "rule_change_warnings",
     "rule_changes_for_object",
     "search_filter",
+    "signed_in_user",
     "tier_get",
     "tier_list",
     "tiers_due_for_review",

@@ -9,6 +9,7 @@ from django.db import models
 from django.db.models import QuerySet
 from django.utils import formats
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from governance.models import (
     Membership,
@@ -23,7 +24,19 @@ M = TypeVar("M", bound=models.Model)
 # --- history ------------------------------------------------------------------------------
 
 EMPTY = "—"
-HISTORY_ACTIONS = {"+": "created", "~": "changed", "-": "deleted"}
+
+
+class HistoryAction(models.TextChoices):
+    CREATED = "created", gettext_lazy("Created")
+    CHANGED = "changed", gettext_lazy("Changed")
+    DELETED = "deleted", gettext_lazy("Deleted")
+
+
+HISTORY_ACTIONS = {
+    "+": HistoryAction.CREATED,
+    "~": HistoryAction.CHANGED,
+    "-": HistoryAction.DELETED,
+}
 
 
 class FieldChange(NamedTuple):
@@ -39,10 +52,14 @@ class HistoryEntry:
     when: datetime
     user: User | None
     reason: str
-    action: str  # "created", "changed" or "deleted"
+    action: HistoryAction
     changes: list[FieldChange]
     subject: str = ""  # for rows of a related kind: the member, the flavor
     change_id: int | None = None  # the rule change that wrote the row, if any
+
+    @property
+    def is_creation(self) -> bool:
+        return self.action == HistoryAction.CREATED
 
 
 def history_entries(*, obj: models.Model) -> list[HistoryEntry]:
@@ -147,7 +164,7 @@ def _history_entries(
             when=record.history_date,
             user=record.history_user,
             reason=record.history_change_reason or "",
-            action=HISTORY_ACTIONS.get(record.history_type, "changed"),
+            action=HISTORY_ACTIONS.get(record.history_type, HistoryAction.CHANGED),
             changes=[
                 FieldChange(
                     field=str(fields[name].verbose_name),

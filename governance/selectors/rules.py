@@ -45,6 +45,17 @@ def user_can_edit_rules(user: Any) -> bool:
     return bool(user_can_read_rules(user) and user.is_ops)
 
 
+def signed_in_user(request: Any) -> User:
+    """The user of a page or API request that sign-in let through; a 403 for anyone else.
+
+    Views pass it to the services, which take a ``User``.
+    """
+    user = request.user
+    if not isinstance(user, User) or not user_can_read_rules(user):
+        raise PermissionDenied
+    return user
+
+
 def _scoped_get(queryset: QuerySet[M], *, user: Any, for_edit: bool, **lookup: Any) -> M:
     """404 when the object does not exist or the user may not see it; 403 to edit it."""
     if not user_can_read_rules(user):
@@ -245,14 +256,6 @@ def user_memberships(*, user: User) -> QuerySet[Membership]:
 
 def quotas_for_projects(*, project_ids: list[int]) -> QuerySet[Quota]:
     return quota_list().filter(project_id__in=project_ids)
-
-
-def allowed_tiers(*, project: Project, default: PriorityTier | None) -> list[PriorityTier]:
-    """The tiers a project's work may use: its tier (or the default) and every tier below."""
-    top = project.tier or default
-    if top is None:
-        return []
-    return list(PriorityTier.objects.filter(score__lte=top.score).order_by("-score"))
 
 
 def search_filter(queryset: QuerySet[M], *, query: str, fields: list[str]) -> QuerySet[M]:

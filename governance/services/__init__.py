@@ -1,8 +1,16 @@
 """Writes to the governed rules. Every function here is the one way to make its change."""
 
+from ._history import (
+    REASON_MAX_LENGTH,
+    TEXT_MAX_LENGTH,
+    apply_fields,
+    governed_delete,
+    governed_save,
+    require_reason,
+    require_text,
+)
 from .changes import (
     EditSpec,
-    approval_problem,
     rule_change_apply,
     rule_change_approve,
     rule_change_create,
@@ -23,11 +31,15 @@ from .revisions import rules_revision_create
 from .tiers import tier_create, tier_update
 
 __all__ = [
+    "REASON_MAX_LENGTH",
+    "TEXT_MAX_LENGTH",
     "EditSpec",
-    "approval_problem",
+    "apply_fields",
     "demo_seed",
     "flavor_create",
     "flavor_update",
+    "governed_delete",
+    "governed_save",
     "grant_create",
     "grant_revoke",
     "grants_transition",
@@ -43,6 +55,8 @@ __all__ = [
     "project_update",
     "quota_create",
     "quota_update",
+    "require_reason",
+    "require_text",
     "review_record",
     "review_reminders_send",
     "rule_change_apply",

@@ -13,17 +13,14 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from governance.models import (
-    GpuFlavor,
     Grant,
     GrantKind,
     GrantState,
-    Pool,
-    PreemptionClass,
-    PriorityTier,
     Project,
     Quota,
     RevisionTrigger,
     SiteRole,
+    Terms,
     User,
 )
 
@@ -48,41 +45,19 @@ def grant_create(
     *,
     user: User,
     reason: str,
-    kind: GrantKind | str,
     project: Project,
-    starts_at: datetime,
-    ends_at: datetime,
+    terms: Terms,
     source: str = "",
-    tier: PriorityTier | None = None,
-    pool: Pool | None = None,
-    flavor: GpuFlavor | None = None,
-    extra_gpus: int | None = None,
-    lift_borrow_limit: bool = False,
-    preemption_class: PreemptionClass | None = None,
-    job_ids: list[str] | None = None,
     now: datetime | None = None,
 ) -> Grant:
-    """Create a grant; it is active at once when its window has already opened."""
+    """Create a grant with ``terms``; it is active at once when its window has already opened."""
     now = now or timezone.now()
-    grant = Grant(
-        kind=kind,
-        project=project,
-        starts_at=starts_at,
-        ends_at=ends_at,
-        source=source,
-        tier=tier,
-        pool=pool,
-        flavor=flavor,
-        extra_gpus=extra_gpus,
-        lift_borrow_limit=lift_borrow_limit,
-        preemption_class=preemption_class,
-        job_ids=job_ids or [],
-    )
-    if ends_at <= now:
+    grant = Grant(**terms.fields(), project=project, source=source)
+    if grant.ends_at <= now:
         raise ValidationError({"ends_at": _("This grant would already have ended.")})
     if (
-        kind == GrantKind.QUOTA_EXCEPTION
-        and not Quota.objects.filter(project=project, pool=pool, flavor=flavor).exists()
+        grant.kind == GrantKind.QUOTA_EXCEPTION
+        and not Quota.objects.filter(project=project, pool=grant.pool, flavor=grant.flavor).exists()
     ):
         raise ValidationError(
             {"pool": _("The project has no quota of that flavor in that pool to raise.")}

@@ -5,7 +5,7 @@ from django.db import transaction
 from governance.models import Membership, PriorityTier, Project, ProjectRole, User
 
 from ._access import require_ops
-from ._history import apply_fields, governed_save, require_reason
+from ._history import apply_fields, governed_delete, governed_save
 
 PROJECT_EDITABLE = ("name", "description", "tier")
 
@@ -54,6 +54,4 @@ def membership_set(
 @transaction.atomic
 def membership_remove(*, membership: Membership, user: User, reason: str) -> None:
     require_ops(user)
-    membership._history_user = user  # type: ignore[attr-defined]
-    membership._change_reason = require_reason(reason)  # type: ignore[attr-defined]
-    membership.delete()
+    governed_delete(membership, user=user, reason=reason)

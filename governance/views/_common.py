@@ -89,12 +89,12 @@ def kind_of(obj: models.Model) -> str:
     }[obj._meta.model_name or ""]
 
 
-def saved(request: HttpRequest, obj: models.Model) -> HttpResponse:
+def saved(request: HttpRequest, obj: Any) -> HttpResponse:
     messages.success(request, _("Saved “%(object)s”.") % {"object": obj})
     return redirect(obj)
 
 
-def unchanged(request: HttpRequest, obj: models.Model) -> HttpResponse:
+def unchanged(request: HttpRequest, obj: Any) -> HttpResponse:
     messages.info(request, _("Nothing changed: “%(object)s” is as it was.") % {"object": obj})
     return redirect(obj)
 
@@ -171,7 +171,7 @@ def propose_change(
     the forms (a warning of the plan goes to the change form's confirmation)."""
     try:
         change = services.rule_change_create(
-            user=request.user,  # type: ignore[arg-type]
+            user=selectors.signed_in_user(request),
             reason=reason,
             edits=edits,
             **change_form.service_data(),

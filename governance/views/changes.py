@@ -15,7 +15,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from governance import forms, selectors, services
-from governance.models import ChangeStatus, ReviewOutcome, RuleChange
+from governance.models import ChangeAction, ChangeStatus, ReviewOutcome, RuleChange
 
 from ._common import page, posted
 
@@ -55,26 +55,22 @@ def change_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _detail_context(request: HttpRequest, change: RuleChange, **extra: Any) -> dict[str, Any]:
-    user = request.user
-    is_ops = selectors.user_can_edit_rules(user)
-    approval_problem = (
-        services.approval_problem(change=change, user=user)  # type: ignore[arg-type]
-        if change.status in (ChangeStatus.PROPOSED, ChangeStatus.APPROVED)
-        else None
-    )
-    is_author = user.pk in (change.author_id, change.proposed_by_id)
+    blockers = selectors.change_action_blockers(change=change, user=request.user)
+    approve_blocker = blockers[ChangeAction.APPROVE]
     context = {
         "change": change,
         "plan": selectors.rule_change_plan(change=change),
         "status_history": selectors.history_entries(obj=change),
         "rollbacks": list(change.rollbacks.order_by("-pk")),
-        "approval_problem": approval_problem,
-        "may_approve": change.status == ChangeStatus.PROPOSED and approval_problem is None,
-        "may_reject": approval_problem is None
-        and change.status in (ChangeStatus.PROPOSED, ChangeStatus.APPROVED),
-        "may_withdraw": change.is_open and (is_author or is_ops),
-        "may_apply": change.status == ChangeStatus.APPROVED and is_ops,
-        "may_roll_back": change.status == ChangeStatus.APPLIED and is_ops,
+        # Why the user may not approve a proposed change (shown next to the buttons).
+        "approval_problem": approve_blocker
+        if change.status == ChangeStatus.PROPOSED and approve_blocker is not None
+        else None,
+        "may_approve": approve_blocker is None,
+        "may_reject": blockers[ChangeAction.REJECT] is None,
+        "may_withdraw": blockers[ChangeAction.WITHDRAW] is None,
+        "may_apply": blockers[ChangeAction.APPLY] is None,
+        "may_roll_back": blockers[ChangeAction.ROLL_BACK] is None,
         "note_form": forms.ChangeNoteForm(),
     }
     context.update(extra)
@@ -143,7 +139,7 @@ def change_rollback(request: HttpRequest, pk: int) -> HttpResponse:
         try:
             rollback = services.rule_change_rollback(
                 change=change,
-                user=request.user,  # type: ignore[arg-type]
+                user=selectors.signed_in_user(request),
                 reason=form.change_reason,
                 choices=form.choices(),
                 confirmation_reason=form.cleaned_data["confirmation_reason"],
@@ -202,7 +198,7 @@ def _review_page(request: HttpRequest, *, edit_url: str, **subject: Any) -> Http
     if request.method == "POST" and form.is_valid():
         try:
             review = services.review_record(
-                user=request.user,  # type: ignore[arg-type]
+                user=selectors.signed_in_user(request),
                 outcome=form.cleaned_data["outcome"],
                 notes=form.cleaned_data["notes"],
                 review_cycle_days=form.cleaned_data["review_cycle_days"],

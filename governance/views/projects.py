@@ -43,7 +43,6 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "detail",
         default_tier=default,
         memberships=selectors.project_memberships(project=project),
-        allowed_tiers=selectors.allowed_tiers(project=project, default=default),
         quotas=selectors.quotas_for_projects(project_ids=[project.pk]),
         in_force=selectors.effective_rules(
             at=timezone.now(), project_slugs=[project.slug]

@@ -8,10 +8,10 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 
 from governance.models import Pool, User
+from governance.services import governed_save
 from queues.models import Cluster, ClusterBackend, ClusterSyncState
 
 CLUSTER_EDITABLE = ("slurm_cluster", "slurm_conf", "command_prefix", "enabled", "pools")
-REASON_MAX_LENGTH = 1000
 
 
 def _require_ops(user: User) -> None:
@@ -19,22 +19,8 @@ def _require_ops(user: User) -> None:
         raise PermissionDenied(_("Only ops may configure clusters."))
 
 
-def _reason(reason: str) -> str:
-    reason = (reason or "").strip()
-    if not reason:
-        raise ValidationError({"reason": _("Say why: a reason is required for every change.")})
-    if len(reason) > REASON_MAX_LENGTH:
-        raise ValidationError(
-            {"reason": _("Keep the reason under %(limit)d characters.") % {"limit": 1000}}
-        )
-    return reason
-
-
 def _save(cluster: Cluster, *, user: User, reason: str, pools: Iterable[Pool] | None) -> None:
-    cluster.full_clean()
-    cluster._history_user = user  # type: ignore[attr-defined]
-    cluster._change_reason = _reason(reason)  # type: ignore[attr-defined]
-    cluster.save()
+    governed_save(cluster, user=user, reason=reason)
     if pools is not None:
         cluster.pools.set(pools)
 

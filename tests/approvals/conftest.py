@@ -16,7 +16,7 @@ from approvals import services
 from approvals.models import ApprovalPolicy, ApproverRule, RequestKind, UpgradeRequest
 from governance import services as governance_services
 from governance.models import SiteRole, User
-from tests.conftest import REASON, World
+from tests.conftest import REASON, World, with_terms
 
 # A fixed instant in the future: every service call gets ``now`` relative to it.
 T0 = (timezone.now() + timedelta(days=2)).replace(minute=0, second=0, microsecond=0)
@@ -99,7 +99,7 @@ def quota_exception(world: World, user: User, **overrides: Any) -> UpgradeReques
         "now": T0 - HOUR,
     }
     values.update(overrides)
-    return services.request_create(**values)
+    return services.request_create(**with_terms(values))
 
 
 def upgrade(world: World, user: User, **overrides: Any) -> UpgradeRequest:
@@ -117,7 +117,7 @@ def upgrade(world: World, user: User, **overrides: Any) -> UpgradeRequest:
         "now": T0 - HOUR,
     }
     values.update(overrides)
-    return services.request_create(**values)
+    return services.request_create(**with_terms(values))
 
 
 def vision_maximum(rules: Any) -> int | None:

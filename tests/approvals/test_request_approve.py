@@ -45,7 +45,7 @@ def test_approval_at_or_after_the_start_activates_at_once(world, policies, lead,
 
     approved = services.request_approve(request=request, user=ops, now=T0 + 2 * HOUR)
 
-    assert approved.state == RequestState.ACTIVE
+    assert approved.state_at(T0 + 2 * HOUR) == RequestState.ACTIVE
     # The grant starts when it was approved, not in the past the request asked for.
     assert (approved.grant.state, approved.grant.starts_at) == (GrantState.ACTIVE, T0 + 2 * HOUR)
     assert vision_maximum(effective_rules(at=T0 + HOUR)) == 40

@@ -3,6 +3,8 @@ time box, and the evidence captured when it is submitted."""
 
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from approvals import services
@@ -248,3 +250,32 @@ def test_bad_api_input_is_a_400_naming_the_fields(world, policies, api_client, l
     )
     assert too_long.status_code == 400
     assert "At most 14 days" in too_long.json()["ends_at"][0]
+
+
+def _more_projects(world, start: int, stop: int) -> None:
+    for index in range(start, stop):
+        project = governance_services.project_create(
+            user=world.ops, reason=REASON, slug=f"extra-{index}", name=f"Extra {index}"
+        )
+        governance_services.quota_create(
+            user=world.ops,
+            reason=REASON,
+            project=project,
+            pool=world.training,
+            flavor=world.a100,
+            guarantee=0,
+            borrow_limit=4,
+            preemption_class=world.allowed,
+        )
+
+
+@pytest.mark.parametrize("make", [quota_exception, upgrade])
+def test_submitting_costs_the_same_queries_whatever_the_number_of_projects(world, policies, make):
+    """The checks and the evidence read the rules of the one project, not of every project."""
+    counts = []
+    for start, stop in ((0, 2), (2, 30)):
+        _more_projects(world, start, stop)
+        with CaptureQueriesContext(connection) as captured:
+            make(world, world.ops, ends_at=T0 + DAY + stop * HOUR)
+        counts.append(len(captured.captured_queries))
+    assert counts[0] == counts[1]

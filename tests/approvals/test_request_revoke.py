@@ -26,7 +26,8 @@ def test_ops_revoke_an_active_grant(active, ops, lead):
     revoked = services.request_revoke(
         request=active, user=ops, reason="The pool is needed for an outage", now=T0 + DAY
     )
-    assert revoked.state == RequestState.REVOKED
+    assert revoked.state_at(T0 + DAY) == RequestState.REVOKED
+    assert revoked.state_at(T0 + DAY - HOUR) == RequestState.ACTIVE
     assert revoked.grant.state == GrantState.REVOKED
     assert vision_maximum(effective_rules(at=T0 + DAY - HOUR)) == 48
     assert vision_maximum(effective_rules(at=T0 + DAY)) == 40

@@ -14,10 +14,10 @@ pytestmark = pytest.mark.django_db
 SECOND = HOUR / 3600
 
 
-def _snapshot(request):
+def _snapshot(request, at):
     request.refresh_from_db()
     return (
-        request.state,
+        request.state_at(at),
         request.grant.state if request.grant else None,
         request.events.count(),
         Notification.objects.count(),
@@ -33,18 +33,21 @@ def approved(world, policies, lead, ops):
 
 def test_the_grant_starts_and_ends_at_the_requested_instants(approved):
     services.requests_sync(now=T0 - SECOND)
-    assert _snapshot(approved)[:2] == (RequestState.APPROVED, GrantState.SCHEDULED)
+    assert _snapshot(approved, T0 - SECOND)[:2] == (RequestState.APPROVED, GrantState.SCHEDULED)
     assert vision_maximum(effective_rules(at=T0 - SECOND)) == 40
 
     services.requests_sync(now=T0)
-    assert _snapshot(approved)[:2] == (RequestState.ACTIVE, GrantState.ACTIVE)
+    assert _snapshot(approved, T0)[:2] == (RequestState.ACTIVE, GrantState.ACTIVE)
     assert vision_maximum(effective_rules(at=T0)) == 48
 
     services.requests_sync(now=T0 + 3 * DAY - SECOND)
-    assert _snapshot(approved)[:2] == (RequestState.ACTIVE, GrantState.ACTIVE)
+    assert _snapshot(approved, T0 + 3 * DAY - SECOND)[:2] == (
+        RequestState.ACTIVE,
+        GrantState.ACTIVE,
+    )
 
     services.requests_sync(now=T0 + 3 * DAY)
-    assert _snapshot(approved)[:2] == (RequestState.EXPIRED, GrantState.EXPIRED)
+    assert _snapshot(approved, T0 + 3 * DAY)[:2] == (RequestState.EXPIRED, GrantState.EXPIRED)
     assert vision_maximum(effective_rules(at=T0 + 3 * DAY)) == 40
     assert [event.action for event in approved.events.all()][-2:] == [
         EventAction.ACTIVATED,
@@ -55,9 +58,9 @@ def test_the_grant_starts_and_ends_at_the_requested_instants(approved):
 @pytest.mark.parametrize("instant", [T0, T0 + 2 * DAY + HOUR, T0 + 3 * DAY])
 def test_running_the_task_twice_is_harmless(approved, instant):
     services.requests_sync(now=instant)
-    before = _snapshot(approved)
+    before = _snapshot(approved, instant)
     assert services.requests_sync(now=instant) == {}
-    assert _snapshot(approved) == before
+    assert _snapshot(approved, instant) == before
 
 
 def test_people_hear_a_day_before_the_end_and_at_the_end_once_each(approved, lead, ops):
@@ -79,7 +82,7 @@ def test_people_hear_a_day_before_the_end_and_at_the_end_once_each(approved, lea
 
 def test_a_grant_that_started_and_ended_between_runs_shows_both(approved):
     services.requests_sync(now=T0 + 4 * DAY)
-    assert _snapshot(approved)[0] == RequestState.EXPIRED
+    assert _snapshot(approved, T0 + 4 * DAY)[0] == RequestState.EXPIRED
     actions = [event.action for event in approved.events.all()]
     assert actions[-2:] == [EventAction.ACTIVATED, EventAction.EXPIRED]
 

@@ -38,7 +38,7 @@ def test_one_project_has_an_active_grant_that_ends_soon(demo):
 
 
 def test_one_request_was_rejected_with_a_reason(demo):
-    rejected = UpgradeRequest.objects.get(state=RequestState.REJECTED)
+    rejected = UpgradeRequest.objects.get(stage=RequestState.REJECTED)
     assert "not a production service" in rejected.approvals.get().comment
 
 

@@ -8,8 +8,9 @@ from django.test import override_settings
 from django.utils import timezone
 
 from governance import services
-from governance.models import Grant, GrantKind, GrantState, RevisionTrigger, RulesRevision
+from governance.models import Grant, GrantKind, GrantState, RevisionTrigger, RulesRevision, Terms
 from governance.selectors import effective_rules
+from tests.conftest import with_terms
 
 pytestmark = pytest.mark.django_db
 
@@ -31,7 +32,7 @@ def _exception(world, **overrides):
         "source": "request:1",
     }
     kwargs.update(overrides)
-    return services.grant_create(**kwargs)
+    return services.grant_create(**with_terms(kwargs))
 
 
 def _vision_quota(rules):
@@ -56,11 +57,13 @@ def test_a_priority_upgrade_raises_the_project_tier(world):
     services.grant_create(
         user=world.ops,
         reason="Deadline",
-        kind=GrantKind.PRIORITY_UPGRADE,
         project=world.speech,
-        tier=world.key,
-        starts_at=T0,
-        ends_at=T0 + timedelta(days=1),
+        terms=Terms(
+            kind=GrantKind.PRIORITY_UPGRADE,
+            tier=world.key,
+            starts_at=T0,
+            ends_at=T0 + timedelta(days=1),
+        ),
     )
 
     assert effective_rules(at=T0 - timedelta(minutes=1)).projects["speech"].tier == world.regular
@@ -73,12 +76,14 @@ def test_named_jobs_are_raised_alone(world):
     services.grant_create(
         user=world.ops,
         reason="Jump",
-        kind=GrantKind.QUEUE_JUMP,
         project=world.speech,
-        tier=world.key,
-        job_ids=["4711"],
-        starts_at=T0,
-        ends_at=T0 + timedelta(hours=4),
+        terms=Terms(
+            kind=GrantKind.QUEUE_JUMP,
+            tier=world.key,
+            job_ids=("4711",),
+            starts_at=T0,
+            ends_at=T0 + timedelta(hours=4),
+        ),
     )
 
     speech = effective_rules(at=T0).projects["speech"]
@@ -90,11 +95,13 @@ def test_protection_only_makes_the_class_stricter(world):
     services.grant_create(
         user=world.ops,
         reason="No checkpoint",
-        kind=GrantKind.PREEMPTION_PROTECTION,
         project=world.speech,
-        preemption_class=world.forbidden,
-        starts_at=T0,
-        ends_at=T0 + timedelta(days=1),
+        terms=Terms(
+            kind=GrantKind.PREEMPTION_PROTECTION,
+            preemption_class=world.forbidden,
+            starts_at=T0,
+            ends_at=T0 + timedelta(days=1),
+        ),
     )
 
     assert _speech(effective_rules(at=T0)).preemption_class == world.forbidden

@@ -7,7 +7,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from governance import services
-from governance.models import GrantKind
+from governance.models import GrantKind, Terms
 from tests.conftest import login
 
 pytestmark = pytest.mark.django_db
@@ -19,14 +19,16 @@ def exception(world):
     return services.grant_create(
         user=world.ops,
         reason="Deadline",
-        kind=GrantKind.QUOTA_EXCEPTION,
         project=world.vision,
-        pool=world.training,
-        flavor=world.a100,
-        extra_gpus=8,
-        starts_at=now - timedelta(hours=1),
-        ends_at=now + timedelta(days=2),
         source="request:7",
+        terms=Terms(
+            kind=GrantKind.QUOTA_EXCEPTION,
+            pool=world.training,
+            flavor=world.a100,
+            extra_gpus=8,
+            starts_at=now - timedelta(hours=1),
+            ends_at=now + timedelta(days=2),
+        ),
     )
 
 

@@ -6,8 +6,8 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
-from governance import services
-from governance.models import ChangeStatus, PriorityTier, Quota, RuleChange
+from governance import selectors, services
+from governance.models import ChangeStatus, ConflictChoice, PriorityTier, Quota, RuleChange
 from governance.services import EditSpec
 from tests.conftest import login
 
@@ -108,7 +108,7 @@ def test_a_later_change_is_a_conflict_that_must_be_decided(world, ops2):
         change=change,
         user=world.ops,
         reason="Undo the weight only",
-        choices={guarantee.pk: "keep"},
+        choices={guarantee.pk: ConflictChoice.KEEP},
         confirmation_reason="Rolling back inside the window of the later change",
     )
     assert [(e.field, e.old_value, e.new_value) for e in keep.edits.all()] == [
@@ -148,7 +148,7 @@ def test_rollback_of_a_tier_change_needs_the_tier_owner(world, ops2, approver):
     services.tier_update(tier=world.key, user=world.ops, reason="Owner", data={"owner": approver})
     change = _apply(world, approver, [EditSpec(target=world.key, field="max_gpus_total", value=40)])
     rollback = services.rule_change_rollback(change=change, user=world.ops, reason="Too small")
-    assert services.approval_problem(change=rollback, user=ops2) is not None
+    assert selectors.approval_problem(change=rollback, user=ops2) is not None
     _approve_apply(rollback, world, approver)
     assert PriorityTier.objects.get(pk=world.key.pk).max_gpus_total is None
 

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from governance import services as rules
-from governance.models import GrantKind
+from governance.models import GrantKind, Terms
 from queues import services
 from queues.models import SyncStatus
 from tests.conftest import REASON, login
@@ -73,13 +73,15 @@ def test_a_quota_exception_lets_the_waiting_job_start_and_its_expiry_restores_th
     grant = rules.grant_create(
         user=lab.ops,
         reason=REASON,
-        kind=GrantKind.QUOTA_EXCEPTION,
         project=gamma,
-        pool=lab.pool,
-        flavor=lab.a100,
-        extra_gpus=1,
-        starts_at=now - timedelta(minutes=1),
-        ends_at=now + timedelta(seconds=8),
+        terms=Terms(
+            kind=GrantKind.QUOTA_EXCEPTION,
+            pool=lab.pool,
+            flavor=lab.a100,
+            extra_gpus=1,
+            starts_at=now - timedelta(minutes=1),
+            ends_at=now + timedelta(seconds=8),
+        ),
     )
     _sync(lab)
     slurm.wait_state(waiting, "RUNNING", timeout=20)
@@ -148,12 +150,14 @@ def test_a_queue_jump_moves_the_named_pending_job_ahead_until_its_grant_ends(lab
     grant = rules.grant_create(
         user=lab.ops,
         reason=REASON,
-        kind=GrantKind.QUEUE_JUMP,
         project=team,
-        tier=lab.key,
-        job_ids=[later, "999999"],
-        starts_at=now - timedelta(minutes=1),
-        ends_at=now + timedelta(hours=1),
+        terms=Terms(
+            kind=GrantKind.QUEUE_JUMP,
+            tier=lab.key,
+            job_ids=(later, "999999"),
+            starts_at=now - timedelta(minutes=1),
+            ends_at=now + timedelta(hours=1),
+        ),
     )
 
     dry = services.sync_now(cluster=lab.cluster, user=lab.ops, dry_run=True)

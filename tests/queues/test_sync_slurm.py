@@ -2,6 +2,7 @@
 
 import pytest
 
+from governance.models import Terms
 from queues import services
 from queues.models import ClusterSyncState, SyncStatus
 from queues.services.slurm import parse_tres
@@ -143,13 +144,15 @@ def test_a_grant_queues_a_sync_that_a_worker_applies(
             rules.grant_create(
                 user=lab.ops,
                 reason=REASON,
-                kind=GrantKind.QUOTA_EXCEPTION,
                 project=epsilon,
-                pool=lab.pool,
-                flavor=lab.a100,
-                extra_gpus=3,
-                starts_at=now,
-                ends_at=now + timedelta(hours=1),
+                terms=Terms(
+                    kind=GrantKind.QUOTA_EXCEPTION,
+                    pool=lab.pool,
+                    flavor=lab.a100,
+                    extra_gpus=3,
+                    starts_at=now,
+                    ends_at=now + timedelta(hours=1),
+                ),
             )
     finally:
         app.conf.task_always_eager = False
@@ -181,12 +184,14 @@ def test_a_protected_job_moves_to_the_protected_qos_and_back_when_the_grant_ends
     grant = rules.grant_create(
         user=lab.ops,
         reason=REASON,
-        kind=GrantKind.PREEMPTION_PROTECTION,
         project=serve,
-        preemption_class=lab.forbidden,
-        job_ids=[held],
-        starts_at=now - timedelta(minutes=1),
-        ends_at=now + timedelta(hours=1),
+        terms=Terms(
+            kind=GrantKind.PREEMPTION_PROTECTION,
+            preemption_class=lab.forbidden,
+            job_ids=(held,),
+            starts_at=now - timedelta(minutes=1),
+            ends_at=now + timedelta(hours=1),
+        ),
     )
 
     run = services.sync_now(cluster=lab.cluster, user=lab.ops)

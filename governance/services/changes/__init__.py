@@ -10,7 +10,6 @@ change; nothing is edited or deleted afterwards.
 
 from .apply import rule_change_apply
 from .decide import (
-    approval_problem,
     rule_change_approve,
     rule_change_reject,
     rule_change_withdraw,
@@ -20,10 +19,8 @@ from .rollback import rule_change_rollback
 from .spec import (
     CAPACITY,
     EDITABLE,
-    KEEP,
     KEYED,
     MEMBERSHIP,
-    RESTORE,
     TITLE_MAX_LENGTH,
     EditSpec,
     value_from_json,
@@ -32,13 +29,10 @@ from .spec import (
 __all__ = [
     "CAPACITY",
     "EDITABLE",
-    "KEEP",
     "KEYED",
     "MEMBERSHIP",
-    "RESTORE",
     "TITLE_MAX_LENGTH",
     "EditSpec",
-    "approval_problem",
     "rule_change_apply",
     "rule_change_approve",
     "rule_change_create",

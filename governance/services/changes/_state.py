@@ -1,31 +1,15 @@
-"""Locking, saving and status checks shared by the rule change services."""
+"""Locking a rule change and checking, on the locked row, that the user may act on it."""
 
-from django.core.exceptions import ValidationError
-from django.utils.translation import gettext as _
-
-from governance.models import ChangeStatus, RuleChange, User
+from governance.models import ChangeAction, RuleChange, User
+from governance.selectors.blockers import change_action_blocker
 
 
 def lock_change(change: RuleChange) -> RuleChange:
     return RuleChange.objects.select_for_update().get(pk=change.pk)
 
 
-def save_change(change: RuleChange, *, user: User, reason: str) -> None:
-    change.full_clean()
-    change._history_user = user  # type: ignore[attr-defined]
-    change._change_reason = reason  # type: ignore[attr-defined]
-    change.save()
-
-
-def require_status(change: RuleChange, *allowed: str) -> None:
-    if change.status in allowed:
-        return
-    if change.status in (ChangeStatus.APPLIED, ChangeStatus.ROLLED_BACK):
-        raise ValidationError(
-            _("Change #%(id)d was already applied.") % {"id": change.pk}, code="applied"
-        )
-    raise ValidationError(
-        _("Change #%(id)d is %(status)s.")
-        % {"id": change.pk, "status": change.get_status_display().lower()},
-        code="status",
-    )
+def require_action(change: RuleChange, *, user: User, action: ChangeAction) -> None:
+    """Refuse unless ``user`` may do ``action`` now (the rule the pages show buttons by)."""
+    blocker = change_action_blocker(change=change, user=user, action=action)
+    if blocker is not None:
+        raise blocker.error()

@@ -2,12 +2,13 @@
 
 import datetime as dt
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from governance.models import (
+    ChangeAction,
     ChangeStatus,
     GpuFlavor,
     Membership,
@@ -24,6 +25,7 @@ from governance.models import (
 )
 from governance.selectors.changes import stale_edits
 
+from .._history import governed_save
 from ..flavors import flavor_update
 from ..pools import pool_capacity_set, pool_update
 from ..preemption import preemption_class_update
@@ -31,7 +33,7 @@ from ..projects import membership_remove, membership_set, project_update
 from ..quotas import quota_update
 from ..revisions import rules_revision_create
 from ..tiers import tier_update
-from ._state import lock_change, require_status, save_change
+from ._state import lock_change, require_action
 from .spec import CAPACITY, MEMBERSHIP, value_from_json
 
 
@@ -114,10 +116,8 @@ def rule_change_apply(
     the other is told that the change was already applied. An edit whose field was changed
     by someone else since the proposal is not overwritten: the change is refused.
     """
-    if not user.is_ops:
-        raise PermissionDenied(_("Only ops may apply a rule change."))
     change = lock_change(change)
-    require_status(change, ChangeStatus.APPROVED)
+    require_action(change, user=user, action=ChangeAction.APPLY)
     stale = stale_edits(change=change)
     if stale:
         raise ValidationError(
@@ -137,11 +137,11 @@ def rule_change_apply(
     change.status = ChangeStatus.APPLIED
     change.applied_by = user
     change.applied_at = now or timezone.now()
-    save_change(change, user=user, reason=_("Applied"))
+    governed_save(change, user=user, reason=_("Applied"))
     if change.rollback_of is not None:
         original = lock_change(change.rollback_of)
         original.status = ChangeStatus.ROLLED_BACK
-        save_change(
+        governed_save(
             original,
             user=user,
             reason=_("Rolled back by change #%(id)d") % {"id": change.pk},

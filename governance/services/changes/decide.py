@@ -2,45 +2,14 @@
 
 import datetime as dt
 
-from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import models, transaction
+from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from governance.models import ChangeStatus, PriorityTier, RuleChange, User
+from governance.models import ChangeAction, ChangeStatus, RuleChange, User
 
-from ._state import lock_change, require_status, save_change
-
-
-def _targets(change: RuleChange) -> list[models.Model | None]:
-    result = []
-    for edit in change.edits.select_related("content_type"):
-        model = edit.content_type.model_class()
-        assert model is not None
-        result.append(model._default_manager.filter(pk=edit.object_id).first())
-    return result
-
-
-def approval_problem(*, change: RuleChange, user: User) -> str | None:
-    """Why ``user`` may not approve (or reject) ``change``, or ``None`` when they may."""
-    if not user.is_active:
-        return _("Your account is inactive.")
-    if user.pk in (change.author_id, change.proposed_by_id):
-        return _("You proposed this change: someone else must approve it.")
-    proposers = {change.author_id, change.proposed_by_id}
-    needs_ops = False
-    for obj in _targets(change):
-        if isinstance(obj, PriorityTier):
-            if obj.owner_id == user.pk or (user.is_ops and obj.owner_id in proposers):
-                continue
-            return _(
-                "A change to the tier “%(tier)s” needs its business owner, %(owner)s (or ops "
-                "when the owner proposed it)."
-            ) % {"tier": obj.name, "owner": obj.owner}
-        needs_ops = True
-    if needs_ops and not user.is_ops:
-        return _("A change to quotas, pools, projects, flavors or preemption classes needs ops.")
-    return None
+from .._history import REASON_MAX_LENGTH, governed_save, require_text
+from ._state import lock_change, require_action
 
 
 @transaction.atomic
@@ -48,14 +17,11 @@ def rule_change_approve(
     *, change: RuleChange, user: User, note: str = "", now: dt.datetime | None = None
 ) -> RuleChange:
     change = lock_change(change)
-    require_status(change, ChangeStatus.PROPOSED)
-    problem = approval_problem(change=change, user=user)
-    if problem:
-        raise PermissionDenied(problem)
+    require_action(change, user=user, action=ChangeAction.APPROVE)
     change.status = ChangeStatus.APPROVED
     change.approved_by = user
     change.approved_at = now or timezone.now()
-    save_change(change, user=user, reason=(note or "").strip() or _("Approved"))
+    governed_save(change, user=user, reason=(note or "").strip() or _("Approved"))
     return change
 
 
@@ -63,19 +29,19 @@ def rule_change_approve(
 def rule_change_reject(
     *, change: RuleChange, user: User, note: str, now: dt.datetime | None = None
 ) -> RuleChange:
-    note = (note or "").strip()
-    if not note:
-        raise ValidationError({"note": _("Say why the change is rejected.")})
+    note = require_text(
+        note,
+        field="note",
+        message=_("Say why the change is rejected."),
+        limit=REASON_MAX_LENGTH,
+    )
     change = lock_change(change)
-    require_status(change, ChangeStatus.PROPOSED, ChangeStatus.APPROVED)
-    problem = approval_problem(change=change, user=user)
-    if problem:
-        raise PermissionDenied(problem)
+    require_action(change, user=user, action=ChangeAction.REJECT)
     change.status = ChangeStatus.REJECTED
     change.closed_by = user
     change.closed_at = now or timezone.now()
     change.close_note = note
-    save_change(change, user=user, reason=note)
+    governed_save(change, user=user, reason=note)
     return change
 
 
@@ -84,12 +50,10 @@ def rule_change_withdraw(
     *, change: RuleChange, user: User, note: str = "", now: dt.datetime | None = None
 ) -> RuleChange:
     change = lock_change(change)
-    require_status(change, ChangeStatus.DRAFT, ChangeStatus.PROPOSED, ChangeStatus.APPROVED)
-    if user.pk not in (change.author_id, change.proposed_by_id) and not user.is_ops:
-        raise PermissionDenied(_("Only the author or ops may withdraw this change."))
+    require_action(change, user=user, action=ChangeAction.WITHDRAW)
     change.status = ChangeStatus.WITHDRAWN
     change.closed_by = user
     change.closed_at = now or timezone.now()
     change.close_note = (note or "").strip()
-    save_change(change, user=user, reason=change.close_note or _("Withdrawn"))
+    governed_save(change, user=user, reason=change.close_note or _("Withdrawn"))
     return change

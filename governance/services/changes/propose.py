@@ -11,6 +11,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from governance.models import (
+    ChangeAction,
     ChangeStatus,
     PriorityTier,
     ProjectRole,
@@ -25,8 +26,8 @@ from governance.selectors.changes import (
     value_to_json,
 )
 
-from .._history import require_reason
-from ._state import lock_change, save_change
+from .._history import governed_save, require_reason
+from ._state import lock_change, require_action
 from .apply import apply_edits
 from .spec import CAPACITY, EDITABLE, KEYED, MEMBERSHIP, TITLE_MAX_LENGTH, EditSpec
 
@@ -196,13 +197,7 @@ def rule_change_propose(
     """Draft → proposed. A plan that warns (mixed kinds, several pools, inside the
     observation window of an earlier change) needs a confirmation with a reason."""
     change = lock_change(change)
-    if change.status != ChangeStatus.DRAFT:
-        raise ValidationError(
-            _("Only a draft can be proposed; this change is %(status)s.")
-            % {"status": change.get_status_display().lower()}
-        )
-    if user.pk != change.author_id and not user.is_ops:
-        raise PermissionDenied(_("Only the author or ops may propose this change."))
+    require_action(change, user=user, action=ChangeAction.PROPOSE)
     now = now or timezone.now()
     warnings = rule_change_warnings(change=change, now=now)
     confirmation_reason = (confirmation_reason or "").strip()
@@ -222,5 +217,5 @@ def rule_change_propose(
     change.status = ChangeStatus.PROPOSED
     change.proposed_by = user
     change.proposed_at = now
-    save_change(change, user=user, reason=_("Proposed"))
+    governed_save(change, user=user, reason=_("Proposed"))
     return change

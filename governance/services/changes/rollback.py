@@ -6,12 +6,19 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from governance.models import ChangeStatus, RuleChange, RuleEdit, User
+from governance.models import (
+    ChangeAction,
+    ChangeStatus,
+    ConflictChoice,
+    RuleChange,
+    RuleEdit,
+    User,
+)
 from governance.selectors.changes import rollback_items
 
-from ._state import lock_change
+from ._state import lock_change, require_action
 from .propose import rule_change_create
-from .spec import KEEP, KEYED, RESTORE, EditSpec, value_from_json
+from .spec import KEYED, EditSpec, value_from_json
 
 
 @transaction.atomic
@@ -30,11 +37,7 @@ def rule_change_rollback(
     before it. A field that a later change touched since is a conflict: ``choices`` must
     say, per edit id, whether to keep the current value or restore the old one."""
     change = lock_change(change)
-    if change.status != ChangeStatus.APPLIED:
-        raise ValidationError(
-            _("Only an applied change can be rolled back; change #%(id)d is %(status)s.")
-            % {"id": change.pk, "status": change.get_status_display().lower()}
-        )
+    require_action(change, user=user, action=ChangeAction.ROLL_BACK)
     pending = change.rollbacks.filter(
         status__in=[ChangeStatus.DRAFT, ChangeStatus.PROPOSED, ChangeStatus.APPROVED]
     ).first()
@@ -50,9 +53,9 @@ def rule_change_rollback(
             continue
         if item.conflict:
             choice = choices.get(item.edit.pk)
-            if choice == KEEP:
+            if choice == ConflictChoice.KEEP:
                 continue
-            if choice != RESTORE:
+            if choice != ConflictChoice.RESTORE:
                 undecided.append(str(item.edit.pk))
                 continue
         specs.append(_restore_spec(item.edit))

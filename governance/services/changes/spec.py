@@ -30,7 +30,6 @@ from ..tiers import TIER_EDITABLE
 
 CAPACITY = "capacity"  # keyed field of a pool: GPUs per flavor (key: the flavor id)
 MEMBERSHIP = "membership"  # keyed field of a project: a user's role (key: the user id)
-KEEP, RESTORE = "keep", "restore"
 TITLE_MAX_LENGTH = 200
 
 

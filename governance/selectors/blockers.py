@@ -1,0 +1,134 @@
+"""Who may do what to a rule change, and when: the one rule that pages show buttons by and
+services check (on the locked row) before they write.
+
+A ``Blocker`` says why not: ``forbidden`` when the person never may (a 403), otherwise not
+now (a 400: the change's status). ``approvals`` uses the same ``Blocker`` for requests.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import models
+from django.utils.translation import gettext as _
+
+from governance.models import OPEN_STATUSES, ChangeAction, ChangeStatus, PriorityTier, RuleChange
+
+from .rules import user_can_edit_rules, user_can_read_rules
+
+
+@dataclass(frozen=True)
+class Blocker:
+    message: str
+    forbidden: bool = False
+    # A short machine-readable reason (e.g. "applied"), kept on the ValidationError.
+    code: str | None = None
+
+    def __str__(self) -> str:
+        return self.message
+
+    def error(self) -> Exception:
+        """What a service raises: ``PermissionDenied`` (403) or ``ValidationError`` (400)."""
+        if self.forbidden:
+            return PermissionDenied(self.message)
+        return ValidationError(self.message, code=self.code)
+
+
+def _targets(change: RuleChange) -> list[models.Model | None]:
+    result = []
+    for edit in change.edits.select_related("content_type"):
+        model = edit.content_type.model_class()
+        assert model is not None
+        result.append(model._default_manager.filter(pk=edit.object_id).first())
+    return result
+
+
+def approval_problem(*, change: RuleChange, user: Any) -> str | None:
+    """Why ``user`` may not approve (or reject) ``change``, whatever its status."""
+    if not user_can_read_rules(user):
+        return _("Your account is inactive.")
+    if user.pk in (change.author_id, change.proposed_by_id):
+        return _("You proposed this change: someone else must approve it.")
+    proposers = {change.author_id, change.proposed_by_id}
+    needs_ops = False
+    for obj in _targets(change):
+        if isinstance(obj, PriorityTier):
+            if obj.owner_id == user.pk or (user.is_ops and obj.owner_id in proposers):
+                continue
+            return _(
+                "A change to the tier “%(tier)s” needs its business owner, %(owner)s (or ops "
+                "when the owner proposed it)."
+            ) % {"tier": obj.name, "owner": obj.owner}
+        needs_ops = True
+    if needs_ops and not user.is_ops:
+        return _("A change to quotas, pools, projects, flavors or preemption classes needs ops.")
+    return None
+
+
+def _status_blocker(change: RuleChange, *allowed: str) -> Blocker | None:
+    if change.status in allowed:
+        return None
+    if change.status in (ChangeStatus.APPLIED, ChangeStatus.ROLLED_BACK):
+        return Blocker(_("Change #%(id)d was already applied.") % {"id": change.pk}, code="applied")
+    return Blocker(
+        _("Change #%(id)d is %(status)s.")
+        % {"id": change.pk, "status": change.get_status_display().lower()},
+        code="status",
+    )
+
+
+def change_action_blocker(
+    *, change: RuleChange, user: Any, action: ChangeAction | str
+) -> Blocker | None:
+    """Why ``user`` may not do ``action`` to ``change`` now, or ``None`` when they may."""
+    action = ChangeAction(action)
+    is_author = user_can_read_rules(user) and user.pk in (change.author_id, change.proposed_by_id)
+    is_ops = user_can_edit_rules(user)
+    if action == ChangeAction.PROPOSE:
+        if change.status != ChangeStatus.DRAFT:
+            return Blocker(
+                _("Only a draft can be proposed; this change is %(status)s.")
+                % {"status": change.get_status_display().lower()}
+            )
+        if not (is_ops or (user_can_read_rules(user) and user.pk == change.author_id)):
+            return Blocker(_("Only the author or ops may propose this change."), forbidden=True)
+        return None
+    if action in (ChangeAction.APPROVE, ChangeAction.REJECT):
+        allowed = (
+            (ChangeStatus.PROPOSED,)
+            if action == ChangeAction.APPROVE
+            else (ChangeStatus.PROPOSED, ChangeStatus.APPROVED)
+        )
+        blocker = _status_blocker(change, *allowed)
+        if blocker is not None:
+            return blocker
+        problem = approval_problem(change=change, user=user)
+        return None if problem is None else Blocker(problem, forbidden=True)
+    if action == ChangeAction.WITHDRAW:
+        blocker = _status_blocker(change, *OPEN_STATUSES)
+        if blocker is not None:
+            return blocker
+        if not (is_author or is_ops):
+            return Blocker(_("Only the author or ops may withdraw this change."), forbidden=True)
+        return None
+    if action == ChangeAction.APPLY:
+        if not is_ops:
+            return Blocker(_("Only ops may apply a rule change."), forbidden=True)
+        return _status_blocker(change, ChangeStatus.APPROVED)
+    # Roll back: ops propose the change that restores the old values.
+    if change.status != ChangeStatus.APPLIED:
+        return Blocker(
+            _("Only an applied change can be rolled back; change #%(id)d is %(status)s.")
+            % {"id": change.pk, "status": change.get_status_display().lower()}
+        )
+    if not is_ops:
+        return Blocker(_("Only ops may roll back a rule change."), forbidden=True)
+    return None
+
+
+def change_action_blockers(*, change: RuleChange, user: Any) -> dict[str, Blocker | None]:
+    """``change_action_blocker`` for every action (for a change's page)."""
+    return {
+        action.value: change_action_blocker(change=change, user=user, action=action)
+        for action in ChangeAction
+    }
