@@ -29,6 +29,7 @@ from .sync import (
     sync_enqueue_due,
     sync_enqueue_for_revision,
     sync_execute,
+    sync_export,
     sync_give_up,
     sync_now,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "sync_enqueue_due",
     "sync_enqueue_for_revision",
     "sync_execute",
+    "sync_export",
     "sync_give_up",
     "sync_now",
 ]
