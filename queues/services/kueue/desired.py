@@ -80,9 +80,8 @@ def cluster_queue_name(project: str, pool: str) -> str:
 
 
 def _metadata(name: str, source: str, revision: int | None, namespace: str = "") -> dict[str, Any]:
-    labels = {MANAGED_BY: MANAGED_BY_VALUE}
-    if revision is not None:
-        labels[REVISION_LABEL] = str(revision)
+    # "0": no rules revision recorded yet (a database that has only its first rules).
+    labels = {MANAGED_BY: MANAGED_BY_VALUE, REVISION_LABEL: str(revision or 0)}
     meta: dict[str, Any] = {"name": name}
     if namespace:
         meta["namespace"] = namespace
@@ -312,13 +311,16 @@ def desired_objects(
                     source,
                 )
             )
-        # What the pool holds beyond its projects' guarantees is the cohort's own, shared.
+        # What the pool holds beyond its projects' guarantees and its child pools (whose
+        # cohorts count in its subtree) is the cohort's own, shared by all of them.
+        children = [child for child in pools if child.parent_id == pool.pk]
         shared = []
         for flavor_id, flavor in sorted(flavors.items(), key=lambda item: item[1].slug):
             capacity = capacities.get((pool.pk, flavor_id))
             if capacity is None:
                 continue
-            rest = max(capacity - guaranteed.get(flavor_id, 0), 0)
+            nested = sum(capacities.get((child.pk, flavor_id), 0) for child in children)
+            rest = max(capacity - guaranteed.get(flavor_id, 0) - nested, 0)
             shared.append((k8s_name(flavor.slug), {"nominalQuota": str(rest)}))
         spec: dict[str, Any] = {"fairSharing": {"weight": "1"}}
         if pool.parent_id in pool_ids and pool.parent is not None:

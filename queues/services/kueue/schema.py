@@ -542,13 +542,13 @@ def validate(objects: DesiredObjects, directory: Path | None = None) -> list[Vio
         key = manifest_key(manifest)
         spec = manifest.get("spec") or {}
         if kind == CLUSTER_QUEUE:
-            for group in spec.get("resourceGroups") or []:
+            for g, group in enumerate(spec.get("resourceGroups") or []):
                 for flavor in group.get("flavors") or []:
                     if flavor.get("name") not in names[RESOURCE_FLAVOR]:
                         report(
                             kind,
                             key,
-                            f"spec.resourceGroups.flavors[{flavor.get('name')}]",
+                            f"spec.resourceGroups[{g}].flavors[{flavor.get('name')}]",
                             _("names a ResourceFlavor that is not generated"),
                         )
         if kind == LOCAL_QUEUE and spec.get("clusterQueue") not in names[CLUSTER_QUEUE]:

@@ -174,11 +174,13 @@ def _canonical(value: Any) -> str:
 
 
 def _scalar(name: str, value: Any) -> str:
+    if value is None:
+        return ""
     if name in QUANTITY_FIELDS:
         return normalise_quantity(value)
     if isinstance(value, bool):
         return "true" if value else "false"
-    return "" if value is None else str(value)
+    return str(value)
 
 
 def _flatten(value: Any, path: str, name: str, out: dict[str, str]) -> None:
