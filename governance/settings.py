@@ -266,6 +266,12 @@ ARBITER_ON_RULES_CHANGED: list[str] = ["queues.services.sync_enqueue_for_revisio
 ARBITER_SYNC_LEASE_SECONDS = int(os.environ.get("ARBITER_SYNC_LEASE_SECONDS", "900"))
 ARBITER_SYNC_MAX_RETRIES = int(os.environ.get("ARBITER_SYNC_MAX_RETRIES", "8"))
 ARBITER_SLURM_TIMEOUT = int(os.environ.get("ARBITER_SLURM_TIMEOUT", "60"))
+# Kubernetes/Kueue clusters: the directory whose files (a bearer token or a kubeconfig) a
+# cluster's settings may name, the Kueue CRDs generated objects are validated against
+# (empty: the Kueue v0.19 CRDs shipped in queues/kueue_crds), and each API call's timeout.
+ARBITER_KUBE_CREDENTIALS_DIR = os.environ.get("ARBITER_KUBE_CREDENTIALS_DIR", "")
+ARBITER_KUEUE_CRDS_DIR = os.environ.get("ARBITER_KUEUE_CRDS_DIR", "")
+ARBITER_KUBE_TIMEOUT = int(os.environ.get("ARBITER_KUBE_TIMEOUT", "30"))
 # Days before a review is due at which the owner is reminded and the item is listed as due.
 ARBITER_REVIEW_DUE_WINDOW_DAYS = int(os.environ.get("ARBITER_REVIEW_DUE_WINDOW_DAYS", "14"))
 # The address people open Arbiter at; mails (review reminders) link to pages under it.

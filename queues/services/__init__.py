@@ -30,6 +30,7 @@ from .sync import (
     sync_enqueue_due,
     sync_enqueue_for_revision,
     sync_execute,
+    sync_export,
     sync_give_up,
     sync_now,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "sync_enqueue_due",
     "sync_enqueue_for_revision",
     "sync_execute",
+    "sync_export",
     "sync_give_up",
     "sync_now",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -40,6 +41,8 @@ from .backends import (
     State,
     named_jobs,
 )
+from .kueue import KueueBackend, KueueConnection
+from .kueue.export import ExportResult, export_objects
 from .slurm import SlurmBackend, SlurmCommands, backend_timeout
 
 
@@ -55,7 +58,15 @@ TRIGGERS_FROM_REVISION = {
 }
 
 
-def backend_for(cluster: Cluster) -> SchedulerBackend:
+# ``ClusterBackend.KUEUE`` ("kueue") picks the Kubernetes backend; anything else is Slurm.
+KUEUE = "kueue"
+
+
+def backend_for(cluster: Cluster, *, force_conflicts: bool = False) -> SchedulerBackend:
+    if cluster.backend == KUEUE:
+        return KueueBackend(
+            connection=KueueConnection.from_cluster(cluster), force_conflicts=force_conflicts
+        )
     return SlurmBackend(
         cluster_name=cluster.slurm_cluster,
         commands=SlurmCommands(
@@ -64,6 +75,20 @@ def backend_for(cluster: Cluster) -> SchedulerBackend:
             timeout=backend_timeout(),
         ),
     )
+
+
+def sync_export(*, cluster: Cluster, directory: str, at: datetime | None = None) -> ExportResult:
+    """Write the Kueue objects of ``cluster``'s pools into ``directory`` (GitOps): the same
+    objects, validated the same way, as a sync of a Kueue cluster applies. Nothing is sent
+    to any cluster, so a cluster of any backend can be exported."""
+    target = Path(directory)
+    if not target.is_dir():
+        raise SchedulerError(_("The export directory %(dir)s does not exist.") % {"dir": directory})
+    backend = KueueBackend(connection=KueueConnection.from_cluster(cluster))
+    desired_state_for(cluster=cluster, backend=backend, at=at or timezone.now())
+    if backend.objects is None:
+        raise SchedulerError(_("Nothing was compiled for %(cluster)s.") % {"cluster": cluster})
+    return export_objects(backend.objects, target)
 
 
 def lease_seconds() -> int:
@@ -301,8 +326,14 @@ def sync_now(
     user: User | None,
     dry_run: bool = False,
     backend: SchedulerBackend | None = None,
+    force_conflicts: bool = False,
 ) -> SyncRun:
-    """Run a sync (or dry run) here and now, as the command line and dry runs do."""
+    """Run a sync (or dry run) here and now, as the command line and dry runs do.
+
+    ``force_conflicts`` (Kueue): take over fields another field manager owns, overwriting
+    hand-made changes; otherwise those objects are reported as conflicts and left alone.
+    """
+    backend = backend or backend_for(cluster, force_conflicts=force_conflicts)
     run = SyncRun.objects.create(
         cluster=cluster,
         trigger=SyncTrigger.DRY_RUN if dry_run else SyncTrigger.MANUAL,

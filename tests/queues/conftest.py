@@ -31,6 +31,9 @@ from governance.models import (
 )
 from queues import services
 from queues.models import Cluster
+from queues.services import SchedulerError
+from queues.services.kueue import KubeClient, KueueConnection
+from queues.services.kueue.schema import SHIPPED_CRDS, crd_for_server, load_crds
 from tests.conftest import REASON, require_service
 
 SLURM_CLUSTER = "arbiter"
@@ -279,6 +282,219 @@ def lab(ops, slurm) -> Lab:
         exploratory=exploratory,
         regular=regular,
         key=key,
+        production=production,
+        allowed=allowed,
+        forbidden=forbidden,
+        cluster=cluster,
+    )
+
+
+# --- Kubernetes / Kueue ---------------------------------------------------------------------
+
+
+def kube_env() -> dict[str, str]:
+    """Connection of the API server of ``deploy/k8s/up.sh``: the environment, else its env file."""
+    found = {
+        k: os.environ[k]
+        for k in ("KUBE_API_SERVER", "KUBE_CA_FILE", "KUBE_TOKEN_FILE")
+        if k in os.environ
+    }
+    env_file = (
+        Path(os.environ.get("ARBITER_K8S_DIR", Path(settings.BASE_DIR) / "var" / "k8s")) / "env"
+    )
+    if len(found) < 3 and env_file.exists():
+        for line in env_file.read_text().splitlines():
+            key, _sep, value = line.partition("=")
+            found.setdefault(key, value.strip())
+    return found
+
+
+@dataclass
+class KubeServer:
+    api_server: str
+    ca_bundle: str
+    token: str
+
+    def connection(self, directory: Path, namespace_template: str = "{project}") -> KueueConnection:
+        token_file = directory / "token"
+        token_file.write_text(self.token + "\n")
+        return KueueConnection(
+            api_server=self.api_server,
+            ca_bundle=self.ca_bundle,
+            credentials_path=str(token_file),
+            namespace_template=namespace_template,
+        )
+
+
+def _kube_answers(env: dict[str, str]) -> tuple[bool, str]:
+    if not env.get("KUBE_API_SERVER"):
+        return False, "no API server (start it with deploy/k8s/up.sh as root)"
+    try:
+        server = KubeServer(
+            env["KUBE_API_SERVER"],
+            Path(env["KUBE_CA_FILE"]).read_text(),
+            Path(env["KUBE_TOKEN_FILE"]).read_text().strip(),
+        )
+    except (KeyError, OSError) as error:
+        return False, f"cannot read the connection files: {error}"
+    with tempfile.TemporaryDirectory() as tmp:
+        client = KubeClient(server.connection(Path(tmp)))
+        try:
+            status, _body = client.request("GET", "/version")
+        except SchedulerError as error:
+            return False, str(error)
+        finally:
+            client.close()
+    if status != 200:
+        return False, f"/version answered {status}"
+    return True, ""
+
+
+@pytest.fixture(scope="session")
+def kube_server() -> Iterator[KubeServer]:
+    """The real API server with Kueue's CRDs installed (without their CEL rules, which
+    Kubernetes 1.20 refuses: the schema tier checks those)."""
+    env = kube_env()
+    ok, why = _kube_answers(env)
+    require_service("Kubernetes API server", ok, why)
+    server = KubeServer(
+        env["KUBE_API_SERVER"],
+        Path(env["KUBE_CA_FILE"]).read_text(),
+        Path(env["KUBE_TOKEN_FILE"]).read_text().strip(),
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        client = KubeClient(server.connection(Path(tmp)))
+        for crd in load_crds(SHIPPED_CRDS).values():
+            client.ensure_crd(crd_for_server(crd))
+        deadline = time.monotonic() + 60
+        for kind in (
+            "ResourceFlavor",
+            "Cohort",
+            "ClusterQueue",
+            "LocalQueue",
+            "WorkloadPriorityClass",
+        ):
+            while True:
+                try:
+                    client.list(kind)
+                    break
+                except SchedulerError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+        client.close()
+    yield server
+
+
+@pytest.fixture
+def kube(kube_server, tmp_path, settings) -> KubeServer:
+    settings.ARBITER_KUBE_CREDENTIALS_DIR = str(tmp_path)
+    return kube_server
+
+
+@dataclass
+class Org:
+    """Two pools (one nested), two flavors, four tiers, two classes: built through the services."""
+
+    ops: User
+    a100: GpuFlavor
+    h100: GpuFlavor
+    pool: Pool
+    child: Pool
+    regular: PriorityTier
+    production: PriorityTier
+    allowed: PreemptionClass
+    forbidden: PreemptionClass
+    cluster: Cluster
+
+    def project(
+        self,
+        slug: str,
+        *,
+        tier: PriorityTier | None = None,
+        guarantee: int = 4,
+        borrow: int | None = 2,
+        lending: int | None = None,
+        preemption_class: PreemptionClass | None = None,
+        flavor: GpuFlavor | None = None,
+        pool: Pool | None = None,
+    ) -> tuple[Project, Quota]:
+        kw = {"user": self.ops, "reason": REASON}
+        project = Project.objects.filter(slug=slug).first() or rules.project_create(
+            **kw, slug=slug, name=slug.title(), tier=tier
+        )
+        quota = rules.quota_create(
+            **kw,
+            project=project,
+            pool=pool or self.pool,
+            flavor=flavor or self.a100,
+            guarantee=guarantee,
+            borrow_limit=borrow,
+            lending_limit=lending,
+            preemption_class=preemption_class or self.allowed,
+        )
+        return project, quota
+
+
+@pytest.fixture
+def org(ops) -> Org:
+    kw = {"user": ops, "reason": REASON}
+    a100 = rules.flavor_create(
+        **kw,
+        slug="a100",
+        name="A100",
+        gpu_model="A100",
+        memory_gb=80,
+        node_labels={"gpu.example.com/model": "a100"},
+        node_taints=[{"key": "gpu", "value": "a100", "effect": "NoSchedule"}],
+    )
+    h100 = rules.flavor_create(
+        **kw, slug="h100", name="H100", gpu_model="H100", memory_gb=80, node_labels={"gpu": "h100"}
+    )
+    pool = rules.pool_create(**kw, slug="training", name="Training")
+    child = rules.pool_create(**kw, slug="training_eu", name="Training EU", parent=pool)
+    # The child pool's GPUs are part of its parent's.
+    rules.pool_capacity_set(**kw, pool=pool, flavor=a100, gpus=64)
+    rules.pool_capacity_set(**kw, pool=pool, flavor=h100, gpus=32)
+    rules.pool_capacity_set(**kw, pool=child, flavor=a100, gpus=32)
+    rules.pool_capacity_set(**kw, pool=child, flavor=h100, gpus=16)
+    common = {"eligibility": "Any", "confirmed_by": "Ops", "review_cycle_days": 90, "owner": ops}
+    exploratory = rules.tier_create(
+        **kw, **common, slug="exploratory", name="Exploratory", score=10, scheduler_value=100
+    )
+    regular = rules.tier_create(
+        **kw,
+        **common,
+        slug="regular",
+        name="Regular",
+        score=40,
+        scheduler_value=400,
+        is_default=True,
+    )
+    production = rules.tier_create(
+        **kw,
+        **common,
+        slug="production",
+        name="Production",
+        score=95,
+        scheduler_value=950,
+        may_preempt=True,
+        preemptible_tiers=[regular, exploratory],
+    )
+    allowed = rules.preemption_class_create(
+        **kw, slug="allowed", name="Allowed", kind="allowed", business_impact="Restartable."
+    )
+    forbidden = rules.preemption_class_create(
+        **kw, slug="forbidden", name="Forbidden", kind="forbidden", business_impact="Serving."
+    )
+    cluster = services.cluster_create(**kw, name="k8s", slurm_cluster="k8s", pools=[pool, child])
+    return Org(
+        ops=ops,
+        a100=a100,
+        h100=h100,
+        pool=pool,
+        child=child,
+        regular=regular,
         production=production,
         allowed=allowed,
         forbidden=forbidden,

@@ -1,0 +1,61 @@
+"""The Kubernetes/Kueue backend: effective rules compiled into Kueue ``v1beta2`` objects.
+
+What Arbiter generates (names are slugs lowercased, ``_`` as ``-``):
+
+* per tier ``<tier>``: a ``scheduling.k8s.io/v1`` ``PriorityClass`` (``value`` = the tier's
+  scheduler value, ``globalDefault`` for the default tier, ``preemptionPolicy``
+  ``PreemptLowerPriority`` when the tier may preempt, else ``Never``) and a Kueue
+  ``WorkloadPriorityClass`` with the same value; jobs pick a tier with
+  ``priorityClassName`` / the label ``kueue.x-k8s.io/priority-class``;
+* per flavor used by the cluster's quotas ``<flavor>``: a ``ResourceFlavor`` with the
+  flavor's node labels, taints, and a toleration for each taint;
+* per pool ``<pool>``: a ``Cohort`` (``parentName`` = the parent pool when the cluster serves
+  it, ``fairSharing.weight`` 1, and as its own ``nominalQuota`` per flavor the capacity the
+  projects' guarantees leave over, shared by all of them);
+* per project and pool ``<project>.<pool>``: a ``ClusterQueue`` in the pool's cohort,
+  admitting the project's namespace only (``namespaceSelector`` on
+  ``kubernetes.io/metadata.name``), with one resource group over ``nvidia.com/gpu``:
+  per flavor ``nominalQuota`` = guarantee, ``borrowingLimit`` = borrow limit (absent =
+  unlimited; ``0`` when the preemption class is *forbidden*: work that may never be
+  preempted never runs on borrowed GPUs, where reclaim would preempt it), ``lendingLimit``
+  = lending limit; ``preemption`` from the project's top tier (see ``desired.preemption``);
+  ``fairSharing.weight`` = the sum of the quotas' fair-share weights;
+* a ``LocalQueue`` ``<pool>`` in the project's namespace pointing at that ClusterQueue, and
+  the ``Namespace`` itself when it does not exist (the rule is the cluster's namespace
+  template, ``{project}`` by default, with ``{pool}`` also available). Arbiter creates
+  missing namespaces but never deletes one (it holds the team's workloads); an existing
+  namespace is used as it is.
+
+Every object carries ``app.kubernetes.io/managed-by: arbiter``, the rules revision that last
+wrote it (``arbiter.governance/rules-revision``) and the rule it comes from (annotation
+``arbiter.governance/source``). Only objects with that label are ever changed or pruned; a
+name clash with a hand-made object is a *conflict*, shown and left alone.
+
+Active grants are already in the effective rules (raised borrow limits, a higher tier, a
+stricter preemption class), so they change the objects they touch and the sync after
+their expiry reverts them. Grants naming jobs, and tier GPU caps, have no Kueue object:
+the plan reports them. Kueue's configuration should exclude cpu/memory from quota
+(``resources.excludeResourcePrefixes``) or cover them elsewhere, as Arbiter governs GPUs.
+
+Validation (``schema``) runs before anything is applied; the plan is checked with a
+server-side dry run; apply is server-side apply with field manager ``arbiter``; fields
+another manager took over are conflicts, forced only when ops choose (``--force-conflicts``).
+"""
+
+from .backend import KueueBackend
+from .client import KubeClient, KueueConnection
+from .desired import DesiredObjects, desired_objects
+from .export import ExportResult, export_objects
+from .schema import KueueValidationError, validate
+
+__all__ = [
+    "DesiredObjects",
+    "ExportResult",
+    "KubeClient",
+    "KueueBackend",
+    "KueueConnection",
+    "KueueValidationError",
+    "desired_objects",
+    "export_objects",
+    "validate",
+]

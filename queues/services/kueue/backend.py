@@ -1,0 +1,322 @@
+"""The Kueue ``SchedulerBackend``: reads, compiles, validates, plans, applies and verifies."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from django.utils.translation import gettext as _
+
+from governance.models import Pool, RulesRevision
+from governance.selectors import EffectiveRules
+
+from ..backends import (
+    Action,
+    ApplyResult,
+    Change,
+    DriftItem,
+    LiveState,
+    Progress,
+    SchedulerError,
+    State,
+    drift_items,
+    plan_changes,
+)
+from .client import ApplyConflict, KubeClient, KueueConnection, ServerRejected
+from .desired import DesiredObjects, Manifest, desired_objects
+from .schema import KueueValidationError, Violation, validate_or_raise
+from .values import (
+    FIELD_MANAGER,
+    KINDS,
+    NEVER_PRUNED,
+    PRIORITY_CLASS,
+    flatten,
+    is_managed,
+    manifest_key,
+    object_key,
+    values_equal,
+)
+
+
+class KueueBackend:
+    kinds: tuple[str, ...] = KINDS
+
+    def __init__(
+        self,
+        *,
+        connection: KueueConnection,
+        client: KubeClient | None = None,
+        force_conflicts: bool = False,
+        crds_dir: Path | None = None,
+    ) -> None:
+        self.connection = connection
+        self.client = client or KubeClient(connection)
+        self.force_conflicts = force_conflicts
+        self.crds_dir = crds_dir
+        self.objects: DesiredObjects | None = None
+        # Objects the last plan left alone because another manager owns fields of them.
+        self.conflicted: set[tuple[str, str]] = set()
+
+    @property
+    def calls(self) -> int:
+        return self.client.calls
+
+    # -- read --
+
+    def read_live(self, *, jobs: Iterable[str] = ()) -> LiveState:
+        """One list call per kind; ``extra["raw"]`` keeps the objects (owners, defaults)."""
+        objects: State = {}
+        managed: dict[str, set[str]] = {}
+        raw: dict[str, dict[str, dict[str, Any]]] = {}
+        for kind in KINDS:
+            objects[kind] = {}
+            managed[kind] = set()
+            raw[kind] = {}
+            for item in self.client.list(kind):
+                item.setdefault("kind", kind)
+                meta = item.get("metadata") or {}
+                key = object_key(kind, meta.get("name", ""), meta.get("namespace", ""))
+                objects[kind][key] = flatten(item)
+                raw[kind][key] = item
+                if is_managed(item):
+                    managed[kind].add(key)
+        return LiveState(objects=objects, managed=managed, extra={"raw": raw})
+
+    # -- desired --
+
+    def compile(
+        self,
+        *,
+        rules: EffectiveRules,
+        pools: Iterable[Pool],
+        capacities: dict[tuple[int, int], int],
+        revision: int | None,
+    ) -> DesiredObjects:
+        """The validated manifests (``KueueValidationError`` names each broken rule)."""
+        objects = desired_objects(
+            rules=rules,
+            pools=pools,
+            capacities=capacities,
+            namespace_template=self.connection.namespace_template,
+            revision=revision,
+        )
+        validate_or_raise(objects, self.crds_dir)
+        self.objects = objects
+        return objects
+
+    def desired_state(
+        self,
+        *,
+        rules: EffectiveRules,
+        pools: Iterable[Pool],
+        capacities: dict[tuple[int, int], int],
+    ) -> State:
+        revision = RulesRevision.objects.order_by("-pk").values_list("pk", flat=True).first()
+        objects = self.compile(rules=rules, pools=pools, capacities=capacities, revision=revision)
+        state: State = {kind: {} for kind in KINDS}
+        for manifest in objects.manifests:
+            state[manifest["kind"]][manifest_key(manifest)] = flatten(manifest)
+        return state
+
+    def manifest(self, kind: str, key: str) -> Manifest:
+        if self.objects is not None:
+            for manifest in self.objects.manifests:
+                if manifest["kind"] == kind and manifest_key(manifest) == key:
+                    return manifest
+        raise SchedulerError(_("No desired %(kind)s %(name)s.") % {"kind": kind, "name": key})
+
+    def _manifests(self) -> dict[tuple[str, str], Manifest]:
+        if self.objects is None:
+            return {}
+        return {(m["kind"], manifest_key(m)): m for m in self.objects.manifests}
+
+    # -- named jobs: Kueue has none to move; the grants that name jobs are reported --
+
+    def settle(
+        self, *, desired: State, live: LiveState, applied: State
+    ) -> tuple[State, list[Change]]:
+        notes = self.objects.notes if self.objects is not None else []
+        return desired, [
+            Change(kind=kind, name=name, action=Action.SKIP, note=note)
+            for kind, name, note in notes
+        ]
+
+    # -- plan, drift --
+
+    def plan(self, *, desired: State, live: LiveState) -> list[Change]:
+        """The diff, checked by the API server: each create and update is applied as a
+        server dry run first; a field another manager owns makes the change a conflict
+        (unless conflicts are forced) and a rejection stops the sync naming its rule."""
+        changes = []
+        for change in plan_changes(kinds=KINDS, desired=desired, live=live, equal=values_equal):
+            if change.kind in NEVER_PRUNED and change.action in (Action.DELETE, Action.CONFLICT):
+                continue  # namespaces are never deleted; an existing one is simply used
+            if (
+                change.kind == PRIORITY_CLASS
+                and change.action == Action.UPDATE
+                and any(f.field == "value" for f in change.fields)
+            ):
+                change = Change(
+                    kind=change.kind,
+                    name=change.name,
+                    action=change.action,
+                    fields=change.fields,
+                    note=str(_("value cannot change in place: deleted and created again")),
+                )
+            changes.append(change)
+        self._check_default_priority(desired, live)
+        return self._server_dry_run(changes)
+
+    def _check_default_priority(self, desired: State, live: LiveState) -> None:
+        mine = [
+            k for k, f in desired.get(PRIORITY_CLASS, {}).items() if f["globalDefault"] == "true"
+        ]
+        if not mine:
+            return
+        managed = live.managed.get(PRIORITY_CLASS, set())
+        others = [
+            key
+            for key, fields in live.objects.get(PRIORITY_CLASS, {}).items()
+            if fields.get("globalDefault") == "true" and key not in managed and key not in mine
+        ]
+        if others:
+            source = self.objects.source(PRIORITY_CLASS, mine[0]) if self.objects else ""
+            raise KueueValidationError(
+                [
+                    Violation(
+                        PRIORITY_CLASS,
+                        mine[0],
+                        "globalDefault",
+                        _(
+                            "PriorityClass %(other)s (not Arbiter's) is already the global "
+                            "default: only one default can exist"
+                        )
+                        % {"other": others[0]},
+                        source,
+                    )
+                ]
+            )
+
+    def _server_dry_run(self, changes: list[Change]) -> list[Change]:
+        manifests = self._manifests()
+        checked: list[Change] = []
+        rejected: list[str] = []
+        for change in changes:
+            manifest = manifests.get((change.kind, change.name))
+            if change.action not in (Action.CREATE, Action.UPDATE) or manifest is None:
+                checked.append(change)
+                continue
+            if any(f.field == "value" for f in change.fields) and change.action == Action.UPDATE:
+                checked.append(change)  # recreated: the dry run of an update would refuse it
+                continue
+            try:
+                self.client.apply(manifest, dry_run=True, force=self.force_conflicts)
+            except ApplyConflict as conflict:
+                self.conflicted.add((change.kind, change.name))
+                checked.append(
+                    Change(
+                        kind=change.kind,
+                        name=change.name,
+                        action=Action.CONFLICT,
+                        fields=change.fields,
+                        note=str(conflict),
+                    )
+                )
+                continue
+            except ServerRejected as error:
+                source = self.objects.source(change.kind, change.name) if self.objects else ""
+                rejected.append(f"{error} ({_('from')} {source})" if source else str(error))
+                continue
+            checked.append(change)
+        if rejected:
+            raise SchedulerError("; ".join(rejected[:10]))
+        return checked
+
+    def drift(self, *, applied: State, live: LiveState) -> list[DriftItem]:
+        """Changed fields, each with the field managers (other than Arbiter) that own it."""
+        raw = live.extra.get("raw", {})
+        items = []
+        for item in drift_items(kinds=KINDS, applied=applied, live=live, equal=values_equal):
+            owners = _owners(raw.get(item.kind, {}).get(item.name), item.field)
+            if owners:
+                item = DriftItem(
+                    item.kind,
+                    item.name,
+                    f"{item.field} [{_('owned by')} {', '.join(owners)}]",
+                    item.applied,
+                    item.live,
+                )
+            items.append(item)
+        return items
+
+    # -- apply --
+
+    def apply(self, *, plan: list[Change], desired: State, progress: Progress) -> ApplyResult:
+        """Server-side apply of creates and updates in dependency order, then deletes of
+        the objects Arbiter manages that are no longer desired, in reverse order."""
+        start = self.client.writes
+        manifests = self._manifests()
+        warnings: list[str] = []
+        order = {kind: index for index, kind in enumerate(KINDS)}
+        writes = sorted(
+            (c for c in plan if c.action in (Action.CREATE, Action.UPDATE)),
+            key=lambda c: (order[c.kind], c.name),
+        )
+        for change in writes:
+            manifest = manifests.get((change.kind, change.name))
+            if manifest is None:
+                raise SchedulerError(
+                    _("No desired %(kind)s %(name)s.") % {"kind": change.kind, "name": change.name}
+                )
+            progress(_("applying %(kind)s %(name)s") % {"kind": change.kind, "name": change.name})
+            if (
+                change.kind == PRIORITY_CLASS
+                and change.action == Action.UPDATE
+                and any(f.field == "value" for f in change.fields)
+            ):
+                self.client.delete(change.kind, change.name)
+            try:
+                self.client.apply(manifest, force=self.force_conflicts)
+            except ApplyConflict as conflict:
+                warnings.append(str(conflict))
+        deletes = sorted(
+            (c for c in plan if c.action == Action.DELETE and c.kind not in NEVER_PRUNED),
+            key=lambda c: (-order[c.kind], c.name),
+        )
+        for change in deletes:
+            progress(_("deleting %(kind)s %(name)s") % {"kind": change.kind, "name": change.name})
+            self.client.delete(change.kind, change.name)
+        return ApplyResult(
+            calls=self.client.calls, writes=self.client.writes - start, warnings=warnings
+        )
+
+    def verify(self, *, desired: State) -> list[Change]:
+        """Read back: the changes that remain (empty when the server holds the plan)."""
+        live = self.read_live()
+        return [
+            change
+            for change in plan_changes(kinds=KINDS, desired=desired, live=live, equal=values_equal)
+            if change.action not in (Action.CONFLICT, Action.SKIP)
+            and (change.kind, change.name) not in self.conflicted
+            and not (change.kind in NEVER_PRUNED and change.action == Action.DELETE)
+        ]
+
+    def config_lines(self, *, rules: EffectiveRules) -> list[str]:
+        return []
+
+
+def _owners(obj: dict[str, Any] | None, field: str) -> list[str]:
+    """Managers other than Arbiter whose managed fields include the field's last key."""
+    if not obj or not field:
+        return []
+    leaf = field.rsplit(".", 1)[-1].split("[", 1)[0]
+    owners = []
+    for entry in (obj.get("metadata") or {}).get("managedFields") or []:
+        manager = entry.get("manager", "")
+        if manager == FIELD_MANAGER:
+            continue
+        if f'"f:{leaf}"' in json.dumps(entry.get("fieldsV1") or {}):
+            owners.append(f"{manager} ({entry.get('operation', '')})")
+    return owners

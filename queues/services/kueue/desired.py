@@ -1,0 +1,349 @@
+"""Compiling the effective rules into Kubernetes and Kueue objects (plain manifests)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.utils.translation import gettext as _
+
+from governance.models import GpuFlavor, Pool, PreemptionKind, PriorityTier
+from governance.selectors import EffectiveProject, EffectiveQuota, EffectiveRules
+
+from ..backends import SchedulerError
+from .values import (
+    API_VERSIONS,
+    CLUSTER_QUEUE,
+    COHORT,
+    GPU_RESOURCE,
+    LOCAL_QUEUE,
+    MANAGED_BY,
+    MANAGED_BY_VALUE,
+    NAMESPACE,
+    NAMESPACE_NAME_LABEL,
+    PRIORITY_CLASS,
+    RESOURCE_FLAVOR,
+    REVISION_LABEL,
+    SOURCE_ANNOTATION,
+    WORKLOAD_PRIORITY_CLASS,
+    k8s_name,
+    manifest_key,
+)
+
+Manifest = dict[str, Any]
+
+
+@dataclass
+class DesiredObjects:
+    """The manifests of one sync, in creation order, and the rule behind each of them.
+
+    ``sources[(kind, key)]`` maps a field path prefix (``""`` for the whole object) to the
+    rule it comes from, so that a validation error names that rule.
+    """
+
+    manifests: list[Manifest] = field(default_factory=list)
+    sources: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    notes: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def add(self, manifest: Manifest, source: str, **paths: str) -> None:
+        self.manifests.append(manifest)
+        key = (manifest["kind"], manifest_key(manifest))
+        self.sources[key] = {"": source, **paths}
+
+    def source(self, kind: str, key: str, path: str = "") -> str:
+        found = self.sources.get((kind, key), {})
+        best = ""
+        for prefix in found:
+            if prefix and path.startswith(prefix) and len(prefix) > len(best):
+                best = prefix
+        return found.get(best, "")
+
+
+def namespace_for(template: str, *, project: str, pool: str) -> str:
+    """The project's namespace from the cluster's rule (placeholders {project}, {pool})."""
+    try:
+        return template.format(project=k8s_name(project), pool=k8s_name(pool))
+    except (KeyError, IndexError, ValueError) as error:
+        raise SchedulerError(
+            _(
+                "The namespace rule “%(template)s” is not valid (%(error)s): use the "
+                "placeholders {project} and {pool} only."
+            )
+            % {"template": template, "error": error}
+        ) from error
+
+
+def cluster_queue_name(project: str, pool: str) -> str:
+    return f"{k8s_name(project)}.{k8s_name(pool)}"
+
+
+def _metadata(name: str, source: str, revision: int | None, namespace: str = "") -> dict[str, Any]:
+    # "0": no rules revision recorded yet (a database that has only its first rules).
+    labels = {MANAGED_BY: MANAGED_BY_VALUE, REVISION_LABEL: str(revision or 0)}
+    meta: dict[str, Any] = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    meta["labels"] = labels
+    meta["annotations"] = {SOURCE_ANNOTATION: source}
+    return meta
+
+
+def _object(kind: str, meta: dict[str, Any], **body: Any) -> Manifest:
+    return {"apiVersion": API_VERSIONS[kind], "kind": kind, "metadata": meta, **body}
+
+
+def tier_objects(tier: PriorityTier, revision: int | None) -> tuple[Manifest, Manifest]:
+    name = k8s_name(tier.slug)
+    source = f"tier {tier.slug}"
+    text = f"Arbiter tier {tier.name}" + (f": {tier.description}" if tier.description else "")
+    priority_class = _object(
+        PRIORITY_CLASS,
+        _metadata(name, source, revision),
+        value=tier.scheduler_value,
+        globalDefault=bool(tier.is_default),
+        description=text,
+        preemptionPolicy="PreemptLowerPriority" if tier.may_preempt else "Never",
+    )
+    workload_class = _object(
+        WORKLOAD_PRIORITY_CLASS,
+        _metadata(name, source, revision),
+        value=tier.scheduler_value,
+        description=text[:2048],
+    )
+    return priority_class, workload_class
+
+
+def flavor_object(flavor: GpuFlavor, revision: int | None) -> Manifest:
+    spec: dict[str, Any] = {}
+    if flavor.node_labels:
+        spec["nodeLabels"] = {str(k): str(v) for k, v in sorted(flavor.node_labels.items())}
+    taints = [
+        {key: taint[key] for key in ("key", "value", "effect") if taint.get(key)}
+        for taint in flavor.node_taints or []
+    ]
+    if taints:
+        spec["nodeTaints"] = taints
+        # Kueue adds the flavor's tolerations to the pods it admits on the flavor.
+        spec["tolerations"] = [
+            {
+                "key": taint["key"],
+                "operator": "Equal" if taint.get("value") else "Exists",
+                **({"value": taint["value"]} if taint.get("value") else {}),
+                "effect": taint["effect"],
+            }
+            for taint in taints
+        ]
+    return _object(
+        RESOURCE_FLAVOR,
+        _metadata(k8s_name(flavor.slug), f"flavor {flavor.slug}", revision),
+        spec=spec,
+    )
+
+
+def _gpu_group(amounts: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    if not amounts:
+        return []
+    return [
+        {
+            "coveredResources": [GPU_RESOURCE],
+            "flavors": [
+                {"name": flavor, "resources": [{"name": GPU_RESOURCE, **limits}]}
+                for flavor, limits in amounts
+            ],
+        }
+    ]
+
+
+def _top_tier(project: EffectiveProject, default: PriorityTier | None) -> PriorityTier | None:
+    return project.tier or default
+
+
+def preemption(
+    top: PriorityTier | None, *, forbidden: bool, guaranteed: bool, borrows: bool
+) -> dict[str, Any]:
+    """Kueue preemption of one project's ClusterQueue.
+
+    * ``withinClusterQueue``: the project's work of a higher tier preempts its own
+      lower-tier work when its top tier may preempt; never when its class is forbidden.
+    * ``reclaimWithinCohort``: a guarantee is given back when asked (``Any`` borrower is
+      preempted); without a guarantee there is nothing to reclaim.
+    * ``borrowWithinCohort``: while borrowing, a tier that may preempt preempts work of the
+      tiers it may preempt (``maxPriorityThreshold`` = the highest of them).
+    """
+    may_preempt = bool(top is not None and top.may_preempt)
+    result: dict[str, Any] = {
+        "withinClusterQueue": "LowerPriority" if may_preempt and not forbidden else "Never",
+        "reclaimWithinCohort": "Any" if guaranteed else "Never",
+        "borrowWithinCohort": {"policy": "Never"},
+    }
+    victims = list(top.preemptible_tiers.all()) if may_preempt and top is not None else []
+    if victims and guaranteed and borrows:
+        result["borrowWithinCohort"] = {
+            "policy": "LowerPriority",
+            "maxPriorityThreshold": max(tier.scheduler_value for tier in victims),
+        }
+    return result
+
+
+def desired_objects(
+    *,
+    rules: EffectiveRules,
+    pools: Iterable[Pool],
+    capacities: dict[tuple[int, int], int],
+    namespace_template: str,
+    revision: int | None,
+) -> DesiredObjects:
+    pools = sorted(pools, key=lambda pool: pool.slug)
+    pool_ids = {pool.pk for pool in pools}
+    out = DesiredObjects()
+    if not pools:
+        return out
+
+    per_pool: dict[int, list[tuple[str, EffectiveProject, list[EffectiveQuota]]]] = {
+        pool.pk: [] for pool in pools
+    }
+    flavors: dict[int, GpuFlavor] = {}
+    for slug, project in sorted(rules.projects.items()):
+        by_pool: dict[int, list[EffectiveQuota]] = defaultdict(list)
+        for quota in project.quotas:
+            if quota.quota.pool_id in pool_ids:
+                by_pool[quota.quota.pool_id].append(quota)
+                flavors[quota.quota.flavor_id] = quota.quota.flavor
+        for pool in pools:
+            if by_pool.get(pool.pk):
+                per_pool[pool.pk].append((slug, project, by_pool[pool.pk]))
+        if project.job_tiers or project.job_preemption_classes:
+            jobs = sorted(set(project.job_tiers) | set(project.job_preemption_classes))
+            out.notes.append(
+                (
+                    "Job",
+                    slug,
+                    _(
+                        "Grants naming jobs (%(jobs)s) are not applied by Kueue: set the "
+                        "job's kueue.x-k8s.io/priority-class label to the granted tier."
+                    )
+                    % {"jobs": ", ".join(jobs[:5])},
+                )
+            )
+
+    namespaces: dict[str, str] = {}
+    queues: list[tuple[Manifest, str, dict[str, str]]] = []
+    local_queues: list[tuple[Manifest, str]] = []
+    for tier in rules.tiers:
+        priority_class, workload_class = tier_objects(tier, revision)
+        out.add(priority_class, f"tier {tier.slug}")
+        out.add(workload_class, f"tier {tier.slug}")
+        if tier.max_gpus_per_job or tier.max_gpus_total:
+            out.notes.append(
+                (
+                    PRIORITY_CLASS,
+                    k8s_name(tier.slug),
+                    _(
+                        "The GPU caps of tier %(tier)s are not enforced by Kueue (it has no "
+                        "per-priority limits); enforce them with an admission policy."
+                    )
+                    % {"tier": tier.slug},
+                )
+            )
+    for flavor in sorted(flavors.values(), key=lambda f: f.slug):
+        out.add(flavor_object(flavor, revision), f"flavor {flavor.slug}")
+
+    default = rules.default_tier
+    for pool in pools:
+        pool_name = k8s_name(pool.slug)
+        guaranteed: dict[int, int] = defaultdict(int)
+        for slug, project, quotas in per_pool[pool.pk]:
+            for quota in quotas:
+                guaranteed[quota.quota.flavor_id] += quota.guarantee
+            namespace = namespace_for(namespace_template, project=slug, pool=pool.slug)
+            namespaces.setdefault(namespace, f"project {slug}")
+            forbidden = any(q.preemption_class.kind == PreemptionKind.FORBIDDEN for q in quotas)
+            amounts = []
+            paths = {}
+            for quota in sorted(quotas, key=lambda q: q.quota.flavor.slug):
+                limits: dict[str, Any] = {"nominalQuota": str(quota.guarantee)}
+                if forbidden:
+                    # Work that may never be preempted never runs on borrowed GPUs.
+                    limits["borrowingLimit"] = "0"
+                elif quota.borrow_limit is not None:
+                    limits["borrowingLimit"] = str(quota.borrow_limit)
+                if quota.lending_limit is not None:
+                    limits["lendingLimit"] = str(quota.lending_limit)
+                flavor_name = k8s_name(quota.quota.flavor.slug)
+                amounts.append((flavor_name, limits))
+                paths[f"spec.resourceGroups[0].flavors[{flavor_name}]"] = (
+                    f"quota {slug}/{pool.slug}/{quota.quota.flavor.slug}"
+                    + (" (changed by an active grant)" if quota.grants else "")
+                )
+            guarantee = sum(q.guarantee for q in quotas)
+            borrows = not forbidden and any(
+                q.borrow_limit is None or q.borrow_limit > 0 for q in quotas
+            )
+            name = cluster_queue_name(slug, pool.slug)
+            source = f"quotas of project {slug} in pool {pool.slug}"
+            queue = _object(
+                CLUSTER_QUEUE,
+                _metadata(name, source, revision),
+                spec={
+                    "cohortName": pool_name,
+                    # Never empty: a null selector admits no namespace at all.
+                    "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}},
+                    "resourceGroups": _gpu_group(amounts),
+                    "preemption": preemption(
+                        _top_tier(project, default),
+                        forbidden=forbidden,
+                        guaranteed=guarantee > 0,
+                        borrows=borrows,
+                    ),
+                    "fairSharing": {"weight": str(sum(q.quota.fair_share_weight for q in quotas))},
+                },
+            )
+            queues.append((queue, source, paths))
+            local_queues.append(
+                (
+                    _object(
+                        LOCAL_QUEUE,
+                        _metadata(pool_name, source, revision, namespace=namespace),
+                        spec={"clusterQueue": name},
+                    ),
+                    source,
+                )
+            )
+        # What the pool holds beyond its projects' guarantees and its child pools (whose
+        # cohorts count in its subtree) is the cohort's own, shared by all of them.
+        children = [child for child in pools if child.parent_id == pool.pk]
+        shared = []
+        for flavor_id, flavor in sorted(flavors.items(), key=lambda item: item[1].slug):
+            capacity = capacities.get((pool.pk, flavor_id))
+            if capacity is None:
+                continue
+            nested = sum(capacities.get((child.pk, flavor_id), 0) for child in children)
+            rest = max(capacity - guaranteed.get(flavor_id, 0) - nested, 0)
+            shared.append((k8s_name(flavor.slug), {"nominalQuota": str(rest)}))
+        spec: dict[str, Any] = {"fairSharing": {"weight": "1"}}
+        if pool.parent_id in pool_ids and pool.parent is not None:
+            spec["parentName"] = k8s_name(pool.parent.slug)
+        if shared:
+            spec["resourceGroups"] = _gpu_group(shared)
+        out.add(
+            _object(COHORT, _metadata(pool_name, f"pool {pool.slug}", revision), spec=spec),
+            f"pool {pool.slug}",
+            **{
+                f"spec.resourceGroups[0].flavors[{name}]": f"capacity of pool {pool.slug}"
+                for name, _limits in shared
+            },
+        )
+
+    for namespace, source in sorted(namespaces.items()):
+        meta = _metadata(namespace, source, revision)
+        meta["labels"][NAMESPACE_NAME_LABEL] = namespace
+        out.add(_object(NAMESPACE, meta), source)
+    for queue, source, paths in queues:
+        out.add(queue, source, **paths)
+    for local_queue, source in local_queues:
+        out.add(local_queue, source)
+    order = {kind: index for index, kind in enumerate(API_VERSIONS)}
+    out.manifests.sort(key=lambda m: order[m["kind"]])
+    return out

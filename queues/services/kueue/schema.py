@@ -1,0 +1,564 @@
+"""Validating generated objects before anything is applied.
+
+Three tiers, all offline:
+
+1. **Structure**: each Kueue object against the ``v1beta2`` ``openAPIV3Schema`` of its CRD
+   (from ``ARBITER_KUEUE_CRDS_DIR``, by default the CRDs shipped in ``queues/kueue_crds``),
+   turned into a strict JSON Schema: every object with ``properties`` gets
+   ``additionalProperties: false`` unless ``x-kubernetes-preserve-unknown-fields`` (as the
+   API server's ``fieldValidation=Strict``), ``nullable`` allows ``null``,
+   ``x-kubernetes-int-or-string`` allows both, ``x-kubernetes-list-type: set`` items are
+   unique and ``map`` items unique by their keys, ``int32``/``int64`` formats are ranges.
+   PriorityClass and Namespace get the same treatment from small built-in schemas.
+2. **Rules**: the CRDs' CEL rules (``x-kubernetes-validations``; Kubernetes before 1.25
+   ignores them) and Kueue's webhook checks, written out in Python with Kueue's own
+   messages; PriorityClass rules of the API server (value ≤ 1,000,000,000, no ``system-``
+   name, one global default). Transition rules (``oldSelf``) need the stored object and
+   are left to the server.
+3. **Across objects**: unique names, queues naming flavors and cluster queues that exist.
+
+Every violation names the object, the field and the rule of Arbiter that produced it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from django.conf import settings
+from django.utils.translation import gettext as _
+from jsonschema import Draft7Validator, validators
+from jsonschema.exceptions import ValidationError as SchemaError
+
+from governance.models.resources import LABEL_KEY_RE, LABEL_VALUE_RE
+
+from ..backends import SchedulerError
+from .desired import DesiredObjects
+from .values import (
+    API_VERSIONS,
+    CLUSTER_QUEUE,
+    COHORT,
+    DNS_LABEL,
+    DNS_SUBDOMAIN,
+    LOCAL_QUEUE,
+    MAX_PRIORITY,
+    NAMESPACE,
+    NAMESPACED,
+    PRIORITY_CLASS,
+    RESOURCE_FLAVOR,
+    WORKLOAD_PRIORITY_CLASS,
+    manifest_key,
+    parse_quantity,
+)
+
+SHIPPED_CRDS = Path(__file__).resolve().parents[2] / "kueue_crds"
+KUEUE_KINDS = (WORKLOAD_PRIORITY_CLASS, RESOURCE_FLAVOR, COHORT, CLUSTER_QUEUE, LOCAL_QUEUE)
+INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True)
+class Violation:
+    kind: str
+    name: str
+    path: str
+    message: str
+    source: str = ""
+
+    def __str__(self) -> str:
+        where = f"{self.kind} {self.name}" + (f" {self.path}" if self.path else "")
+        text = f"{where}: {self.message}"
+        return f"{text} ({_('from')} {self.source})" if self.source else text
+
+
+class KueueValidationError(SchedulerError):
+    """Generated objects break a schema or rule: nothing is applied."""
+
+    def __init__(self, violations: list[Violation]) -> None:
+        self.violations = violations
+        shown = "; ".join(str(v) for v in violations[:20])
+        more = len(violations) - 20
+        suffix = (" " + _("(and %(count)d more)") % {"count": more}) if more > 0 else ""
+        super().__init__(
+            _("%(count)d generated objects break Kueue's or Kubernetes' rules: %(list)s")
+            % {"count": len(violations), "list": shown + suffix}
+        )
+
+
+# --- CRDs ----------------------------------------------------------------------------------------
+
+
+def crds_dir() -> Path:
+    configured = getattr(settings, "ARBITER_KUEUE_CRDS_DIR", "") or ""
+    return Path(configured) if configured else SHIPPED_CRDS
+
+
+def load_crds(directory: Path | None = None) -> dict[str, dict[str, Any]]:
+    """The CRD documents in ``directory`` by kind; a clear error when one is missing."""
+    directory = directory or crds_dir()
+    return dict(_load_crds(str(directory)))
+
+
+@lru_cache(maxsize=4)
+def _load_crds(directory: str) -> tuple[tuple[str, dict[str, Any]], ...]:
+    path = Path(directory)
+    if not path.is_dir():
+        raise SchedulerError(
+            _("The Kueue CRD directory %(dir)s does not exist (ARBITER_KUEUE_CRDS_DIR).")
+            % {"dir": directory}
+        )
+    found: dict[str, dict[str, Any]] = {}
+    for file in sorted(path.glob("*.y*ml")):
+        try:
+            documents = list(yaml.safe_load_all(file.read_text()))
+        except (OSError, yaml.YAMLError) as error:
+            raise SchedulerError(
+                _("Cannot read the CRD file %(file)s: %(error)s")
+                % {"file": file.name, "error": error}
+            ) from error
+        for doc in documents:
+            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                kind = doc.get("spec", {}).get("names", {}).get("kind")
+                if kind:
+                    found[kind] = doc
+    missing = [kind for kind in KUEUE_KINDS if kind not in found]
+    if missing:
+        raise SchedulerError(
+            _("The Kueue CRD directory %(dir)s has no CRD for %(kinds)s.")
+            % {"dir": directory, "kinds": ", ".join(missing)}
+        )
+    return tuple(sorted(found.items()))
+
+
+def version_schema(crd: dict[str, Any], version: str = "v1beta2") -> dict[str, Any]:
+    for entry in crd.get("spec", {}).get("versions", []):
+        if entry.get("name") == version:
+            return entry["schema"]["openAPIV3Schema"]
+    raise SchedulerError(
+        _("The CRD %(name)s does not serve %(version)s.")
+        % {"name": crd.get("metadata", {}).get("name", "?"), "version": version}
+    )
+
+
+def structural_to_jsonschema(schema: Any) -> Any:
+    """A Kubernetes structural schema as a strict JSON Schema (see the module docstring)."""
+    if isinstance(schema, list):
+        return [structural_to_jsonschema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("description", "x-kubernetes-validations", "default", "example"):
+            continue
+        if key in ("properties", "patternProperties", "definitions"):
+            out[key] = {name: structural_to_jsonschema(sub) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties", "not") or key in ("anyOf", "allOf", "oneOf"):
+            out[key] = structural_to_jsonschema(value)
+        else:
+            out[key] = value
+    if schema.get("nullable") and "type" in out:
+        out["type"] = [out["type"], "null"]
+    if schema.get("x-kubernetes-int-or-string") and "anyOf" not in out:
+        out.pop("type", None)
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if schema.get("x-kubernetes-list-type") == "set":
+        out["uniqueItems"] = True
+    if (
+        "properties" in out
+        and "additionalProperties" not in out
+        and not schema.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        out["additionalProperties"] = False
+    return out
+
+
+def _list_map_keys(validator: Any, keys: list[str], instance: Any, schema: Any) -> Iterator:
+    if not isinstance(instance, list):
+        return
+    seen: set[tuple] = set()
+    for item in instance:
+        if not isinstance(item, dict):
+            continue
+        key = tuple(str(item.get(name)) for name in keys)
+        if key in seen:
+            yield SchemaError(
+                _("duplicate entry with %(keys)s")
+                % {"keys": ", ".join(f"{k}={v}" for k, v in zip(keys, key, strict=True))}
+            )
+        seen.add(key)
+
+
+def _int_format(validator: Any, fmt: str, instance: Any, schema: Any) -> Iterator:
+    bounds = INT_RANGES.get(fmt)
+    if (
+        bounds
+        and isinstance(instance, int)
+        and not isinstance(instance, bool)
+        and not bounds[0] <= instance <= bounds[1]
+    ):
+        yield SchemaError(
+            _("%(value)s is out of the %(format)s range") % {"value": instance, "format": fmt}
+        )
+
+
+StrictValidator = validators.extend(
+    Draft7Validator,
+    {"x-kubernetes-list-map-keys": _list_map_keys, "format": _int_format},
+)
+
+# Built-in kinds: only the fields Arbiter writes, strictly.
+PRIORITY_CLASS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "value"],
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "value": {"type": "integer", "format": "int32"},
+        "globalDefault": {"type": "boolean"},
+        "description": {"type": "string"},
+        "preemptionPolicy": {"type": "string", "enum": ["PreemptLowerPriority", "Never"]},
+    },
+}
+NAMESPACE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata"],
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+    },
+}
+METADATA_FIELDS = {"name", "namespace", "labels", "annotations"}
+
+
+@lru_cache(maxsize=4)
+def _validators(directory: str) -> dict[str, Any]:
+    crds = dict(_load_crds(directory))
+    result = {
+        kind: StrictValidator(structural_to_jsonschema(version_schema(crds[kind])))
+        for kind in KUEUE_KINDS
+    }
+    result[PRIORITY_CLASS] = StrictValidator(PRIORITY_CLASS_SCHEMA)
+    result[NAMESPACE] = StrictValidator(NAMESPACE_SCHEMA)
+    return result
+
+
+def crd_for_server(crd: dict[str, Any]) -> dict[str, Any]:
+    """A CRD as an API server older than 1.25 takes it: without CEL rules (which it would
+    reject with "field not declared in schema"). The schema tier checks those rules."""
+    cleaned = copy.deepcopy(crd)
+
+    def strip(node: Any) -> None:
+        if isinstance(node, dict):
+            node.pop("x-kubernetes-validations", None)
+            for value in node.values():
+                strip(value)
+        elif isinstance(node, list):
+            for value in node:
+                strip(value)
+
+    strip(cleaned.get("spec", {}).get("versions", []))
+    return cleaned
+
+
+# --- validating ----------------------------------------------------------------------------------
+
+
+def _path(parts: Iterable[Any], obj: Any) -> str:
+    text = ""
+    node = obj
+    for part in parts:
+        if isinstance(part, int):
+            name = (
+                node[part].get("name")
+                if isinstance(node, list) and isinstance(node[part], dict)
+                else None
+            )
+            text += f"[{name}]" if name else f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            node = None
+    return text
+
+
+def _metadata_violations(manifest: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    kind = manifest.get("kind", "")
+    meta = manifest.get("metadata")
+    if manifest.get("apiVersion") != API_VERSIONS.get(kind):
+        yield "apiVersion", _("must be %(version)s") % {"version": API_VERSIONS.get(kind, "?")}
+    if not isinstance(meta, dict):
+        yield "metadata", _("is required")
+        return
+    for extra in sorted(set(meta) - METADATA_FIELDS):
+        yield f"metadata.{extra}", _("field not declared in schema")
+    name = str(meta.get("name") or "")
+    if kind == NAMESPACE:
+        if not DNS_LABEL.match(name) or len(name) > 63:
+            yield (
+                "metadata.name",
+                _(
+                    "“%(name)s” is not a valid namespace name: a lowercase RFC 1123 label "
+                    "(letters, digits, '-'; at most 63 characters)"
+                )
+                % {"name": name},
+            )
+    elif not DNS_SUBDOMAIN.match(name) or len(name) > 253:
+        yield (
+            "metadata.name",
+            _(
+                "“%(name)s” is not a valid name: a lowercase RFC 1123 subdomain (letters, "
+                "digits, '-', '.'; at most 253 characters)"
+            )
+            % {"name": name},
+        )
+    namespace = meta.get("namespace")
+    if kind in NAMESPACED and not namespace:
+        yield "metadata.namespace", _("is required for a namespaced object")
+    if kind not in NAMESPACED and namespace:
+        yield "metadata.namespace", _("must be empty for a cluster-scoped object")
+    for key, value in (meta.get("labels") or {}).items():
+        if not LABEL_KEY_RE.match(str(key)) or not LABEL_VALUE_RE.match(str(value)):
+            yield f"metadata.labels.{key}", _("“%(value)s” is not a valid label") % {"value": value}
+
+
+def _quantity(value: Any) -> Any:
+    return None if value is None else parse_quantity(value)
+
+
+def _resource_group_rules(spec: dict[str, Any], owner: str) -> Iterator[tuple[str, str]]:
+    """CEL and webhook rules shared by ClusterQueue and Cohort resource groups."""
+    groups = spec.get("resourceGroups") or []
+    has_parent = bool(spec.get("cohortName" if owner == CLUSTER_QUEUE else "parentName"))
+    nil_message = (
+        "must be nil when cohort is empty"
+        if owner == CLUSTER_QUEUE
+        else "must be nil when parent is empty"
+    )
+    seen_flavors: set[str] = set()
+    seen_resources: set[str] = set()
+    total_flavors = 0
+    total_resources = 0
+    for g, group in enumerate(groups):
+        if not isinstance(group, dict):
+            continue
+        covered = list(group.get("coveredResources") or [])
+        flavors = group.get("flavors") or []
+        total_flavors += len(flavors)
+        total_resources += len(covered)
+        base = f"spec.resourceGroups[{g}]"
+        for resource in covered:
+            if resource in seen_resources:
+                yield (
+                    f"{base}.coveredResources",
+                    f"resource {resource} is covered by more than one resource group",
+                )
+            seen_resources.add(resource)
+        if len(flavors) * len(covered) > 512:
+            yield base, "number of flavor-resource combinations in a resourceGroup must be ≤ 512"
+        for flavor in flavors:
+            if not isinstance(flavor, dict):
+                continue
+            fname = flavor.get("name", "")
+            fpath = f"{base}.flavors[{fname}]"
+            if fname in seen_flavors:
+                yield fpath, f"flavor {fname} is used by more than one resource group"
+            seen_flavors.add(fname)
+            resources = flavor.get("resources") or []
+            if len(resources) != len(covered):
+                yield base, "flavors must have the same number of resources as the coveredResources"
+            for r, resource in enumerate(resources):
+                if not isinstance(resource, dict):
+                    continue
+                rname = resource.get("name", "")
+                rpath = f"{fpath}.resources[{rname}]"
+                if r < len(covered) and rname != covered[r]:
+                    yield f"{rpath}.name", f"must match the name in coveredResources ({covered[r]})"
+                nominal = _quantity(resource.get("nominalQuota"))
+                for limit in ("nominalQuota", "borrowingLimit", "lendingLimit"):
+                    amount = _quantity(resource.get(limit))
+                    if amount is not None and amount < 0:
+                        yield f"{rpath}.{limit}", "must be greater than or equal to 0"
+                for limit in ("borrowingLimit", "lendingLimit"):
+                    if resource.get(limit) is not None and not has_parent:
+                        yield f"{rpath}.{limit}", f"{limit} {nil_message}"
+                lending = _quantity(resource.get("lendingLimit"))
+                if lending is not None and nominal is not None and lending > nominal:
+                    yield f"{rpath}.lendingLimit", "must be less than or equal to the nominalQuota"
+    if total_flavors > 256:
+        yield (
+            "spec.resourceGroups",
+            "total number of flavors across all resourceGroups must be ≤ 256",
+        )
+    if total_resources > 256:
+        yield (
+            "spec.resourceGroups",
+            "total number of covered resources across all resourceGroups must be ≤ 256",
+        )
+
+
+def _cluster_queue_rules(spec: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    yield from _resource_group_rules(spec, CLUSTER_QUEUE)
+    if spec.get("namespaceSelector") is None:
+        yield "spec.namespaceSelector", _("must be set: a null selector admits no namespace")
+    fungibility = spec.get("flavorFungibility") or {}
+    if "preference" in fungibility and not (
+        fungibility.get("whenCanBorrow") == "TryNextFlavor"
+        and fungibility.get("whenCanPreempt") == "TryNextFlavor"
+    ):
+        yield (
+            "spec.flavorFungibility.preference",
+            "preference can only be set when both whenCanBorrow and whenCanPreempt "
+            "are TryNextFlavor",
+        )
+    preemption = spec.get("preemption") or {}
+    borrow = preemption.get("borrowWithinCohort")
+    if (
+        preemption.get("reclaimWithinCohort", "Never") == "Never"
+        and isinstance(borrow, dict)
+        and borrow.get("policy", "Never") != "Never"
+    ):
+        yield "spec.preemption", "reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never"
+
+
+def _flavor_rules(spec: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    if spec.get("topologyName") and len(spec.get("nodeLabels") or {}) < 1:
+        yield "spec", "at least one nodeLabel is required when topology is set"
+    for t, taint in enumerate(spec.get("nodeTaints") or []):
+        if isinstance(taint, dict) and taint.get("effect") not in TAINT_EFFECTS:
+            yield (
+                f"spec.nodeTaints[{t}]",
+                "supported taint effect values: 'NoSchedule', 'PreferNoSchedule', 'NoExecute'",
+            )
+    for t, toleration in enumerate(spec.get("tolerations") or []):
+        if not isinstance(toleration, dict):
+            continue
+        path = f"spec.tolerations[{t}]"
+        operator = toleration.get("operator")
+        if "key" not in toleration and operator != "Exists":
+            yield (
+                path,
+                "operator must be Exists when 'key' is empty, which means "
+                "'match all values and all keys'",
+            )
+        if "tolerationSeconds" in toleration and toleration.get("effect") != "NoExecute":
+            yield path, "effect must be 'NoExecute' when 'tolerationSeconds' is set"
+        if operator is not None and operator not in ("Equal", "Exists"):
+            yield path, "supported toleration values: 'Equal'(default), 'Exists'"
+        if operator == "Exists" and "value" in toleration:
+            yield path, "a value must be empty when 'operator' is 'Exists'"
+        if "effect" in toleration and toleration["effect"] not in TAINT_EFFECTS:
+            yield (
+                path,
+                "supported taint effect values: 'NoSchedule', 'PreferNoSchedule', 'NoExecute'",
+            )
+
+
+def _priority_class_rules(manifest: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    name = str(manifest.get("metadata", {}).get("name", ""))
+    value = manifest.get("value")
+    if isinstance(value, int) and value > MAX_PRIORITY:
+        yield "value", "maximum allowed value of a user defined priority is 1000000000"
+    if name.startswith("system-"):
+        yield "metadata.name", "priority class names with 'system-' prefix are reserved"
+
+
+RULES = {
+    CLUSTER_QUEUE: lambda m: _cluster_queue_rules(m.get("spec") or {}),
+    COHORT: lambda m: _resource_group_rules(m.get("spec") or {}, COHORT),
+    RESOURCE_FLAVOR: lambda m: _flavor_rules(m.get("spec") or {}),
+    PRIORITY_CLASS: _priority_class_rules,
+}
+
+
+def object_violations(
+    manifest: dict[str, Any], directory: Path | None = None
+) -> list[tuple[str, str]]:
+    """``(path, message)`` of everything wrong with one object on its own."""
+    kind = manifest.get("kind", "")
+    checks = _validators(str(directory or crds_dir()))
+    if kind not in checks:
+        return [("kind", _("Arbiter does not generate %(kind)s objects") % {"kind": kind})]
+    found = list(_metadata_violations(manifest))
+    for error in sorted(checks[kind].iter_errors(manifest), key=lambda e: list(e.absolute_path)):
+        if list(error.absolute_path)[:1] == ["metadata"] and error.validator != "type":
+            continue
+        found.append((_path(error.absolute_path, manifest), error.message))
+    if kind in RULES and isinstance(manifest.get("spec", {}), dict):
+        found.extend(RULES[kind](manifest))
+    return found
+
+
+def validate(objects: DesiredObjects, directory: Path | None = None) -> list[Violation]:
+    """Every violation of every desired object, and of the set as a whole."""
+    violations: list[Violation] = []
+    keys: dict[tuple[str, str], int] = {}
+
+    def report(kind: str, key: str, path: str, message: str) -> None:
+        violations.append(Violation(kind, key, path, message, objects.source(kind, key, path)))
+
+    names: dict[str, set[str]] = {kind: set() for kind in API_VERSIONS}
+    defaults = []
+    for manifest in objects.manifests:
+        kind = manifest.get("kind", "")
+        key = manifest_key(manifest)
+        keys[(kind, key)] = keys.get((kind, key), 0) + 1
+        if keys[(kind, key)] == 2:
+            others = sorted(
+                {s.get("", "") for (k, n), s in objects.sources.items() if k == kind and n == key}
+            )
+            report(
+                kind,
+                key,
+                "metadata.name",
+                _("two rules produce the same name (%(rules)s)") % {"rules": ", ".join(others)},
+            )
+        names.setdefault(kind, set()).add(key)
+        for path, message in object_violations(manifest, directory):
+            report(kind, key, path, str(message))
+        if kind == PRIORITY_CLASS and manifest.get("globalDefault"):
+            defaults.append(key)
+    if len(defaults) > 1:
+        for key in defaults[1:]:
+            report(
+                PRIORITY_CLASS,
+                key,
+                "globalDefault",
+                _("only one PriorityClass may be the global default (also %(other)s)")
+                % {"other": defaults[0]},
+            )
+    for manifest in objects.manifests:
+        kind = manifest["kind"]
+        key = manifest_key(manifest)
+        spec = manifest.get("spec") or {}
+        if kind == CLUSTER_QUEUE:
+            for g, group in enumerate(spec.get("resourceGroups") or []):
+                for flavor in group.get("flavors") or []:
+                    if flavor.get("name") not in names[RESOURCE_FLAVOR]:
+                        report(
+                            kind,
+                            key,
+                            f"spec.resourceGroups[{g}].flavors[{flavor.get('name')}]",
+                            _("names a ResourceFlavor that is not generated"),
+                        )
+        if kind == LOCAL_QUEUE and spec.get("clusterQueue") not in names[CLUSTER_QUEUE]:
+            report(kind, key, "spec.clusterQueue", _("names a ClusterQueue that is not generated"))
+        if kind == LOCAL_QUEUE and manifest["metadata"].get("namespace") not in names[NAMESPACE]:
+            report(kind, key, "metadata.namespace", _("names a namespace that is not generated"))
+    return violations
+
+
+def validate_or_raise(objects: DesiredObjects, directory: Path | None = None) -> None:
+    violations = validate(objects, directory)
+    if violations:
+        raise KueueValidationError(violations)

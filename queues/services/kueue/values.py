@@ -1,0 +1,236 @@
+"""Kueue kinds, Arbiter's labels, Kubernetes names and quantities, and flattening objects.
+
+A Kubernetes object is compared field by field as a flat ``{path: value}`` map (the
+``State`` of ``backends``): ``spec.resourceGroups[0].flavors[a100].resources[nvidia.com/gpu]
+.nominalQuota`` → ``"12"``. Lists keyed by ``name`` are indexed by name, and their member
+names are a field of their own (removing a flavor is a change of ``...flavors``); small maps
+(node labels, selectors) and scalar lists are one canonical JSON value; the optional limits
+Arbiter may leave out are always present (``""`` when absent), so that dropping one is seen.
+Quantities are normalised (``12000m`` → ``12``), so a sync never flaps.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+GROUP = "kueue.x-k8s.io"
+VERSION = "v1beta2"
+KUEUE_API = f"{GROUP}/{VERSION}"
+SCHEDULING_API = "scheduling.k8s.io/v1"
+
+NAMESPACE = "Namespace"
+PRIORITY_CLASS = "PriorityClass"
+WORKLOAD_PRIORITY_CLASS = "WorkloadPriorityClass"
+RESOURCE_FLAVOR = "ResourceFlavor"
+COHORT = "Cohort"
+CLUSTER_QUEUE = "ClusterQueue"
+LOCAL_QUEUE = "LocalQueue"
+# In the order they are created (a queue needs its cohort, flavors and namespace first);
+# deletes run in the reverse order.
+KINDS = (
+    NAMESPACE,
+    PRIORITY_CLASS,
+    WORKLOAD_PRIORITY_CLASS,
+    RESOURCE_FLAVOR,
+    COHORT,
+    CLUSTER_QUEUE,
+    LOCAL_QUEUE,
+)
+API_VERSIONS = {
+    NAMESPACE: "v1",
+    PRIORITY_CLASS: SCHEDULING_API,
+    WORKLOAD_PRIORITY_CLASS: KUEUE_API,
+    RESOURCE_FLAVOR: KUEUE_API,
+    COHORT: KUEUE_API,
+    CLUSTER_QUEUE: KUEUE_API,
+    LOCAL_QUEUE: KUEUE_API,
+}
+NAMESPACED = {LOCAL_QUEUE}
+# Kinds Arbiter never deletes: a namespace holds the teams' own workloads.
+NEVER_PRUNED = {NAMESPACE}
+
+GPU_RESOURCE = "nvidia.com/gpu"
+FIELD_MANAGER = "arbiter"
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE = "arbiter"
+REVISION_LABEL = "arbiter.governance/rules-revision"
+SOURCE_ANNOTATION = "arbiter.governance/source"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+MAX_PRIORITY = 1_000_000_000
+
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+# Leaves of these names are quantities; these paths end in a map or list kept as one value.
+QUANTITY_FIELDS = {"nominalQuota", "borrowingLimit", "lendingLimit", "weight"}
+ATOMIC_FIELDS = {"nodeLabels", "nodeTaints", "tolerations", "namespaceSelector", "coveredResources"}
+OPTIONAL_LIMITS = ("borrowingLimit", "lendingLimit")
+# Top-level optional fields (``""`` when absent) per kind.
+OPTIONAL_SPEC = {
+    CLUSTER_QUEUE: ("cohortName",),
+    COHORT: ("parentName",),
+    RESOURCE_FLAVOR: ("nodeLabels", "nodeTaints", "tolerations"),
+}
+# The fields outside ``spec`` that Arbiter sets, per kind.
+TOP_FIELDS = {
+    PRIORITY_CLASS: ("value", "description", "preemptionPolicy", "globalDefault"),
+    WORKLOAD_PRIORITY_CLASS: ("value", "description"),
+}
+
+_SUFFIXES = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal(10) ** 3,
+    "M": Decimal(10) ** 6,
+    "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15,
+    "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10,
+    "Mi": Decimal(2) ** 20,
+    "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50,
+    "Ei": Decimal(2) ** 60,
+}
+QUANTITY = re.compile(
+    r"^(?P<number>[+-]?(\d+(\.\d*)?|\.\d+))"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?(\d+(\.\d*)?|\.\d+))?$"
+)
+
+
+def parse_quantity(value: Any) -> Decimal | None:
+    """A Kubernetes quantity as a number (``"12000m"`` → 12); ``None`` when it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return Decimal(str(value))
+    match = QUANTITY.match(str(value).strip())
+    if not match:
+        return None
+    try:
+        number = Decimal(match["number"])
+        suffix = match["suffix"] or ""
+        if suffix[:1] in ("e", "E"):
+            return number * Decimal(10) ** Decimal(suffix[1:])
+        return number * _SUFFIXES[suffix]
+    except (InvalidOperation, KeyError):
+        return None
+
+
+def format_quantity(number: Decimal) -> str:
+    """The plain decimal form: 12, 0.5, 1500 (no exponent, no trailing zeros)."""
+    text = format(number, "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in ("", "-0") else text
+
+
+def normalise_quantity(value: Any) -> str:
+    number = parse_quantity(value)
+    return str(value) if number is None else format_quantity(number)
+
+
+def k8s_name(slug: str) -> str:
+    """A slug as a Kubernetes name: lowercase, ``_`` as ``-`` (Django slugs allow both)."""
+    return slug.lower().replace("_", "-")
+
+
+def object_key(kind: str, name: str, namespace: str = "") -> str:
+    """The name of an object in a ``State``: ``namespace/name`` for namespaced kinds."""
+    return f"{namespace}/{name}" if kind in NAMESPACED else name
+
+
+def split_key(kind: str, key: str) -> tuple[str, str]:
+    """``(namespace, name)`` of an object key."""
+    if kind in NAMESPACED:
+        namespace, _sep, name = key.partition("/")
+        return namespace, name
+    return "", key
+
+
+def manifest_key(manifest: dict[str, Any]) -> str:
+    meta = manifest.get("metadata", {})
+    return object_key(manifest["kind"], meta.get("name", ""), meta.get("namespace", ""))
+
+
+def is_managed(obj: dict[str, Any]) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels.get(MANAGED_BY) == MANAGED_BY_VALUE
+
+
+# --- flattening ---------------------------------------------------------------------------------
+
+
+def _canonical(value: Any) -> str:
+    if value is None or value == {} or value == []:
+        return ""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _scalar(name: str, value: Any) -> str:
+    if value is None:
+        return ""
+    if name in QUANTITY_FIELDS:
+        return normalise_quantity(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _flatten(value: Any, path: str, name: str, out: dict[str, str]) -> None:
+    if name in ATOMIC_FIELDS:
+        out[path] = _canonical(value)
+    elif isinstance(value, dict):
+        for key in sorted(value):
+            _flatten(value[key], f"{path}.{key}" if path else key, key, out)
+    elif isinstance(value, list):
+        if value and all(isinstance(item, dict) and "name" in item for item in value):
+            out[path] = ",".join(str(item["name"]) for item in value)
+            for item in value:
+                item_path = f"{path}[{item['name']}]"
+                rest = {k: v for k, v in item.items() if k != "name"}
+                if name == "resources":
+                    for limit in OPTIONAL_LIMITS:
+                        rest.setdefault(limit, None)
+                for key in sorted(rest):
+                    _flatten(rest[key], f"{item_path}.{key}", key, out)
+        elif value and all(isinstance(item, dict) for item in value):
+            for index, item in enumerate(value):
+                _flatten(item, f"{path}[{index}]", name, out)
+        else:
+            out[path] = _canonical(value)
+    else:
+        out[path] = _scalar(name, value)
+
+
+def flatten(obj: dict[str, Any]) -> dict[str, str]:
+    """The fields Arbiter manages of one object, as ``{path: normalised value}``."""
+    kind = obj.get("kind", "")
+    out: dict[str, str] = {}
+    if kind in TOP_FIELDS:
+        for name in TOP_FIELDS[kind]:
+            _flatten(obj.get(name), name, name, out)
+        if kind == PRIORITY_CLASS:
+            out["globalDefault"] = out.get("globalDefault") or "false"
+            out["preemptionPolicy"] = out.get("preemptionPolicy") or "PreemptLowerPriority"
+        return out
+    if kind == NAMESPACE:
+        return {}
+    spec = dict(obj.get("spec") or {})
+    for name in OPTIONAL_SPEC.get(kind, ()):
+        spec.setdefault(name, None)
+    _flatten(spec, "spec", "spec", out)
+    return out
+
+
+def values_equal(name: str, live: str, desired: str) -> bool:
+    leaf = name.rsplit(".", 1)[-1]
+    if leaf in QUANTITY_FIELDS and live and desired:
+        return parse_quantity(live) == parse_quantity(desired)
+    return live == desired
