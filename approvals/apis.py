@@ -27,6 +27,7 @@ from governance.apis._common import (
     get_paginated_response,
     parse_filters,
     slug_filter,
+    sort_filter,
 )
 from governance.models import GpuFlavor, Pool, PreemptionClass, PriorityTier, Project
 
@@ -164,6 +165,7 @@ class RequestListApi(APIView):
             required=False,
             help_text=_("Requests filed by this user name."),
         )
+        sort = sort_filter(selectors.REQUEST_SORTS)
 
     @extend_schema(
         operation_id="requests_list",
@@ -173,8 +175,7 @@ class RequestListApi(APIView):
         responses={200: RequestOutputSerializer(many=True), 400: BAD_FILTER},
     )
     def get(self, request: Request) -> Response:
-        filters = parse_filters(self.FilterSerializer, request)
-        requests = selectors.request_list().filter(**filters)
+        requests = selectors.request_list(**parse_filters(self.FilterSerializer, request))
         return get_paginated_response(
             serializer_class=RequestOutputSerializer,
             queryset=requests,
@@ -196,6 +197,8 @@ class RequestDetailApi(APIView):
 
 
 class InboxApi(APIView):
+    pagination_class = LimitOffsetPagination
+
     @extend_schema(
         operation_id="inbox_list",
         tags=["requests"],
@@ -203,8 +206,12 @@ class InboxApi(APIView):
         responses={200: InboxOutputSerializer(many=True)},
     )
     def get(self, request: Request) -> Response:
-        pending = selectors.inbox(user=request.user)
-        return Response(InboxOutputSerializer(pending, many=True).data)
+        return get_paginated_response(
+            serializer_class=InboxOutputSerializer,
+            queryset=selectors.inbox(user=request.user),  # type: ignore[arg-type]
+            request=request,
+            view=self,
+        )
 
 
 class NotificationCountsApi(APIView):

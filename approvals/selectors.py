@@ -12,6 +12,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from django.http import Http404
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy as _l
 
 from approvals.models import (
     TIER_KINDS,
@@ -24,7 +25,14 @@ from approvals.models import (
     grant_summary,
 )
 from governance.models import Grant, GrantState, Membership, PriorityTier, Project, ProjectRole
-from governance.selectors import default_tier, effective_rules, pool_usage, user_can_read_rules
+from governance.selectors import (
+    Sorts,
+    default_tier,
+    effective_rules,
+    pool_usage,
+    sorted_by,
+    user_can_read_rules,
+)
 
 EVIDENCE_WINDOW_DAYS = 90
 EXPIRY_WARNING = timedelta(hours=24)
@@ -46,11 +54,34 @@ def _request_queryset() -> QuerySet[UpgradeRequest]:
     )
 
 
-def request_list() -> QuerySet[UpgradeRequest]:
-    """Requests, newest first, with what the list pages show (one query plus one prefetch)."""
-    return (
-        _request_queryset().prefetch_related("approvals__approver").order_by("-created_at", "-pk")
-    )
+REQUEST_SORTS: Sorts = {
+    "-created_at": (_l("Newest first"), ("-created_at", "-pk")),
+    "created_at": (_l("Oldest first"), ("created_at", "pk")),
+    "ends_at": (_l("Ending first"), ("ends_at", "pk")),
+}
+
+
+def request_list(
+    *,
+    state: str | None = None,
+    kind: str | None = None,
+    project: Project | None = None,
+    requester: Any = None,
+    sort: str | None = None,
+) -> QuerySet[UpgradeRequest]:
+    """Requests with what the list pages show (one query plus one prefetch), filtered as the
+    page and the API ask, newest first unless ``sort`` says otherwise."""
+    requests = _request_queryset()
+    if state:
+        requests = requests.filter(state=state)
+    if kind:
+        requests = requests.filter(kind=kind)
+    if project is not None:
+        requests = requests.filter(project=project)
+    if requester is not None:
+        requests = requests.filter(requester=requester)
+    requests = requests.prefetch_related("approvals__approver")
+    return sorted_by(requests, sort=sort, sorts=REQUEST_SORTS)
 
 
 def request_get(*, user: Any, pk: int | str) -> UpgradeRequest:

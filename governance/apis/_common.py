@@ -16,6 +16,8 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
+from governance.selectors import Sorts, sort_choices
+
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's handler, and a ``ValidationError`` raised by a service becomes a 400.
@@ -72,6 +74,20 @@ def slug_filter(queryset: QuerySet[Any], help_text: str | Promise) -> serializer
     return serializers.SlugRelatedField(
         slug_field="slug", queryset=queryset, required=False, help_text=help_text
     )
+
+
+def sort_filter(sorts: Sorts) -> serializers.ChoiceField:
+    """``?sort=``: one of the list selector's orders (the first when absent)."""
+    return serializers.ChoiceField(
+        choices=sort_choices(sorts),
+        required=False,
+        help_text=_("The order of the list; the first choice when absent."),
+    )
+
+
+def search_param(help_text: str | Promise) -> serializers.CharField:
+    """``?q=``: text searched for, as the list page's search box does."""
+    return serializers.CharField(required=False, max_length=100, help_text=help_text)
 
 
 def boolean_filter(help_text: str | Promise) -> serializers.BooleanField:

@@ -5,6 +5,7 @@ or edit an object; HTML views and API views both call them.
 """
 
 from .changes import (
+    CHANGE_SORTS,
     OBJECT_TYPES,
     ChangePlan,
     EditRow,
@@ -39,7 +40,14 @@ from .history import (
     history_entries,
     membership_history_entries,
 )
+from .lists import Sorts, search_filter, sort_choices, sorted_by
 from .rules import (
+    FLAVOR_SORTS,
+    POOL_SORTS,
+    PREEMPTION_CLASS_SORTS,
+    PROJECT_SORTS,
+    QUOTA_SORTS,
+    TIER_SORTS,
     PoolFlavorUse,
     allowed_tiers,
     default_tier,
@@ -52,21 +60,29 @@ from .rules import (
     preemption_class_list,
     project_get,
     project_list,
+    project_lookup,
     project_memberships,
     quota_get,
     quota_list,
     quotas_for_projects,
-    search_filter,
     tier_get,
     tier_list,
     tiers_due_for_review,
     user_can_edit_rules,
     user_can_read_rules,
+    user_lookup,
     user_memberships,
 )
 
 __all__ = [
+    "CHANGE_SORTS",
+    "FLAVOR_SORTS",
     "OBJECT_TYPES",
+    "POOL_SORTS",
+    "PREEMPTION_CLASS_SORTS",
+    "PROJECT_SORTS",
+    "QUOTA_SORTS",
+    "TIER_SORTS",
     "ChangePlan",
     "EditRow",
     "EffectiveProject",
@@ -76,6 +92,7 @@ __all__ = [
     "HistoryEntry",
     "PoolFlavorUse",
     "RollbackRow",
+    "Sorts",
     "allowed_tiers",
     "capacity_history_entries",
     "change_scope",
@@ -98,6 +115,7 @@ __all__ = [
     "preemption_class_list",
     "project_get",
     "project_list",
+    "project_lookup",
     "project_memberships",
     "quota_get",
     "quota_list",
@@ -112,10 +130,13 @@ __all__ = [
     "rule_change_warnings",
     "rule_changes_for_object",
     "search_filter",
+    "sort_choices",
+    "sorted_by",
     "tier_get",
     "tier_list",
     "tiers_due_for_review",
     "user_can_edit_rules",
     "user_can_read_rules",
+    "user_lookup",
     "user_memberships",
 ]
