@@ -27,6 +27,7 @@ from governance.apis._common import (
     get_paginated_response,
     parse_filters,
     slug_filter,
+    sort_filter,
 )
 from governance.models import TERM_FIELDS, Project, Terms
 from governance.selectors import signed_in_user
@@ -166,6 +167,7 @@ class RequestListApi(APIView):
             required=False,
             help_text=_("Requests filed by this user name."),
         )
+        sort = sort_filter(selectors.REQUEST_SORTS)
 
     @extend_schema(
         operation_id="requests_list",
@@ -175,11 +177,7 @@ class RequestListApi(APIView):
         responses={200: RequestOutputSerializer(many=True), 400: BAD_FILTER},
     )
     def get(self, request: Request) -> Response:
-        filters = parse_filters(self.FilterSerializer, request)
-        state = filters.pop("state", None)
-        requests = selectors.request_list().filter(**filters)
-        if state:
-            requests = requests.in_state(state)
+        requests = selectors.request_list(**parse_filters(self.FilterSerializer, request))
         return get_paginated_response(
             serializer_class=RequestOutputSerializer,
             queryset=requests,
@@ -201,6 +199,8 @@ class RequestDetailApi(APIView):
 
 
 class InboxApi(APIView):
+    pagination_class = LimitOffsetPagination
+
     @extend_schema(
         operation_id="inbox_list",
         tags=["requests"],
@@ -208,8 +208,12 @@ class InboxApi(APIView):
         responses={200: InboxOutputSerializer(many=True)},
     )
     def get(self, request: Request) -> Response:
-        pending = selectors.inbox(user=request.user)
-        return Response(InboxOutputSerializer(pending, many=True).data)
+        return get_paginated_response(
+            serializer_class=InboxOutputSerializer,
+            queryset=selectors.inbox(user=request.user),  # type: ignore[arg-type]
+            request=request,
+            view=self,
+        )
 
 
 class NotificationCountsApi(APIView):

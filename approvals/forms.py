@@ -8,7 +8,15 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.utils.translation import gettext_lazy as _
 
 from approvals.models import ApprovalPolicy, RequestKind, RequestState, UpgradeRequest
-from governance.forms import ReasonForm, RuleForm, ServiceErrorsMixin
+from approvals.selectors import REQUEST_SORTS
+from governance.forms import (
+    ListFilterForm,
+    ReasonForm,
+    RuleForm,
+    ServiceErrorsMixin,
+    project_lookup_field,
+    user_lookup_field,
+)
 from governance.models import (
     KIND_SPECIFIC_TERMS,
     KIND_TERMS,
@@ -194,21 +202,31 @@ class DecisionReasonForm(ReasonForm):
         )
 
 
-class RequestFilterForm(forms.Form):
+class RequestFilterForm(ListFilterForm):
+    """The request list's filters, named like the API's; ``mine`` is the page's shortcut for
+    ``requester`` = the signed-in user."""
+
+    sorts = REQUEST_SORTS
+
     state = forms.ChoiceField(
         label=_("State"), choices=[("", _("Any state")), *RequestState.choices], required=False
     )
     kind = forms.ChoiceField(
         label=_("Kind"), choices=[("", _("Any kind")), *RequestKind.choices], required=False
     )
-    project = forms.ModelChoiceField(
-        label=_("Project"),
-        queryset=Project.objects.order_by("name"),
-        to_field_name="slug",
-        required=False,
-        empty_label=_("Any project"),
-    )
+    project = project_lookup_field(_("Project"))
+    requester = user_lookup_field(_("Requester"))
     mine = forms.BooleanField(label=_("Only mine"), required=False)
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.user = user
+
+    def filters(self) -> dict[str, Any]:
+        filters = super().filters()
+        if filters.pop("mine", False):
+            filters["requester"] = self.user
+        return filters
 
 
 class PolicyForm(RuleForm):

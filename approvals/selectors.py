@@ -13,6 +13,7 @@ from django.db.models import Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy as _l
 
 from approvals.models import (
     GRANTED_STATES,
@@ -39,9 +40,11 @@ from governance.models import (
 )
 from governance.selectors import (
     Blocker,
+    Sorts,
     default_tier,
     effective_rules,
     pool_usage,
+    sorted_by,
     user_can_read_rules,
 )
 
@@ -65,11 +68,34 @@ def _request_queryset() -> UpgradeRequestQuerySet:
     )
 
 
-def request_list() -> UpgradeRequestQuerySet:
-    """Requests, newest first, with what the list pages show (one query plus one prefetch)."""
-    return (
-        _request_queryset().prefetch_related("approvals__approver").order_by("-created_at", "-pk")
-    )
+REQUEST_SORTS: Sorts = {
+    "-created_at": (_l("Newest first"), ("-created_at", "-pk")),
+    "created_at": (_l("Oldest first"), ("created_at", "pk")),
+    "ends_at": (_l("Ending first"), ("ends_at", "pk")),
+}
+
+
+def request_list(
+    *,
+    state: str | None = None,
+    kind: str | None = None,
+    project: Project | None = None,
+    requester: Any = None,
+    sort: str | None = None,
+) -> UpgradeRequestQuerySet:
+    """Requests with what the list pages show (one query plus one prefetch), filtered as the
+    page and the API ask, newest first unless ``sort`` says otherwise."""
+    requests = _request_queryset()
+    if state:
+        requests = requests.in_state(state)
+    if kind:
+        requests = requests.filter(kind=kind)
+    if project is not None:
+        requests = requests.filter(project=project)
+    if requester is not None:
+        requests = requests.filter(requester=requester)
+    requests = requests.prefetch_related("approvals__approver")
+    return sorted_by(requests, sort=sort, sorts=REQUEST_SORTS)
 
 
 def request_get(*, user: Any, pk: int | str) -> UpgradeRequest:

@@ -18,13 +18,19 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from approvals import forms, selectors, services
-from approvals.models import ApprovalPolicy, RequestAction, RequestStage, UpgradeRequest
+from approvals.models import (
+    ApprovalPolicy,
+    RequestAction,
+    RequestStage,
+    UpgradeRequest,
+)
 from governance.selectors import (
     history_entries,
     project_get,
     signed_in_user,
     user_can_edit_rules,
 )
+from governance.views import paginate
 
 
 def _posted(request: HttpRequest) -> Any:
@@ -36,22 +42,19 @@ def _posted(request: HttpRequest) -> Any:
 
 @login_required
 def request_list(request: HttpRequest) -> HttpResponse:
-    filter_form = forms.RequestFilterForm(request.GET or None)
-    requests = selectors.request_list()
-    if filter_form.is_valid():
-        data = filter_form.cleaned_data
-        if data["state"]:
-            requests = requests.in_state(data["state"])
-        if data["kind"]:
-            requests = requests.filter(kind=data["kind"])
-        if data["project"]:
-            requests = requests.filter(project=data["project"])
-        if data["mine"]:
-            requests = requests.filter(requester=signed_in_user(request))
+    filter_form = forms.RequestFilterForm(request.GET, user=request.user)
+    if not filter_form.is_valid():
+        return render(
+            request,
+            "approvals/request_list.html",
+            {"requests": None, "filter_form": filter_form},
+            status=400,
+        )
+    requests = paginate(request, selectors.request_list(**filter_form.filters()))
     return render(
         request,
         "approvals/request_list.html",
-        {"requests": requests[:200], "filter_form": filter_form},
+        {"requests": requests, "filter_form": filter_form},
     )
 
 
@@ -239,7 +242,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "approvals/inbox.html",
-        {"requests": selectors.inbox(user=request.user), "now": timezone.now()},
+        {"requests": paginate(request, selectors.inbox(user=request.user)), "now": timezone.now()},
     )
 
 
@@ -251,7 +254,9 @@ def project_grants(request: HttpRequest, slug: str) -> HttpResponse:
         "approvals/project_grants.html",
         {
             "project": project,
-            "grants": selectors.project_grants(project=project, at=timezone.now()),
+            "grants": paginate(
+                request, selectors.project_grants(project=project, at=timezone.now())
+            ),
             "may_file": selectors.user_may_file_for(user=request.user, project=project),
         },
     )
@@ -265,7 +270,7 @@ def notification_list(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "approvals/notification_list.html",
-        {"notifications": selectors.notification_list(user=request.user)[:100]},
+        {"notifications": paginate(request, selectors.notification_list(user=request.user))},
     )
 
 
@@ -355,5 +360,5 @@ def policy_history(request: HttpRequest, pk: int) -> HttpResponse:
     return render(
         request,
         "approvals/policy_history.html",
-        {"object": policy, "entries": history_entries(obj=policy)},
+        {"object": policy, "entries": paginate(request, history_entries(obj=policy))},
     )

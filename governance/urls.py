@@ -89,6 +89,7 @@ api_patterns = [
         name="api_preemption_class_detail",
     ),
     path("quotas/", apis.QuotaListApi.as_view(), name="api_quota_list"),
+    path("lookup/<slug:kind>/", apis.LookupApi.as_view(), name="api_lookup"),
     path("quotas/<int:pk>/", apis.QuotaDetailApi.as_view(), name="api_quota_detail"),
     path("changes/", apis.RuleChangeListApi.as_view(), name="api_change_list"),
     path("changes/propose/", apis.RuleChangeProposeApi.as_view(), name="api_change_propose"),

@@ -21,6 +21,7 @@ from .changes import (
 )
 from .effective import ProjectEffectiveRulesApi
 from .flavors import FlavorDetailApi, FlavorListApi
+from .lookup import LookupApi
 from .pools import PoolDetailApi, PoolListApi
 from .preemption import PreemptionClassDetailApi, PreemptionClassListApi
 from .projects import ProjectDetailApi, ProjectListApi
@@ -30,6 +31,7 @@ from .tiers import TierDetailApi, TierListApi
 __all__ = [
     "FlavorDetailApi",
     "FlavorListApi",
+    "LookupApi",
     "PoolDetailApi",
     "PoolListApi",
     "PreemptionClassDetailApi",

@@ -18,6 +18,8 @@ from rest_framework.views import APIView
 if TYPE_CHECKING:
     from django_stubs_ext import StrOrPromise
 
+from governance.selectors import Sorts, sort_choices
+
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's handler, and a ``ValidationError`` raised by a service becomes a 400.
@@ -74,6 +76,20 @@ def slug_filter(queryset: QuerySet[Any], help_text: "StrOrPromise") -> serialize
     return serializers.SlugRelatedField(
         slug_field="slug", queryset=queryset, required=False, help_text=help_text
     )
+
+
+def sort_filter(sorts: Sorts) -> serializers.ChoiceField:
+    """``?sort=``: one of the list selector's orders (the first when absent)."""
+    return serializers.ChoiceField(
+        choices=sort_choices(sorts),
+        required=False,
+        help_text=_("The order of the list; the first choice when absent."),
+    )
+
+
+def search_param(help_text: "StrOrPromise") -> serializers.CharField:
+    """``?q=``: text searched for, as the list page's search box does."""
+    return serializers.CharField(required=False, max_length=100, help_text=help_text)
 
 
 def boolean_filter(help_text: "StrOrPromise") -> serializers.BooleanField:

@@ -20,16 +20,16 @@ from rest_framework.views import APIView
 from governance import selectors, services
 from governance.models import ChangeStatus, ConflictChoice, EditKind, GpuFlavor, RuleChange
 from governance.selectors import (
+    CHANGE_SORTS,
     OBJECT_TYPES,
     edit_rows,
     model_field,
     object_lookup,
-    rule_change_filter,
     rule_change_get,
     rule_change_list,
 )
 
-from ._common import BAD_FILTER, NOT_FOUND, LimitOffsetPagination, parse_filters
+from ._common import BAD_FILTER, NOT_FOUND, LimitOffsetPagination, parse_filters, sort_filter
 
 User = get_user_model()
 
@@ -144,6 +144,7 @@ class RuleChangeListApi(APIView):
         )
         since = serializers.DateField(required=False, help_text=_("Created on or after."))
         until = serializers.DateField(required=False, help_text=_("Created on or before."))
+        sort = sort_filter(CHANGE_SORTS)
 
         def validate_object(self, value: str) -> models.Model:
             object_type, _sep, key = value.partition(":")
@@ -166,7 +167,7 @@ class RuleChangeListApi(APIView):
         filters = parse_filters(self.FilterSerializer, request)
         if "object" in filters:
             filters["target"] = filters.pop("object")
-        changes = rule_change_filter(rule_change_list(), **filters)
+        changes = rule_change_list(**filters)
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(changes, request, view=self)
         assert page is not None

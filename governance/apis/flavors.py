@@ -7,7 +7,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance.selectors import flavor_get, flavor_list, pool_usage, search_filter
+from governance.selectors import FLAVOR_SORTS, flavor_get, flavor_list, pool_usage
 
 from ._common import (
     BAD_FILTER,
@@ -16,6 +16,8 @@ from ._common import (
     get_paginated_response,
     parse_filters,
     pool_use_serializer,
+    search_param,
+    sort_filter,
 )
 
 
@@ -23,11 +25,8 @@ class FlavorListApi(APIView):
     pagination_class = LimitOffsetPagination
 
     class FilterSerializer(serializers.Serializer):
-        q = serializers.CharField(
-            required=False,
-            max_length=100,
-            help_text=_("Text in the slug, name, GPU model or Slurm GRES type."),
-        )
+        q = search_param(_("Text in the slug, name, GPU model or Slurm GRES type."))
+        sort = sort_filter(FLAVOR_SORTS)
 
     class OutputSerializer(serializers.Serializer):
         slug = serializers.SlugField()
@@ -50,12 +49,7 @@ class FlavorListApi(APIView):
         responses={200: OutputSerializer(many=True), 400: BAD_FILTER},
     )
     def get(self, request: Request) -> Response:
-        filters = parse_filters(self.FilterSerializer, request)
-        flavors = flavor_list()
-        if "q" in filters:
-            flavors = search_filter(
-                flavors, query=filters["q"], fields=["slug", "name", "gpu_model", "gres_type"]
-            )
+        flavors = flavor_list(**parse_filters(self.FilterSerializer, request))
         return get_paginated_response(
             serializer_class=self.OutputSerializer, queryset=flavors, request=request, view=self
         )

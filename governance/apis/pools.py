@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance.models import Pool
-from governance.selectors import pool_get, pool_list, pool_usage
+from governance.selectors import POOL_SORTS, pool_get, pool_list, pool_usage
 
 from ._common import (
     BAD_FILTER,
@@ -17,7 +17,9 @@ from ._common import (
     get_paginated_response,
     parse_filters,
     pool_use_serializer,
+    search_param,
     slug_filter,
+    sort_filter,
 )
 
 
@@ -27,6 +29,8 @@ class PoolListApi(APIView):
     class FilterSerializer(serializers.Serializer):
         # A field named "parent" (DRF's own attribute of a bound field): typed apart.
         parent = slug_filter(Pool.objects.all(), _("Pools directly inside this pool."))  # type: ignore[assignment]
+        q = search_param(_("Text in the slug, name or description."))
+        sort = sort_filter(POOL_SORTS)
 
     class OutputSerializer(serializers.Serializer):
         slug = serializers.SlugField()
@@ -55,10 +59,7 @@ class PoolListApi(APIView):
         responses={200: OutputSerializer(many=True), 400: BAD_FILTER},
     )
     def get(self, request: Request) -> Response:
-        filters = parse_filters(self.FilterSerializer, request)
-        pools = pool_list()
-        if "parent" in filters:
-            pools = pools.filter(parent=filters["parent"])
+        pools = pool_list(**parse_filters(self.FilterSerializer, request))
         return get_paginated_response(
             serializer_class=self.OutputSerializer, queryset=pools, request=request, view=self
         )

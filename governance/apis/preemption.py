@@ -8,7 +8,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance.models import PreemptionKind
-from governance.selectors import preemption_class_get, preemption_class_list
+from governance.selectors import (
+    PREEMPTION_CLASS_SORTS,
+    preemption_class_get,
+    preemption_class_list,
+)
 
 from ._common import (
     BAD_FILTER,
@@ -16,6 +20,8 @@ from ._common import (
     LimitOffsetPagination,
     get_paginated_response,
     parse_filters,
+    search_param,
+    sort_filter,
 )
 
 
@@ -28,6 +34,8 @@ class PreemptionClassListApi(APIView):
             required=False,
             help_text=_("Only classes of this kind."),
         )
+        q = search_param(_("Text in the slug, name or business impact."))
+        sort = sort_filter(PREEMPTION_CLASS_SORTS)
 
     class OutputSerializer(serializers.Serializer):
         slug = serializers.SlugField()
@@ -54,10 +62,7 @@ class PreemptionClassListApi(APIView):
         responses={200: OutputSerializer(many=True), 400: BAD_FILTER},
     )
     def get(self, request: Request) -> Response:
-        filters = parse_filters(self.FilterSerializer, request)
-        classes = preemption_class_list()
-        if "kind" in filters:
-            classes = classes.filter(kind=filters["kind"])
+        classes = preemption_class_list(**parse_filters(self.FilterSerializer, request))
         return get_paginated_response(
             serializer_class=self.OutputSerializer, queryset=classes, request=request, view=self
         )

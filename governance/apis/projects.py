@@ -9,11 +9,11 @@ from rest_framework.views import APIView
 
 from governance.models import PriorityTier, Project, ProjectRole, User
 from governance.selectors import (
+    PROJECT_SORTS,
     project_get,
     project_list,
     project_memberships,
     quotas_for_projects,
-    search_filter,
 )
 
 from ._common import (
@@ -22,7 +22,9 @@ from ._common import (
     LimitOffsetPagination,
     get_paginated_response,
     parse_filters,
+    search_param,
     slug_filter,
+    sort_filter,
 )
 
 NULL_TIER_HELP = _("The project's tier by slug; null means the default tier.")
@@ -42,9 +44,8 @@ class ProjectListApi(APIView):
             required=False,
             help_text=_("Projects this user (a username) is a lead or member of."),
         )
-        q = serializers.CharField(
-            required=False, max_length=100, help_text=_("Text in the slug, name or description.")
-        )
+        q = search_param(_("Text in the slug, name or description."))
+        sort = sort_filter(PROJECT_SORTS)
 
     class OutputSerializer(serializers.Serializer):
         slug = serializers.SlugField()
@@ -72,16 +73,7 @@ class ProjectListApi(APIView):
         responses={200: OutputSerializer(many=True), 400: BAD_FILTER},
     )
     def get(self, request: Request) -> Response:
-        filters = parse_filters(self.FilterSerializer, request)
-        projects = project_list()
-        if "tier" in filters:
-            projects = projects.filter(tier=filters["tier"])
-        if "member" in filters:
-            projects = projects.filter(members=filters["member"])
-        if "q" in filters:
-            projects = search_filter(
-                projects, query=filters["q"], fields=["slug", "name", "description"]
-            )
+        projects = project_list(**parse_filters(self.FilterSerializer, request))
         return get_paginated_response(
             serializer_class=self.OutputSerializer, queryset=projects, request=request, view=self
         )

@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance.models import GpuFlavor, Pool, PreemptionClass, Project
-from governance.selectors import quota_get, quota_list
+from governance.selectors import QUOTA_SORTS, quota_get, quota_list
 
 from ._common import (
     BAD_FILTER,
@@ -17,6 +17,7 @@ from ._common import (
     get_paginated_response,
     parse_filters,
     slug_filter,
+    sort_filter,
 )
 
 
@@ -30,6 +31,7 @@ class QuotaListApi(APIView):
         preemption_class = slug_filter(
             PreemptionClass.objects.all(), _("Quotas in this preemption class.")
         )
+        sort = sort_filter(QUOTA_SORTS)
 
     class OutputSerializer(serializers.Serializer):
         id = serializers.IntegerField()
@@ -61,8 +63,7 @@ class QuotaListApi(APIView):
         responses={200: OutputSerializer(many=True), 400: BAD_FILTER},
     )
     def get(self, request: Request) -> Response:
-        filters = parse_filters(self.FilterSerializer, request)
-        quotas = quota_list().filter(**filters)
+        quotas = quota_list(**parse_filters(self.FilterSerializer, request))
         return get_paginated_response(
             serializer_class=self.OutputSerializer, queryset=quotas, request=request, view=self
         )

@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance.models import PriorityTier
-from governance.selectors import tier_get, tier_list
+from governance.selectors import TIER_SORTS, tier_get, tier_list
 
 from ._common import (
     BAD_FILTER,
@@ -17,6 +17,8 @@ from ._common import (
     boolean_filter,
     get_paginated_response,
     parse_filters,
+    search_param,
+    sort_filter,
 )
 
 
@@ -30,6 +32,8 @@ class TierListApi(APIView):
             required=False,
             help_text=_("Only tiers whose next review is due before this date (YYYY-MM-DD)."),
         )
+        q = search_param(_("Text in the slug, name, description or eligibility."))
+        sort = sort_filter(TIER_SORTS)
 
     class OutputSerializer(serializers.Serializer):
         slug = serializers.SlugField()
@@ -68,14 +72,7 @@ class TierListApi(APIView):
         responses={200: OutputSerializer(many=True), 400: BAD_FILTER},
     )
     def get(self, request: Request) -> Response:
-        filters = parse_filters(self.FilterSerializer, request)
-        tiers = tier_list()
-        if "may_preempt" in filters:
-            tiers = tiers.filter(may_preempt=filters["may_preempt"])
-        if "is_default" in filters:
-            tiers = tiers.filter(is_default=filters["is_default"])
-        if "due_before" in filters:
-            tiers = tiers.filter(next_review_on__lt=filters["due_before"])
+        tiers = tier_list(**parse_filters(self.FilterSerializer, request))
         return get_paginated_response(
             serializer_class=self.OutputSerializer, queryset=tiers, request=request, view=self
         )

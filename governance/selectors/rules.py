@@ -17,6 +17,7 @@ from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery, S
 from django.db.models.functions import Coalesce
 from django.http import Http404
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy as _l
 
 from governance.models import (
     GpuFlavor,
@@ -30,6 +31,8 @@ from governance.models import (
     Quota,
     User,
 )
+
+from .lists import Sorts, search_filter, sorted_by
 
 M = TypeVar("M", bound=models.Model)
 
@@ -115,70 +118,188 @@ def quota_get(*, user: Any, pk: int | str, for_edit: bool = False) -> Quota:
 
 
 # --- lists --------------------------------------------------------------------------------
+# Each list selector takes its filters and ``sort`` as keywords; pages and the API pass the
+# same parameters (see ``lists.py``). The queries are a fixed number whatever the rows.
+
+PROJECT_SORTS: Sorts = {
+    "name": (_l("Name"), ("name", "pk")),
+    "-name": (_l("Name, Z to A"), ("-name", "-pk")),
+    "slug": (_l("Slug"), ("slug",)),
+    "-guaranteed_gpus": (_l("Most guaranteed GPUs"), ("-guaranteed_gpus", "name", "pk")),
+}
 
 
-def project_list() -> QuerySet[Project]:
+def project_list(
+    *,
+    tier: PriorityTier | None = None,
+    member: User | None = None,
+    q: str | None = None,
+    sort: str | None = None,
+) -> QuerySet[Project]:
+    """Projects with their tier, leads, member count and guaranteed GPUs (two queries)."""
     leads = Membership.objects.filter(role=ProjectRole.LEAD).select_related("user")
-    return (
-        Project.objects.select_related("tier")
-        .annotate(
-            member_count=Count("memberships", distinct=True),
-            guaranteed_gpus=Coalesce(
-                Subquery(
-                    Quota.objects.filter(project=OuterRef("pk"))
-                    .values("project")
-                    .annotate(total=Sum("guarantee"))
-                    .values("total")
-                ),
-                0,
+    projects = Project.objects.select_related("tier")
+    if tier is not None:
+        projects = projects.filter(tier=tier)
+    if member is not None:
+        projects = projects.filter(memberships__user=member)
+    projects = search_filter(projects, query=q, fields=["slug", "name", "description"])
+    projects = projects.annotate(
+        member_count=Coalesce(
+            Subquery(
+                Membership.objects.filter(project=OuterRef("pk"))
+                .values("project")
+                .annotate(total=Count("pk"))
+                .values("total")
             ),
-        )
-        .prefetch_related(Prefetch("memberships", queryset=leads, to_attr="lead_memberships"))
-        .order_by("name", "pk")
-    )
+            0,
+        ),
+        guaranteed_gpus=Coalesce(
+            Subquery(
+                Quota.objects.filter(project=OuterRef("pk"))
+                .values("project")
+                .annotate(total=Sum("guarantee"))
+                .values("total")
+            ),
+            0,
+        ),
+    ).prefetch_related(Prefetch("memberships", queryset=leads, to_attr="lead_memberships"))
+    return sorted_by(projects, sort=sort, sorts=PROJECT_SORTS)
 
 
 def project_memberships(*, project: Project) -> QuerySet[Membership]:
     return project.memberships.select_related("user").order_by("role", "user__username")
 
 
-def flavor_list() -> QuerySet[GpuFlavor]:
-    return GpuFlavor.objects.annotate(total_gpus=Coalesce(Sum("capacities__gpus"), 0)).order_by(
-        "name", "pk"
+FLAVOR_SORTS: Sorts = {
+    "name": (_l("Name"), ("name", "pk")),
+    "slug": (_l("Slug"), ("slug",)),
+    "-total_gpus": (_l("Most GPUs"), ("-total_gpus", "name", "pk")),
+}
+
+
+def flavor_list(*, q: str | None = None, sort: str | None = None) -> QuerySet[GpuFlavor]:
+    flavors = search_filter(
+        GpuFlavor.objects.all(), query=q, fields=["slug", "name", "gpu_model", "gres_type"]
     )
+    flavors = flavors.annotate(total_gpus=Coalesce(Sum("capacities__gpus"), 0))
+    return sorted_by(flavors, sort=sort, sorts=FLAVOR_SORTS)
 
 
-def pool_list() -> QuerySet[Pool]:
-    return (
-        Pool.objects.select_related("parent")
-        .prefetch_related(
-            Prefetch("capacities", queryset=PoolCapacity.objects.select_related("flavor"))
+POOL_SORTS: Sorts = {
+    "name": (_l("Name"), ("name", "pk")),
+    "slug": (_l("Slug"), ("slug",)),
+    "-project_count": (_l("Most projects"), ("-project_count", "name", "pk")),
+}
+
+
+def pool_list(
+    *, parent: Pool | None = None, q: str | None = None, sort: str | None = None
+) -> QuerySet[Pool]:
+    pools = Pool.objects.select_related("parent")
+    if parent is not None:
+        pools = pools.filter(parent=parent)
+    pools = search_filter(pools, query=q, fields=["slug", "name", "description"])
+    pools = pools.prefetch_related(
+        Prefetch("capacities", queryset=PoolCapacity.objects.select_related("flavor"))
+    ).annotate(
+        project_count=Coalesce(
+            Subquery(
+                Quota.objects.filter(pool=OuterRef("pk"))
+                .values("pool")
+                .annotate(total=Count("project", distinct=True))
+                .values("total")
+            ),
+            0,
         )
-        .annotate(project_count=Count("quotas__project", distinct=True))
-        .order_by("name", "pk")
     )
+    return sorted_by(pools, sort=sort, sorts=POOL_SORTS)
 
 
-def tier_list() -> QuerySet[PriorityTier]:
-    return (
-        PriorityTier.objects.select_related("owner", "aging_cap")
-        .prefetch_related("preemptible_tiers")
-        .order_by("-score")
+TIER_SORTS: Sorts = {
+    "-score": (_l("Highest first"), ("-score", "pk")),
+    "score": (_l("Lowest first"), ("score", "pk")),
+    "name": (_l("Name"), ("name", "pk")),
+    "next_review_on": (_l("Next review"), ("next_review_on", "-score", "pk")),
+}
+
+
+def tier_list(
+    *,
+    may_preempt: bool | None = None,
+    is_default: bool | None = None,
+    due_before: date | None = None,
+    preempts: PriorityTier | None = None,
+    q: str | None = None,
+    sort: str | None = None,
+) -> QuerySet[PriorityTier]:
+    tiers = PriorityTier.objects.select_related("owner", "aging_cap")
+    if may_preempt is not None:
+        tiers = tiers.filter(may_preempt=may_preempt)
+    if is_default is not None:
+        tiers = tiers.filter(is_default=is_default)
+    if due_before is not None:
+        tiers = tiers.filter(next_review_on__lt=due_before)
+    if preempts is not None:
+        tiers = tiers.filter(preemptible_tiers=preempts)
+    tiers = search_filter(tiers, query=q, fields=["slug", "name", "description", "eligibility"])
+    return sorted_by(tiers.prefetch_related("preemptible_tiers"), sort=sort, sorts=TIER_SORTS)
+
+
+PREEMPTION_CLASS_SORTS: Sorts = {
+    "name": (_l("Name"), ("name", "pk")),
+    "slug": (_l("Slug"), ("slug",)),
+    "kind": (_l("Kind"), ("kind", "name", "pk")),
+}
+
+
+def preemption_class_list(
+    *, kind: str | None = None, q: str | None = None, sort: str | None = None
+) -> QuerySet[PreemptionClass]:
+    classes = PreemptionClass.objects.select_related("recovery_owner")
+    if kind:
+        classes = classes.filter(kind=kind)
+    classes = search_filter(classes, query=q, fields=["slug", "name", "business_impact"])
+    classes = classes.annotate(
+        quota_count=Coalesce(
+            Subquery(
+                Quota.objects.filter(preemption_class=OuterRef("pk"))
+                .values("preemption_class")
+                .annotate(total=Count("pk"))
+                .values("total")
+            ),
+            0,
+        )
     )
+    return sorted_by(classes, sort=sort, sorts=PREEMPTION_CLASS_SORTS)
 
 
-def preemption_class_list() -> QuerySet[PreemptionClass]:
-    return (
-        PreemptionClass.objects.select_related("recovery_owner")
-        .annotate(quota_count=Count("quotas"))
-        .order_by("name", "pk")
-    )
+QUOTA_SORTS: Sorts = {
+    "project": (_l("Project"), ("project__name", "pool__name", "flavor__name", "pk")),
+    "pool": (_l("Pool"), ("pool__name", "flavor__name", "project__name", "pk")),
+    "-guarantee": (_l("Largest guarantee"), ("-guarantee", "project__name", "pk")),
+    "next_review_on": (_l("Next review"), ("next_review_on", "project__name", "pk")),
+}
 
 
-def quota_list() -> QuerySet[Quota]:
-    return Quota.objects.select_related("project", "pool", "flavor", "preemption_class").order_by(
-        "project__name", "pool__name", "flavor__name", "pk"
-    )
+def quota_list(
+    *,
+    project: Project | None = None,
+    pool: Pool | None = None,
+    flavor: GpuFlavor | None = None,
+    preemption_class: PreemptionClass | None = None,
+    sort: str | None = None,
+) -> QuerySet[Quota]:
+    quotas = Quota.objects.select_related("project", "pool", "flavor", "preemption_class")
+    for name, value in (
+        ("project", project),
+        ("pool", pool),
+        ("flavor", flavor),
+        ("preemption_class", preemption_class),
+    ):
+        if value is not None:
+            quotas = quotas.filter(**{name: value})
+    return sorted_by(quotas, sort=sort, sorts=QUOTA_SORTS)
 
 
 # --- summaries for the home pages -----------------------------------------------------------
@@ -258,10 +379,22 @@ def quotas_for_projects(*, project_ids: list[int]) -> QuerySet[Quota]:
     return quota_list().filter(project_id__in=project_ids)
 
 
-def search_filter(queryset: QuerySet[M], *, query: str, fields: list[str]) -> QuerySet[M]:
-    if not query:
-        return queryset
-    condition = Q()
-    for field in fields:
-        condition |= Q(**{f"{field}__icontains": query})
-    return queryset.filter(condition)
+# --- lookups for search-as-you-type filter fields -------------------------------------------
+
+
+def user_lookup(*, q: str | None = None) -> QuerySet[User]:
+    """Active users whose username starts with ``q`` or whose name contains it."""
+    users = User.objects.filter(is_active=True)
+    if q:
+        users = users.filter(
+            Q(username__istartswith=q) | Q(first_name__icontains=q) | Q(last_name__icontains=q)
+        )
+    return users.order_by("username", "pk")
+
+
+def project_lookup(*, q: str | None = None) -> QuerySet[Project]:
+    """Projects whose slug starts with ``q`` or whose name contains it."""
+    projects = Project.objects.all()
+    if q:
+        projects = projects.filter(Q(slug__istartswith=q) | Q(name__icontains=q))
+    return projects.order_by("name", "pk")

@@ -14,6 +14,7 @@ from .changes import (
     review_tier,
 )
 from .flavors import flavor_create, flavor_detail, flavor_edit, flavor_history, flavor_list
+from .paging import ListPage, paginate
 from .pools import (
     pool_capacity_edit,
     pool_create,
@@ -41,6 +42,7 @@ from .quotas import quota_create, quota_detail, quota_edit, quota_history, quota
 from .tiers import tier_create, tier_detail, tier_edit, tier_history, tier_list
 
 __all__ = [
+    "ListPage",
     "change_apply",
     "change_approve",
     "change_detail",
@@ -54,6 +56,7 @@ __all__ = [
     "flavor_history",
     "flavor_list",
     "membership_edit",
+    "paginate",
     "pool_capacity_edit",
     "pool_create",
     "pool_detail",

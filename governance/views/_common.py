@@ -13,6 +13,8 @@ from django.utils.translation import gettext as _
 
 from governance import forms, selectors, services
 
+from .paging import DEFAULT_PAGE_SIZE, paginate
+
 
 def require_ops(user: Any) -> None:
     if not selectors.user_can_edit_rules(user):
@@ -23,13 +25,38 @@ def posted(request: HttpRequest) -> QueryDict | None:
     return request.POST if request.method == "POST" else None
 
 
-def search_query(request: HttpRequest) -> str:
-    return request.GET.get("q", "").strip()[:200]
-
-
-def page(request: HttpRequest, template: str, context: dict[str, Any]) -> HttpResponse:
+def page(
+    request: HttpRequest, template: str, context: dict[str, Any], *, status: int = 200
+) -> HttpResponse:
     context["can_edit"] = selectors.user_can_edit_rules(request.user)
-    return render(request, template, context)
+    return render(request, template, context, status=status)
+
+
+def list_page(
+    request: HttpRequest,
+    template: str,
+    filter_form: forms.ListFilterForm,
+    select: Callable[..., Any],
+    *,
+    name: str,
+    default_size: int = DEFAULT_PAGE_SIZE,
+    **context: Any,
+) -> HttpResponse:
+    """A list page: its filters parsed by ``filter_form`` and passed to ``select`` (the
+    selector the API calls with the same parameters), one page of the rows as ``name``.
+
+    Invalid filters are a 400 showing the form's errors and no rows, never a guess.
+    """
+    if filter_form.is_valid():
+        context[name] = paginate(
+            request, select(**filter_form.filters()), default_size=default_size
+        )
+        status = 200
+    else:
+        context[name] = None
+        status = 400
+    context["filter_form"] = filter_form
+    return page(request, template, context, status=status)
 
 
 def object_page(
@@ -106,7 +133,12 @@ def create_title(model: type[models.Model]) -> str:
 def history_page(
     request: HttpRequest, obj: models.Model, sections: list[tuple[str, list[Any]]]
 ) -> HttpResponse:
-    return object_page(request, "governance/history.html", obj, "history", sections=sections)
+    """The object's history, newest first, a page of each section (``?page=``, ``?page2=``)."""
+    paged = [
+        (title, paginate(request, entries, param="page" if index == 0 else f"page{index + 1}"))
+        for index, (title, entries) in enumerate(sections)
+    ]
+    return object_page(request, "governance/history.html", obj, "history", sections=paged)
 
 
 def create_page(

@@ -6,7 +6,6 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -18,6 +17,7 @@ from governance import forms, selectors, services
 from governance.models import ChangeAction, ChangeStatus, ReviewOutcome, RuleChange
 
 from ._common import page, posted
+from .paging import paginate
 
 CHANGES_PER_PAGE = 25
 
@@ -28,24 +28,20 @@ def change_list(request: HttpRequest) -> HttpResponse:
     if not selectors.user_can_read_rules(request.user):
         raise PermissionDenied
     filter_form = forms.ChangeFilterForm(request.GET)
+    context: dict[str, Any] = {"filter_form": filter_form, "entries": None}
+    if not filter_form.is_valid():
+        return page(request, "governance/change_list.html", context, status=400)
     filters = filter_form.filters()
-    changes = selectors.rule_change_filter(selectors.rule_change_list(), **filters)
-    paginator = Paginator(changes, CHANGES_PER_PAGE)
-    changes_page = paginator.get_page(request.GET.get("page"))
-    rows = selectors.edit_rows(changes_page.object_list)
-    query = request.GET.copy()
-    query.pop("page", None)
-    return page(
-        request,
-        "governance/change_list.html",
-        {
-            "filter_form": filter_form,
-            "target": filters.get("target"),
-            "changes_page": changes_page,
-            "entries": [(change, rows.get(change.pk, [])) for change in changes_page],
-            "query": query.urlencode(),
-        },
+    changes = paginate(
+        request, selectors.rule_change_list(**filters), default_size=CHANGES_PER_PAGE
     )
+    rows = selectors.edit_rows(changes.object_list)
+    context.update(
+        target=filters.get("target"),
+        changes_page=changes,
+        entries=[(change, rows.get(change.pk, [])) for change in changes],
+    )
+    return page(request, "governance/change_list.html", context)
 
 
 @login_required

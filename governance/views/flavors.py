@@ -11,19 +11,21 @@ from ._common import (
     create_page,
     edit_page,
     history_page,
+    list_page,
     object_page,
-    page,
-    search_query,
 )
+from .paging import paginate
 
 
 @login_required
 def flavor_list(request: HttpRequest) -> HttpResponse:
-    query = search_query(request)
-    flavors = selectors.search_filter(
-        selectors.flavor_list(), query=query, fields=["slug", "name", "gpu_model", "gres_type"]
+    return list_page(
+        request,
+        "governance/flavor_list.html",
+        forms.FlavorFilterForm(request.GET),
+        selectors.flavor_list,
+        name="flavors",
     )
-    return page(request, "governance/flavor_list.html", {"flavors": flavors, "query": query})
 
 
 @login_required
@@ -35,7 +37,7 @@ def flavor_detail(request: HttpRequest, slug: str) -> HttpResponse:
         flavor,
         "detail",
         usage=[use for use in selectors.pool_usage() if use.flavor.pk == flavor.pk],
-        quotas=selectors.quota_list().filter(flavor=flavor),
+        quotas=paginate(request, selectors.quota_list(flavor=flavor)),
     )
 
 

@@ -11,21 +11,24 @@ from ._common import (
     create_page,
     edit_page,
     history_page,
+    list_page,
     object_page,
     page,
     posted,
     propose_change,
-    search_query,
 )
+from .paging import paginate
 
 
 @login_required
 def pool_list(request: HttpRequest) -> HttpResponse:
-    query = search_query(request)
-    pools = selectors.search_filter(
-        selectors.pool_list(), query=query, fields=["slug", "name", "description"]
+    return list_page(
+        request,
+        "governance/pool_list.html",
+        forms.PoolFilterForm(request.GET),
+        selectors.pool_list,
+        name="pools",
     )
-    return page(request, "governance/pool_list.html", {"pools": pools, "query": query})
 
 
 @login_required
@@ -37,8 +40,8 @@ def pool_detail(request: HttpRequest, slug: str) -> HttpResponse:
         pool,
         "detail",
         usage=[use for use in selectors.pool_usage() if use.pool.pk == pool.pk],
-        children=selectors.pool_list().filter(parent=pool),
-        quotas=selectors.quota_list().filter(pool=pool),
+        children=selectors.pool_list(parent=pool),
+        quotas=paginate(request, selectors.quota_list(pool=pool)),
     )
 
 

@@ -11,24 +11,20 @@ from ._common import (
     create_page,
     edit_page,
     history_page,
+    list_page,
     object_page,
-    page,
-    search_query,
 )
+from .paging import paginate
 
 
 @login_required
 def preemption_class_list(request: HttpRequest) -> HttpResponse:
-    query = search_query(request)
-    classes = selectors.search_filter(
-        selectors.preemption_class_list(),
-        query=query,
-        fields=["slug", "name", "business_impact"],
-    )
-    return page(
+    return list_page(
         request,
         "governance/preemption_class_list.html",
-        {"preemption_classes": classes, "query": query},
+        forms.PreemptionClassFilterForm(request.GET),
+        selectors.preemption_class_list,
+        name="preemption_classes",
     )
 
 
@@ -40,7 +36,7 @@ def preemption_class_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "governance/preemption_class_detail.html",
         preemption_class,
         "detail",
-        quotas=selectors.quota_list().filter(preemption_class=preemption_class),
+        quotas=paginate(request, selectors.quota_list(preemption_class=preemption_class)),
     )
 
 

@@ -12,23 +12,22 @@ from ._common import (
     create_page,
     edit_page,
     history_page,
+    list_page,
     object_page,
     page,
     propose_change,
-    search_query,
 )
 
 
 @login_required
 def project_list(request: HttpRequest) -> HttpResponse:
-    query = search_query(request)
-    projects = selectors.search_filter(
-        selectors.project_list(), query=query, fields=["slug", "name", "description"]
-    )
-    return page(
+    return list_page(
         request,
         "governance/project_list.html",
-        {"projects": projects, "query": query, "default_tier": selectors.default_tier()},
+        forms.ProjectFilterForm(request.GET),
+        selectors.project_list,
+        name="projects",
+        default_tier=selectors.default_tier(),
     )
 
 

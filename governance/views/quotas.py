@@ -11,17 +11,19 @@ from ._common import (
     create_page,
     edit_page,
     history_page,
+    list_page,
     object_page,
-    page,
 )
 
 
 @login_required
 def quota_list(request: HttpRequest) -> HttpResponse:
-    filter_form = forms.QuotaFilterForm(request.GET)
-    quotas = selectors.quota_list().filter(**filter_form.filters())
-    return page(
-        request, "governance/quota_list.html", {"quotas": quotas, "filter_form": filter_form}
+    return list_page(
+        request,
+        "governance/quota_list.html",
+        forms.QuotaFilterForm(request.GET),
+        selectors.quota_list,
+        name="quotas",
     )
 
 
@@ -54,8 +56,16 @@ def quota_create(request: HttpRequest) -> HttpResponse:
         forms.QuotaCreateForm,
         create=services.quota_create,
         cancel_url=reverse("quota_list"),
-        initial=forms.QuotaFilterForm(request.GET).filters(),
+        initial=_quota_initial(request),
     )
+
+
+def _quota_initial(request: HttpRequest) -> dict[str, object]:
+    """A new quota starts from the quota list's filters (the valid ones)."""
+    filter_form = forms.QuotaFilterForm(request.GET)
+    filter_form.is_valid()
+    cleaned = getattr(filter_form, "cleaned_data", {})
+    return {name: cleaned[name] for name in ("project", "pool", "flavor") if cleaned.get(name)}
 
 
 @login_required

@@ -11,19 +11,21 @@ from ._common import (
     create_page,
     edit_page,
     history_page,
+    list_page,
     object_page,
-    page,
-    search_query,
 )
+from .paging import paginate
 
 
 @login_required
 def tier_list(request: HttpRequest) -> HttpResponse:
-    query = search_query(request)
-    tiers = selectors.search_filter(
-        selectors.tier_list(), query=query, fields=["slug", "name", "description", "eligibility"]
+    return list_page(
+        request,
+        "governance/tier_list.html",
+        forms.TierFilterForm(request.GET),
+        selectors.tier_list,
+        name="tiers",
     )
-    return page(request, "governance/tier_list.html", {"tiers": tiers, "query": query})
 
 
 @login_required
@@ -34,8 +36,8 @@ def tier_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "governance/tier_detail.html",
         tier,
         "detail",
-        preempted_by=selectors.tier_list().filter(preemptible_tiers=tier),
-        projects=selectors.project_list().filter(tier=tier),
+        preempted_by=selectors.tier_list(preempts=tier),
+        projects=paginate(request, selectors.project_list(tier=tier)),
     )
 
 

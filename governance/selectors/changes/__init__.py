@@ -21,6 +21,7 @@ from .reviews import (
     quotas_due_for_review,
 )
 from .timeline import (
+    CHANGE_SORTS,
     rule_change_filter,
     rule_change_get,
     rule_change_list,
@@ -44,6 +45,7 @@ from .values import (
 
 __all__ = [
     "CAPACITY",
+    "CHANGE_SORTS",
     "EMPTY",
     "MEMBERSHIP",
     "OBJECT_TYPES",

@@ -13,9 +13,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.utils.translation import gettext_lazy as _
 
 from governance.models import (
-    ChangeStatus,
     ConflictChoice,
-    EditKind,
     GpuFlavor,
     Membership,
     Pool,
@@ -27,8 +25,41 @@ from governance.models import (
     ReviewOutcome,
     User,
 )
-from governance.selectors import object_lookup
 from governance.services import REASON_MAX_LENGTH
+
+from .filters import (  # the list filters, re-exported
+    ChangeFilterForm as ChangeFilterForm,
+)
+from .filters import (
+    FlavorFilterForm as FlavorFilterForm,
+)
+from .filters import (
+    ListFilterForm as ListFilterForm,
+)
+from .filters import (
+    LookupField as LookupField,
+)
+from .filters import (
+    PoolFilterForm as PoolFilterForm,
+)
+from .filters import (
+    PreemptionClassFilterForm as PreemptionClassFilterForm,
+)
+from .filters import (
+    ProjectFilterForm as ProjectFilterForm,
+)
+from .filters import (
+    QuotaFilterForm as QuotaFilterForm,
+)
+from .filters import (
+    TierFilterForm as TierFilterForm,
+)
+from .filters import (
+    project_lookup_field as project_lookup_field,
+)
+from .filters import (
+    user_lookup_field as user_lookup_field,
+)
 
 
 def reason_field() -> forms.CharField:
@@ -307,37 +338,6 @@ class QuotaCreateForm(QuotaForm):
         fields = ["project", "pool", "flavor", *QuotaForm.Meta.fields]
 
 
-class QuotaFilterForm(forms.Form):
-    """The filters of the quota list; an unknown value is ignored."""
-
-    project = forms.ModelChoiceField(
-        label=_("Project"),
-        queryset=Project.objects.order_by("name"),
-        to_field_name="slug",
-        required=False,
-        empty_label=_("All projects"),
-    )
-    pool = forms.ModelChoiceField(
-        label=_("Pool"),
-        queryset=Pool.objects.order_by("name"),
-        to_field_name="slug",
-        required=False,
-        empty_label=_("All pools"),
-    )
-    flavor = forms.ModelChoiceField(
-        label=_("GPU flavor"),
-        queryset=GpuFlavor.objects.order_by("name"),
-        to_field_name="slug",
-        required=False,
-        empty_label=_("All flavors"),
-    )
-
-    def filters(self) -> dict[str, Any]:
-        self.is_valid()
-        cleaned = getattr(self, "cleaned_data", {})
-        return {name: cleaned[name] for name in ("project", "pool", "flavor") if cleaned.get(name)}
-
-
 # --- rule changes ---------------------------------------------------------------------------
 
 
@@ -428,51 +428,6 @@ class RollbackForm(ServiceErrorsMixin, forms.Form):
             int(name.removeprefix("choice_")): self.cleaned_data[name]
             for name in self.conflict_fields
         }
-
-
-class ChangeFilterForm(forms.Form):
-    """The filters of the change timeline; an unknown value is ignored."""
-
-    status = forms.ChoiceField(
-        label=_("Status"), choices=[("", _("Any status")), *ChangeStatus.choices], required=False
-    )
-    kind = forms.ChoiceField(
-        label=_("Kind"), choices=[("", _("Any kind")), *EditKind.choices], required=False
-    )
-    object = forms.CharField(
-        label=_("Object"),
-        required=False,
-        max_length=100,
-        help_text=_("kind:key, e.g. tier:production or quota:12"),
-    )
-    author = forms.ModelChoiceField(
-        label=_("Author"),
-        queryset=User.objects.order_by("username"),
-        to_field_name="username",
-        required=False,
-        empty_label=_("Anyone"),
-    )
-    since = forms.DateField(
-        label=_("From"), required=False, widget=forms.DateInput(attrs={"type": "date"})
-    )
-    until = forms.DateField(
-        label=_("To"), required=False, widget=forms.DateInput(attrs={"type": "date"})
-    )
-
-    def filters(self) -> dict[str, Any]:
-        self.is_valid()
-        cleaned = getattr(self, "cleaned_data", {})
-        filters = {
-            name: cleaned[name]
-            for name in ("status", "kind", "author", "since", "until")
-            if cleaned.get(name)
-        }
-        target = cleaned.get("object") or ""
-        if ":" in target:
-            found = object_lookup(*target.split(":", 1))
-            if found is not None:
-                filters["target"] = found
-        return filters
 
 
 class ReviewForm(ServiceErrorsMixin, forms.Form):

@@ -1,0 +1,375 @@
+"""Benchmark: every list page and API list at 100, 1,000 and 10,000 projects.
+
+Run on demand (not part of the test suite), from the repository root, on PostgreSQL:
+
+    DATABASE_URL=postgres://USER@HOST:5432/DB DJANGO_DEBUG=1 .venv/bin/python bench/pages.py
+    [--sizes 100,1000,10000] [--runs 7]
+
+It builds an organisation in a throwaway test database (``test_<DB>``), grows it to each size
+and, at each size, requests every list page and API list (and the detail pages that embed a
+list) signed in as ops: the median time of ``--runs`` requests after one warm-up, the number
+of SQL queries and the size of the response. It prints a table and writes the figures to
+``bench/results/pages-<timestamp>.json``. Target: every figure at the largest size within
+1.5× of the smallest, and no page over 150 KB.
+
+The organisation per project: 3 members (a lead and two members, each a user of their own), 2
+quotas (one in each of the 2 pools, one of each of the 2 flavors); plus 4 tiers, 2 preemption
+classes, 2 pools with capacity, 2 flavors, and, growing with the projects, rule changes (one per
+20 projects) and requests (one per 25 projects, a third of them waiting for a decision).
+
+How the fixture is written. The shared rules (flavors, pools, capacities, tiers, preemption
+classes, approval policies) and a first change and request go through the services. The
+projects, users, memberships and quotas, and the further changes and requests, are written in
+bulk, which the services cannot do at this size (each quota check reads the pool): governed
+rows with ``simple_history.utils.bulk_create_with_history``, so every one of them has its
+history row with a user (the bench ops user) and a reason ("Benchmark fixture"), as the house
+rules require; changes and requests are clones of the ones made by the services (same fields,
+another project or quota). Users and rule edits are not governed and are bulk-created plainly.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governance.settings")
+os.environ.setdefault("DJANGO_DEBUG", "1")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.contrib.contenttypes.models import ContentType  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test import Client  # noqa: E402
+from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
+from django.urls import reverse  # noqa: E402
+from django.utils import timezone  # noqa: E402
+from simple_history.utils import bulk_create_with_history  # noqa: E402
+
+from approvals import services as approval_services  # noqa: E402
+from approvals.models import RequestKind, UpgradeRequest  # noqa: E402
+from governance import services  # noqa: E402
+from governance.models import (  # noqa: E402
+    Membership,
+    Project,
+    ProjectRole,
+    Quota,
+    RuleChange,
+    RuleEdit,
+    SiteRole,
+    User,
+)
+
+REASON = "Benchmark fixture"
+MAX_PAGE_BYTES = 150 * 1024
+TARGET_RATIO = 1.5
+
+
+class Org:
+    """The organisation, grown in place from one size to the next."""
+
+    def __init__(self) -> None:
+        self.projects = 0
+        self.ops = User.objects.create_user(username="bench-ops", site_role=SiteRole.OPS)
+        self.ops2 = User.objects.create_user(username="bench-ops2", site_role=SiteRole.OPS)
+        kw = {"user": self.ops, "reason": REASON}
+        self.flavors = [
+            services.flavor_create(
+                **kw, slug=slug, name=slug.upper(), gpu_model=slug.upper(), memory_gb=80
+            )
+            for slug in ("a100", "h100")
+        ]
+        self.pools = [
+            services.pool_create(**kw, slug=slug, name=slug.title()) for slug in ("train", "infer")
+        ]
+        for pool, flavor in zip(self.pools, self.flavors, strict=True):
+            services.pool_capacity_set(**kw, pool=pool, flavor=flavor, gpus=1_000_000)
+        common = {"eligibility": "Any", "confirmed_by": "Ops", "review_cycle_days": 90}
+        self.tiers = [
+            services.tier_create(
+                **kw,
+                **common,
+                owner=self.ops2,
+                slug=slug,
+                name=slug.title(),
+                score=score,
+                scheduler_value=score * 10,
+                is_default=slug == "regular",
+            )
+            for slug, score in (("scavenger", 10), ("regular", 30), ("key", 60), ("urgent", 80))
+        ]
+        self.classes = [
+            services.preemption_class_create(
+                **kw, slug=slug, name=slug.title(), kind=kind, business_impact="Bench"
+            )
+            for slug, kind in (("cautious", "cautious"), ("allowed", "allowed"))
+        ]
+        for kind in RequestKind.values:
+            approval_services.policy_create(
+                **kw, kind=kind, max_duration_days=30, monthly_flag_threshold=5
+            )
+        self.grow(1)
+        project = Project.objects.get()
+        quota = Quota.objects.filter(project=project).first()
+        self.change_model = services.rule_change_create(
+            user=self.ops,
+            reason=REASON,
+            edits=[services.EditSpec(target=quota, field="guarantee", value=quota.guarantee + 1)],
+        )
+        now = timezone.now()
+        self.request_model = approval_services.request_create(
+            user=self.ops,
+            project=project,
+            kind=RequestKind.QUOTA_EXCEPTION,
+            justification="Benchmark",
+            business_impact="Benchmark",
+            starts_at=now + timedelta(days=1),
+            ends_at=now + timedelta(days=3),
+            pool=self.pools[0],
+            flavor=self.flavors[0],
+            extra_gpus=4,
+            submit=True,
+        )
+
+    def grow(self, projects: int) -> None:
+        """Add projects up to ``projects`` with their members and quotas, and changes and
+        requests in proportion (bulk, with history rows: see the module's docstring)."""
+        start, self.projects = self.projects, projects
+        new = range(start, projects)
+        users = User.objects.bulk_create(
+            [User(username=f"user-{i}-{n}", first_name=f"User {i}.{n}") for i in new for n in (0, 1, 2)]
+        )
+        created = bulk_create_with_history(
+            [
+                Project(
+                    slug=f"project-{i:05d}",
+                    name=f"Project {i:05d}",
+                    description="Benchmark project",
+                    tier=self.tiers[i % 5] if i % 5 < 4 else None,
+                )
+                for i in new
+            ],
+            Project,
+            default_user=self.ops,
+            default_change_reason=REASON,
+        )
+        created = list(Project.objects.filter(slug__in=[p.slug for p in created]).order_by("slug"))
+        bulk_create_with_history(
+            [
+                Membership(
+                    project=project,
+                    user=users[3 * index + n],
+                    role=ProjectRole.LEAD if n == 0 else ProjectRole.MEMBER,
+                )
+                for index, project in enumerate(created)
+                for n in (0, 1, 2)
+            ],
+            Membership,
+            default_user=self.ops,
+            default_change_reason=REASON,
+        )
+        today = timezone.localdate()
+        bulk_create_with_history(
+            [
+                Quota(
+                    project=project,
+                    pool=pool,
+                    flavor=flavor,
+                    guarantee=2,
+                    borrow_limit=4,
+                    preemption_class=self.classes[index % 2],
+                    last_reviewed_on=today,
+                    next_review_on=today + timedelta(days=180 - index % 200),
+                )
+                for index, project in enumerate(created)
+                for pool, flavor in zip(self.pools, self.flavors, strict=True)
+            ],
+            Quota,
+            default_user=self.ops,
+            default_change_reason=REASON,
+        )
+        if start:
+            self._clone_changes(created[::20])
+            self._clone_requests(created[::25])
+
+    def _clone_changes(self, projects: list[Project]) -> None:
+        edit = self.change_model.edits.get()
+        quota_type = ContentType.objects.get_for_model(Quota)
+        quotas = {q.project_id: q for q in Quota.objects.filter(project__in=projects)}
+        changes = [RuleChange(**_fields(self.change_model)) for _ in projects]
+        changes = bulk_create_with_history(
+            changes, RuleChange, default_user=self.ops, default_change_reason=REASON
+        )
+        RuleEdit.objects.bulk_create(
+            [
+                RuleEdit(
+                    **{
+                        **_fields(edit),
+                        "change_id": change.pk,
+                        "content_type_id": quota_type.pk,
+                        "object_id": quotas[project.pk].pk,
+                    }
+                )
+                for change, project in zip(changes, projects, strict=True)
+            ]
+        )
+
+    def _clone_requests(self, projects: list[Project]) -> None:
+        states = ["submitted", "draft", "rejected"]
+        bulk_create_with_history(
+            [
+                UpgradeRequest(
+                    **{**_fields(self.request_model), "project_id": project.pk},
+                    state=states[index % 3],
+                )
+                for index, project in enumerate(projects)
+            ],
+            UpgradeRequest,
+            default_user=self.ops,
+            default_change_reason=REASON,
+        )
+
+
+def _fields(obj) -> dict:  # type: ignore[no-untyped-def]
+    """The concrete fields of ``obj`` but its key: a clone's keyword arguments."""
+    return {
+        field.attname: getattr(obj, field.attname)
+        for field in obj._meta.concrete_fields
+        if not field.primary_key and field.attname not in ("state",)
+    }
+
+
+def targets(org: Org) -> list[tuple[str, str]]:
+    """(name, url) of every list page and API list, and the details that embed a list."""
+    project = "project-00000"
+    return [
+        ("page: projects", reverse("project_list")),
+        ("page: projects ?q=", reverse("project_list") + "?q=0042"),
+        ("page: quotas", reverse("quota_list")),
+        ("page: quotas ?pool=", reverse("quota_list") + "?pool=train&sort=-guarantee"),
+        ("page: pools", reverse("pool_list")),
+        ("page: flavors", reverse("flavor_list")),
+        ("page: tiers", reverse("tier_list")),
+        ("page: preemption classes", reverse("preemption_class_list")),
+        ("page: changes", reverse("change_list")),
+        ("page: changes ?author=", reverse("change_list") + "?author=bench-ops"),
+        ("page: requests", reverse("request_list")),
+        ("page: inbox (ops2)", reverse("inbox")),
+        ("page: grants", reverse("project_grants", args=[project])),
+        ("page: notifications", reverse("notification_list")),
+        ("page: pool detail", reverse("pool_detail", args=["train"])),
+        ("page: flavor detail", reverse("flavor_detail", args=["a100"])),
+        ("page: class detail", reverse("preemption_class_detail", args=["cautious"])),
+        ("page: tier detail", reverse("tier_detail", args=["key"])),
+        ("page: project history", reverse("project_history", args=[project])),
+        ("api: projects", reverse("api_project_list")),
+        ("api: quotas", reverse("api_quota_list")),
+        ("api: pools", reverse("api_pool_list")),
+        ("api: flavors", reverse("api_flavor_list")),
+        ("api: tiers", reverse("api_tier_list")),
+        ("api: preemption classes", reverse("api_preemption_class_list")),
+        ("api: changes", reverse("api_change_list")),
+        ("api: requests", reverse("api_request_list")),
+        ("api: inbox (ops2)", reverse("api_inbox")),
+        ("api: lookup users", reverse("api_lookup", args=["users"]) + "?q=user-1"),
+        ("api: lookup projects", reverse("api_lookup", args=["projects"]) + "?q=project-0"),
+    ]
+
+
+def measure(org: Org, runs: int) -> dict[str, dict[str, float]]:
+    ops, ops2 = Client(), Client()
+    ops.force_login(org.ops)
+    ops2.force_login(org.ops2)  # the tier owner: requests wait for someone else than the filer
+    figures = {}
+    for name, url in targets(org):
+        client = ops2 if "ops2" in name else ops
+        response = client.get(url)  # warm-up
+        assert response.status_code == 200, (name, response.status_code)
+        times = []
+        for _ in range(runs):
+            with CaptureQueriesContext(connection) as queries:
+                began = time.perf_counter()
+                response = client.get(url)
+                times.append(time.perf_counter() - began)
+        figures[name] = {
+            "ms": round(1000 * statistics.median(times), 1),
+            "queries": len(queries),
+            "kb": round(len(response.content) / 1024, 1),
+        }
+    return figures
+
+
+def report(results: dict[int, dict[str, dict[str, float]]]) -> list[str]:
+    sizes = sorted(results)
+    small, large = sizes[0], sizes[-1]
+    head = f"{'list':28}" + "".join(f"{f'{s} projects':>27}" for s in sizes) + "   ratio (time)  ok"
+    sub = f"{'':28}" + "".join(f"{'ms':>9}{'queries':>9}{'KB':>9}" for _ in sizes)
+    lines = [head, sub]
+    for name in results[small]:
+        cells = "".join(
+            f"{results[s][name]['ms']:>9}{results[s][name]['queries']:>9}{results[s][name]['kb']:>9}"
+            for s in sizes
+        )
+        a, b = results[small][name], results[large][name]
+        ratio = b["ms"] / a["ms"] if a["ms"] else 0.0
+        ok = (
+            ratio <= TARGET_RATIO
+            and b["queries"] <= TARGET_RATIO * a["queries"]
+            and b["kb"] <= TARGET_RATIO * max(a["kb"], 1)
+            and max(results[s][name]["kb"] for s in sizes) * 1024 <= MAX_PAGE_BYTES
+        )
+        lines.append(f"{name:28}{cells}{ratio:>10.2f}×      {'yes' if ok else 'NO'}")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="100,1000,10000")
+    parser.add_argument("--runs", type=int, default=7)
+    args = parser.parse_args()
+    sizes = [int(size) for size in args.sizes.split(",")]
+    settings.ALLOWED_HOSTS = ["testserver"]
+    setup_test_environment()
+    test_db = connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    results: dict[int, dict[str, dict[str, float]]] = {}
+    try:
+        org = Org()
+        for size in sizes:
+            began = time.perf_counter()
+            org.grow(size)
+            with connection.cursor() as cursor:
+                cursor.execute("ANALYZE") if connection.vendor == "postgresql" else None
+            print(f"built {size} projects in {time.perf_counter() - began:.1f} s", flush=True)
+            results[size] = measure(org, args.runs)
+    finally:
+        connection.creation.destroy_test_db(test_db, verbosity=0)
+    lines = report(results)
+    print("\n".join(lines))
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = ROOT / "bench" / "results" / f"pages-{stamp}.json"
+    out.write_text(
+        json.dumps(
+            {
+                "database": connection.vendor,
+                "runs": args.runs,
+                "target": {"ratio": TARGET_RATIO, "max_page_bytes": MAX_PAGE_BYTES},
+                "results": {str(size): figures for size, figures in results.items()},
+                "table": lines,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    print(f"written to {out.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
