@@ -3,8 +3,8 @@
 import re
 
 import pytest
-from django.core.management import call_command
 from django.conf import settings
+from django.core.management import call_command
 from django.urls import reverse
 from drf_spectacular.validation import validate_schema
 

@@ -12,6 +12,8 @@ DEMO_EMAIL_DOMAIN = "example.com"
 # username, first name, last name, site role
 PEOPLE = [
     ("ops", "Sam", "Okafor", SiteRole.OPS),
+    # A second operator: approves and applies what ``ops`` proposes (never one's own).
+    ("ops2", "Lena", "Fischer", SiteRole.OPS),
     ("approver", "Helen", "Chen", SiteRole.APPROVER),
     ("lead", "Lucas", "Martin", SiteRole.MEMBER),
     ("member", "Mei", "Lin", SiteRole.MEMBER),
