@@ -46,7 +46,11 @@ def request_list(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "approvals/request_list.html",
-        {"requests": requests[:200], "filter_form": filter_form},
+        {
+            "requests": requests[:200],
+            "filter_form": filter_form,
+            "may_file": selectors.projects_user_may_file_for(user=request.user).exists(),
+        },
     )
 
 

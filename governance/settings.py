@@ -153,6 +153,8 @@ AUTH_PASSWORD_VALIDATORS = [
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", _("English")), ("zh-hans", _("Simplified Chinese"))]
 LOCALE_PATHS = [BASE_DIR / "governance" / "locale"]
+# One date format per language, on every page and in mails (governance/formats/).
+FORMAT_MODULE_PATH = ["governance.formats"]
 TIME_ZONE = os.environ.get("ARBITER_TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True

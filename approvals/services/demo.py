@@ -20,13 +20,12 @@ from django.utils.translation import gettext as _
 
 from approvals.models import ApprovalPolicy, ApproverRule, RequestKind, UpgradeRequest
 from governance.models import GpuFlavor, Pool, PreemptionClass, PriorityTier, Project, User
+from governance.services.demo import DEMO_REASON
 from governance.services.demo.clock import clock_at, mails_discarded
 
 from .policies import policy_create
 from .requests import request_approve, request_create, request_reject
 from .sync import requests_sync
-
-DEMO_REASON = "Demo data"
 
 # kind, tier slug (None: every other tier), days, who approves, approvers, monthly flag
 POLICIES = [

@@ -17,6 +17,7 @@ from governance.models import (
     Project,
     User,
 )
+from governance.models.texts import stored_text
 
 M = TypeVar("M", bound=models.Model)
 
@@ -146,7 +147,7 @@ def _history_entries(
         HistoryEntry(
             when=record.history_date,
             user=record.history_user,
-            reason=record.history_change_reason or "",
+            reason=stored_text(record.history_change_reason or ""),
             action=HISTORY_ACTIONS.get(record.history_type, "changed"),
             changes=[
                 FieldChange(
@@ -189,7 +190,7 @@ def _history_m2m_values(
 
 
 def _is_empty(value: Any) -> bool:
-    return value is None or value == "" or value == frozenset()
+    return value is None or value == "" or value == frozenset() or value == [] or value == {}
 
 
 def _display(field: Any, value: Any, names: dict[type[models.Model], dict[Any, str]]) -> str:
@@ -204,6 +205,8 @@ def _display(field: Any, value: Any, names: dict[type[models.Model], dict[Any, s
         return str(dict(field.flatchoices).get(value, value))
     if isinstance(value, bool):
         return _("yes") if value else _("no")
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return "; ".join(value)  # e.g. a change's warnings: sentences, not JSON
     if isinstance(value, dict | list):
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
     if isinstance(value, date | datetime):

@@ -21,6 +21,7 @@ from .quotas import quota_create, quota_update
 from .reviews import review_record, review_reminders_send
 from .revisions import rules_revision_create
 from .tiers import tier_create, tier_update
+from .tokens import user_token_revoke, user_token_rotate
 
 __all__ = [
     "EditSpec",
@@ -56,4 +57,6 @@ __all__ = [
     "system_user",
     "tier_create",
     "tier_update",
+    "user_token_revoke",
+    "user_token_rotate",
 ]

@@ -6,6 +6,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from governance.models import ChangeStatus, PriorityTier, RuleChange, User
 
@@ -55,7 +56,7 @@ def rule_change_approve(
     change.status = ChangeStatus.APPROVED
     change.approved_by = user
     change.approved_at = now or timezone.now()
-    save_change(change, user=user, reason=(note or "").strip() or _("Approved"))
+    save_change(change, user=user, reason=(note or "").strip() or gettext_noop("Approved"))
     return change
 
 
@@ -91,5 +92,5 @@ def rule_change_withdraw(
     change.closed_by = user
     change.closed_at = now or timezone.now()
     change.close_note = (note or "").strip()
-    save_change(change, user=user, reason=change.close_note or _("Withdrawn"))
+    save_change(change, user=user, reason=change.close_note or gettext_noop("Withdrawn"))
     return change
