@@ -211,4 +211,6 @@ def _display(field: Any, value: Any, names: dict[type[models.Model], dict[Any, s
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
     if isinstance(value, date | datetime):
         return formats.localize(value)
+    if isinstance(value, str):
+        return stored_text(value)  # e.g. a generated change title
     return str(value)

@@ -79,11 +79,12 @@ def test_nobody_makes_or_revokes_a_token_for_someone_else(ops, member, ci_token)
     """The page takes no user: whatever is posted, only the signed-in person's token moves."""
     client = login(ops)
     client.post(URL, {"action": "rotate", "user": member.pk, "username": member.username})
-    client.post(URL, {"action": "revoke", "user": ci_token.user_id})
-
     assert not Token.objects.filter(user=member).exists()
-    assert Token.objects.filter(pk=ci_token.pk).exists()
     assert Token.objects.filter(user=ops).exists()
+
+    client.post(URL, {"action": "revoke", "user": ci_token.user_id})
+    assert Token.objects.filter(pk=ci_token.pk).exists()
+    assert not Token.objects.filter(user=ops).exists()
 
 
 @pytest.mark.parametrize("action", ["", "delete-all", "create"])
