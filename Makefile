@@ -11,12 +11,21 @@ export DJANGO_DEBUG ?= 1
 
 .PHONY: run test install lint typecheck migrations-check pytest clean
 
-run: $(INSTALLED)
+run: $(INSTALLED) .env
 	DJANGO_DEBUG=1 bash deploy/run-dev.sh
 
-test: $(INSTALLED) lint typecheck migrations-check pytest
+test: $(INSTALLED) .env lint typecheck migrations-check pytest
 
-install: $(INSTALLED)
+install: $(INSTALLED) .env
+
+# The demo's local settings, read by governance/settings.py: debug on and a secret key of its
+# own, so that `.venv/bin/python manage.py ...` works without exporting anything. Written once
+# (git-ignored); production sets its variables in the environment instead.
+.env:
+	@printf '%s\n' '# Written by `make` for the local demo (git-ignored). Not for production.' \
+		'DJANGO_DEBUG=1' \
+		"DJANGO_SECRET_KEY=$$($(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(50))')" > $@
+	@echo "Wrote $@ (debug on, a generated secret key) for the local demo."
 
 # (Re)install when pyproject.toml changes.
 $(INSTALLED): pyproject.toml

@@ -165,6 +165,28 @@ class RequestForm(ServiceErrorsMixin, forms.Form):
         self.kind_help = [
             (value, label, KIND_HELP[RequestKind(value)]) for value, label in RequestKind.choices
         ]
+        project = self._chosen_project(projects)
+        if project is not None:
+            # Only tiers above the project's own are upgrades (the service checks it too).
+            base = project.tier or PriorityTier.objects.filter(is_default=True).first()
+            if base is not None:
+                tiers = self.fields["tier"].queryset.filter(score__gt=base.score)
+                self.fields["tier"].queryset = tiers
+
+    def _chosen_project(self, projects: Any) -> Project | None:
+        """The project the form is for, when it is known: posted, given, or the only one."""
+        chosen = self.data.get("project") if self.is_bound else self.initial.get("project")
+        if isinstance(chosen, Project):
+            return chosen
+        if chosen:
+            try:
+                return projects.select_related("tier").filter(pk=int(chosen)).first()
+            except (TypeError, ValueError):
+                return None
+        if not self.is_bound:
+            only = list(projects.select_related("tier")[:2])
+            return only[0] if len(only) == 1 else None
+        return None
 
     def service_data(self) -> dict[str, Any]:
         """What ``request_create`` takes: the terms (only those the chosen kind uses)."""

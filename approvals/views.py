@@ -54,7 +54,11 @@ def request_list(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "approvals/request_list.html",
-        {"requests": requests, "filter_form": filter_form},
+        {
+            "requests": requests,
+            "filter_form": filter_form,
+            "may_file": selectors.projects_user_may_file_for(user=request.user).exists(),
+        },
     )
 
 

@@ -145,7 +145,11 @@ class Org:
         start, self.projects = self.projects, projects
         new = range(start, projects)
         users = User.objects.bulk_create(
-            [User(username=f"user-{i}-{n}", first_name=f"User {i}.{n}") for i in new for n in (0, 1, 2)]
+            [
+                User(username=f"user-{i}-{n}", first_name=f"User {i}.{n}")
+                for i in new
+                for n in (0, 1, 2)
+            ]
         )
         created = bulk_create_with_history(
             [

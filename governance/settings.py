@@ -4,6 +4,12 @@ Every value that differs between a laptop and production comes from the environm
 (see ``.env.example``). With nothing set, Arbiter runs on SQLite and a Celery broker kept
 in files, so ``make run`` needs no server. ``DATABASE_URL`` and ``CELERY_BROKER_URL``
 switch to PostgreSQL and Redis.
+
+A ``.env`` file in the project folder (``ARBITER_ENV_FILE`` names another; empty: none) is
+read first, for the variables the environment does not set. ``make run`` and ``make test``
+write one for the demo (debug on, a generated secret key), so that every ``manage.py``
+command works as the README writes it; production sets its variables in the environment
+(docker compose's ``env_file``) and still refuses to start without ``DJANGO_SECRET_KEY``.
 """
 
 import os
@@ -16,6 +22,26 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_file_load(path: Path) -> None:
+    """Set each ``NAME=value`` line of ``path`` (if it exists) that the environment lacks."""
+    if not path.is_file():
+        return
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        name, value = line.removeprefix("export ").split("=", 1)
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        os.environ.setdefault(name.strip(), value)
+
+
+_env_file = os.environ.get("ARBITER_ENV_FILE", ".env")
+if _env_file:
+    env_file_load(BASE_DIR / _env_file)
 
 
 def env_bool(name: str, default: bool = False) -> bool:
@@ -57,6 +83,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "simple_history",
     "governance",
     "queues",
@@ -126,6 +153,8 @@ AUTH_PASSWORD_VALIDATORS = [
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", _("English")), ("zh-hans", _("Simplified Chinese"))]
 LOCALE_PATHS = [BASE_DIR / "governance" / "locale"]
+# One date format per language, on every page and in mails (governance/formats/).
+FORMAT_MODULE_PATH = ["governance.formats"]
 TIME_ZONE = os.environ.get("ARBITER_TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
@@ -242,6 +271,11 @@ SPECTACULAR_SETTINGS = {
     "preemption classes and projects.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI from the installed package (drf-spectacular-sidecar), not a CDN: /api/docs/
+    # works offline and its version is the one pinned with the project.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
         "EditKindEnum": "governance.models.EditKind",

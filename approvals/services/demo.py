@@ -2,10 +2,13 @@
 
 Idempotent: a policy is created only when its kind and tier have none, a request only when
 no request of that project has its justification. Requests go through the same services as
-in real use, with the clock set back where a request is meant to have a past.
+in real use, with the clock set back to when each was filed and decided, by the people who
+filed and decided them. Their in-app notifications are kept; their mails are not sent (they
+are about the past).
 """
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,12 +28,12 @@ from governance.models import (
     Terms,
     User,
 )
+from governance.services.demo import DEMO_REASON
+from governance.services.demo.clock import clock_at, mails_discarded
 
 from .policies import policy_create
 from .requests import request_approve, request_create, request_reject
 from .sync import requests_sync
-
-DEMO_REASON = "Demo data"
 
 # kind, tier slug (None: every other tier), days, who approves, approvers, monthly flag
 POLICIES = [
@@ -178,17 +181,22 @@ def _fields(spec: DemoRequest) -> dict[str, Any]:
     return values
 
 
-@transaction.atomic
 def demo_approvals_seed(*, now: datetime | None = None) -> dict[str, int]:
     """Load the demo policies and requests; return how many of each were created."""
-    now = (now or timezone.now()).replace(second=0, microsecond=0)
+    with mails_discarded():
+        return _seed(now=(now or timezone.now()).replace(second=0, microsecond=0))
+
+
+@transaction.atomic
+def _seed(*, now: datetime) -> dict[str, int]:
     users = {user.username: user for user in User.objects.all()}
     projects = {project.slug: project for project in Project.objects.all()}
     tiers = {tier.slug: tier for tier in PriorityTier.objects.all()}
     if "ops" not in users or not projects:
         raise ValidationError(_("Load governance's demo data first (manage.py seed_demo)."))
     created: Counter[str] = Counter()
-    created["policies"] = _policies_ensure(ops=users["ops"], tiers=tiers)
+    with clock_at(now - timedelta(days=90)):
+        created["policies"] = _policies_ensure(ops=users["ops"], tiers=tiers)
 
     def at(hours: float) -> datetime:
         return now + timedelta(hours=hours)
@@ -201,34 +209,50 @@ def demo_approvals_seed(*, now: datetime | None = None) -> dict[str, int]:
             project=project, justification=spec.justification
         ).exists():
             continue
-        request = request_create(
-            user=users[spec.requester],
-            project=project,
-            terms=Terms.from_data(
-                {
-                    "kind": spec.kind,
-                    "starts_at": at(spec.starts),
-                    "ends_at": at(spec.ends),
-                    **_fields(spec),
-                }
-            ),
-            justification=spec.justification,
-            business_impact=spec.business_impact,
-            deadline=at(spec.deadline) if spec.deadline is not None else None,
-            submit=True,
-            now=at(spec.filed),
-        )
+        with clock_at(at(spec.filed)):
+            request = _file(spec, users=users, project=project, at=at)
         decided = at(spec.filed + 1)
         for decision, username, comment in spec.decisions:
-            if decision == Decision.APPROVE:
-                request = request_approve(
-                    request=request, user=users[username], comment=comment, now=decided
+            with clock_at(decided):
+                request = _decide(
+                    request, decision, user=users[username], comment=comment, now=decided
                 )
-            else:
-                request = request_reject(
-                    request=request, user=users[username], reason=comment, now=decided
-                )
+            decided += timedelta(hours=1)
         created["requests"] += 1
     # Bring what the clock moved past up to date (the beat task does this every minute).
     requests_sync(now=now)
     return {kind: count for kind, count in created.items() if count}
+
+
+def _file(
+    spec: DemoRequest,
+    *,
+    users: dict[str, User],
+    project: Project,
+    at: Callable[[float], datetime],
+) -> UpgradeRequest:
+    return request_create(
+        user=users[spec.requester],
+        project=project,
+        terms=Terms.from_data(
+            {
+                "kind": spec.kind,
+                "starts_at": at(spec.starts),
+                "ends_at": at(spec.ends),
+                **_fields(spec),
+            }
+        ),
+        justification=spec.justification,
+        business_impact=spec.business_impact,
+        deadline=at(spec.deadline) if spec.deadline is not None else None,
+        submit=True,
+        now=at(spec.filed),
+    )
+
+
+def _decide(
+    request: UpgradeRequest, decision: str, *, user: User, comment: str, now: datetime
+) -> UpgradeRequest:
+    if decision == Decision.APPROVE:
+        return request_approve(request=request, user=user, comment=comment, now=now)
+    return request_reject(request=request, user=user, reason=comment, now=now)

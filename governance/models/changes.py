@@ -23,6 +23,8 @@ from django.utils.translation import gettext_lazy as _
 from simple_history.models import HistoricalRecords
 from simple_history.signals import pre_create_historical_record
 
+from .texts import stored_text
+
 
 class ChangeStatus(models.TextChoices):
     DRAFT = "draft", _("Draft")
@@ -203,6 +205,15 @@ class RuleChange(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("change_detail", args=[self.pk])
+
+    @property
+    def display_title(self) -> str:
+        """The title in the reader's language when Arbiter generated it."""
+        return stored_text(self.title)
+
+    @property
+    def display_rollback_condition(self) -> str:
+        return stored_text(self.rollback_condition)
 
     @property
     def is_open(self) -> bool:

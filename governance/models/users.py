@@ -3,7 +3,10 @@
 from django.contrib.auth.models import AbstractUser
 from django.db import models
 from django.db.models import Q
+from django.utils.functional import cached_property
 from django.utils.translation import gettext_lazy as _
+
+from .projects import ProjectRole
 
 
 class SiteRole(models.TextChoices):
@@ -33,6 +36,17 @@ class User(AbstractUser):
     @property
     def is_approver(self) -> bool:
         return self.is_active and self.site_role == SiteRole.APPROVER
+
+    @cached_property
+    def role_label(self) -> str:
+        """The role the header shows: the site role, or "Lead" for a member who leads a
+        project (one query, only for members)."""
+        if self.is_superuser:
+            return str(_("Superuser"))
+        leads = self.memberships.filter(role=ProjectRole.LEAD)  # type: ignore[attr-defined]
+        if self.site_role == SiteRole.MEMBER and leads.exists():
+            return str(ProjectRole.LEAD.label)
+        return self.get_site_role_display()
 
     def __str__(self) -> str:
         return self.get_full_name() or self.username

@@ -18,6 +18,7 @@ from governance.models import (
     Project,
     User,
 )
+from governance.models.texts import stored_text
 
 M = TypeVar("M", bound=models.Model)
 
@@ -163,7 +164,7 @@ def _history_entries(
         HistoryEntry(
             when=record.history_date,
             user=record.history_user,
-            reason=record.history_change_reason or "",
+            reason=stored_text(record.history_change_reason or ""),
             action=HISTORY_ACTIONS.get(record.history_type, HistoryAction.CHANGED),
             changes=[
                 FieldChange(
@@ -206,7 +207,7 @@ def _history_m2m_values(
 
 
 def _is_empty(value: Any) -> bool:
-    return value is None or value == "" or value == frozenset()
+    return value is None or value == "" or value == frozenset() or value == [] or value == {}
 
 
 def _display(field: Any, value: Any, names: dict[type[models.Model], dict[Any, str]]) -> str:
@@ -221,8 +222,12 @@ def _display(field: Any, value: Any, names: dict[type[models.Model], dict[Any, s
         return str(dict(field.flatchoices).get(value, value))
     if isinstance(value, bool):
         return _("yes") if value else _("no")
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return "; ".join(value)  # e.g. a change's warnings: sentences, not JSON
     if isinstance(value, dict | list):
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
     if isinstance(value, date | datetime):
         return formats.localize(value)
+    if isinstance(value, str):
+        return stored_text(value)  # e.g. a generated change title
     return str(value)

@@ -29,6 +29,7 @@ from .quotas import quota_create, quota_update
 from .reviews import review_record, review_reminders_send
 from .revisions import rules_revision_create
 from .tiers import tier_create, tier_update
+from .tokens import user_token_revoke, user_token_rotate
 
 __all__ = [
     "REASON_MAX_LENGTH",
@@ -70,4 +71,6 @@ __all__ = [
     "system_user",
     "tier_create",
     "tier_update",
+    "user_token_revoke",
+    "user_token_rotate",
 ]

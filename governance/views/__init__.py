@@ -40,9 +40,11 @@ from .projects import (
 )
 from .quotas import quota_create, quota_detail, quota_edit, quota_history, quota_list
 from .tiers import tier_create, tier_detail, tier_edit, tier_history, tier_list
+from .tokens import api_token
 
 __all__ = [
     "ListPage",
+    "api_token",
     "change_apply",
     "change_approve",
     "change_detail",

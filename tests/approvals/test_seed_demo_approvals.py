@@ -51,3 +51,29 @@ def test_loading_twice_adds_nothing(demo, capsys):
         UpgradeRequest.objects.count(),
         Grant.objects.count(),
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_loading_prints_no_mail_about_past_events(settings, capsys):
+    """Committed for real, as `make run` does: the mails' on-commit callbacks run."""
+    settings.EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+    call_command("seed_demo")
+    call_command("seed_demo_approvals")
+
+    out = capsys.readouterr().out
+    assert "Subject:" not in out
+    assert "Demo approvals loaded" in out
+    from approvals.models import Notification
+
+    assert Notification.objects.count() > 5  # the in-app notifications are kept
+
+
+def test_requests_and_grants_are_dated_when_they_happened(demo):
+    now = timezone.now()
+    requests = UpgradeRequest.objects.order_by("created_at")
+    created = [request.created_at for request in requests]
+    assert created[0] < now - timedelta(days=30)
+    assert len({moment.date() for moment in created}) >= 4
+    for grant in Grant.objects.select_related("request"):
+        assert grant.created_at > grant.request.created_at
+        assert grant.created_at < now

@@ -78,6 +78,7 @@ def test_seed_demo_keeps_what_exists(ops):
     ("username", "site_role"),
     [
         ("ops", SiteRole.OPS),
+        ("ops2", SiteRole.OPS),
         ("approver", SiteRole.APPROVER),
         ("lead", SiteRole.MEMBER),
         ("member", SiteRole.MEMBER),
@@ -161,3 +162,50 @@ def test_demo_timeline_holds_past_changes_one_rolled_back():
             "project__slug", flat=True
         )
     ) == ["sandbox"]
+
+
+@pytest.mark.django_db
+def test_demo_changes_are_spread_over_the_past_with_their_own_people():
+    now = timezone.now()
+    call_command("seed_demo")
+
+    changes = list(RuleChange.objects.order_by("proposed_at"))
+    assert len({change.proposed_at.date() for change in changes}) == len(changes)
+    assert len({change.created_at.date() for change in changes}) == len(changes)
+    for change in changes:
+        assert now - timedelta(days=90) < change.created_at < now - timedelta(days=1)
+        assert change.created_at == change.proposed_at
+        if change.applied_at:
+            assert change.proposed_at < change.approved_at < change.applied_at < now
+            # The change's own history rows carry the moment and the person of each step.
+            dates = set(change.history.values_list("history_date", flat=True))
+            assert {change.proposed_at, change.approved_at, change.applied_at} <= dates
+    assert len({change.author_id for change in changes}) > 1
+    assert len({change.applied_by_id for change in changes if change.applied_by_id}) > 1
+    # The rules were set up before the first change.
+    first = Quota.history.earliest("history_date").history_date
+    assert first < changes[0].proposed_at
+
+
+@pytest.mark.django_db
+def test_the_readme_quota_can_be_changed_without_an_observation_warning():
+    """The README's walk-through: no demo change is still observed, so editing the Vision
+    quota of the training pool proposes at once, without a confirmation."""
+    from governance.selectors.changes.plan import rule_change_warnings
+    from governance.services import EditSpec, rule_change_create
+
+    call_command("seed_demo")
+    ops = User.objects.get(username="ops")
+    quota = Quota.objects.get(
+        project__slug="vision", pool__slug="training", flavor__slug="a100-80g"
+    )
+
+    change = rule_change_create(
+        user=ops,
+        reason="Model v3 needs more A100",
+        edits=[EditSpec(target=quota, field="guarantee", value=28)],
+    )
+
+    assert change.status == ChangeStatus.PROPOSED
+    assert change.warnings == []
+    assert rule_change_warnings(change=change, now=timezone.now()) == []

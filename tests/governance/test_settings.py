@@ -21,10 +21,11 @@ def _run(args: list[str], env: dict[str, str], tmp_path) -> subprocess.Completed
         for name, value in os.environ.items()
         if not name.startswith(("DJANGO_", "ARBITER_"))
     }
+    # The demo's local .env (written by `make`) must not leak into these checks.
     return subprocess.run(
         [sys.executable, *args],
         cwd=settings.BASE_DIR,
-        env={**base, "ARBITER_DATA_DIR": str(tmp_path), **env},
+        env={**base, "ARBITER_DATA_DIR": str(tmp_path), "ARBITER_ENV_FILE": "", **env},
         capture_output=True,
         text=True,
         timeout=120,
@@ -85,3 +86,68 @@ def test_every_environment_variable_is_documented_in_env_example():
 
     assert len(read) > 20
     assert read - documented == set()
+
+
+SHOW_SETTINGS = (
+    "import django; django.setup(); from django.conf import settings; "
+    "print(settings.DEBUG, settings.SECRET_KEY)"
+)
+
+
+def test_settings_read_a_local_env_file_for_what_the_environment_lacks(tmp_path):
+    """`make run` writes such a file, so README commands need no exported variables."""
+    env_file = tmp_path / "local.env"
+    env_file.write_text(
+        "# the demo's file\n\nDJANGO_DEBUG=1\nexport DJANGO_SECRET_KEY='from-the-file'\n"
+    )
+    env = {"DJANGO_SETTINGS_MODULE": "governance.settings", "ARBITER_ENV_FILE": str(env_file)}
+
+    result = _run(["-c", SHOW_SETTINGS], env, tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "from-the-file"]
+
+
+def test_the_environment_wins_over_the_env_file(tmp_path):
+    env_file = tmp_path / "local.env"
+    env_file.write_text("DJANGO_DEBUG=1\nDJANGO_SECRET_KEY=from-the-file\n")
+    env = {
+        "DJANGO_SETTINGS_MODULE": "governance.settings",
+        "ARBITER_ENV_FILE": str(env_file),
+        "DJANGO_DEBUG": "0",
+        "DJANGO_SECRET_KEY": "from-the-environment",
+    }
+
+    result = _run(["-c", SHOW_SETTINGS], env, tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "from-the-environment"]
+
+
+def test_a_missing_env_file_still_refuses_to_start_without_a_secret(tmp_path):
+    env = {
+        "DJANGO_SETTINGS_MODULE": "governance.settings",
+        "ARBITER_ENV_FILE": str(tmp_path / "absent.env"),
+    }
+
+    result = _run(["-c", "import django; django.setup()"], env, tmp_path)
+
+    assert result.returncode != 0
+    assert "DJANGO_SECRET_KEY" in result.stderr
+
+
+def test_make_writes_the_local_env_file_once(tmp_path):
+    """The Makefile's `.env` target: debug on, a fresh secret, never overwritten."""
+    makefile = settings.BASE_DIR / "Makefile"
+    make = ["make", "--no-print-directory", "-f", str(makefile), "-C", str(tmp_path), ".env"]
+
+    first = subprocess.run(make, capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0, first.stderr
+    written = (tmp_path / ".env").read_text()
+    assert "DJANGO_DEBUG=1" in written
+    secret = re.search(r"^DJANGO_SECRET_KEY=(\S{40,})$", written, flags=re.MULTILINE)
+    assert secret is not None
+
+    again = subprocess.run(make, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0
+    assert (tmp_path / ".env").read_text() == written

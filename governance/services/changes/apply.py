@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from governance.models import (
     ChangeAction,
@@ -137,18 +138,19 @@ def rule_change_apply(
     change.status = ChangeStatus.APPLIED
     change.applied_by = user
     change.applied_at = now or timezone.now()
-    governed_save(change, user=user, reason=_("Applied"))
+    # Stored reasons and notes are English, shown in the reader's language (models.texts).
+    governed_save(change, user=user, reason=gettext_noop("Applied"))
     if change.rollback_of is not None:
         original = lock_change(change.rollback_of)
         original.status = ChangeStatus.ROLLED_BACK
         governed_save(
             original,
             user=user,
-            reason=_("Rolled back by change #%(id)d") % {"id": change.pk},
+            reason=gettext_noop("Rolled back by change #%(id)d") % {"id": change.pk},
         )
     rules_revision_create(
         trigger=RevisionTrigger.RULE_CHANGE,
-        note=_("Change #%(id)d: %(title)s") % {"id": change.pk, "title": change.title},
+        note=gettext_noop("Change #%(id)d: %(title)s") % {"id": change.pk, "title": change.title},
         user=user,
     )
     return change

@@ -5,6 +5,7 @@ import datetime as dt
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from governance.models import ChangeAction, ChangeStatus, RuleChange, User
 
@@ -21,7 +22,7 @@ def rule_change_approve(
     change.status = ChangeStatus.APPROVED
     change.approved_by = user
     change.approved_at = now or timezone.now()
-    governed_save(change, user=user, reason=(note or "").strip() or _("Approved"))
+    governed_save(change, user=user, reason=(note or "").strip() or gettext_noop("Approved"))
     return change
 
 
@@ -55,5 +56,5 @@ def rule_change_withdraw(
     change.closed_by = user
     change.closed_at = now or timezone.now()
     change.close_note = (note or "").strip()
-    governed_save(change, user=user, reason=change.close_note or _("Withdrawn"))
+    governed_save(change, user=user, reason=change.close_note or gettext_noop("Withdrawn"))
     return change

@@ -9,6 +9,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop, override
 
 from governance.models import (
     ChangeAction,
@@ -19,6 +20,7 @@ from governance.models import (
     RuleEdit,
     User,
 )
+from governance.models.texts import GENERATED_TITLE
 from governance.selectors.changes import (
     current_value,
     model_field,
@@ -47,8 +49,12 @@ def _require_may_propose(user: User, edits: Sequence[EditSpec]) -> None:
     )
 
 
-def _edit_rows(change: RuleChange, edits: Sequence[EditSpec]) -> list[RuleEdit]:
+def _edit_rows(
+    change: RuleChange, edits: Sequence[EditSpec]
+) -> tuple[list[RuleEdit], list[EditSpec]]:
+    """The rows of the edits that change a value, and those edits."""
     rows: list[RuleEdit] = []
+    changed: list[EditSpec] = []
     seen: set[tuple[int, int, str, int | None]] = set()
     stored: dict[tuple[type[models.Model], Any], models.Model] = {}
     errors: dict[str, list[str]] = {}
@@ -87,6 +93,7 @@ def _edit_rows(change: RuleChange, edits: Sequence[EditSpec]) -> list[RuleEdit]:
             errors.setdefault(edit.field, []).append(_("A change edits each field once."))
             continue
         seen.add(identity)
+        changed.append(edit)
         rows.append(
             RuleEdit(
                 change=change,
@@ -101,16 +108,16 @@ def _edit_rows(change: RuleChange, edits: Sequence[EditSpec]) -> list[RuleEdit]:
         )
     if errors:
         raise ValidationError(errors)
-    return rows
+    return rows, changed
 
 
 def _default_title(edits: Sequence[EditSpec]) -> str:
-    targets = list(dict.fromkeys(str(edit.target) for edit in edits))
-    fields = list(dict.fromkeys(_field_label(edit) for edit in edits))
-    title = _("%(objects)s: %(fields)s") % {
-        "objects": ", ".join(targets),
-        "fields": ", ".join(fields),
-    }
+    """The objects and the fields that change, in English: stored so, and shown in the
+    reader's language (``RuleChange.display_title``)."""
+    with override("en"):
+        targets = list(dict.fromkeys(str(edit.target) for edit in edits))
+        fields = list(dict.fromkeys(_field_label(edit) for edit in edits))
+    title = GENERATED_TITLE % {"objects": ", ".join(targets), "fields": ", ".join(fields)}
     return title[: TITLE_MAX_LENGTH - 1] + "…" if len(title) > TITLE_MAX_LENGTH else title
 
 
@@ -145,7 +152,6 @@ def rule_change_create(
     """
     _require_may_propose(user, edits)
     change = RuleChange(
-        title=(title or "").strip() or _default_title(edits),
         reason=require_reason(reason),
         ticket=(ticket or "").strip(),
         author=user,
@@ -154,13 +160,17 @@ def rule_change_create(
     )
     if observation_days is not None:
         change.observation_days = observation_days
-    change.full_clean(exclude=["author"])
-    change.save()
-    rows = _edit_rows(change, edits)
+    rows, changed = _edit_rows(change, edits)
     if not rows:
         raise ValidationError(
             _("Nothing would change: every field already has the value asked for.")
         )
+    # A generated title names only the fields that change, not every field of the form.
+    change.title = (title or "").strip() or _default_title(changed)
+    change.full_clean(exclude=["author"])
+    change._history_user = user  # type: ignore[attr-defined]
+    change._change_reason = gettext_noop("Created")  # type: ignore[attr-defined]
+    change.save()
     for row in rows:
         row.full_clean(exclude=["change", "content_type"], validate_constraints=False)
     RuleEdit.objects.bulk_create(rows)
@@ -217,5 +227,5 @@ def rule_change_propose(
     change.status = ChangeStatus.PROPOSED
     change.proposed_by = user
     change.proposed_at = now
-    governed_save(change, user=user, reason=_("Proposed"))
+    governed_save(change, user=user, reason=gettext_noop("Proposed"))
     return change

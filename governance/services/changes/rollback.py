@@ -5,6 +5,7 @@ import datetime as dt
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from governance.models import (
     ChangeAction,
@@ -75,10 +76,12 @@ def rule_change_rollback(
         user=user,
         reason=reason,
         edits=specs,
-        title=title or _("Roll back #%(id)d: %(title)s") % {"id": change.pk, "title": change.title},
+        # Stored in English, shown in the reader's language (governance.models.texts).
+        title=title
+        or gettext_noop("Roll back #%(id)d: %(title)s") % {"id": change.pk, "title": change.title},
         ticket=ticket or change.ticket,
         observation_days=change.observation_days,
-        rollback_condition=_(
+        rollback_condition=gettext_noop(
             "Roll this rollback back if the reason for change #%(id)d holds again."
         )
         % {"id": change.pk},

@@ -1,5 +1,6 @@
-"""The demo's short timeline of rule changes."""
+"""The demo's timeline of rule changes, spread over the last two months with their authors."""
 
+from datetime import datetime, timedelta
 from typing import Any
 
 from governance.models import GpuFlavor, Pool, PriorityTier, Quota, RuleChange, User
@@ -11,6 +12,7 @@ from ..changes import (
     rule_change_create,
     rule_change_rollback,
 )
+from .clock import clock_at
 
 
 def changes_ensure(
@@ -19,12 +21,14 @@ def changes_ensure(
     tiers: dict[str, PriorityTier],
     pools: dict[str, Pool],
     flavors: dict[str, GpuFlavor],
+    now: datetime,
 ) -> int:
-    """A short timeline of rule changes: three applied (one of them rolled back) and one
-    waiting for its tier owner. Skipped when the demo changes exist already."""
+    """A timeline of rule changes: three applied (one of them rolled back) and one waiting for
+    its tier owner, each proposed, approved and applied on its own day by its own people.
+    Every observation window has ended by ``now``, so a new change is not warned about them.
+    Skipped when the demo changes exist already."""
     if RuleChange.objects.filter(title__in=[spec["title"] for spec in DEMO_CHANGES]).exists():
         return 0
-    ops, james = users["ops"], users["james.wilson"]
     speech_a100 = Quota.objects.get(
         project__slug="speech", pool__slug="training", flavor__slug="a100-80g"
     )
@@ -38,34 +42,57 @@ def changes_ensure(
         ],
         "production-cap": [EditSpec(target=tiers["production"], field="max_gpus_total", value=72)],
     }
-    count = 0
+
+    def day(days_ago: float) -> datetime:
+        return now - timedelta(days=days_ago)
+
     made: dict[str, RuleChange] = {}
     for spec in DEMO_CHANGES:
-        change = rule_change_create(
-            user=ops,
-            reason=spec["reason"],
-            edits=targets[spec["key"]],
-            title=spec["title"],
-            ticket=spec["ticket"],
-            observation_days=spec["observation_days"],
-            rollback_condition=spec["rollback_condition"],
-        )
-        count += 1
+        proposed = day(spec["days_ago"])
+        with clock_at(proposed):
+            change = rule_change_create(
+                user=users[spec["author"]],
+                reason=spec["reason"],
+                edits=targets[spec["key"]],
+                title=spec["title"],
+                ticket=spec["ticket"],
+                observation_days=spec["observation_days"],
+                rollback_condition=spec["rollback_condition"],
+                now=proposed,
+            )
         made[spec["key"]] = change
-        if spec["apply"]:
-            rule_change_approve(change=change, user=users[spec["approver"]])
-            rule_change_apply(change=change, user=ops)
-    rollback = rule_change_rollback(
-        change=made["exploratory-aging"],
-        user=ops,
-        reason="Exploration jobs reached the regular tier within hours and delayed regular "
-        "work: back to 4 hours.",
-    )
-    rule_change_approve(change=rollback, user=users["anna.kowalski"])
-    rule_change_apply(change=rollback, user=james)
-    return count + 1
+        if spec["applied_by"]:
+            approved = proposed + timedelta(hours=5)
+            with clock_at(approved):
+                rule_change_approve(change=change, user=users[spec["approver"]], now=approved)
+            applied = proposed + timedelta(days=1)
+            with clock_at(applied):
+                rule_change_apply(change=change, user=users[spec["applied_by"]], now=applied)
+    rolled_back = day(ROLLBACK["days_ago"])
+    with clock_at(rolled_back):
+        rollback = rule_change_rollback(
+            change=made[ROLLBACK["of"]],
+            user=users[ROLLBACK["author"]],
+            reason=ROLLBACK["reason"],
+            now=rolled_back,
+        )
+    with clock_at(rolled_back + timedelta(hours=2)):
+        rule_change_approve(
+            change=rollback,
+            user=users[ROLLBACK["approver"]],
+            now=rolled_back + timedelta(hours=2),
+        )
+    with clock_at(rolled_back + timedelta(hours=3)):
+        rule_change_apply(
+            change=rollback,
+            user=users[ROLLBACK["applied_by"]],
+            now=rolled_back + timedelta(hours=3),
+        )
+    return len(DEMO_CHANGES) + 1
 
 
+# Days before the demo is loaded when each change was proposed; approved five hours later and
+# applied the next day. Authors: ops, or a tier's owner for their own tier.
 DEMO_CHANGES: list[dict[str, Any]] = [
     {
         "key": "speech-borrow",
@@ -74,8 +101,10 @@ DEMO_CHANGES: list[dict[str, Any]] = [
         "ticket": "OPS-1201",
         "observation_days": 14,
         "rollback_condition": "Other projects' A100 waits in training exceed 30 minutes (p90).",
+        "days_ago": 62,
+        "author": "ops",
         "approver": "james.wilson",
-        "apply": True,
+        "applied_by": "ops",
     },
     {
         "key": "exploratory-aging",
@@ -84,8 +113,10 @@ DEMO_CHANGES: list[dict[str, Any]] = [
         "ticket": "OPS-1188",
         "observation_days": 7,
         "rollback_condition": "Regular work waits longer because of aged exploratory jobs.",
-        "approver": "anna.kowalski",
-        "apply": True,
+        "days_ago": 47,
+        "author": "anna.kowalski",
+        "approver": "james.wilson",
+        "applied_by": "james.wilson",
     },
     {
         "key": "inference-l40s",
@@ -94,8 +125,10 @@ DEMO_CHANGES: list[dict[str, Any]] = [
         "ticket": "DC-311",
         "observation_days": 7,
         "rollback_condition": "The nodes fail burn-in or are moved to another cluster.",
-        "approver": "james.wilson",
-        "apply": True,
+        "days_ago": 21,
+        "author": "james.wilson",
+        "approver": "ops",
+        "applied_by": "james.wilson",
     },
     {
         "key": "production-cap",
@@ -104,7 +137,19 @@ DEMO_CHANGES: list[dict[str, Any]] = [
         "ticket": "OPS-1220",
         "observation_days": 14,
         "rollback_condition": "After the holiday season, or if batch waits double.",
+        "days_ago": 2,
+        "author": "ops",
         "approver": "wei.zhang",
-        "apply": False,
+        "applied_by": None,
     },
 ]
+
+ROLLBACK: dict[str, Any] = {
+    "of": "exploratory-aging",
+    "reason": "Exploration jobs reached the regular tier within hours and delayed regular "
+    "work: back to 4 hours.",
+    "days_ago": 38,
+    "author": "ops",
+    "approver": "anna.kowalski",
+    "applied_by": "james.wilson",
+}

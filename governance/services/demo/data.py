@@ -3,15 +3,20 @@
 from dataclasses import dataclass
 from typing import Any
 
+from django.utils.translation import gettext_noop
+
 from governance.models import PreemptionKind, SiteRole
 
 DEMO_PASSWORD = "arbiter-demo"
-DEMO_REASON = "Demo data"
+# Stored in English and shown in the reader's language (governance.models.texts).
+DEMO_REASON = gettext_noop("Demo data")
 DEMO_EMAIL_DOMAIN = "example.com"
 
 # username, first name, last name, site role
 PEOPLE = [
     ("ops", "Sam", "Okafor", SiteRole.OPS),
+    # A second operator: approves and applies what ``ops`` proposes (never one's own).
+    ("ops2", "Lena", "Fischer", SiteRole.OPS),
     ("approver", "Helen", "Chen", SiteRole.APPROVER),
     ("lead", "Lucas", "Martin", SiteRole.MEMBER),
     ("member", "Mei", "Lin", SiteRole.MEMBER),

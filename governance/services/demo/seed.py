@@ -1,7 +1,7 @@
 """Loading the demo organisation through the services, idempotently."""
 
 from collections import Counter
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -27,6 +27,7 @@ from ..projects import membership_set, project_create
 from ..quotas import quota_create
 from ..tiers import tier_create
 from .changes import changes_ensure
+from .clock import clock_at
 from .data import (
     DEMO_EMAIL_DOMAIN,
     DEMO_PASSWORD,
@@ -42,10 +43,7 @@ from .data import (
 
 
 def _users_ensure(*, password: str) -> tuple[dict[str, User], int]:
-    users = {
-        user.username: user
-        for user in User.objects.filter(username__in=[username for username, *_ in PEOPLE])
-    }
+    users = {user.username: user for user in User.objects.filter(username__in=_usernames())}
     created = 0
     for username, first_name, last_name, site_role in PEOPLE:
         if username in users:
@@ -62,10 +60,36 @@ def _users_ensure(*, password: str) -> tuple[dict[str, User], int]:
     return users, created
 
 
+# The demo organisation was set up this many days before it is loaded; its changes follow.
+SET_UP_DAYS_AGO = 90
+
+
 @transaction.atomic
-def demo_seed(*, password: str = DEMO_PASSWORD, today: date | None = None) -> dict[str, int]:
-    """Load the demo organisation; return how many objects of each kind were created."""
-    today = today or timezone.localdate()
+def demo_seed(
+    *, password: str = DEMO_PASSWORD, today: date | None = None, now: datetime | None = None
+) -> dict[str, int]:
+    """Load the demo organisation; return how many objects of each kind were created.
+
+    The rules are dated as set up 90 days ago, and the rule changes over the weeks since."""
+    now = now or timezone.now()
+    today = today or timezone.localdate(now)
+    with clock_at(now - timedelta(days=SET_UP_DAYS_AGO)):
+        created = _organisation_ensure(password=password, today=today)
+    users = {user.username: user for user in User.objects.filter(username__in=_usernames())}
+    tiers = {tier.slug: tier for tier in PriorityTier.objects.all()}
+    pools = {pool.slug: pool for pool in Pool.objects.all()}
+    flavors = {flavor.slug: flavor for flavor in GpuFlavor.objects.all()}
+    created["rule changes"] = changes_ensure(
+        users=users, tiers=tiers, pools=pools, flavors=flavors, now=now
+    )
+    return {kind: count for kind, count in created.items() if count}
+
+
+def _usernames() -> list[str]:
+    return [username for username, *_ in PEOPLE]
+
+
+def _organisation_ensure(*, password: str, today: date) -> Counter[str]:
     created: Counter[str] = Counter()
     users, created["users"] = _users_ensure(password=password)
     kw: dict[str, Any] = {"user": users["ops"], "reason": DEMO_REASON}
@@ -149,5 +173,4 @@ def demo_seed(*, password: str = DEMO_PASSWORD, today: date | None = None) -> di
             last_reviewed_on=today - timedelta(days=quota.reviewed_days_ago),
         )
         created["quotas"] += 1
-    created["rule changes"] = changes_ensure(users=users, tiers=tiers, pools=pools, flavors=flavors)
-    return {kind: count for kind, count in created.items() if count}
+    return created

@@ -1,0 +1,37 @@
+"""The signed-in person's own API token: make, replace or revoke it; the key is shown once."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.cache import never_cache
+from rest_framework.authtoken.models import Token
+
+from governance import services
+
+
+@never_cache
+@login_required
+def api_token(request: HttpRequest) -> HttpResponse:
+    """GET: whether the user has a token (never its key). POST ``action=rotate``: a new
+    token, whose key this one response shows; ``action=revoke``: no token any more."""
+    user = request.user
+    new_key = None
+    if request.method == "POST":
+        action = request.POST.get("action")
+        if action == "rotate":
+            new_key = services.user_token_rotate(user=user).key  # type: ignore[arg-type]
+        elif action == "revoke":
+            if services.user_token_revoke(user=user):  # type: ignore[arg-type]
+                messages.success(request, _("Your API token was revoked."))
+            return redirect("api_token")
+        else:
+            messages.error(request, _("Choose to make, replace or revoke your token."))
+            return redirect("api_token")
+    token = Token.objects.filter(user=user).first()
+    return render(
+        request,
+        "governance/api_token.html",
+        {"token": token, "new_key": new_key},
+    )

@@ -1,0 +1,296 @@
+"""End-to-end: the README's walk-through, step by step as written, in English and in Chinese.
+
+On the demo data (``seed_demo``, as ``make run`` loads it) and in Debian's headless Chromium:
+``ops`` proposes a quota change with a reason, ``ops2`` approves and applies it, the quota's
+history tells who and why; then a tier change approved by its owner ``approver``. The
+Chinese run switches the language on the sign-in page, as a user would, finds every link
+and button by its translated label, and checks each page for English left untranslated.
+A screenshot of every step is written to ``var/screenshots/walkthrough/<language>/``.
+"""
+
+import re
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.utils import translation
+from django.utils.text import capfirst
+
+from governance.models import (
+    GpuFlavor,
+    Pool,
+    PreemptionClass,
+    PriorityTier,
+    Project,
+    Quota,
+    RuleChange,
+    User,
+)
+from governance.services.demo import DEMO_PASSWORD
+from tests.governance.test_browser_flows import browser  # noqa: F401  (the fixture)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+README = settings.BASE_DIR / "README.md"
+QUOTA_REASON = "Model v3 needs more A100 until March"
+TIER_REASON = "Jobs above 48 GPUs starve the others"
+# Words that stay as they are in Chinese: product names, units, acronyms, the API header.
+KEPT_WORDS = {
+    "Arbiter",
+    "GPU",
+    "GPUs",
+    "API",
+    "CPU",
+    "Slurm",
+    "Kueue",
+    "Kubernetes",
+    "Token",
+    "NVIDIA",
+    "SXM",
+    "OpenAPI",
+    "REST",
+    "CI",
+    "ID",
+    "English",
+    "JSON",
+    "URL",
+    "UTC",
+}
+
+
+def _label(language: str, text: str) -> str:
+    with translation.override(language):
+        return capfirst(translation.gettext(text))
+
+
+def test_the_readme_walkthrough_is_the_one_this_test_follows():
+    """The steps below are the README's: if the README changes, this test must too."""
+    readme = README.read_text()
+    for words in [
+        "sign in as `ops`",
+        "Open **Quotas**, then\n   **Vision · Training cluster · A100 80G**, and "
+        "**Propose a change**",
+        "Set **Guarantee (GPUs)** to `28`",
+        "**Propose change**",
+        "sign in as `ops2`. Open **Changes** and the change at the top,\n   **Approve** it, "
+        "then **Apply** it",
+        "its **History** tab shows who changed\n   it, why, and through which change",
+        "open **Tiers**, then\n   **Key project**, **Propose a change**, set **GPU cap per job** "
+        "to `48`",
+        "sign in as `approver` (its owner) to **Approve** it",
+        "| `ops2` |",
+    ]:
+        assert words in readme, words
+
+
+class Walk:
+    """One browser page following the README in one language, with screenshots."""
+
+    def __init__(self, page, base_url: str, language: str) -> None:
+        self.page = page
+        self.base_url = base_url
+        self.language = language
+        self.step = 0
+        self.folder = Path(settings.DATA_DIR) / "screenshots" / "walkthrough" / language
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for old in self.folder.glob("*.png"):
+            old.unlink()
+        self.untranslated: dict[str, list[str]] = {}
+        self._data = _data_texts()
+
+    def t(self, text: str) -> str:
+        return _label(self.language, text)
+
+    def shot(self, name: str) -> None:
+        self.step += 1
+        self.page.screenshot(path=str(self.folder / f"{self.step:02d}-{name}.png"), full_page=True)
+        if self.language != "en":
+            found = untranslated_words(self.page.locator("body").inner_text(), self._data)
+            if found:
+                self.untranslated[f"{self.step:02d}-{name} {self.page.url}"] = found
+
+    def click_link(self, text: str, *, within: str = "body") -> None:
+        self.page.locator(within).get_by_role("link", name=text, exact=True).first.click()
+        self.page.wait_for_load_state()
+
+    def click_button(self, text: str) -> None:
+        self.page.locator("main").get_by_role("button", name=text, exact=True).first.click()
+        self.page.wait_for_load_state()
+
+    def sign_in(self, username: str) -> None:
+        self.page.goto(self.base_url + "/")
+        assert "/accounts/login/" in self.page.url
+        if self.language != "en" and self.page.locator("html").get_attribute("lang") == "en":
+            # The language switch at the top right, as a user finds it.
+            self.page.locator("button[name=language][value=zh-hans]").click()
+            self.page.wait_for_load_state()
+        assert self.page.locator("html").get_attribute("lang") == self.language
+        self.page.get_by_label(self.t("Username")).fill(username)
+        self.page.get_by_label(self.t("Password")).fill(DEMO_PASSWORD)
+        self.shot(f"sign-in-{username}")
+        self.click_button(self.t("Sign in"))
+        assert self.page.url == self.base_url + "/", self.page.url
+        self.shot(f"home-{username}")
+
+    def sign_out(self) -> None:
+        self.page.locator("header").get_by_role("button", name=self.t("Log out")).click()
+        self.page.wait_for_load_state()
+
+    def nav(self, text: str) -> None:
+        self.click_link(self.t(text), within="nav.site-nav")
+
+
+def _data_texts() -> list[str]:
+    """What the demo's people typed (names, descriptions, reasons, titles): shown as typed in
+    every language, so not "untranslated"."""
+    texts: set[str] = {QUOTA_REASON, TIER_REASON}
+    models = [User, Project, Pool, GpuFlavor, PriorityTier, PreemptionClass, RuleChange]
+    for model in models:
+        names = [
+            field.name
+            for field in model._meta.get_fields()
+            if getattr(field, "get_internal_type", lambda: "")() in ("CharField", "TextField")
+            and field.name not in ("password", "status", "site_role", "kind")
+        ]
+        for row in model.objects.values_list(*names):
+            texts.update(value for value in row if value)
+    texts.update(str(user) for user in User.objects.all())
+    texts.update(str(quota) for quota in Quota.objects.select_related("project", "pool", "flavor"))
+    return sorted(texts, key=len, reverse=True)
+
+
+def untranslated_words(text: str, data: list[str]) -> list[str]:
+    """Runs of English words on a Chinese page, once the demo's own data is taken out."""
+    for value in data:
+        text = text.replace(value, " ")
+    text = re.sub(r"\S+@\S+|https?://\S+|/[\w/.-]*|\b[\w-]+\.[\w.-]+\b", " ", text)
+    found = []
+    for run in re.findall(r"[A-Za-z][A-Za-z'’]+(?:[ -][A-Za-z][A-Za-z'’]+)*", text):
+        words = [word for word in re.split(r"[ -]", run) if word not in KEPT_WORDS]
+        if any(len(word) > 1 and not re.fullmatch(r"[A-Z0-9]+[a-z]?", word) for word in words):
+            found.append(run)
+    return sorted(set(found))
+
+
+def test_the_untranslated_text_check_finds_english(db):
+    """The check below can fail: English chrome on a Chinese page is found, names are not."""
+    data = ["Training cluster", "Sam Okafor"]
+    assert untranslated_words("配额 Training cluster 由 Sam Okafor 修改 GPU 24 → 28", data) == []
+    assert untranslated_words("历史 Reason: Proposed 原因", data) == ["Proposed", "Reason"]
+    assert untranslated_words("提出 a100-80g ops2 H100 API", data) == []
+
+
+@pytest.fixture
+def demo(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    call_command("seed_demo")
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+def test_the_readme_walkthrough(browser, live_server, demo, language):  # noqa: F811
+    context = browser.new_context(locale="en-US", viewport={"width": 1366, "height": 768})
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    walk = Walk(page, live_server.url, language)
+    quota = Quota.objects.get(
+        project__slug="vision", pool__slug="training", flavor__slug="a100-80g"
+    )
+    assert quota.guarantee == 24
+
+    # 1. Sign in as ops; Quotas → Vision · Training cluster · A100 80G → Propose a change.
+    walk.sign_in("ops")
+    nav_fits(page)
+    walk.nav("Quotas")
+    walk.shot("quotas")
+    walk.click_link(str(quota), within="main")
+    walk.shot("quota")
+    walk.click_link(walk.t("Propose a change"), within="main")
+    walk.shot("quota-form")
+
+    # 2. Guarantee 28, a reason, Propose change: the plan 24 → 28; ops may not approve it.
+    page.get_by_label(walk.t("guarantee (GPUs)"), exact=True).fill("28")
+    page.locator("textarea[name=reason]").fill(QUOTA_REASON)
+    walk.click_button(walk.t("Propose change"))
+    assert re.search(r"/changes/\d+/$", page.url), page.url
+    change = RuleChange.objects.get(reason=QUOTA_REASON)
+    main = page.locator("main").inner_text()
+    assert "24" in main and "28" in main
+    assert walk.t("You proposed this change: someone else must approve it.") in main
+    assert page.locator("main").get_by_role("button", name=walk.t("Approve")).count() == 0
+    # The title names the one field that changed, in the reader's language.
+    heading = page.locator("h1").inner_text()
+    assert walk.t("guarantee (GPUs)").lower() in heading.lower()
+    assert walk.t("borrow limit (GPUs)").lower() not in heading.lower()
+    walk.shot("change-proposed")
+    assert Quota.objects.get(pk=quota.pk).guarantee == 24
+
+    # 3. Log out; ops2: Changes → the change at the top → Approve → Apply.
+    walk.sign_out()
+    walk.sign_in("ops2")
+    walk.nav("Changes")
+    walk.shot("changes")
+    page.locator("main a.timeline__subject").first.click()
+    page.wait_for_load_state()
+    assert page.url.endswith(f"/changes/{change.pk}/")
+    walk.click_button(walk.t("Approve"))
+    walk.shot("change-approved")
+    walk.click_button(walk.t("Apply"))
+    walk.shot("change-applied")
+    assert Quota.objects.get(pk=quota.pk).guarantee == 28
+
+    # 4. The quota guarantees 28; its History tab: who, why, through which change.
+    walk.nav("Quotas")
+    walk.click_link(str(quota), within="main")
+    assert "28" in page.locator("main").inner_text()
+    walk.click_link(walk.t("History"), within="main")
+    history = page.locator("main").inner_text()
+    assert QUOTA_REASON in history
+    assert "Lena Fischer" in history  # ops2 applied it
+    assert page.locator(f"main a[href$='/changes/{change.pk}/']").count() >= 1
+    walk.shot("quota-history")
+
+    # 5. A tier change goes to its owner: ops proposes, approver approves, ops2 applies.
+    walk.sign_out()
+    walk.sign_in("ops")
+    walk.nav("Tiers")
+    walk.click_link("Key project", within="main")
+    walk.click_link(walk.t("Propose a change"), within="main")
+    page.get_by_label(walk.t("GPU cap per job"), exact=True).fill("48")
+    page.locator("textarea[name=reason]").fill(TIER_REASON)
+    walk.click_button(walk.t("Propose change"))
+    tier_change = RuleChange.objects.get(reason=TIER_REASON)
+    walk.shot("tier-change-proposed")
+    walk.sign_out()
+    walk.sign_in("approver")
+    assert walk.t("Lead") not in page.locator("header .badge--role").inner_text()
+    walk.nav("Changes")
+    page.locator("main a.timeline__subject").first.click()
+    page.wait_for_load_state()
+    assert page.url.endswith(f"/changes/{tier_change.pk}/")
+    walk.click_button(walk.t("Approve"))
+    walk.shot("tier-change-approved-by-owner")
+    walk.sign_out()
+    walk.sign_in("ops2")
+    page.goto(live_server.url + tier_change.get_absolute_url())
+    walk.click_button(walk.t("Apply"))
+    walk.shot("tier-change-applied")
+    assert PriorityTier.objects.get(slug="key-project").max_gpus_per_job == 48
+    walk.click_link(walk.t("Changes"), within="nav.site-nav")
+    walk.shot("changes-after")
+
+    context.close()
+    assert walk.untranslated == {}, walk.untranslated
+
+
+def nav_fits(page) -> None:
+    """At 1366 px the whole navigation of ops shows: no link is cut off or hidden."""
+    nav = page.locator("nav.site-nav")
+    overflow = nav.evaluate("nav => nav.scrollWidth - nav.clientWidth")
+    assert overflow <= 0, f"the navigation overflows by {overflow} px"
+    width = page.viewport_size["width"]
+    for link in nav.locator("a").all():
+        box = link.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, (
+            link.inner_text()
+        )
