@@ -39,6 +39,7 @@ from .history import (
     history_entries,
     membership_history_entries,
 )
+from .people import person_get, person_list
 from .rules import (
     PoolFlavorUse,
     allowed_tiers,
@@ -91,6 +92,8 @@ __all__ = [
     "object_key",
     "object_lookup",
     "object_type_of",
+    "person_get",
+    "person_list",
     "pool_get",
     "pool_list",
     "pool_usage",

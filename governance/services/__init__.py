@@ -14,6 +14,7 @@ from .changes import (
 from .demo import demo_seed
 from .flavors import flavor_create, flavor_update
 from .grants import grant_create, grant_revoke, grants_transition, system_user
+from .people import USER_EDITABLE, user_access_update, user_create
 from .pools import pool_capacity_set, pool_create, pool_overcommit_message, pool_update
 from .preemption import preemption_class_create, preemption_class_update
 from .projects import membership_remove, membership_set, project_create, project_update
@@ -23,6 +24,7 @@ from .revisions import rules_revision_create
 from .tiers import tier_create, tier_update
 
 __all__ = [
+    "USER_EDITABLE",
     "EditSpec",
     "approval_problem",
     "demo_seed",
@@ -56,4 +58,6 @@ __all__ = [
     "system_user",
     "tier_create",
     "tier_update",
+    "user_access_update",
+    "user_create",
 ]

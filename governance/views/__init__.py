@@ -14,6 +14,7 @@ from .changes import (
     review_tier,
 )
 from .flavors import flavor_create, flavor_detail, flavor_edit, flavor_history, flavor_list
+from .people import person_detail, person_edit, person_history, person_list
 from .pools import (
     pool_capacity_edit,
     pool_create,
@@ -54,6 +55,10 @@ __all__ = [
     "flavor_history",
     "flavor_list",
     "membership_edit",
+    "person_detail",
+    "person_edit",
+    "person_history",
+    "person_list",
     "pool_capacity_edit",
     "pool_create",
     "pool_detail",

@@ -2,6 +2,7 @@
 
 import datetime as dt
 
+from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models, transaction
 from django.utils import timezone
@@ -10,6 +11,7 @@ from django.utils.translation import gettext as _
 from governance.models import ChangeStatus, PriorityTier, RuleChange, User
 
 from ._state import lock_change, require_status, save_change
+from .spec import MEMBERSHIP
 
 
 def _targets(change: RuleChange) -> list[models.Model | None]:
@@ -21,12 +23,23 @@ def _targets(change: RuleChange) -> list[models.Model | None]:
     return result
 
 
+def _edits_own_access(change: RuleChange, user: User) -> bool:
+    user_type = ContentType.objects.get_for_model(User).pk
+    return any(
+        (edit.content_type_id == user_type and edit.object_id == user.pk)
+        or (edit.field == MEMBERSHIP and edit.key == user.pk)
+        for edit in change.edits.all()
+    )
+
+
 def approval_problem(*, change: RuleChange, user: User) -> str | None:
     """Why ``user`` may not approve (or reject) ``change``, or ``None`` when they may."""
     if not user.is_active:
         return _("Your account is inactive.")
     if user.pk in (change.author_id, change.proposed_by_id):
         return _("You proposed this change: someone else must approve it.")
+    if _edits_own_access(change, user):
+        return _("This change edits your own account or membership: someone else must decide.")
     proposers = {change.author_id, change.proposed_by_id}
     needs_ops = False
     for obj in _targets(change):
