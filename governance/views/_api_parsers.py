@@ -1,5 +1,7 @@
-"""(Loaded by DRF's settings, so kept out of the ``apis`` package, whose import needs
-DRF's views: no import cycle.) The API's JSON parser: DRF's, with limits that turn hostile bodies into 400s.
+"""The API's JSON parser: DRF's, with limits that turn hostile bodies into 400s.
+
+(DRF's settings load it, so it lives outside the ``apis`` package, whose import needs DRF's
+views: no import cycle.)
 
 A body nested deeper than ``MAX_DEPTH`` (Python's parser would hit its recursion limit and
 fail with a server error) and any string holding a NUL byte (PostgreSQL refuses those in
