@@ -174,7 +174,7 @@ class RequestListApi(APIView):
     )
     def get(self, request: Request) -> Response:
         filters = parse_filters(self.FilterSerializer, request)
-        requests = selectors.request_list().filter(**filters)
+        requests = selectors.request_list_for(user=request.user).filter(**filters)
         return get_paginated_response(
             serializer_class=RequestOutputSerializer,
             queryset=requests,

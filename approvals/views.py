@@ -32,7 +32,7 @@ def _posted(request: HttpRequest) -> Any:
 @login_required
 def request_list(request: HttpRequest) -> HttpResponse:
     filter_form = forms.RequestFilterForm(request.GET or None)
-    requests = selectors.request_list()
+    requests = selectors.request_list_for(user=request.user)
     if filter_form.is_valid():
         data = filter_form.cleaned_data
         if data["state"]:
