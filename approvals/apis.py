@@ -177,7 +177,8 @@ class RequestListApi(APIView):
         responses={200: RequestOutputSerializer(many=True), 400: BAD_FILTER},
     )
     def get(self, request: Request) -> Response:
-        requests = selectors.request_list(**parse_filters(self.FilterSerializer, request))
+        filters = parse_filters(self.FilterSerializer, request)
+        requests = selectors.request_list_for(user=request.user, **filters)
         return get_paginated_response(
             serializer_class=RequestOutputSerializer,
             queryset=requests,

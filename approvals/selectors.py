@@ -1,15 +1,19 @@
 """Reads of requests, policies, grants and notifications, shaped for pages and the API.
 
-Every signed-in, active user may read every request (exceptions are reviewed in the open,
-like the rules they change); who may *act* on a request is ``request_action_blocker``, which
-the pages ask to show the buttons and the services ask before they write.
+Rules (tiers, quotas, policies, grants in force) are public inside the organisation, but a
+request's justification, business impact and evidence belong to its project: a request is
+read by the project's members, the requester, its approvers (the tier's business owner and
+whoever decided it) and ops, and by nobody else (``requests_readable``: ``request_get`` and
+the list selectors apply it, for pages and API alike). Who may *act* on a request is
+``request_action_blocker``, which the pages ask to show the buttons and the services ask
+before they write.
 """
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -18,6 +22,7 @@ from django.utils.translation import gettext_lazy as _l
 from approvals.models import (
     GRANTED_STATES,
     TIER_KINDS,
+    Approval,
     ApprovalPolicy,
     ApproverRule,
     Decision,
@@ -98,17 +103,37 @@ def request_list(
     return sorted_by(requests, sort=sort, sorts=REQUEST_SORTS)
 
 
+def requests_readable(queryset: QuerySet[UpgradeRequest], *, user: Any) -> QuerySet[UpgradeRequest]:
+    """The requests of ``queryset`` that ``user`` may read (see the module's docstring)."""
+    if not user_can_read_rules(user):
+        return queryset.none()
+    if user.is_ops:
+        return queryset
+    return queryset.filter(
+        Q(requester=user)
+        | Q(owner_approver=user)
+        | Exists(Membership.objects.filter(project=OuterRef("project"), user=user))
+        | Exists(Approval.objects.filter(request=OuterRef("pk"), approver=user))
+    )
+
+
+def request_list_for(*, user: Any, **filters: Any) -> QuerySet[UpgradeRequest]:
+    """``request_list(**filters)`` as ``user`` may read it: what the list page and the list
+    API show."""
+    return requests_readable(request_list(**filters), user=user)
+
+
 def request_get(*, user: Any, pk: int | str) -> UpgradeRequest:
     """The request with its timeline and approvals; 404 when missing or not readable."""
     if not user_can_read_rules(user):
         raise Http404
     try:
-        return (
+        return requests_readable(
             _request_queryset()
             .select_related("extends", "policy", "policy__tier")
-            .prefetch_related("events__actor", "approvals__approver", "extensions")
-            .get(pk=pk)
-        )
+            .prefetch_related("events__actor", "approvals__approver", "extensions"),
+            user=user,
+        ).get(pk=pk)
     except (UpgradeRequest.DoesNotExist, ValueError, TypeError):
         raise Http404 from None
 

@@ -50,7 +50,9 @@ def request_list(request: HttpRequest) -> HttpResponse:
             {"requests": None, "filter_form": filter_form},
             status=400,
         )
-    requests = paginate(request, selectors.request_list(**filter_form.filters()))
+    requests = paginate(
+        request, selectors.request_list_for(user=request.user, **filter_form.filters())
+    )
     return render(
         request,
         "approvals/request_list.html",

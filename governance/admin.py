@@ -5,11 +5,17 @@ portal's forms and the API), so that no history row lacks a user and a reason. T
 still shows each object's full history (django-simple-history's history view).
 """
 
+from django import forms
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponseRedirect
+from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
+from rest_framework.authtoken.models import Token, TokenProxy
 from simple_history.admin import SimpleHistoryAdmin
 
+from governance import services
 from governance.models import (
     GpuFlavor,
     Membership,
@@ -51,9 +57,61 @@ class ReadOnlyAdmin(SimpleHistoryAdmin):
         return False
 
 
+class UserAddForm(forms.ModelForm):
+    """A new account: who it is, and why it is made. It starts inactive, a member, with no
+    password; activation and roles are proposed rule changes, the owner sets the password."""
+
+    reason = forms.CharField(
+        label=_("Reason"),
+        max_length=1000,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text=_("Why this account? It is recorded in the history with your name."),
+    )
+
+    class Meta:
+        model = User
+        fields = ["username", "email", "first_name", "last_name"]
+
+
 @admin.register(User)
 class ArbiterUserAdmin(UserAdmin):
-    """Ops manage accounts and site roles (users are not governed rules)."""
+    """Ops look people up and make new (inactive, powerless) accounts; nothing else.
+
+    Site role, activation and superuser status change only through an approved rule change
+    (the person's page, "Propose a change"); superuser status is granted only by the deployer
+    with ``manage.py createsuperuser``. Passwords are set by their owner (or a reset link):
+    no one sees or sets another person's password here, and no one edits another person's
+    e-mail address (a reset link goes there).
+    """
+
+    add_form = UserAddForm
+    add_form_template = "admin/change_form.html"
+    add_fieldsets = (
+        (None, {"fields": ("username", "email", "first_name", "last_name", "reason")}),
+    )
+    fieldsets = (
+        (None, {"fields": ("username",)}),
+        (_("Personal info"), {"fields": ("first_name", "last_name", "email")}),
+        (
+            _("Access (changed only by an approved rule change)"),
+            {"fields": ("site_role", "is_active", "is_superuser", "is_staff")},
+        ),
+        (_("Important dates"), {"fields": ("last_login", "date_joined")}),
+    )
+    readonly_fields = (
+        "username",
+        "first_name",
+        "last_name",
+        "email",
+        "site_role",
+        "is_active",
+        "is_superuser",
+        "is_staff",
+        "last_login",
+        "date_joined",
+    )
+    list_display = ("username", "email", "first_name", "last_name", "site_role", "is_active")
+    list_filter = ("site_role", "is_active", "is_staff")
 
     def has_module_permission(self, request) -> bool:
         return _is_ops(request) or super().has_module_permission(request)
@@ -62,21 +120,54 @@ class ArbiterUserAdmin(UserAdmin):
         return _is_ops(request) or super().has_view_permission(request, obj)
 
     def has_add_permission(self, request) -> bool:
-        return _is_ops(request) or super().has_add_permission(request)
+        return _is_ops(request)
 
     def has_change_permission(self, request, obj=None) -> bool:
-        return _is_ops(request) or super().has_change_permission(request, obj)
+        return False
 
-    list_display = ("username", "email", "first_name", "last_name", "site_role", "is_active")
-    list_filter = ("site_role", "is_active", "is_staff")
-    fieldsets = (
-        *(UserAdmin.fieldsets or ()),
-        (_("Arbiter"), {"fields": ("site_role",)}),
-    )
-    add_fieldsets = (
-        *UserAdmin.add_fieldsets,
-        (_("Arbiter"), {"fields": ("email", "site_role")}),
-    )
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def add_view(self, request, form_url="", extra_context=None):
+        # UserAdmin's add view also demands the change permission (so that adding cannot
+        # escalate); here adding makes a powerless account and changing is closed to all.
+        return admin.ModelAdmin.add_view(self, request, form_url, extra_context)
+
+    def get_readonly_fields(self, request, obj=None):
+        return () if obj is None else self.readonly_fields
+
+    def save_model(self, request, obj, form, change) -> None:
+        if change:  # never reached: nobody may change a user here
+            raise PermissionDenied
+        created = services.user_create(
+            user=request.user,
+            reason=form.cleaned_data["reason"],
+            username=obj.username,
+            email=obj.email,
+            first_name=obj.first_name,
+            last_name=obj.last_name,
+        )
+        obj.pk = created.pk
+        obj._state.adding = False
+        obj._state.db = created._state.db
+
+    def response_add(self, request, obj, post_url_continue=None):
+        self.message_user(
+            request,
+            _(
+                "Made the inactive account “%(user)s”. To activate it or give it a role, "
+                "propose a change on its page; another ops approves it."
+            )
+            % {"user": obj.username},
+        )
+        return HttpResponseRedirect(reverse("person_detail", args=[obj.username]))
+
+
+# Tokens belong to their owner: no one creates, sees or uses a token for another person in
+# the admin. The deployer's ``manage.py drf_create_token`` stays for service accounts.
+for _token_model in (TokenProxy, Token):
+    if admin.site.is_registered(_token_model):
+        admin.site.unregister(_token_model)
 
 
 class MembershipInline(admin.TabularInline):

@@ -84,6 +84,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "simple_history",
     "governance",
     "queues",
@@ -97,11 +98,16 @@ MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # NUL bytes and over-long values in the URL, query or form body: a 400 naming the field.
+    "governance.views._input.RejectBadInputMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "simple_history.middleware.HistoryRequestMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into a 429.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "governance.urls"
@@ -135,13 +141,24 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     # Tests that hand work to a separate worker process need a database file both can open.
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test-arbiter.sqlite3")}
-    DATABASES["default"]["OPTIONS"] = {"timeout": 20}
+    # Writers queue for the lock (BEGIN IMMEDIATE, then wait up to the timeout) instead of
+    # failing with "database is locked" when a read transaction tries to become a write.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": int(os.environ.get("ARBITER_SQLITE_TIMEOUT", "20")),
+        "transaction_mode": "IMMEDIATE",
+    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "governance.User"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+
+# django-axes first: it refuses a locked-out login before the password is even checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -189,6 +206,51 @@ SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 if env_bool("DJANGO_BEHIND_TLS_PROXY"):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# --- Brute force: login lockout with back-off (django-axes) ---
+AXES_ENABLED = env_bool("ARBITER_LOGIN_LOCKOUT", True)
+# Wrong passwords in a row, for one username from one address, before the lockout.
+AXES_FAILURE_LIMIT = int(os.environ.get("ARBITER_LOGIN_FAILURE_LIMIT", "5"))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# The first lockout lasts ARBITER_LOGIN_COOLOFF_MINUTES; each further wrong password while
+# locked out doubles it, up to a day (``login_cool_off``).
+ARBITER_LOGIN_COOLOFF_MINUTES = int(os.environ.get("ARBITER_LOGIN_COOLOFF_MINUTES", "5"))
+AXES_COOLOFF_TIME = "governance.selectors.people.login_cool_off"
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
+AXES_HTTP_RESPONSE_CODE = 429
+if env_bool("DJANGO_BEHIND_TLS_PROXY"):
+    AXES_IPWARE_PROXY_COUNT = 1
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
+
+# --- Content-Security-Policy (django-csp): scripts only from this site, never inline ---
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        # Plotly and Swagger UI set styles at run time; styles cannot run code.
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+
+# --- Cache: throttling counters (set ARBITER_CACHE_URL to Redis with several processes) ---
+CACHES = {
+    "default": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": os.environ["ARBITER_CACHE_URL"],
+        }
+        if os.environ.get("ARBITER_CACHE_URL")
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
 
 # --- Email (console in development and the demo) ---
 EMAIL_BACKEND = os.environ.get(
@@ -260,10 +322,30 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    # Per token, per user and (anonymous) per address; rates in ARBITER_API_RATES below.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "governance.views._api_throttles.TokenRateThrottle",
+        "governance.views._api_throttles.UserRateThrottle",
+        "governance.views._api_throttles.AnonRateThrottle",
+    ],
+    # Hostile JSON (nested too deep, NUL bytes in strings) is a 400, not a server error.
+    "DEFAULT_PARSER_CLASSES": [
+        "governance.views._api_parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "governance.apis.exception_handler",
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
+}
+# API rate limits (requests per second, minute, hour or day); a client over one gets a 429
+# with Retry-After. ARBITER_API_THROTTLE=0 turns throttling off.
+ARBITER_API_THROTTLE = env_bool("ARBITER_API_THROTTLE", True)
+ARBITER_API_RATES = {
+    "token": os.environ.get("ARBITER_API_RATE_TOKEN", "600/min"),
+    "user": os.environ.get("ARBITER_API_RATE_USER", "1200/min"),
+    "anon": os.environ.get("ARBITER_API_RATE_ANON", "60/min"),
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Arbiter API",

@@ -52,6 +52,10 @@ page_patterns = [
     path("quotas/<int:pk>/", views.quota_detail, name="quota_detail"),
     path("quotas/<int:pk>/edit/", views.quota_edit, name="quota_edit"),
     path("quotas/<int:pk>/history/", views.quota_history, name="quota_history"),
+    path("people/", views.person_list, name="person_list"),
+    path("people/<str:username>/", views.person_detail, name="person_detail"),
+    path("people/<str:username>/edit/", views.person_edit, name="person_edit"),
+    path("people/<str:username>/history/", views.person_history, name="person_history"),
     path("changes/", views.change_list, name="change_list"),
     path("changes/<int:pk>/", views.change_detail, name="change_detail"),
     path("changes/<int:pk>/approve/", views.change_approve, name="change_approve"),
@@ -126,6 +130,8 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/token/", views.api_token, name="api_token"),
+    # Passwords are set by their owner: change it signed in, or from a reset link by mail.
+    path("accounts/", include("django.contrib.auth.urls")),
     path("i18n/", include("django.conf.urls.i18n")),
     path("admin/", admin.site.urls),
 ]

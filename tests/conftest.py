@@ -293,3 +293,13 @@ def today() -> date:
     from django.utils import timezone
 
     return timezone.localdate()
+
+
+@pytest.fixture(autouse=True)
+def _no_api_throttling(settings):
+    """Rate limits are off in tests (a suite makes many requests as one user); the tests of
+    throttling switch them on with low rates. The counters live in the cache: start empty."""
+    from django.core.cache import cache
+
+    settings.ARBITER_API_THROTTLE = False
+    cache.clear()

@@ -42,9 +42,32 @@ def _validation_error_detail(exc: DjangoValidationError) -> dict[str, Any]:
 
 
 class LimitOffsetPagination(drf_pagination.LimitOffsetPagination):
-    """``?limit=&offset=``: ``PAGE_SIZE`` rows unless asked, never more than ``max_limit``."""
+    """``?limit=&offset=``: ``PAGE_SIZE`` rows unless asked, never more than ``max_limit``.
+
+    A value that is not a whole number (``limit=%``, ``offset=null``, ``limit=``) is a 400
+    naming the parameter, where DRF would silently use the default.
+    """
 
     max_limit = 500
+
+    def _parameter(self, request: Request, name: str, *, minimum: int) -> int | None:
+        if name not in request.query_params:
+            return None
+        raw = request.query_params[name]
+        if not raw.isascii() or not raw.isdigit() or int(raw) < minimum:
+            raise exceptions.ValidationError(
+                {name: [_("Enter a whole number of at least %(min)d.") % {"min": minimum}]}
+            )
+        return int(raw)
+
+    def get_limit(self, request: Request) -> int | None:
+        limit = self._parameter(request, self.limit_query_param, minimum=1)
+        if limit is None:
+            return self.default_limit
+        return min(limit, self.max_limit) if self.max_limit else limit
+
+    def get_offset(self, request: Request) -> int:
+        return self._parameter(request, self.offset_query_param, minimum=0) or 0
 
 
 def get_paginated_response(
@@ -65,8 +88,19 @@ def get_paginated_response(
 def parse_filters(
     serializer_class: type[serializers.Serializer], request: Request
 ) -> dict[str, Any]:
-    """The validated query parameters (400 when one is invalid); absent ones are left out."""
+    """The validated query parameters (400 when one is invalid); absent ones are left out.
+
+    A parameter given empty (``?at=``) is a 400 too, unless its field takes a blank value:
+    DRF would otherwise treat it as absent and silently answer for the default.
+    """
     serializer = serializer_class(data=request.query_params)
+    blank = {
+        name: [_("This field may not be blank.")]
+        for name, field in serializer.fields.items()
+        if request.query_params.get(name) == "" and not getattr(field, "allow_blank", False)
+    }
+    if blank:
+        raise exceptions.ValidationError(blank)
     serializer.is_valid(raise_exception=True)
     return {key: value for key, value in serializer.validated_data.items() if value is not None}
 

@@ -40,6 +40,9 @@ from .filters import (
     LookupField as LookupField,
 )
 from .filters import (
+    PersonFilterForm as PersonFilterForm,
+)
+from .filters import (
     PoolFilterForm as PoolFilterForm,
 )
 from .filters import (
@@ -159,6 +162,25 @@ class MembershipRemoveForm(ReasonForm):
         field.label_from_instance = lambda membership: (
             f"{membership.user} ({membership.get_role_display()})"
         )
+
+
+# --- people -------------------------------------------------------------------------------
+
+
+class UserAccessForm(RuleForm):
+    """A person's site role and activation; superuser status can only be taken away."""
+
+    class Meta:
+        model = User
+        fields = ["site_role", "is_active", "is_superuser"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.instance.is_superuser:
+            self.fields["is_superuser"].disabled = True
+            self.fields["is_superuser"].help_text = _(
+                "Granted only by the deployer on the command line (manage.py createsuperuser)."
+            )
 
 
 # --- flavors --------------------------------------------------------------------------------

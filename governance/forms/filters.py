@@ -31,6 +31,7 @@ from governance.selectors import (
     CHANGE_SORTS,
     FLAVOR_SORTS,
     OBJECT_TYPES,
+    PERSON_SORTS,
     POOL_SORTS,
     PREEMPTION_CLASS_SORTS,
     PROJECT_SORTS,
@@ -131,6 +132,12 @@ class ProjectFilterForm(ListFilterForm):
     q = search_field(_("Search by name or slug"))
     tier = slug_choice(PriorityTier, _("Tier"), _("Any tier"))
     member = user_lookup_field(_("Member"), _("A username: projects this user leads or works on."))
+
+
+class PersonFilterForm(ListFilterForm):
+    sorts = PERSON_SORTS
+
+    q = search_field(_("Search by username or name"))
 
 
 class FlavorFilterForm(ListFilterForm):

@@ -44,7 +44,9 @@ class Quota(models.Model):
         blank=True,
         help_text=_("How much of the idle guarantee others may borrow. Empty means all of it."),
     )
-    fair_share_weight = models.PositiveIntegerField(_("fair-share weight"), default=1)
+    fair_share_weight = models.PositiveIntegerField(
+        _("fair-share weight"), default=1, validators=[MinValueValidator(1)]
+    )
     reclaim_grace_minutes = models.PositiveIntegerField(
         _("reclaim grace (minutes)"),
         default=0,

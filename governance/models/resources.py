@@ -3,6 +3,7 @@
 import re
 
 from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 from django.urls import reverse
@@ -36,7 +37,7 @@ class GpuFlavor(models.Model):
     slug = models.SlugField(_("slug"), max_length=63, unique=True)
     name = models.CharField(_("name"), max_length=100)
     gpu_model = models.CharField(_("GPU model"), max_length=100)
-    memory_gb = models.PositiveIntegerField(_("memory (GB)"))
+    memory_gb = models.PositiveIntegerField(_("memory (GB)"), validators=[MinValueValidator(1)])
     gres_type = models.SlugField(
         _("Slurm GRES type"),
         max_length=63,

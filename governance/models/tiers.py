@@ -50,10 +50,18 @@ class PriorityTier(models.Model):
         _("who confirms"), max_length=200, help_text=_("Who confirms that work qualifies.")
     )
     max_gpus_per_job = models.PositiveIntegerField(
-        _("GPU cap per job"), null=True, blank=True, help_text=_("Empty means no cap.")
+        _("GPU cap per job"),
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text=_("Empty means no cap."),
     )
     max_gpus_total = models.PositiveIntegerField(
-        _("GPU cap for the whole tier"), null=True, blank=True, help_text=_("Empty means no cap.")
+        _("GPU cap for the whole tier"),
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text=_("Empty means no cap."),
     )
     may_preempt = models.BooleanField(_("may preempt"), default=False)
     preemptible_tiers = models.ManyToManyField(

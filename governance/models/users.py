@@ -3,9 +3,12 @@
 from django.contrib.auth.models import AbstractUser
 from django.db import models
 from django.db.models import Q
+from django.urls import reverse
 from django.utils.functional import cached_property
 from django.utils.translation import gettext_lazy as _
+from simple_history.models import HistoricalRecords
 
+from .changes import ChangeLinkedHistory
 from .projects import ProjectRole
 
 
@@ -16,10 +19,20 @@ class SiteRole(models.TextChoices):
 
 
 class User(AbstractUser):
-    """A person or a service account. ``site_role`` decides what they may do site-wide."""
+    """A person or a service account. ``site_role`` decides what they may do site-wide.
+
+    Site role, activation and superuser status are governed: they change only through an
+    approved rule change (``governance.services.user_access_update``), with history. The
+    history keeps no password hash and no login times.
+    """
 
     site_role = models.CharField(
         _("site role"), max_length=16, choices=SiteRole.choices, default=SiteRole.MEMBER
+    )
+
+    history = HistoricalRecords(
+        bases=[ChangeLinkedHistory],
+        excluded_fields=["password", "last_login"],
     )
 
     class Meta:
@@ -50,3 +63,6 @@ class User(AbstractUser):
 
     def __str__(self) -> str:
         return self.get_full_name() or self.username
+
+    def get_absolute_url(self) -> str:
+        return reverse("person_detail", args=[self.username])

@@ -42,6 +42,7 @@ from .history import (
     membership_history_entries,
 )
 from .lists import Sorts, search_filter, sort_choices, sorted_by
+from .people import PERSON_SORTS, person_get, person_list
 from .rules import (
     FLAVOR_SORTS,
     POOL_SORTS,
@@ -79,6 +80,7 @@ __all__ = [
     "CHANGE_SORTS",
     "FLAVOR_SORTS",
     "OBJECT_TYPES",
+    "PERSON_SORTS",
     "POOL_SORTS",
     "PREEMPTION_CLASS_SORTS",
     "PROJECT_SORTS",
@@ -112,6 +114,8 @@ __all__ = [
     "object_key",
     "object_lookup",
     "object_type_of",
+    "person_get",
+    "person_list",
     "pool_get",
     "pool_list",
     "pool_usage",

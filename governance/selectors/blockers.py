@@ -8,11 +8,19 @@ now (a 400: the change's status). ``approvals`` uses the same ``Blocker`` for re
 from dataclasses import dataclass
 from typing import Any
 
+from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models
 from django.utils.translation import gettext as _
 
-from governance.models import OPEN_STATUSES, ChangeAction, ChangeStatus, PriorityTier, RuleChange
+from governance.models import (
+    OPEN_STATUSES,
+    ChangeAction,
+    ChangeStatus,
+    PriorityTier,
+    RuleChange,
+    User,
+)
 
 from .rules import user_can_edit_rules, user_can_read_rules
 
@@ -43,12 +51,25 @@ def _targets(change: RuleChange) -> list[models.Model | None]:
     return result
 
 
+def _edits_own_access(change: RuleChange, user: Any) -> bool:
+    """Whether ``change`` edits ``user``'s own account or a membership of theirs."""
+    user_type = ContentType.objects.get_for_model(User).pk
+    return any(
+        (edit.content_type_id == user_type and edit.object_id == user.pk)
+        # The keyed "membership" field of a project: a user's role (key: the user id).
+        or (edit.field == "membership" and edit.key == user.pk)
+        for edit in change.edits.all()
+    )
+
+
 def approval_problem(*, change: RuleChange, user: Any) -> str | None:
     """Why ``user`` may not approve (or reject) ``change``, whatever its status."""
     if not user_can_read_rules(user):
         return _("Your account is inactive.")
     if user.pk in (change.author_id, change.proposed_by_id):
         return _("You proposed this change: someone else must approve it.")
+    if _edits_own_access(change, user):
+        return _("This change edits your own account or membership: someone else must decide.")
     proposers = {change.author_id, change.proposed_by_id}
     needs_ops = False
     for obj in _targets(change):

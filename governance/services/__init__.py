@@ -22,6 +22,7 @@ from .changes import (
 from .demo import demo_seed
 from .flavors import flavor_create, flavor_update
 from .grants import grant_create, grant_revoke, grants_transition, system_user
+from .people import USER_EDITABLE, user_access_update, user_create
 from .pools import pool_capacity_set, pool_create, pool_overcommit_message, pool_update
 from .preemption import preemption_class_create, preemption_class_update
 from .projects import membership_remove, membership_set, project_create, project_update
@@ -34,6 +35,7 @@ from .tokens import user_token_revoke, user_token_rotate
 __all__ = [
     "REASON_MAX_LENGTH",
     "TEXT_MAX_LENGTH",
+    "USER_EDITABLE",
     "EditSpec",
     "apply_fields",
     "demo_seed",
@@ -71,6 +73,8 @@ __all__ = [
     "system_user",
     "tier_create",
     "tier_update",
+    "user_access_update",
+    "user_create",
     "user_token_revoke",
     "user_token_rotate",
 ]

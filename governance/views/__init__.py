@@ -15,6 +15,7 @@ from .changes import (
 )
 from .flavors import flavor_create, flavor_detail, flavor_edit, flavor_history, flavor_list
 from .paging import ListPage, paginate
+from .people import person_detail, person_edit, person_history, person_list
 from .pools import (
     pool_capacity_edit,
     pool_create,
@@ -59,6 +60,10 @@ __all__ = [
     "flavor_list",
     "membership_edit",
     "paginate",
+    "person_detail",
+    "person_edit",
+    "person_history",
+    "person_list",
     "pool_capacity_edit",
     "pool_create",
     "pool_detail",

@@ -64,7 +64,7 @@ def object_page(
 ) -> HttpResponse:
     """A detail or history page: the object, its tab bar and (for ops) its edit link."""
     kind = kind_of(obj)
-    key = obj.pk if kind == "quota" else obj.slug  # type: ignore[attr-defined]
+    key = selectors.object_key(obj)
     context.update(
         object=obj,
         kind=kind,
@@ -113,6 +113,7 @@ def kind_of(obj: models.Model) -> str:
         "prioritytier": "tier",
         "preemptionclass": "preemption_class",
         "quota": "quota",
+        "user": "person",
     }[obj._meta.model_name or ""]
 
 

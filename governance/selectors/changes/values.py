@@ -18,6 +18,7 @@ from governance.models import (
     Quota,
     RuleChange,
     RuleEdit,
+    User,
 )
 
 # How pages and the API name the kinds of object a change may edit.
@@ -28,6 +29,7 @@ OBJECT_TYPES: dict[str, type[models.Model]] = {
     "tier": PriorityTier,
     "preemption_class": PreemptionClass,
     "quota": Quota,
+    "user": User,
 }
 TYPE_OF_MODEL = {model: name for name, model in OBJECT_TYPES.items()}
 CAPACITY, MEMBERSHIP = "capacity", "membership"
@@ -38,7 +40,9 @@ def object_type_of(model: type[models.Model]) -> str:
 
 
 def object_key(obj: models.Model) -> str:
-    """How URLs name the object: the id of a quota, the slug of anything else."""
+    """How URLs name the object: the id of a quota, a user's username, the slug of the rest."""
+    if isinstance(obj, User):
+        return obj.username
     return str(obj.pk) if isinstance(obj, Quota) else str(obj.slug)  # type: ignore[attr-defined]
 
 
@@ -50,6 +54,8 @@ def object_lookup(object_type: str, key: str) -> models.Model | None:
     try:
         if model is Quota:
             return model._default_manager.filter(pk=int(key)).first()
+        if model is User:
+            return model._default_manager.filter(username=key).first()
         return model._default_manager.filter(slug=key).first()
     except (ValueError, TypeError):
         return None

@@ -28,6 +28,7 @@ from governance.selectors.changes import stale_edits
 
 from .._history import governed_save
 from ..flavors import flavor_update
+from ..people import user_access_update
 from ..pools import pool_capacity_set, pool_update
 from ..preemption import preemption_class_update
 from ..projects import membership_remove, membership_set, project_update
@@ -81,6 +82,8 @@ def _apply_object_edits(
             pool_update(pool=obj, user=user, reason=reason, data=data)
         elif isinstance(obj, Project):
             project_update(project=obj, user=user, reason=reason, data=data)
+        elif isinstance(obj, User):
+            user_access_update(person=obj, user=user, reason=reason, data=data)
     for edit in edits:
         if edit.key is None:
             continue

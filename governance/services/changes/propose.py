@@ -28,10 +28,19 @@ from governance.selectors.changes import (
     value_to_json,
 )
 
+from .._access import dry_run
 from .._history import governed_save, require_reason
 from ._state import lock_change, require_action
 from .apply import apply_edits
-from .spec import CAPACITY, EDITABLE, KEYED, MEMBERSHIP, TITLE_MAX_LENGTH, EditSpec
+from .spec import (
+    CAPACITY,
+    EDITABLE,
+    KEYED,
+    MEMBERSHIP,
+    TITLE_MAX_LENGTH,
+    EditSpec,
+    value_clean,
+)
 
 
 def _require_may_propose(user: User, edits: Sequence[EditSpec]) -> None:
@@ -80,7 +89,12 @@ def _edit_rows(
                 errors.setdefault("role", []).append(_("Choose a project role."))
                 continue
         else:
-            new = value_to_json(model, edit.field, edit.value)
+            try:
+                new = value_to_json(model, edit.field, value_clean(model, edit.field, edit.value))
+            except ValidationError as error:
+                for name, messages in error.message_dict.items():
+                    errors.setdefault(name, []).extend(messages)
+                continue
         fresh = stored.get((model, edit.target.pk))
         if fresh is None:
             # The stored row, not the caller's copy: "before" is what the database holds.
@@ -189,7 +203,7 @@ def _dry_run(change: RuleChange, user: User) -> None:
         pass
 
     try:
-        with transaction.atomic():
+        with transaction.atomic(), dry_run():
             apply_edits(change, user=user)
             raise _Undo
     except _Undo:
@@ -220,8 +234,8 @@ def rule_change_propose(
                 ]
             }
         )
-    if user.is_ops:
-        _dry_run(change, user)
+    # The same checks for everyone who may propose (ops, or a tier's owner for that tier).
+    _dry_run(change, user)
     change.warnings = warnings
     change.confirmation_reason = confirmation_reason if warnings else ""
     change.status = ChangeStatus.PROPOSED

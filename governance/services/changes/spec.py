@@ -22,6 +22,7 @@ from governance.models import (
 from governance.selectors.changes import model_field
 
 from ..flavors import FLAVOR_EDITABLE
+from ..people import USER_EDITABLE
 from ..pools import POOL_EDITABLE
 from ..preemption import PREEMPTION_CLASS_EDITABLE
 from ..projects import PROJECT_EDITABLE
@@ -62,6 +63,8 @@ EDITABLE: dict[type[models.Model], dict[str, EditKind]] = {
         tier=EditKind.PRIORITY,
         membership=EditKind.ACCESS,
     ),
+    # People: site role, activation and (revoking) superuser status, approved by ops.
+    User: _kinds(USER_EDITABLE, EditKind.ACCESS),
 }
 KEYED = {(Pool, CAPACITY): GpuFlavor, (Project, MEMBERSHIP): User}
 
@@ -106,3 +109,66 @@ def value_from_json(model: type[models.Model], name: str, value: Any) -> Any:
     if isinstance(field, models.DateField) and isinstance(value, str):
         return dt.date.fromisoformat(value)
     return value
+
+
+def _bad(name: str, message: str) -> ValidationError:
+    return ValidationError({name: [message]})
+
+
+def value_clean(model: type[models.Model], name: str, value: Any) -> Any:
+    """``value`` checked against the field's type and validators, as the service takes it.
+
+    Nothing is coerced: ``2.7`` or ``True`` for a whole number, ``"12abc"`` or ``{}`` for a
+    number and a JSON object for a text are refused with the field named, so a change never
+    records a value that its apply would store differently (or fail to store).
+    """
+    field = model_field(model, name)
+    if field is None:
+        return value
+    if value is None:
+        if not field.null:
+            raise _bad(name, _("This field cannot be empty."))
+        return None
+    if field.many_to_many:
+        related = field.related_model
+        if isinstance(value, (str, bytes, dict)) or not all(
+            isinstance(item, related) for item in _iterable(value)
+        ):
+            raise _bad(name, _("Choose from the list."))
+        return list(value)
+    if field.is_relation:
+        if not isinstance(value, field.related_model):
+            raise _bad(name, _("Choose from the list."))
+        return value
+    if isinstance(field, models.BooleanField):
+        if not isinstance(value, bool):
+            raise _bad(name, _("Enter true or false."))
+    elif isinstance(field, models.IntegerField):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _bad(name, _("Enter a whole number."))
+    elif isinstance(field, models.DateField):
+        if isinstance(value, str):
+            try:
+                value = dt.date.fromisoformat(value)
+            except ValueError:
+                raise _bad(name, _("Enter a date as YYYY-MM-DD.")) from None
+        elif not isinstance(value, dt.date) or isinstance(value, dt.datetime):
+            raise _bad(name, _("Enter a date as YYYY-MM-DD."))
+    elif isinstance(field, (models.CharField, models.TextField)):
+        if not isinstance(value, str):
+            raise _bad(name, _("Enter text."))
+        if "\x00" in value:
+            raise _bad(name, _("Null characters are not allowed."))
+    try:
+        field.validate(value, None)
+        field.run_validators(value)
+    except ValidationError as error:
+        raise ValidationError({name: error.messages}) from None
+    return value
+
+
+def _iterable(value: Any) -> Iterable[Any]:
+    try:
+        return list(value)
+    except TypeError:
+        return [object()]

@@ -1,0 +1,53 @@
+"""People as the portal shows them: who holds which site role, who is active."""
+
+from datetime import timedelta
+from typing import Any
+
+from axes.models import AccessAttempt
+from django.conf import settings
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.translation import gettext_lazy as _l
+
+from governance.models import User
+
+from .lists import Sorts, search_filter, sorted_by
+from .rules import _scoped_get
+
+PERSON_SORTS: Sorts = {
+    "username": (_l("Username"), ("username",)),
+    "site_role": (_l("Site role"), ("site_role", "username")),
+}
+
+
+def person_list(*, q: str | None = None, sort: str | None = None) -> QuerySet[User]:
+    people = search_filter(
+        User.objects.all(), query=q, fields=["username", "first_name", "last_name"]
+    )
+    return sorted_by(people, sort=sort, sorts=PERSON_SORTS)
+
+
+def person_get(*, user: Any, username: str, for_edit: bool = False) -> User:
+    """A person by username: readable by everyone signed in; ops may propose access changes
+    (404 for anyone not signed in, 403 to edit without the ops role)."""
+    return _scoped_get(person_list(), user=user, for_edit=for_edit, username=username)
+
+
+def login_cool_off(request: HttpRequest | None = None) -> timedelta:
+    """django-axes' lockout time, with back-off: the first lockout lasts
+    ``ARBITER_LOGIN_COOLOFF_MINUTES``; every further wrong password for the same username from
+    the same address doubles it, up to a day."""
+    base = timedelta(minutes=settings.ARBITER_LOGIN_COOLOFF_MINUTES)
+    if request is None:
+        return base
+    username = request.POST.get("username", "") if request.method == "POST" else ""
+    address = getattr(request, "axes_ip_address", None)
+    if not username or not address:
+        return base
+    failures = (
+        AccessAttempt.objects.filter(username=username, ip_address=address)
+        .values_list("failures_since_start", flat=True)
+        .first()
+    ) or 0
+    extra = max(0, failures - settings.AXES_FAILURE_LIMIT)
+    return min(base * (2 ** min(extra, 16)), timedelta(days=1))

@@ -1,0 +1,65 @@
+"""API rate limits: per token, per user and, for anonymous clients, per address.
+
+Rates come from ``settings.ARBITER_API_RATES`` and ``settings.ARBITER_API_THROTTLE`` at each
+request (not from DRF's settings frozen at import), so a deployment sets them in the
+environment and tests can switch them. A client over a rate gets a 429 with ``Retry-After``.
+"""
+
+import hashlib
+from typing import Any
+
+from django.conf import settings
+from rest_framework import throttling
+from rest_framework.authtoken.models import Token
+
+
+class _Configured:
+    scope: str
+
+    def get_rate(self) -> str | None:
+        return settings.ARBITER_API_RATES.get(self.scope)
+
+    def allow_request(self, request: Any, view: Any) -> bool:
+        if not settings.ARBITER_API_THROTTLE:
+            return True
+        self.rate = self.get_rate()
+        self.num_requests, self.duration = self.parse_rate(self.rate)  # type: ignore[attr-defined]
+        return super().allow_request(request, view)  # type: ignore[misc]
+
+
+class TokenRateThrottle(_Configured, throttling.SimpleRateThrottle):
+    """Each API token on its own (a CI pipeline with a runaway loop is slowed alone)."""
+
+    scope = "token"
+
+    def __init__(self) -> None:  # the rate is read per request
+        pass
+
+    def get_cache_key(self, request: Any, view: Any) -> str | None:
+        if not isinstance(request.auth, Token):
+            return None
+        ident = hashlib.sha256(request.auth.key.encode()).hexdigest()[:32]
+        return self.cache_format % {"scope": self.scope, "ident": ident}
+
+
+class UserRateThrottle(_Configured, throttling.UserRateThrottle):
+    """Each signed-in user, whichever of their tokens or sessions they use."""
+
+    scope = "user"
+
+    def __init__(self) -> None:
+        pass
+
+    def get_cache_key(self, request: Any, view: Any) -> str | None:
+        if not (request.user and request.user.is_authenticated):
+            return None
+        return super().get_cache_key(request, view)
+
+
+class AnonRateThrottle(_Configured, throttling.AnonRateThrottle):
+    """Clients without credentials, per address."""
+
+    scope = "anon"
+
+    def __init__(self) -> None:
+        pass

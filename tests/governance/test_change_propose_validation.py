@@ -1,0 +1,170 @@
+"""Every write is validated where it is proposed, whoever proposes it: values are checked
+against the field's type (nothing is coerced), and a tier owner's proposal gets the same dry
+run as an ops proposal, so a bad value never waits for apply to fail."""
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.urls import reverse
+
+from governance import services
+from governance.models import RuleChange
+from governance.services import EditSpec
+
+pytestmark = pytest.mark.django_db
+
+BAD_WHOLE_NUMBERS = [2.7, True, "12abc", "", {}, [], "12", None, -5, 10**30]
+
+
+def test_the_api_refuses_every_value_that_is_not_a_whole_number(world, api_client):
+    api_client.force_authenticate(world.ops)
+    for value in BAD_WHOLE_NUMBERS:
+        response = api_client.post(
+            reverse("api_change_propose"),
+            {
+                "reason": "More",
+                "edits": [
+                    {
+                        "object_type": "quota",
+                        "object": str(world.vision_a100.pk),
+                        "field": "guarantee",
+                        "value": value,
+                    }
+                ],
+            },
+            format="json",
+        )
+        assert response.status_code == 400, value
+        assert "guarantee" in response.json(), (value, response.json())
+    assert not RuleChange.objects.exists()
+
+
+def test_a_whole_number_is_accepted_and_stored_as_given(world, api_client):
+    api_client.force_authenticate(world.ops)
+    response = api_client.post(
+        reverse("api_change_propose"),
+        {
+            "reason": "More",
+            "edits": [
+                {
+                    "object_type": "quota",
+                    "object": str(world.vision_a100.pk),
+                    "field": "guarantee",
+                    "value": 30,
+                }
+            ],
+        },
+        format="json",
+    )
+    assert response.status_code == 201
+    assert response.json()["edits"][0]["new"] == 30
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("description", {"a": 1}),
+        ("description", ["x"]),
+        ("description", 5),
+        ("name", "x" * 500),
+        ("may_preempt", "yes"),
+        ("may_preempt", 1),
+        ("max_gpus_total", 0),
+        ("max_gpus_total", -5),
+        ("max_gpus_total", 10**30),
+        ("max_gpus_total", "abc"),
+        ("max_gpus_total", {}),
+        ("score", 0),
+        ("next_review_on", "soon"),
+        ("owner", "nobody-by-that-name"),
+    ],
+)
+def test_a_tier_owners_bad_proposal_is_refused_when_proposed(world, lead, api_client, field, value):
+    """The business owner of a tier may propose changes to it: the same checks apply."""
+    world.production.owner = lead
+    world.production.save()
+    api_client.force_authenticate(lead)
+    response = api_client.post(
+        reverse("api_change_propose"),
+        {
+            "reason": "Tune",
+            "edits": [
+                {"object_type": "tier", "object": "production", "field": field, "value": value}
+            ],
+        },
+        format="json",
+    )
+    assert response.status_code == 400, response.json()
+    body = response.json()
+    assert field in body or "value" in body or "edits" in body, body
+    assert not RuleChange.objects.exists()
+
+
+def test_a_tier_owners_proposal_that_breaks_a_tier_rule_is_refused_by_the_dry_run(world, lead):
+    world.regular.owner = lead
+    world.regular.save()
+    # Another tier already has score 95: the dry run applies the edit and the service refuses.
+    with pytest.raises(ValidationError):
+        services.rule_change_create(
+            user=lead,
+            reason="Higher",
+            edits=[EditSpec(target=world.regular, field="score", value=95)],
+        )
+    assert not RuleChange.objects.exists()
+
+
+def test_a_tier_owners_good_proposal_is_proposed_and_the_tier_is_untouched(world, lead):
+    world.regular.owner = lead
+    world.regular.save()
+    change = services.rule_change_create(
+        user=lead,
+        reason="Clearer",
+        edits=[EditSpec(target=world.regular, field="description", value="Everyday work")],
+    )
+    assert change.status == "proposed"
+    world.regular.refresh_from_db()
+    assert world.regular.description == ""
+
+
+def test_a_zero_fair_share_weight_gets_a_field_message(world, api_client):
+    api_client.force_authenticate(world.ops)
+    response = api_client.post(
+        reverse("api_change_propose"),
+        {
+            "reason": "Less",
+            "edits": [
+                {
+                    "object_type": "quota",
+                    "object": str(world.vision_a100.pk),
+                    "field": "fair_share_weight",
+                    "value": 0,
+                }
+            ],
+        },
+        format="json",
+    )
+    assert response.status_code == 400
+    messages = response.json()["fair_share_weight"]
+    assert messages == ["Ensure this value is greater than or equal to 1."]
+    assert "quota_weight_positive" not in response.content.decode()
+
+
+def test_the_edit_form_shows_the_zero_weight_on_the_field(world):
+    from tests.conftest import login
+
+    response = login(world.ops).post(
+        reverse("quota_edit", args=[world.vision_a100.pk]),
+        {
+            "guarantee": 24,
+            "borrow_limit": 16,
+            "lending_limit": 12,
+            "fair_share_weight": 0,
+            "reclaim_grace_minutes": 0,
+            "preemption_class": world.cautious.pk,
+            "review_cycle_days": 180,
+            "reason": "Less",
+        },
+    )
+    assert response.status_code == 200
+    form = response.context["form"]
+    assert "fair_share_weight" in form.errors
+    assert not RuleChange.objects.exists()
