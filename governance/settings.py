@@ -266,6 +266,14 @@ ARBITER_ON_RULES_CHANGED: list[str] = ["queues.services.sync_enqueue_for_revisio
 ARBITER_SYNC_LEASE_SECONDS = int(os.environ.get("ARBITER_SYNC_LEASE_SECONDS", "900"))
 ARBITER_SYNC_MAX_RETRIES = int(os.environ.get("ARBITER_SYNC_MAX_RETRIES", "8"))
 ARBITER_SLURM_TIMEOUT = int(os.environ.get("ARBITER_SLURM_TIMEOUT", "60"))
+# Cluster connections carry no commands. The directories of Slurm client binaries
+# (sacctmgr, squeue, scontrol) that ops may choose for a cluster, colon-separated absolute
+# paths (empty: only the worker's PATH), and the directory whose files hold Kubernetes
+# credentials (a bearer token or a kubeconfig) that a Kueue cluster names by file name.
+ARBITER_SLURM_BIN_DIRS = [
+    item for item in os.environ.get("ARBITER_SLURM_BIN_DIRS", "").split(":") if item.strip()
+]
+ARBITER_KUBE_CREDENTIALS_DIR = os.environ.get("ARBITER_KUBE_CREDENTIALS_DIR", "")
 # Days before a review is due at which the owner is reminded and the item is listed as due.
 ARBITER_REVIEW_DUE_WINDOW_DAYS = int(os.environ.get("ARBITER_REVIEW_DUE_WINDOW_DAYS", "14"))
 # The address people open Arbiter at; mails (review reminders) link to pages under it.

@@ -1,7 +1,9 @@
 """Writes to the governed rules. Every function here is the one way to make its change."""
 
 from .changes import (
+    EXISTS,
     EditSpec,
+    RuleKind,
     approval_problem,
     rule_change_apply,
     rule_change_approve,
@@ -10,6 +12,7 @@ from .changes import (
     rule_change_reject,
     rule_change_rollback,
     rule_change_withdraw,
+    rule_kind_register,
 )
 from .demo import demo_seed
 from .flavors import flavor_create, flavor_update
@@ -23,7 +26,9 @@ from .revisions import rules_revision_create
 from .tiers import tier_create, tier_update
 
 __all__ = [
+    "EXISTS",
     "EditSpec",
+    "RuleKind",
     "approval_problem",
     "demo_seed",
     "flavor_create",
@@ -52,6 +57,7 @@ __all__ = [
     "rule_change_reject",
     "rule_change_rollback",
     "rule_change_withdraw",
+    "rule_kind_register",
     "rules_revision_create",
     "system_user",
     "tier_create",

@@ -60,8 +60,8 @@ def backend_for(cluster: Cluster) -> SchedulerBackend:
         cluster_name=cluster.slurm_cluster,
         commands=SlurmCommands(
             slurm_conf=cluster.slurm_conf,
-            prefix=cluster.command_prefix,
-            timeout=backend_timeout(),
+            bin_dir=cluster.slurm_bin_dir,
+            timeout=cluster.command_timeout or backend_timeout(),
         ),
     )
 

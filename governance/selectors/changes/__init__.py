@@ -28,6 +28,8 @@ from .timeline import (
 )
 from .values import (
     CAPACITY,
+    EXISTS,
+    KEY_FIELDS,
     MEMBERSHIP,
     OBJECT_TYPES,
     TYPE_OF_MODEL,
@@ -38,12 +40,15 @@ from .values import (
     object_lookup,
     object_type_of,
     rollback_items,
+    snapshot,
     stale_edits,
     value_to_json,
 )
 
 __all__ = [
     "CAPACITY",
+    "EXISTS",
+    "KEY_FIELDS",
     "EMPTY",
     "MEMBERSHIP",
     "OBJECT_TYPES",
@@ -71,6 +76,7 @@ __all__ = [
     "rule_change_plan",
     "rule_change_warnings",
     "rule_changes_for_object",
+    "snapshot",
     "stale_edits",
     "value_to_json",
 ]

@@ -16,10 +16,12 @@ from .decide import (
     rule_change_withdraw,
 )
 from .propose import rule_change_create, rule_change_propose
+from .registry import REGISTRY, RuleKind, rule_kind_for, rule_kind_register
 from .rollback import rule_change_rollback
 from .spec import (
     CAPACITY,
     EDITABLE,
+    EXISTS,
     KEEP,
     KEYED,
     MEMBERSHIP,
@@ -32,6 +34,11 @@ from .spec import (
 __all__ = [
     "CAPACITY",
     "EDITABLE",
+    "EXISTS",
+    "REGISTRY",
+    "RuleKind",
+    "rule_kind_for",
+    "rule_kind_register",
     "KEEP",
     "KEYED",
     "MEMBERSHIP",

@@ -28,7 +28,7 @@ from governance.selectors.changes import (
 from .._history import require_reason
 from ._state import lock_change, save_change
 from .apply import apply_edits
-from .spec import CAPACITY, EDITABLE, KEYED, MEMBERSHIP, TITLE_MAX_LENGTH, EditSpec
+from .spec import CAPACITY, EDITABLE, EXISTS, KEYED, MEMBERSHIP, TITLE_MAX_LENGTH, EditSpec
 
 
 def _require_may_propose(user: User, edits: Sequence[EditSpec]) -> None:
@@ -72,16 +72,31 @@ def _edit_rows(change: RuleChange, edits: Sequence[EditSpec]) -> list[RuleEdit]:
             if new is not None and new not in ProjectRole.values:
                 errors.setdefault("role", []).append(_("Choose a project role."))
                 continue
+        elif edit.field == EXISTS:
+            new = edit.value
+            if new is not None and not isinstance(new, dict):
+                errors.setdefault(edit.field, []).append(_("This field cannot be changed here."))
+                continue
         else:
             new = value_to_json(model, edit.field, edit.value)
-        fresh = stored.get((model, edit.target.pk))
-        if fresh is None:
-            # The stored row, not the caller's copy: "before" is what the database holds.
-            fresh = stored[(model, edit.target.pk)] = model._default_manager.get(pk=edit.target.pk)
-        old = current_value(fresh, edit.field, key)
+        if edit.target.pk is None:
+            # An object a change creates: it does not exist before (its id is 0 until then).
+            if edit.field != EXISTS:
+                errors.setdefault(edit.field, []).append(_("This field cannot be changed here."))
+                continue
+            old = None
+        else:
+            fresh = stored.get((model, edit.target.pk))
+            if fresh is None:
+                # The stored row, not the caller's copy: "before" is what the database holds.
+                fresh = stored[(model, edit.target.pk)] = model._default_manager.get(
+                    pk=edit.target.pk
+                )
+            old = current_value(fresh, edit.field, key)
         if old == new:
             continue
-        identity = (ContentType.objects.get_for_model(model).pk, edit.target.pk, edit.field, key)
+        object_id = edit.target.pk or 0
+        identity = (ContentType.objects.get_for_model(model).pk, object_id, edit.field, key)
         if identity in seen:
             errors.setdefault(edit.field, []).append(_("A change edits each field once."))
             continue
@@ -90,7 +105,7 @@ def _edit_rows(change: RuleChange, edits: Sequence[EditSpec]) -> list[RuleEdit]:
             RuleEdit(
                 change=change,
                 content_type_id=identity[0],
-                object_id=edit.target.pk,
+                object_id=object_id,
                 field=edit.field,
                 key=key,
                 kind=EDITABLE[model][edit.field],
@@ -118,6 +133,8 @@ def _field_label(edit: EditSpec) -> str:
         return _("capacity of %(flavor)s") % {"flavor": edit.key}
     if edit.field == MEMBERSHIP:
         return _("membership of %(user)s") % {"user": edit.key}
+    if edit.field == EXISTS:
+        return _("created") if edit.value is not None else _("deleted")
     field = model_field(type(edit.target), edit.field)
     return str(field.verbose_name) if field is not None else edit.field
 
