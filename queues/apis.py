@@ -174,7 +174,9 @@ class ClusterListApi(APIView):
 
     class InputSerializer(ChangeMetaInputSerializer):
         name = serializers.SlugField(max_length=63)
-        backend = serializers.ChoiceField(choices=ClusterBackend.choices)
+        backend = serializers.ChoiceField(
+            choices=ClusterBackend.choices, default=ClusterBackend.SLURM
+        )
 
         def get_fields(self) -> dict[str, serializers.Field]:
             fields = super().get_fields()

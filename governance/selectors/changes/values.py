@@ -121,7 +121,8 @@ def stale_edits(*, change: RuleChange) -> list[tuple[RuleEdit, Any]]:
         assert model is not None
         obj = model._default_manager.filter(pk=edit.object_id).first()
         now_value = None if obj is None else current_value(obj, edit.field, edit.key)
-        if obj is None or now_value != edit.old_value:
+        # An absent object is stale, unless the edit creates it (``exists`` was ``None``).
+        if (obj is None and edit.field != EXISTS) or now_value != edit.old_value:
             stale.append((edit, now_value))
     return stale
 
