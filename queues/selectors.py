@@ -63,11 +63,15 @@ def sync_state(cluster: Cluster) -> ClusterSyncState:
         return ClusterSyncState(cluster=cluster)
 
 
+_UNSET: Any = object()
+
+
 def sync_due(
-    cluster: Cluster, *, newest: int | None = None, state: ClusterSyncState | None = None
+    cluster: Cluster, *, newest: int | None = _UNSET, state: ClusterSyncState | None = None
 ) -> bool:
-    """True while the cluster has not applied the newest rules revision."""
-    newest = newest_revision_id() if newest is None else newest
+    """True while the cluster has not applied the newest rules revision (``newest``: the
+    newest revision's id when the caller has it, ``None`` when there is none)."""
+    newest = newest_revision_id() if newest is _UNSET else newest
     state = state or sync_state(cluster)
     if newest is None:
         return state.applied_at is None

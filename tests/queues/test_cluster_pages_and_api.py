@@ -53,7 +53,7 @@ def test_the_cluster_list_has_a_fixed_number_of_queries(
     services.cluster_create(user=ops, reason=REASON, name="two", slurm_cluster="b")
     client = login(ops)
     client.get(reverse("cluster_list"))  # warm the session
-    with django_assert_num_queries(7):
+    with django_assert_num_queries(5):
         response = client.get(reverse("cluster_list"))
     assert response.status_code == 200
     assert "down" in response.content.decode()
