@@ -12,6 +12,7 @@ import binascii
 import os
 import re
 import string
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -59,7 +60,7 @@ def slurm_bin_dirs() -> list[str]:
 
 
 def kube_credentials_dir() -> str:
-    """The directory that holds the Kubernetes credentials files (``ARBITER_KUBE_CREDENTIALS_DIR``)."""
+    """The directory of Kubernetes credentials files (``ARBITER_KUBE_CREDENTIALS_DIR``)."""
     dirs = _setting_dirs("ARBITER_KUBE_CREDENTIALS_DIR")
     return dirs[0] if dirs else ""
 
@@ -90,7 +91,10 @@ def validate_slurm_bin_dir(value: str) -> None:
     allowed = slurm_bin_dirs()
     if os.path.normpath(value) not in allowed:
         raise ValidationError(
-            _("Choose one of the directories the deployer allows in ARBITER_SLURM_BIN_DIRS: %(dirs)s.")
+            _(
+                "Choose one of the directories the deployer allows in "
+                "ARBITER_SLURM_BIN_DIRS: %(dirs)s."
+            )
             % {"dirs": ", ".join(allowed) or _("none are allowed, leave it empty")},
             code="not_allowed",
         )
@@ -113,8 +117,10 @@ def validate_pem_bundle(value: str) -> None:
     rest = PEM_CERTIFICATE.sub("", value).strip()
     if not blocks or rest:
         raise ValidationError(
-            _("Paste PEM certificates only: blocks from “-----BEGIN CERTIFICATE-----” to "
-              "“-----END CERTIFICATE-----”."),
+            _(
+                "Paste PEM certificates only: blocks from “-----BEGIN CERTIFICATE-----” to "
+                "“-----END CERTIFICATE-----”."
+            ),
             code="pem",
         )
     for block in blocks:
@@ -133,8 +139,10 @@ def validate_credentials_file_name(value: str) -> None:
     _refuse_control_characters(value)
     if not CREDENTIALS_FILE_NAME.match(value) or value in (".", ".."):
         raise ValidationError(
-            _("Enter the name of a file in the deployer’s credentials directory "
-              "(letters, digits, “.”, “-”, “_”; no “/”)."),
+            _(
+                "Enter the name of a file in the deployer’s credentials directory "
+                "(letters, digits, “.”, “-”, “_”; no “/”)."
+            ),
             code="file_name",
         )
 
@@ -163,8 +171,10 @@ def validate_namespace_template(value: str) -> None:
     sample = render_namespace(value, project="p", pool="p")
     if not DNS_LABEL.match(sample):
         raise ValidationError(
-            _("The namespace must be a DNS-1123 label: lowercase letters, digits and “-”, "
-              "starting and ending with a letter or digit."),
+            _(
+                "The namespace must be a DNS-1123 label: lowercase letters, digits and “-”, "
+                "starting and ending with a letter or digit."
+            ),
             code="template",
         )
 
@@ -301,7 +311,7 @@ class Cluster(models.Model):
         return reverse("cluster_detail", args=[self.name])
 
     def clean(self) -> None:
-        errors: dict[str, str] = {}
+        errors: dict[str, Any] = {}
         if self.backend == ClusterBackend.SLURM and not self.slurm_cluster:
             errors["slurm_cluster"] = _("A Slurm cluster needs its ClusterName.")
         if self.backend == ClusterBackend.KUEUE:

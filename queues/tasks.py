@@ -36,7 +36,7 @@ def drift_check_clusters() -> dict[str, int]:
 
 @shared_task
 def check_cluster(cluster_id: int) -> bool | None:
-    """"Check now": store whether the cluster answers, its version and what it tracks.
+    """ "Check now": store whether the cluster answers, its version and what it tracks.
     Safe to run twice (each run stores a fresh check); a deleted cluster is skipped."""
     cluster = Cluster.objects.filter(pk=cluster_id).first()
     if cluster is None:

@@ -199,7 +199,7 @@ def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 @require_POST
 def cluster_check(request: HttpRequest, name: str) -> HttpResponse:
-    """"Check now": a worker checks the connection; the page shows the result when done."""
+    """ "Check now": a worker checks the connection; the page shows the result when done."""
     cluster = selectors.cluster_get(user=request.user, name=name)
     if services.cluster_check_enqueue(cluster=cluster):
         messages.info(request, _("Check queued; reload the page in a moment to see it."))

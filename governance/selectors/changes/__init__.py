@@ -47,9 +47,9 @@ from .values import (
 
 __all__ = [
     "CAPACITY",
+    "EMPTY",
     "EXISTS",
     "KEY_FIELDS",
-    "EMPTY",
     "MEMBERSHIP",
     "OBJECT_TYPES",
     "TYPE_OF_MODEL",
