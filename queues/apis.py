@@ -163,7 +163,9 @@ class ClusterListApi(APIView):
         backend = serializers.CharField()
         slurm_cluster = serializers.CharField()
         enabled = serializers.BooleanField()
-        pools = serializers.SlugRelatedField(slug_field="slug", many=True, read_only=True)
+        pools = serializers.SlugRelatedField(
+            slug_field="slug", many=True, queryset=Pool.objects.all()
+        )
         applied_revision = serializers.IntegerField(
             source="sync_state.applied_revision_id", allow_null=True, default=None
         )
@@ -238,7 +240,7 @@ class ClusterDetailApi(APIView):
         kube_namespace_template = serializers.CharField(source="cluster.kube_namespace_template")
         enabled = serializers.BooleanField(source="cluster.enabled")
         pools = serializers.SlugRelatedField(
-            source="cluster.pools", slug_field="slug", many=True, read_only=True
+            source="cluster.pools", slug_field="slug", many=True, queryset=Pool.objects.all()
         )
         sync_due = serializers.BooleanField(
             help_text=_("True until the cluster has applied the newest rules revision.")
