@@ -25,6 +25,7 @@ from governance.models import Membership, PoolCapacity, RevisionTrigger, RulesRe
 from governance.selectors import effective_rules
 from queues.models import (
     Cluster,
+    ClusterBackend,
     ClusterSyncState,
     SyncRun,
     SyncStatus,
@@ -55,7 +56,28 @@ TRIGGERS_FROM_REVISION = {
 }
 
 
+class MissingBackend:
+    """A cluster whose backend this version cannot sync (Kueue until its backend lands):
+    every sync and check fails with that message, and no Slurm command runs for it."""
+
+    calls = 0
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.label = str(cluster.get_backend_display())
+
+    def __getattr__(self, name: str) -> Any:
+        def refuse(*args: Any, **kwargs: Any) -> Any:
+            raise SchedulerError(
+                _("Arbiter cannot sync %(backend)s clusters yet: nothing was run.")
+                % {"backend": self.label}
+            )
+
+        return refuse
+
+
 def backend_for(cluster: Cluster) -> SchedulerBackend:
+    if cluster.backend != ClusterBackend.SLURM:
+        return MissingBackend(cluster)  # type: ignore[return-value]
     return SlurmBackend(
         cluster_name=cluster.slurm_cluster,
         commands=SlurmCommands(

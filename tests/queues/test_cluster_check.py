@@ -170,3 +170,27 @@ def test_submit_instructions_render_escaped(cluster, ops, language, expected):
     assert "&lt;pool&gt;.borrow" in page
     if language == "zh-hans":
         assert "保障" in page
+
+
+def test_a_kueue_cluster_runs_no_slurm_command_until_its_backend_exists(
+    ops, world, settings, tmp_path, bin_dir
+):
+    """The Kueue backend is built elsewhere: until then a Kueue cluster's sync and check
+    fail with a message, and nothing (no sacctmgr) runs for it."""
+    settings.ARBITER_KUBE_CREDENTIALS_DIR = str(tmp_path)
+    (tmp_path / "token").write_text("t")
+    cluster = services.cluster_create(
+        user=ops,
+        reason=REASON,
+        name="k8s",
+        backend="kueue",
+        kube_api_server="https://k8s.example.com:6443",
+        kube_credentials_file="token",
+        pools=[world.training],
+    )
+    state = services.cluster_check(cluster=cluster)
+    assert state.check_ok is False
+    assert "cannot sync Kubernetes (Kueue) clusters yet" in state.check_error
+    run = services.sync_now(cluster=cluster, user=ops, dry_run=True)
+    assert run.status == "failed"
+    assert not (bin_dir / "called").exists()
