@@ -143,10 +143,29 @@ def _settings_fields(*, partial: bool) -> dict[str, serializers.Field]:
             max_length=63, validators=[validate_namespace_template], **opt
         ),
         "enabled": serializers.BooleanField(**opt),
-        "pools": serializers.SlugRelatedField(
-            slug_field="slug", many=True, queryset=Pool.objects.all(), **opt
-        ),
+        "pools": PoolSlugsField(**opt),
     }
+
+
+class PoolSlugsField(serializers.ListField):
+    """Pools by slug: each slug is checked (no NUL byte reaches the database) before one
+    query finds them all; an unknown slug is a 400 naming it."""
+
+    child = serializers.SlugField(max_length=50)
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("help_text", _("The slugs of the pools the cluster serves."))
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> list[Pool]:
+        slugs = super().to_internal_value(data)
+        found = {pool.slug: pool for pool in Pool.objects.filter(slug__in=slugs)}
+        unknown = [slug for slug in slugs if slug not in found]
+        if unknown:
+            raise serializers.ValidationError(
+                _("No pool named %(slugs)s.") % {"slugs": ", ".join(unknown)}
+            )
+        return [found[slug] for slug in dict.fromkeys(slugs)]
 
 
 PROPOSED = OpenApiResponse(
