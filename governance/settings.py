@@ -388,6 +388,12 @@ ARBITER_SLURM_TIMEOUT = int(os.environ.get("ARBITER_SLURM_TIMEOUT", "60"))
 ARBITER_KUBE_CREDENTIALS_DIR = os.environ.get("ARBITER_KUBE_CREDENTIALS_DIR", "")
 ARBITER_KUEUE_CRDS_DIR = os.environ.get("ARBITER_KUEUE_CRDS_DIR", "")
 ARBITER_KUBE_TIMEOUT = int(os.environ.get("ARBITER_KUBE_TIMEOUT", "30"))
+# Cluster connections carry no commands: the directories of Slurm client binaries (sacctmgr,
+# squeue, scontrol) that ops may choose for a cluster, colon-separated absolute paths (empty:
+# only the worker's PATH).
+ARBITER_SLURM_BIN_DIRS = [
+    item for item in os.environ.get("ARBITER_SLURM_BIN_DIRS", "").split(":") if item.strip()
+]
 # Days before a review is due at which the owner is reminded and the item is listed as due.
 ARBITER_REVIEW_DUE_WINDOW_DAYS = int(os.environ.get("ARBITER_REVIEW_DUE_WINDOW_DAYS", "14"))
 # The address people open Arbiter at; mails (review reminders) link to pages under it.

@@ -1,4 +1,11 @@
-"""The cluster API (ops only): clusters, their sync state and drift, sync now or dry run."""
+"""The cluster API (ops only): clusters, their sync state and drift, sync now or dry run.
+
+Creating (``POST /clusters/``), editing (``PATCH``) and deleting (``DELETE``) a cluster
+propose a rule change, answered with the change (201); another ops user approves and applies
+it through the change endpoints. Reading a cluster runs no scheduler command.
+"""
+
+from typing import Any
 
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
@@ -9,10 +16,25 @@ from rest_framework.views import APIView
 
 from governance.apis import get_paginated_response
 from governance.apis._common import NOT_FOUND, LimitOffsetPagination
+from governance.apis.changes import BAD_INPUT, ChangeOutputSerializer
+from governance.apis.changes import _change_response as change_response
 from governance.models import Pool
 from governance.selectors import signed_in_user
 from queues import selectors, services
-from queues.models import SyncTrigger
+from queues.models import (
+    CA_BUNDLE_MAX_LENGTH,
+    COMMAND_TIMEOUT_MAX,
+    PATH_MAX_LENGTH,
+    ClusterBackend,
+    SyncTrigger,
+    slurm_name_validator,
+    validate_absolute_path,
+    validate_credentials_file_name,
+    validate_kube_api_server,
+    validate_namespace_template,
+    validate_pem_bundle,
+    validate_slurm_bin_dir,
+)
 
 FORBIDDEN = OpenApiResponse(description=_("Only ops may see and sync clusters."))
 
@@ -38,6 +60,121 @@ class SyncRunOutputSerializer(serializers.Serializer):
         ref_name = "SyncRun"
 
 
+CHANGE_META_FIELDS = (
+    "title",
+    "ticket",
+    "observation_days",
+    "rollback_condition",
+    "confirmation_reason",
+)
+
+
+class ChangeMetaInputSerializer(serializers.Serializer):
+    """What every proposal says about itself: why, and optionally a title and a ticket."""
+
+    reason = serializers.CharField(max_length=1000, help_text=_("Why: recorded in the history."))
+    title = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    ticket = serializers.CharField(max_length=300, required=False, allow_blank=True, default="")
+    observation_days = serializers.IntegerField(
+        min_value=0, max_value=366, required=False, allow_null=True, default=None
+    )
+    rollback_condition = serializers.CharField(
+        max_length=2000, required=False, allow_blank=True, default=""
+    )
+    confirmation_reason = serializers.CharField(
+        max_length=1000, required=False, allow_blank=True, default=""
+    )
+
+    class Meta:
+        ref_name = "ClusterChangeMeta"
+
+
+def _change_kwargs(validated: dict[str, Any]) -> dict[str, Any]:
+    meta = {name: validated.pop(name) for name in CHANGE_META_FIELDS if name in validated}
+    if meta.get("observation_days") is None:
+        meta.pop("observation_days", None)
+    return meta
+
+
+def _settings_fields(*, partial: bool) -> dict[str, serializers.Field]:
+    """The connection settings as API fields (the model's validators run on each value)."""
+    opt = {"required": False}
+    return {
+        "slurm_cluster": serializers.CharField(
+            max_length=63, allow_blank=True, validators=[slurm_name_validator], **opt
+        ),
+        "slurm_conf": serializers.CharField(
+            max_length=PATH_MAX_LENGTH,
+            allow_blank=True,
+            validators=[validate_absolute_path],
+            help_text=_("Absolute path of slurm.conf on the worker; empty: the default."),
+            **opt,
+        ),
+        "slurm_bin_dir": serializers.CharField(
+            max_length=PATH_MAX_LENGTH,
+            allow_blank=True,
+            validators=[validate_slurm_bin_dir],
+            help_text=_("One of ARBITER_SLURM_BIN_DIRS; empty: the worker's PATH."),
+            **opt,
+        ),
+        "command_timeout": serializers.IntegerField(
+            min_value=1, max_value=COMMAND_TIMEOUT_MAX, **opt
+        ),
+        "kube_api_server": serializers.CharField(
+            max_length=PATH_MAX_LENGTH,
+            allow_blank=True,
+            validators=[validate_kube_api_server],
+            **opt,
+        ),
+        "kube_ca_bundle": serializers.CharField(
+            max_length=CA_BUNDLE_MAX_LENGTH,
+            allow_blank=True,
+            trim_whitespace=False,
+            validators=[validate_pem_bundle],
+            **opt,
+        ),
+        "kube_credentials_file": serializers.CharField(
+            max_length=255,
+            allow_blank=True,
+            validators=[validate_credentials_file_name],
+            help_text=_("A file name in ARBITER_KUBE_CREDENTIALS_DIR."),
+            **opt,
+        ),
+        "kube_namespace_template": serializers.CharField(
+            max_length=63, validators=[validate_namespace_template], **opt
+        ),
+        "enabled": serializers.BooleanField(**opt),
+        "pools": PoolSlugsField(**opt),
+    }
+
+
+class PoolSlugsField(serializers.ListField):
+    """Pools by slug: each slug is checked (no NUL byte reaches the database) before one
+    query finds them all; an unknown slug is a 400 naming it."""
+
+    child = serializers.SlugField(max_length=50)
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("help_text", _("The slugs of the pools the cluster serves."))
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> list[Pool]:
+        slugs = super().to_internal_value(data)
+        found = {pool.slug: pool for pool in Pool.objects.filter(slug__in=slugs)}
+        unknown = [slug for slug in slugs if slug not in found]
+        if unknown:
+            raise serializers.ValidationError(
+                _("No pool named %(slugs)s.") % {"slugs": ", ".join(unknown)}
+            )
+        return [found[slug] for slug in dict.fromkeys(slugs)]
+
+
+PROPOSED = OpenApiResponse(
+    response=ChangeOutputSerializer,
+    description=_("The proposed rule change: applied once another ops user approves it."),
+)
+
+
 class ClusterListApi(APIView):
     pagination_class = LimitOffsetPagination
 
@@ -57,6 +194,20 @@ class ClusterListApi(APIView):
         class Meta:
             ref_name = "ClusterListItem"
 
+    class InputSerializer(ChangeMetaInputSerializer):
+        name = serializers.SlugField(max_length=63)
+        backend = serializers.ChoiceField(
+            choices=ClusterBackend.choices, default=ClusterBackend.SLURM
+        )
+
+        def get_fields(self) -> dict[str, serializers.Field]:
+            fields = super().get_fields()
+            fields.update(_settings_fields(partial=False))
+            return fields
+
+        class Meta:
+            ref_name = "ClusterCreateInput"
+
     @extend_schema(
         operation_id="clusters_list",
         tags=["clusters"],
@@ -72,6 +223,28 @@ class ClusterListApi(APIView):
             view=self,
         )
 
+    @extend_schema(
+        operation_id="clusters_create",
+        tags=["clusters"],
+        summary=_("Propose a new cluster (a rule change another ops user approves)"),
+        request=InputSerializer,
+        responses={201: PROPOSED, 400: BAD_INPUT, 403: FORBIDDEN},
+    )
+    def post(self, request: Request) -> Response:
+        selectors.require_cluster_access(request.user)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        meta = _change_kwargs(data)
+        reason = data.pop("reason")
+        change = services.cluster_propose_create(
+            user=request.user,  # type: ignore[arg-type]
+            reason=reason,
+            data=data,
+            **meta,
+        )
+        return change_response(change, status_code=status.HTTP_201_CREATED)
+
 
 class ClusterDetailApi(APIView):
     class OutputSerializer(serializers.Serializer):
@@ -79,7 +252,12 @@ class ClusterDetailApi(APIView):
         backend = serializers.CharField(source="cluster.backend")
         slurm_cluster = serializers.CharField(source="cluster.slurm_cluster")
         slurm_conf = serializers.CharField(source="cluster.slurm_conf")
-        command_prefix = serializers.CharField(source="cluster.command_prefix")
+        slurm_bin_dir = serializers.CharField(source="cluster.slurm_bin_dir")
+        command_timeout = serializers.IntegerField(source="cluster.command_timeout")
+        kube_api_server = serializers.CharField(source="cluster.kube_api_server")
+        kube_ca_bundle = serializers.CharField(source="cluster.kube_ca_bundle")
+        kube_credentials_file = serializers.CharField(source="cluster.kube_credentials_file")
+        kube_namespace_template = serializers.CharField(source="cluster.kube_namespace_template")
         enabled = serializers.BooleanField(source="cluster.enabled")
         pools = serializers.SlugRelatedField(
             source="cluster.pools", slug_field="slug", many=True, queryset=Pool.objects.all()
@@ -91,9 +269,21 @@ class ClusterDetailApi(APIView):
             source="state.applied_revision_id", allow_null=True
         )
         applied_at = serializers.DateTimeField(source="state.applied_at", allow_null=True)
-        reachable = serializers.BooleanField(source="live.reachable")
+        reachable = serializers.BooleanField(
+            source="live.reachable",
+            allow_null=True,
+            help_text=_("What the last check found (null: never checked). Reading runs nothing."),
+        )
         error = serializers.CharField(
-            source="live.error", help_text=_("Why Slurm could not be reached, if it could not.")
+            source="live.error", help_text=_("Why the scheduler could not be reached, if not.")
+        )
+        checked_at = serializers.DateTimeField(source="live.checked_at", allow_null=True)
+        scheduler_version = serializers.CharField(source="live.version")
+        tracked_resources = serializers.ListField(
+            source="live.tracked_resources", child=serializers.CharField()
+        )
+        drift_checked_at = serializers.DateTimeField(
+            source="live.drift_checked_at", allow_null=True
         )
         drift = inline_serializer(
             name="DriftItem",
@@ -113,23 +303,103 @@ class ClusterDetailApi(APIView):
         class Meta:
             ref_name = "ClusterDetail"
 
+    class UpdateInputSerializer(ChangeMetaInputSerializer):
+        def get_fields(self) -> dict[str, serializers.Field]:
+            fields = super().get_fields()
+            fields.update(_settings_fields(partial=True))
+            return fields
+
+        class Meta:
+            ref_name = "ClusterUpdateInput"
+
+    class DeleteInputSerializer(ChangeMetaInputSerializer):
+        class Meta:
+            ref_name = "ClusterDeleteInput"
+
     @extend_schema(
         operation_id="clusters_retrieve",
         tags=["clusters"],
-        summary=_("Show a cluster: sync due, live drift, recent runs"),
+        summary=_("Show a cluster: settings, last check, sync due, drift, recent runs"),
         responses={200: OutputSerializer, 403: FORBIDDEN, 404: NOT_FOUND},
     )
     def get(self, request: Request, name: str) -> Response:
         cluster = selectors.cluster_get(user=request.user, name=name)
+        state = selectors.sync_state(cluster)
         data = {
             "cluster": cluster,
-            "state": selectors.sync_state(cluster),
-            "sync_due": selectors.sync_due(cluster),
-            "live": selectors.cluster_live_status(cluster=cluster),
+            "state": state,
+            "sync_due": selectors.sync_due(cluster, state=state),
+            "live": selectors.cluster_live_status(cluster=cluster, state=state),
             "slurm_conf_lines": selectors.slurm_conf_suggestion(),
             "runs": selectors.sync_run_list(cluster=cluster)[:10],
         }
         return Response(self.OutputSerializer(data).data)
+
+    @extend_schema(
+        operation_id="clusters_partial_update",
+        tags=["clusters"],
+        summary=_("Propose a change of a cluster's settings, pools or enabled state"),
+        request=UpdateInputSerializer,
+        responses={201: PROPOSED, 400: BAD_INPUT, 403: FORBIDDEN, 404: NOT_FOUND},
+    )
+    def patch(self, request: Request, name: str) -> Response:
+        cluster = selectors.cluster_get(user=request.user, name=name)
+        serializer = self.UpdateInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        meta = _change_kwargs(data)
+        reason = data.pop("reason")
+        change = services.cluster_propose_update(
+            cluster=cluster,
+            user=request.user,  # type: ignore[arg-type]
+            reason=reason,
+            data=data,
+            **meta,
+        )
+        return change_response(change, status_code=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        operation_id="clusters_destroy",
+        tags=["clusters"],
+        summary=_("Propose deleting a cluster"),
+        request=DeleteInputSerializer,
+        responses={201: PROPOSED, 400: BAD_INPUT, 403: FORBIDDEN, 404: NOT_FOUND},
+    )
+    def delete(self, request: Request, name: str) -> Response:
+        cluster = selectors.cluster_get(user=request.user, name=name)
+        serializer = self.DeleteInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        meta = _change_kwargs(data)
+        change = services.cluster_propose_delete(
+            cluster=cluster,
+            user=request.user,  # type: ignore[arg-type]
+            reason=data["reason"],
+            **meta,
+        )
+        return change_response(change, status_code=status.HTTP_201_CREATED)
+
+
+class ClusterCheckApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        queued = serializers.BooleanField(
+            help_text=_("False when a check asked for in the last minute is still waiting.")
+        )
+
+        class Meta:
+            ref_name = "ClusterCheckQueued"
+
+    @extend_schema(
+        operation_id="clusters_check",
+        tags=["clusters"],
+        summary=_("Check the connection now (queued for a worker; the cluster shows the result)"),
+        request=None,
+        responses={202: OutputSerializer, 403: FORBIDDEN, 404: NOT_FOUND},
+    )
+    def post(self, request: Request, name: str) -> Response:
+        cluster = selectors.cluster_get(user=request.user, name=name)
+        queued = services.cluster_check_enqueue(cluster=cluster)
+        return Response(self.OutputSerializer({"queued": queued}).data, status=202)
 
 
 class ClusterSyncApi(APIView):

@@ -1,19 +1,55 @@
-"""Forms of the cluster pages: they parse input; the services make the change."""
+"""Forms of the cluster pages: they parse input; the services propose the change."""
 
 from typing import Any
 
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from governance.forms import RuleForm
-from queues.models import Cluster
+from governance.forms import ReasonForm, RuleForm
+from queues.models import Cluster, slurm_bin_dirs
+
+CONNECTION_FIELDS = [
+    "slurm_cluster",
+    "slurm_conf",
+    "slurm_bin_dir",
+    "command_timeout",
+    "kube_api_server",
+    "kube_ca_bundle",
+    "kube_credentials_file",
+    "kube_namespace_template",
+]
 
 
 class ClusterForm(RuleForm):
+    """A cluster's settings. The binary directory is a choice among the directories the
+    deployer allows: nothing typed here is ever run."""
+
+    slurm_bin_dir = forms.TypedChoiceField(
+        label=_("Slurm binaries directory"),
+        required=False,
+        choices=(),
+        help_text=_(
+            "One of the directories the deployer allows (ARBITER_SLURM_BIN_DIRS); "
+            "“the worker's PATH” finds sacctmgr and squeue where the worker's PATH says."
+        ),
+    )
+
     class Meta:
         model = Cluster
-        fields = ["slurm_cluster", "slurm_conf", "command_prefix", "pools", "enabled"]
-        widgets = {"pools": forms.CheckboxSelectMultiple}
+        fields = [*CONNECTION_FIELDS, "pools", "enabled"]
+        widgets = {
+            "pools": forms.CheckboxSelectMultiple,
+            "kube_ca_bundle": forms.Textarea(attrs={"rows": 4}),
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["slurm_bin_dir"]
+        choices = [("", _("the worker's PATH"))] + [(path, path) for path in slurm_bin_dirs()]
+        current = getattr(self.instance, "slurm_bin_dir", "")
+        if current and current not in dict(choices):
+            choices.append((current, _("%(path)s (no longer allowed)") % {"path": current}))
+        field.choices = choices  # type: ignore[attr-defined]
 
     def service_data(self) -> dict[str, Any]:
         data = super().service_data()
@@ -23,7 +59,11 @@ class ClusterForm(RuleForm):
 
 class ClusterCreateForm(ClusterForm):
     class Meta(ClusterForm.Meta):
-        fields = ["name", *ClusterForm.Meta.fields]
+        fields = ["name", "backend", *ClusterForm.Meta.fields]
+
+
+class ClusterDeleteForm(ReasonForm):
+    pass
 
 
 class SyncForm(forms.Form):

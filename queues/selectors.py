@@ -1,8 +1,11 @@
-"""Reads of the scheduler side: clusters, their sync runs, sync due, live status and drift."""
+"""Reads of the scheduler side: clusters, their sync runs, sync due, live status and drift.
+
+Nothing here calls a scheduler: the live status is what the last check stored."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -12,10 +15,9 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from governance.models import RulesRevision
-from governance.selectors import effective_rules
+from governance.models import PriorityTier, RulesRevision
 from queues.models import Alert, AlertKind, AlertRecipient, Cluster, ClusterSyncState, SyncRun
-from queues.services import SchedulerError, backend_for, slurm_conf_lines
+from queues.services import slurm_conf_lines
 from queues.services.backends import ACTION_LABELS
 
 
@@ -55,15 +57,22 @@ def cluster_get(*, user: Any, name: str) -> Cluster:
 
 
 def sync_state(cluster: Cluster) -> ClusterSyncState:
-    state = ClusterSyncState.objects.filter(cluster=cluster).first()
-    return state or ClusterSyncState(cluster=cluster)
+    """The cluster's stored sync state (already loaded by ``cluster_get``: no query)."""
+    try:
+        return cluster.sync_state
+    except ClusterSyncState.DoesNotExist:
+        return ClusterSyncState(cluster=cluster)
+
+
+_UNSET: Any = object()
 
 
 def sync_due(
-    cluster: Cluster, *, newest: int | None = None, state: ClusterSyncState | None = None
+    cluster: Cluster, *, newest: int | None = _UNSET, state: ClusterSyncState | None = None
 ) -> bool:
-    """True while the cluster has not applied the newest rules revision."""
-    newest = newest_revision_id() if newest is None else newest
+    """True while the cluster has not applied the newest rules revision (``newest``: the
+    newest revision's id when the caller has it, ``None`` when there is none)."""
+    newest = newest_revision_id() if newest is _UNSET else newest
     state = state or sync_state(cluster)
     if newest is None:
         return state.applied_at is None
@@ -99,33 +108,54 @@ def sync_run_get(*, user: Any, cluster: Cluster, pk: int) -> SyncRun:
 
 @dataclass
 class LiveStatus:
-    """What the scheduler says now: reachable or not, and the drift against the last sync."""
+    """What the last check found (stored: reading it runs no scheduler command).
 
-    reachable: bool
+    ``reachable`` is ``None`` until the first check; ``drift`` is what the last drift
+    check found against the last sync.
+    """
+
+    reachable: bool | None
     error: str = ""
+    checked_at: datetime | None = None
+    version: str = ""
+    tracked_resources: list[str] = field(default_factory=list)
     drift: list[dict[str, str]] = field(default_factory=list)
-    managed_counts: dict[str, int] = field(default_factory=dict)
+    drift_checked_at: datetime | None = None
+    drift_error: str = ""
+
+    @property
+    def age(self) -> timedelta | None:
+        return timezone.now() - self.checked_at if self.checked_at else None
 
 
-def cluster_live_status(*, cluster: Cluster) -> LiveStatus:
-    """Read the live state (read-only) and compare it with what Arbiter last applied."""
-    backend = backend_for(cluster)
-    try:
-        live = backend.read_live()
-    except SchedulerError as error:
-        return LiveStatus(reachable=False, error=str(error))
-    state = sync_state(cluster)
-    drift = backend.drift(applied=state.applied_state, live=live) if state.applied_at else []
+def cluster_live_status(*, cluster: Cluster, state: ClusterSyncState | None = None) -> LiveStatus:
+    """The stored result of the last connection and drift checks ("Check now" refreshes
+    them in a worker); never calls the scheduler."""
+    state = state or sync_state(cluster)
+    reachable = state.check_ok
+    error = state.check_error
+    if reachable is None and state.drift_checked_at is not None:
+        # Only the periodic drift check has run: it tells whether Slurm answered.
+        reachable = not state.drift_error
+        error = state.drift_error
     return LiveStatus(
-        reachable=True,
-        drift=[item.as_dict() for item in drift],
-        managed_counts={kind: len(names) for kind, names in live.managed.items()},
+        reachable=reachable,
+        error=error,
+        checked_at=state.checked_at or state.drift_checked_at,
+        version=state.scheduler_version,
+        tracked_resources=list(state.tracked_resources or []),
+        drift=list(state.drift or []),
+        drift_checked_at=state.drift_checked_at,
+        drift_error=state.drift_error,
     )
 
 
 def slurm_conf_suggestion() -> list[str]:
-    """The slurm.conf priority lines the tiers' aging rules ask for (Arbiter never edits it)."""
-    return slurm_conf_lines(effective_rules(at=timezone.now(), project_slugs=()).tiers)
+    """The slurm.conf priority lines the tiers' aging rules ask for (Arbiter never edits it).
+
+    One query over the tiers (with their aging caps), not the effective rules of every
+    project."""
+    return slurm_conf_lines(PriorityTier.objects.select_related("aging_cap").order_by("-score"))
 
 
 def applied_summary(cluster: Cluster) -> dict[str, list[tuple[str, dict[str, str]]]]:

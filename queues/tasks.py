@@ -4,7 +4,7 @@ from celery import shared_task
 from django.conf import settings
 
 from queues import services
-from queues.models import SyncRun, SyncStatus
+from queues.models import Cluster, SyncRun, SyncStatus
 
 
 @shared_task(bind=True, max_retries=None, acks_late=True)
@@ -38,3 +38,13 @@ def drift_check_clusters() -> dict[str, int]:
 def alert_mail(alert_id: int) -> int:
     """Mail an alert to its recipients not mailed yet (safe to run twice)."""
     return services.alert_mail_send(alert_id=alert_id)
+
+
+@shared_task
+def check_cluster(cluster_id: int) -> bool | None:
+    """ "Check now": store whether the cluster answers, its version and what it tracks.
+    Safe to run twice (each run stores a fresh check); a deleted cluster is skipped."""
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is None:
+        return None
+    return services.cluster_check(cluster=cluster).check_ok

@@ -11,6 +11,8 @@ urlpatterns = [
     path("clusters/new/", views.cluster_create, name="cluster_create"),
     path("clusters/<slug:name>/", views.cluster_detail, name="cluster_detail"),
     path("clusters/<slug:name>/edit/", views.cluster_edit, name="cluster_edit"),
+    path("clusters/<slug:name>/delete/", views.cluster_delete, name="cluster_delete"),
+    path("clusters/<slug:name>/check/", views.cluster_check, name="cluster_check"),
     path("clusters/<slug:name>/sync/", views.cluster_sync, name="cluster_sync"),
     path("clusters/<slug:name>/runs/<int:pk>/", views.sync_run_detail, name="sync_run_detail"),
     path("api/v1/clusters/", apis.ClusterListApi.as_view(), name="api_cluster_list"),
@@ -18,6 +20,11 @@ urlpatterns = [
         "api/v1/clusters/<slug:name>/",
         apis.ClusterDetailApi.as_view(),
         name="api_cluster_detail",
+    ),
+    path(
+        "api/v1/clusters/<slug:name>/check/",
+        apis.ClusterCheckApi.as_view(),
+        name="api_cluster_check",
     ),
     path(
         "api/v1/clusters/<slug:name>/sync/",

@@ -1,4 +1,12 @@
-"""Cluster pages (ops only): configuration, sync state, drift, sync runs and their plans."""
+"""Cluster pages (ops only): configuration, sync state, drift, sync runs and their plans.
+
+Creating, editing and deleting a cluster propose a rule change (applied once another ops
+user approves it). Reading a page runs no scheduler command: the live state is what the
+last check stored, and "Check now" asks a worker to refresh it.
+"""
+
+from collections.abc import Callable
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -9,6 +17,8 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
+from governance.forms import RuleChangeMetaForm
+from governance.models import RuleChange
 from governance.selectors import signed_in_user
 from queues import forms, selectors, services
 from queues.models import SyncTrigger
@@ -18,12 +28,55 @@ def _posted(request: HttpRequest):  # type: ignore[no-untyped-def]
     return request.POST if request.method == "POST" else None
 
 
-def _form_page(request: HttpRequest, form, *, title: str, cancel_url: str) -> HttpResponse:  # type: ignore[no-untyped-def]
+def _form_page(
+    request: HttpRequest, form: Any, *, title: str, cancel_url: str, change_form: Any
+) -> HttpResponse:
     return render(
         request,
         "governance/form.html",
-        {"form": form, "title": title, "cancel_url": cancel_url, "can_edit": True},
+        {
+            "form": form,
+            "title": title,
+            "cancel_url": cancel_url,
+            "change_form": change_form,
+            "can_edit": True,
+        },
     )
+
+
+def _propose(
+    request: HttpRequest,
+    propose: Callable[..., RuleChange],
+    *,
+    form: Any,
+    change_form: Any,
+    **kwargs: Any,
+) -> HttpResponse | None:
+    """Propose through ``propose``; the change's page, or ``None`` with the errors shown."""
+    try:
+        change = propose(
+            user=signed_in_user(request),
+            reason=form.change_reason,
+            **kwargs,
+            **change_form.service_data(),
+        )
+    except ValidationError as error:
+        if hasattr(error, "error_dict"):
+            own = {k: v for k, v in error.error_dict.items() if k in change_form.fields}
+            rest = {k: v for k, v in error.error_dict.items() if k not in change_form.fields}
+            if own:
+                change_form.add_service_error(ValidationError(own))
+            if rest:
+                form.add_service_error(ValidationError(rest))
+        else:
+            form.add_service_error(error)
+        return None
+    messages.success(
+        request,
+        _("Proposed change #%(id)d. It is applied once another ops user approves it.")
+        % {"id": change.pk},
+    )
+    return redirect(change)
 
 
 @login_required
@@ -37,63 +90,123 @@ def cluster_list(request: HttpRequest) -> HttpResponse:
 def cluster_create(request: HttpRequest) -> HttpResponse:
     selectors.require_cluster_access(request.user)
     form = forms.ClusterCreateForm(_posted(request))
-    if request.method == "POST" and form.is_valid():
-        try:
-            cluster = services.cluster_create(
-                user=signed_in_user(request), reason=form.change_reason, **form.service_data()
-            )
-        except ValidationError as error:
-            form.add_service_error(error)
-        else:
-            messages.success(request, _("Saved “%(object)s”.") % {"object": cluster})
-            return redirect(cluster)
-    return _form_page(request, form, title=_("New cluster"), cancel_url=reverse("cluster_list"))
+    change_form = RuleChangeMetaForm(_posted(request), prefix="change")
+    if request.method == "POST" and form.is_valid() and change_form.is_valid():
+        response = _propose(
+            request,
+            services.cluster_propose_create,
+            form=form,
+            change_form=change_form,
+            data=form.service_data(),
+        )
+        if response is not None:
+            return response
+    return _form_page(
+        request,
+        form,
+        title=_("New cluster"),
+        cancel_url=reverse("cluster_list"),
+        change_form=change_form,
+    )
 
 
 @login_required
 def cluster_edit(request: HttpRequest, name: str) -> HttpResponse:
     cluster = selectors.cluster_get(user=request.user, name=name)
     form = forms.ClusterForm(_posted(request), instance=cluster)
-    if request.method == "POST" and form.is_valid():
-        try:
-            cluster = services.cluster_update(
-                cluster=cluster,
-                user=signed_in_user(request),
-                reason=form.change_reason,
-                data=form.service_data(),
+    change_form = RuleChangeMetaForm(_posted(request), prefix="change")
+    if request.method == "POST" and form.is_valid() and change_form.is_valid():
+        if not form.changed_rule_fields():
+            messages.info(
+                request, _("Nothing changed: “%(object)s” is as it was.") % {"object": cluster}
             )
-        except ValidationError as error:
-            form.add_service_error(error)
-        else:
-            messages.success(request, _("Saved “%(object)s”.") % {"object": cluster})
             return redirect(cluster)
+        data = {name: form.service_data()[name] for name in form.changed_rule_fields()}
+        response = _propose(
+            request,
+            services.cluster_propose_update,
+            form=form,
+            change_form=change_form,
+            cluster=cluster,
+            data=data,
+        )
+        if response is not None:
+            return response
     return _form_page(
         request,
         form,
         title=_("Edit cluster “%(object)s”") % {"object": cluster},
         cancel_url=cluster.get_absolute_url(),
+        change_form=change_form,
+    )
+
+
+@login_required
+def cluster_delete(request: HttpRequest, name: str) -> HttpResponse:
+    cluster = selectors.cluster_get(user=request.user, name=name)
+    form = forms.ClusterDeleteForm(_posted(request))
+    change_form = RuleChangeMetaForm(_posted(request), prefix="change")
+    if request.method == "POST" and form.is_valid() and change_form.is_valid():
+        response = _propose(
+            request,
+            services.cluster_propose_delete,
+            form=form,
+            change_form=change_form,
+            cluster=cluster,
+        )
+        if response is not None:
+            return response
+    return _form_page(
+        request,
+        form,
+        title=_("Delete cluster “%(object)s”") % {"object": cluster},
+        cancel_url=cluster.get_absolute_url(),
+        change_form=change_form,
+    )
+
+
+def submit_instructions() -> str:
+    """How members submit to Arbiter's QOS (plain text: the template escapes it)."""
+    return _(
+        "Submit within a project's guarantee with -q <pool>.<project>.guarantee (it "
+        "reclaims lent GPUs), above it with -q <pool>.borrow (preemptible), and order work "
+        "by tier with -q <tier>; the account is <pool>.<project>."
     )
 
 
 @login_required
 def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
     cluster = selectors.cluster_get(user=request.user, name=name)
+    state = selectors.sync_state(cluster)
     return render(
         request,
         "queues/cluster_detail.html",
         {
             "object": cluster,
-            "state": selectors.sync_state(cluster),
-            "sync_due": selectors.sync_due(cluster),
+            "state": state,
+            "sync_due": selectors.sync_due(cluster, state=state),
             "newest_revision": selectors.newest_revision_id(),
-            "live": selectors.cluster_live_status(cluster=cluster),
+            "live": selectors.cluster_live_status(cluster=cluster, state=state),
             "runs": selectors.sync_run_list(cluster=cluster)[:15],
             "applied": selectors.applied_summary(cluster),
             "slurm_conf": selectors.slurm_conf_suggestion(),
+            "submit_instructions": submit_instructions(),
             "pools": cluster.pools.all(),
             "can_edit": True,
         },
     )
+
+
+@login_required
+@require_POST
+def cluster_check(request: HttpRequest, name: str) -> HttpResponse:
+    """ "Check now": a worker checks the connection; the page shows the result when done."""
+    cluster = selectors.cluster_get(user=request.user, name=name)
+    if services.cluster_check_enqueue(cluster=cluster):
+        messages.info(request, _("Check queued; reload the page in a moment to see it."))
+    else:
+        messages.info(request, _("A check is already queued."))
+    return redirect(cluster)
 
 
 @login_required

@@ -52,7 +52,8 @@ class ChangeAction(models.TextChoices):
 
 class EditKind(models.TextChoices):
     """What an edit changes. The first five are the scheduling variables that a small change
-    should not mix; the last two never change how work is scheduled."""
+    should not mix; the last three never change how work is scheduled (``scheduler``: which
+    cluster enforces the rules and how Arbiter reaches it)."""
 
     PRIORITY = "priority", _("Priority")
     QUOTA = "quota", _("Quota")
@@ -61,6 +62,7 @@ class EditKind(models.TextChoices):
     CAPACITY = "capacity", _("Capacity")
     ACCESS = "access", _("Access")
     DESCRIPTION = "description", _("Description")
+    SCHEDULER = "scheduler", _("Scheduler connection")
 
 
 SCHEDULING_KINDS = frozenset(

@@ -10,7 +10,9 @@ from ._history import (
     require_text,
 )
 from .changes import (
+    EXISTS,
     EditSpec,
+    RuleKind,
     rule_change_apply,
     rule_change_approve,
     rule_change_create,
@@ -18,6 +20,7 @@ from .changes import (
     rule_change_reject,
     rule_change_rollback,
     rule_change_withdraw,
+    rule_kind_register,
 )
 from .demo import demo_seed
 from .flavors import flavor_create, flavor_update
@@ -33,10 +36,12 @@ from .tiers import tier_create, tier_update
 from .tokens import user_token_revoke, user_token_rotate
 
 __all__ = [
+    "EXISTS",
     "REASON_MAX_LENGTH",
     "TEXT_MAX_LENGTH",
     "USER_EDITABLE",
     "EditSpec",
+    "RuleKind",
     "apply_fields",
     "demo_seed",
     "flavor_create",
@@ -69,6 +74,7 @@ __all__ = [
     "rule_change_reject",
     "rule_change_rollback",
     "rule_change_withdraw",
+    "rule_kind_register",
     "rules_revision_create",
     "system_user",
     "tier_create",

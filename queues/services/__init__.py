@@ -15,7 +15,16 @@ from .backends import (
     SchedulerUnavailable,
     State,
 )
-from .clusters import cluster_create, cluster_update
+from .clusters import (
+    cluster_check,
+    cluster_check_enqueue,
+    cluster_create,
+    cluster_delete,
+    cluster_propose_create,
+    cluster_propose_delete,
+    cluster_propose_update,
+    cluster_update,
+)
 from .slurm import SlurmBackend, SlurmCommands, slurm_conf_lines
 from .sync import (
     SyncBusy,
@@ -53,7 +62,13 @@ __all__ = [
     "alert_raise",
     "alerts_mark_read",
     "backend_for",
+    "cluster_check",
+    "cluster_check_enqueue",
     "cluster_create",
+    "cluster_delete",
+    "cluster_propose_create",
+    "cluster_propose_delete",
+    "cluster_propose_update",
     "cluster_update",
     "desired_state_for",
     "drift_check",

@@ -162,6 +162,11 @@ class SchedulerBackend(Protocol):
 
     def config_lines(self, *, rules: EffectiveRules) -> list[str]: ...
 
+    def check_connection(self) -> tuple[str, list[str]]:
+        """ "Check now": the scheduler's version and the resources it tracks (Slurm's TRES,
+        a Kubernetes server's resource names); raises ``SchedulerError`` when unreachable."""
+        ...
+
     @property
     def calls(self) -> int: ...
 

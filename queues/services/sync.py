@@ -26,6 +26,7 @@ from governance.models import Membership, PoolCapacity, RevisionTrigger, RulesRe
 from governance.selectors import effective_rules
 from queues.models import (
     Cluster,
+    ClusterBackend,
     ClusterSyncState,
     SyncRun,
     SyncStatus,
@@ -58,12 +59,8 @@ TRIGGERS_FROM_REVISION = {
 }
 
 
-# ``ClusterBackend.KUEUE`` ("kueue") picks the Kubernetes backend; anything else is Slurm.
-KUEUE = "kueue"
-
-
 def backend_for(cluster: Cluster, *, force_conflicts: bool = False) -> SchedulerBackend:
-    if cluster.backend == KUEUE:
+    if cluster.backend == ClusterBackend.KUEUE:
         return KueueBackend(
             connection=KueueConnection.from_cluster(cluster), force_conflicts=force_conflicts
         )
@@ -71,8 +68,8 @@ def backend_for(cluster: Cluster, *, force_conflicts: bool = False) -> Scheduler
         cluster_name=cluster.slurm_cluster,
         commands=SlurmCommands(
             slurm_conf=cluster.slurm_conf,
-            prefix=cluster.command_prefix,
-            timeout=backend_timeout(),
+            bin_dir=cluster.slurm_bin_dir,
+            timeout=cluster.command_timeout or backend_timeout(),
         ),
     )
 

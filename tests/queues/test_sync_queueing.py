@@ -19,17 +19,18 @@ from tests.conftest import REASON
 
 pytestmark = pytest.mark.django_db
 
-UNREACHABLE = "/nonexistent/arbiter-test/ssh slurm-head"
+UNREACHABLE = "/nonexistent/arbiter-test/bin"
 
 
 @pytest.fixture
-def cluster(ops, world):
+def cluster(ops, world, settings):
+    settings.ARBITER_SLURM_BIN_DIRS = [UNREACHABLE]
     return services.cluster_create(
         user=ops,
         reason=REASON,
         name="down",
         slurm_cluster="arbiter",
-        command_prefix=UNREACHABLE,
+        slurm_bin_dir=UNREACHABLE,
         pools=[world.training],
     )
 
@@ -96,7 +97,7 @@ def test_an_unreachable_slurm_is_retried_with_backoff_then_the_run_fails_and_sta
     assert run.status == SyncStatus.FAILED
     assert run.attempts == 3
     assert "Gave up after 3 attempts" in run.error
-    assert "Cannot run /nonexistent/arbiter-test/ssh" in run.error
+    assert "Cannot run /nonexistent/arbiter-test/bin/sacctmgr" in run.error
     assert selectors.sync_due(cluster)
     # The periodic task queues it again, because the rules are still due.
     monkeypatch.setattr(tasks.sync_cluster, "delay", lambda run_id: None)
@@ -127,7 +128,7 @@ def test_the_command_line_reports_an_unreachable_slurm_and_exits_non_zero(cluste
 
     with pytest.raises(CommandError, match="Sync failed for down"):
         call_command("sync_scheduler", "--cluster", "down", "--dry-run")
-    assert "Cannot run /nonexistent/arbiter-test/ssh" in capsys.readouterr().err
+    assert "Cannot run /nonexistent/arbiter-test/bin/sacctmgr" in capsys.readouterr().err
     with pytest.raises(CommandError, match="No cluster named 'nope'"):
         call_command("sync_scheduler", "--cluster", "nope")
 

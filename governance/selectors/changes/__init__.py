@@ -29,6 +29,8 @@ from .timeline import (
 )
 from .values import (
     CAPACITY,
+    EXISTS,
+    KEY_FIELDS,
     MEMBERSHIP,
     OBJECT_TYPES,
     TYPE_OF_MODEL,
@@ -39,6 +41,7 @@ from .values import (
     object_lookup,
     object_type_of,
     rollback_items,
+    snapshot,
     stale_edits,
     value_to_json,
 )
@@ -47,6 +50,8 @@ __all__ = [
     "CAPACITY",
     "CHANGE_SORTS",
     "EMPTY",
+    "EXISTS",
+    "KEY_FIELDS",
     "MEMBERSHIP",
     "OBJECT_TYPES",
     "TYPE_OF_MODEL",
@@ -73,6 +78,7 @@ __all__ = [
     "rule_change_plan",
     "rule_change_warnings",
     "rule_changes_for_object",
+    "snapshot",
     "stale_edits",
     "value_to_json",
 ]

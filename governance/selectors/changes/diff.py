@@ -15,7 +15,15 @@ from django.utils.translation import gettext as _
 
 from governance.models import EditKind, GpuFlavor, ProjectRole, Quota, RuleChange, RuleEdit, User
 
-from .values import CAPACITY, MEMBERSHIP, model_field, object_key, object_type_of
+from .values import (
+    CAPACITY,
+    EXISTS,
+    KEY_FIELDS,
+    MEMBERSHIP,
+    model_field,
+    object_key,
+    object_type_of,
+)
 
 EMPTY = "—"
 
@@ -80,15 +88,13 @@ def edit_rows_for(
     for edit in edits:
         model = edit.content_type.model_class()
         assert model is not None
-        obj = objects.get(model, {}).get(edit.object_id)
+        obj = objects.get(model, {}).get(edit.object_id) if edit.object_id else None
         rows.setdefault(edit.change_id, []).append(
             EditRow(
                 edit=edit,
                 object_type=object_type_of(model),
                 object_key=object_key(obj) if obj is not None else str(edit.object_id),
-                object_name=str(obj)
-                if obj is not None
-                else _("deleted (#%(id)s)") % {"id": edit.object_id},
+                object_name=str(obj) if obj is not None else _absent_name(model, edit),
                 object_url=obj.get_absolute_url() if obj is not None else "",  # type: ignore[attr-defined]
                 field=edit.field,
                 field_label=_field_label(model, edit, names),
@@ -104,6 +110,18 @@ def edit_rows_for(
             )
         )
     return rows
+
+
+def _absent_name(model: type[models.Model], edit: RuleEdit) -> str:
+    """The name of an object that does not exist (yet, or any more)."""
+    if edit.field == EXISTS:
+        recorded = edit.new_value or edit.old_value or {}
+        name = recorded.get(KEY_FIELDS.get(model, "slug")) if isinstance(recorded, dict) else None
+        if name:
+            if not edit.object_id:
+                return _("%(name)s (to be created)") % {"name": name}
+            return _("%(name)s (deleted)") % {"name": name}
+    return _("deleted (#%(id)s)") % {"id": edit.object_id}
 
 
 def _named(model: type[models.Model]) -> QuerySet[Any]:
@@ -134,6 +152,8 @@ def _field_label(
         }
     if edit.field == MEMBERSHIP:
         return _("Role of %(user)s") % {"user": names.get(User, {}).get(edit.key, edit.key)}
+    if edit.field == EXISTS:
+        return _("Exists (all its settings)")
     return capfirst(_related_of(model, edit.field)[1])
 
 
@@ -145,6 +165,14 @@ def display_value(
 ) -> str:
     if name == MEMBERSHIP:
         return str(ProjectRole(value).label) if value else _("not a member")
+    if name == EXISTS:
+        if not isinstance(value, dict):
+            return _("absent")
+        return "; ".join(
+            f"{key}={json.dumps(item, ensure_ascii=False) if not isinstance(item, str) else item}"
+            for key, item in value.items()
+            if item not in ("", None, [])
+        )
     if value is None or value == "" or value == []:
         return EMPTY
     if name == CAPACITY:

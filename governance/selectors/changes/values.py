@@ -33,6 +33,14 @@ OBJECT_TYPES: dict[str, type[models.Model]] = {
 }
 TYPE_OF_MODEL = {model: name for name, model in OBJECT_TYPES.items()}
 CAPACITY, MEMBERSHIP = "capacity", "membership"
+# The pseudo-field of a kind registered with ``services.changes.registry``: ``None`` while
+# the object does not exist, a snapshot of ``SNAPSHOT_FIELDS`` while it does.
+EXISTS = "exists"
+# Filled by the registry: the unique field that names an object (default: its slug) and
+# the fields a creation or a deletion records.
+# How URLs name an object: its slug unless listed here (a quota is named by its id).
+KEY_FIELDS: dict[type[models.Model], str] = {User: "username"}
+SNAPSHOT_FIELDS: dict[type[models.Model], tuple[str, ...]] = {}
 
 
 def object_type_of(model: type[models.Model]) -> str:
@@ -40,10 +48,10 @@ def object_type_of(model: type[models.Model]) -> str:
 
 
 def object_key(obj: models.Model) -> str:
-    """How URLs name the object: the id of a quota, a user's username, the slug of the rest."""
-    if isinstance(obj, User):
-        return obj.username
-    return str(obj.pk) if isinstance(obj, Quota) else str(obj.slug)  # type: ignore[attr-defined]
+    """How URLs name the object: the id of a quota, the slug of anything else."""
+    if isinstance(obj, Quota):
+        return str(obj.pk)
+    return str(getattr(obj, KEY_FIELDS.get(type(obj), "slug")))
 
 
 def object_lookup(object_type: str, key: str) -> models.Model | None:
@@ -54,9 +62,7 @@ def object_lookup(object_type: str, key: str) -> models.Model | None:
     try:
         if model is Quota:
             return model._default_manager.filter(pk=int(key)).first()
-        if model is User:
-            return model._default_manager.filter(username=key).first()
-        return model._default_manager.filter(slug=key).first()
+        return model._default_manager.filter(**{KEY_FIELDS.get(model, "slug"): key}).first()
     except (ValueError, TypeError):
         return None
 
@@ -97,10 +103,17 @@ def current_value(obj: models.Model, name: str, key: int | None = None) -> Any:
             .values_list("role", flat=True)
             .first()
         )
+    if name == EXISTS:
+        return snapshot(obj)
     field = model_field(type(obj), name)
     if field.many_to_many:
         return sorted(getattr(obj, name).values_list("pk", flat=True))
     return value_to_json(type(obj), name, getattr(obj, field.attname))
+
+
+def snapshot(obj: models.Model) -> dict[str, Any]:
+    """What a creation or a deletion of ``obj`` records: its fields as JSON."""
+    return {name: current_value(obj, name) for name in SNAPSHOT_FIELDS.get(type(obj), ())}
 
 
 def stale_edits(*, change: RuleChange) -> list[tuple[RuleEdit, Any]]:
@@ -111,7 +124,8 @@ def stale_edits(*, change: RuleChange) -> list[tuple[RuleEdit, Any]]:
         assert model is not None
         obj = model._default_manager.filter(pk=edit.object_id).first()
         now_value = None if obj is None else current_value(obj, edit.field, edit.key)
-        if obj is None or now_value != edit.old_value:
+        # An absent object is stale, unless the edit creates it (``exists`` was ``None``).
+        if (obj is None and edit.field != EXISTS) or now_value != edit.old_value:
             stale.append((edit, now_value))
     return stale
 

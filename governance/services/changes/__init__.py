@@ -15,10 +15,12 @@ from .decide import (
     rule_change_withdraw,
 )
 from .propose import rule_change_create, rule_change_propose
+from .registry import REGISTRY, RuleKind, rule_kind_for, rule_kind_register
 from .rollback import rule_change_rollback
 from .spec import (
     CAPACITY,
     EDITABLE,
+    EXISTS,
     KEYED,
     MEMBERSHIP,
     TITLE_MAX_LENGTH,
@@ -29,10 +31,13 @@ from .spec import (
 __all__ = [
     "CAPACITY",
     "EDITABLE",
+    "EXISTS",
     "KEYED",
     "MEMBERSHIP",
+    "REGISTRY",
     "TITLE_MAX_LENGTH",
     "EditSpec",
+    "RuleKind",
     "rule_change_apply",
     "rule_change_approve",
     "rule_change_create",
@@ -40,5 +45,7 @@ __all__ = [
     "rule_change_reject",
     "rule_change_rollback",
     "rule_change_withdraw",
+    "rule_kind_for",
+    "rule_kind_register",
     "value_from_json",
 ]

@@ -36,7 +36,8 @@ from ..quotas import quota_update
 from ..revisions import rules_revision_create
 from ..tiers import tier_update
 from ._state import lock_change, require_action
-from .spec import CAPACITY, MEMBERSHIP, value_from_json
+from .registry import RuleKind, rule_kind_for
+from .spec import CAPACITY, EXISTS, MEMBERSHIP, value_from_json
 
 
 def apply_edits(change: RuleChange, *, user: User) -> None:
@@ -49,6 +50,10 @@ def apply_edits(change: RuleChange, *, user: User) -> None:
     token = applying_change.set(change.pk)
     try:
         for (model, object_id), edits in groups.items():
+            kind = rule_kind_for(model)
+            if kind is not None:
+                _apply_registered(kind, object_id, edits, user=user, reason=change.reason)
+                continue
             obj = model._default_manager.filter(pk=object_id).first()
             if obj is None:
                 raise ValidationError(
@@ -58,6 +63,47 @@ def apply_edits(change: RuleChange, *, user: User) -> None:
             _apply_object_edits(obj, edits, user=user, reason=change.reason)
     finally:
         applying_change.reset(token)
+
+
+def _apply_registered(
+    kind: RuleKind, object_id: int, edits: list[RuleEdit], *, user: User, reason: str
+) -> None:
+    """Create, update or delete an object of a kind another app registered."""
+    model = kind.model
+    exists = next((edit for edit in edits if edit.field == EXISTS), None)
+    obj = model._default_manager.filter(pk=object_id).first() if object_id else None
+    if exists is not None and exists.new_value is not None:
+        if obj is not None or kind.create is None:
+            raise ValidationError(
+                _("%(kind)s #%(id)d already exists.")
+                % {"kind": model._meta.verbose_name, "id": object_id}
+            )
+        data = {
+            name: value_from_json(model, name, value)
+            for name, value in exists.new_value.items()
+            if name in kind.snapshot_fields
+        }
+        obj = kind.create(user=user, reason=reason, data=data)
+        # The edit names the object it made (undone with the rest when the dry run ends).
+        exists.object_id = obj.pk
+        exists.save(update_fields=["object_id"])
+        return
+    if obj is None:
+        raise ValidationError(
+            _("%(kind)s #%(id)d no longer exists.")
+            % {"kind": model._meta.verbose_name, "id": object_id}
+        )
+    data = {
+        edit.field: value_from_json(model, edit.field, edit.new_value)
+        for edit in edits
+        if edit.field != EXISTS
+    }
+    if data:
+        kind.update(obj=obj, user=user, reason=reason, data=data)
+    if exists is not None and exists.new_value is None:
+        if kind.delete is None:
+            raise ValidationError(_("This field cannot be changed here."))
+        kind.delete(obj=obj, user=user, reason=reason)
 
 
 def _apply_object_edits(

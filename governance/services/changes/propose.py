@@ -35,6 +35,7 @@ from .apply import apply_edits
 from .spec import (
     CAPACITY,
     EDITABLE,
+    EXISTS,
     KEYED,
     MEMBERSHIP,
     TITLE_MAX_LENGTH,
@@ -88,6 +89,11 @@ def _edit_rows(
             if new is not None and new not in ProjectRole.values:
                 errors.setdefault("role", []).append(_("Choose a project role."))
                 continue
+        elif edit.field == EXISTS:
+            new = edit.value
+            if new is not None and not isinstance(new, dict):
+                errors.setdefault(edit.field, []).append(_("This field cannot be changed here."))
+                continue
         else:
             try:
                 new = value_to_json(model, edit.field, value_clean(model, edit.field, edit.value))
@@ -95,14 +101,24 @@ def _edit_rows(
                 for name, messages in error.message_dict.items():
                     errors.setdefault(name, []).extend(messages)
                 continue
-        fresh = stored.get((model, edit.target.pk))
-        if fresh is None:
-            # The stored row, not the caller's copy: "before" is what the database holds.
-            fresh = stored[(model, edit.target.pk)] = model._default_manager.get(pk=edit.target.pk)
-        old = current_value(fresh, edit.field, key)
+        if edit.target.pk is None:
+            # An object a change creates: it does not exist before (its id is 0 until then).
+            if edit.field != EXISTS:
+                errors.setdefault(edit.field, []).append(_("This field cannot be changed here."))
+                continue
+            old = None
+        else:
+            fresh = stored.get((model, edit.target.pk))
+            if fresh is None:
+                # The stored row, not the caller's copy: "before" is what the database holds.
+                fresh = stored[(model, edit.target.pk)] = model._default_manager.get(
+                    pk=edit.target.pk
+                )
+            old = current_value(fresh, edit.field, key)
         if old == new:
             continue
-        identity = (ContentType.objects.get_for_model(model).pk, edit.target.pk, edit.field, key)
+        object_id = edit.target.pk or 0
+        identity = (ContentType.objects.get_for_model(model).pk, object_id, edit.field, key)
         if identity in seen:
             errors.setdefault(edit.field, []).append(_("A change edits each field once."))
             continue
@@ -112,7 +128,7 @@ def _edit_rows(
             RuleEdit(
                 change=change,
                 content_type_id=identity[0],
-                object_id=edit.target.pk,
+                object_id=object_id,
                 field=edit.field,
                 key=key,
                 kind=EDITABLE[model][edit.field],
@@ -140,6 +156,8 @@ def _field_label(edit: EditSpec) -> str:
         return _("capacity of %(flavor)s") % {"flavor": edit.key}
     if edit.field == MEMBERSHIP:
         return _("membership of %(user)s") % {"user": edit.key}
+    if edit.field == EXISTS:
+        return _("created") if edit.value is not None else _("deleted")
     field = model_field(type(edit.target), edit.field)
     return str(field.verbose_name) if field is not None else edit.field
 

@@ -19,7 +19,7 @@ from governance.selectors.changes import rollback_items
 
 from ._state import lock_change, require_action
 from .propose import rule_change_create
-from .spec import KEYED, EditSpec, value_from_json
+from .spec import EXISTS, KEYED, EditSpec, value_from_json
 
 
 @transaction.atomic
@@ -94,7 +94,15 @@ def rule_change_rollback(
 def _restore_spec(edit: RuleEdit) -> EditSpec:
     model = edit.content_type.model_class()
     assert model is not None
-    target = model._default_manager.get(pk=edit.object_id)
+    target = model._default_manager.filter(pk=edit.object_id).first()
+    if target is None and edit.field == EXISTS and edit.old_value is not None:
+        # Restoring an object a change deleted: it is created again (with a new id).
+        return EditSpec(target=model(), field=EXISTS, value=edit.old_value)
+    if target is None:
+        raise ValidationError(
+            _("%(kind)s #%(id)d no longer exists: its fields cannot be restored.")
+            % {"kind": model._meta.verbose_name, "id": edit.object_id}
+        )
     key_model = KEYED.get((model, edit.field))
     key = key_model._default_manager.get(pk=edit.key) if key_model is not None else None
     if key_model is not None:

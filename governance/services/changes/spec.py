@@ -19,7 +19,7 @@ from governance.models import (
     Quota,
     User,
 )
-from governance.selectors.changes import model_field
+from governance.selectors.changes import EXISTS, model_field
 
 from ..flavors import FLAVOR_EDITABLE
 from ..people import USER_EDITABLE
@@ -31,6 +31,8 @@ from ..tiers import TIER_EDITABLE
 
 CAPACITY = "capacity"  # keyed field of a pool: GPUs per flavor (key: the flavor id)
 MEMBERSHIP = "membership"  # keyed field of a project: a user's role (key: the user id)
+# ``EXISTS`` (imported above): the pseudo-field that creates or deletes an object of a
+# registered rule kind: ``None`` (absent) or a snapshot of its fields (see ``registry``).
 TITLE_MAX_LENGTH = 200
 
 
@@ -91,7 +93,7 @@ class EditSpec:
 def value_from_json(model: type[models.Model], name: str, value: Any) -> Any:
     """A stored value as the rule kind's service takes it."""
     field = model_field(model, name)
-    if field is None or value is None:
+    if name == EXISTS or field is None or value is None:
         return value
     if field.many_to_many:
         related = field.related_model._default_manager.in_bulk(value)

@@ -44,6 +44,10 @@ class SlurmBackend:
 
     # -- read --
 
+    def check_connection(self) -> tuple[str, list[str]]:
+        """Two read calls: the Slurm version and the TRES the accounting database tracks."""
+        return self.commands.version(), self.commands.tracked_resources()
+
     def read_live(self, *, jobs: Iterable[str] = ()) -> LiveState:
         """Three read calls (QOS, accounts with their associations, users), and one
         ``squeue`` for the named jobs when there are any."""

@@ -1,10 +1,16 @@
-"""Running Slurm's client commands (sacctmgr, squeue, scontrol) for one cluster."""
+"""Running Slurm's client commands (sacctmgr, squeue, scontrol) for one cluster.
+
+No shell, ever: every command is an argument list run with ``shell=False``. The program is
+one of Slurm's client binaries, taken from the cluster's binary directory (which must be in
+the deployer's allow-list, ``ARBITER_SLURM_BIN_DIRS``) or from the worker's ``PATH``; the
+cluster's settings are checked again here before anything runs, so a value that slipped past
+the forms (or an allow-list that shrank since) runs nothing.
+"""
 
 from __future__ import annotations
 
 import os
 import re
-import shlex
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -27,12 +33,50 @@ UNAVAILABLE = re.compile(
 )
 
 
+# The programs the runner may start: Slurm's client commands, nothing else.
+PROGRAMS = frozenset(
+    {"sacct", "sacctmgr", "scontrol", "sdiag", "sinfo", "sprio", "squeue", "sshare", "sstat"}
+)
+TIMEOUT_MAX = 600.0
+
+
+class UnsafeCommand(SchedulerError):
+    """A command or a connection setting the runner refuses to use."""
+
+
+def _check_text(value: str, what: str) -> None:
+    if "\x00" in value or "\n" in value or "\r" in value:
+        raise UnsafeCommand(
+            _("%(what)s contains a NUL byte or a line break; nothing was run.") % {"what": what}
+        )
+
+
+def check_connection_settings(*, slurm_conf: str, bin_dir: str) -> None:
+    """Refuse settings that are not plain absolute paths, or a directory not allowed."""
+    from queues.models import slurm_bin_dirs
+
+    for value, what in ((slurm_conf, "SLURM_CONF"), (bin_dir, _("binary directory"))):
+        if not value:
+            continue
+        _check_text(value, str(what))
+        if not os.path.isabs(value) or ".." in value.split("/"):
+            raise UnsafeCommand(
+                _("%(what)s must be an absolute path without “..”; nothing was run.")
+                % {"what": what}
+            )
+    if bin_dir and os.path.normpath(bin_dir) not in slurm_bin_dirs():
+        raise UnsafeCommand(
+            _("The binary directory %(dir)s is not in ARBITER_SLURM_BIN_DIRS; nothing was run.")
+            % {"dir": bin_dir}
+        )
+
+
 @dataclass
 class SlurmCommands:
     """Runs Slurm's client commands for one cluster and counts them."""
 
     slurm_conf: str = ""
-    prefix: str = ""
+    bin_dir: str = ""
     timeout: float = 60.0
     calls: int = 0
     writes: int = 0
@@ -47,7 +91,7 @@ class SlurmCommands:
         tolerate: re.Pattern[str] | None = None,
     ) -> str:
         """Run one command; a failure whose output matches ``tolerate`` returns the output."""
-        command = [*shlex.split(self.prefix), *args]
+        command = self.argv(args)
         env = dict(os.environ)
         if self.slurm_conf:
             env["SLURM_CONF"] = self.slurm_conf
@@ -63,6 +107,7 @@ class SlurmCommands:
                 env=env,
                 timeout=self.timeout,
                 check=False,
+                shell=False,
             )
         except FileNotFoundError as error:
             raise SchedulerUnavailable(
@@ -93,6 +138,35 @@ class SlurmCommands:
         if UNAVAILABLE.search(done.stderr or ""):
             raise SchedulerUnavailable(done.stderr.strip()[-600:])
         return done.stdout
+
+    def argv(self, args: list[str]) -> list[str]:
+        """The argument list to run: a Slurm program (from the allowed directory) and its
+        arguments, each checked; ``UnsafeCommand`` when anything is off."""
+        if not args or args[0] not in PROGRAMS:
+            raise UnsafeCommand(
+                _("%(program)s is not a Slurm client command; nothing was run.")
+                % {"program": (args or ["?"])[0]}
+            )
+        if not 0 < self.timeout <= TIMEOUT_MAX:
+            raise UnsafeCommand(
+                _("The command timeout must be between 1 and %(max)d seconds.")
+                % {"max": TIMEOUT_MAX}
+            )
+        check_connection_settings(slurm_conf=self.slurm_conf, bin_dir=self.bin_dir)
+        for arg in args:
+            if not isinstance(arg, str) or "\x00" in arg:
+                raise UnsafeCommand(_("A command argument contains a NUL byte; nothing was run."))
+        program = os.path.join(self.bin_dir, args[0]) if self.bin_dir else args[0]
+        return [program, *args[1:]]
+
+    def version(self) -> str:
+        """The Slurm version the client reports (``sacctmgr --version``: ``slurm 22.05.8``)."""
+        return self.run(["sacctmgr", "--version"]).strip()
+
+    def tracked_resources(self) -> list[str]:
+        """The TRES the accounting database tracks (``cpu``, ``gres/gpu:h100``, ...)."""
+        rows = self.sacctmgr_read("show", "tres", "format=type,name")
+        return sorted(f"{kind}/{name}" if name else kind for kind, name, *_rest in rows)
 
     def sacctmgr_read(self, *args: str) -> list[list[str]]:
         out = self.run(["sacctmgr", "-n", "-P", *args])
