@@ -21,8 +21,8 @@ def test_a_hand_made_change_is_detected_as_drift_and_a_sync_overwrites_it(lab, s
     found = {(d["kind"], d["name"], d["field"]): (d["applied"], d["live"]) for d in state.drift}
     assert found == {
         ("account", "lab.delta", "grp_tres"): (
-            "gres/gpu=3,gres/gpu:a100=3",
-            "gres/gpu=7,gres/gpu:a100=3",
+            "gres/gpu=3,gres/gpu:a100=3,gres/gpu:h100=0",
+            "gres/gpu=7,gres/gpu:a100=3,gres/gpu:h100=0",
         ),
         ("qos", "key", "priority"): ("700", "5"),
     }
