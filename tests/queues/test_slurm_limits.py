@@ -109,9 +109,7 @@ def test_each_qos_kind_holds_the_projects_maximum_for_typed_requests_and_says_so
     slurm.cancel_all()
 
 
-def test_a_tier_cap_holds_across_projects_and_a_job_without_q_runs_at_the_projects_tier(
-    lab, slurm
-):
+def test_a_tier_cap_holds_across_projects_and_a_job_without_q_runs_at_the_projects_tier(lab, slurm):
     rules.tier_update(tier=lab.key, user=lab.ops, reason=REASON, data={"max_gpus_total": 3})
     alpha, _quota = lab.project("alpha", tier=lab.key, borrow=2)
     beta, _quota = lab.project("beta", tier=lab.key, borrow=4, flavor=lab.h100)
