@@ -84,6 +84,7 @@ def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
             "object": cluster,
             "state": selectors.sync_state(cluster),
             "sync_due": selectors.sync_due(cluster),
+            "due_since": services.due_since(cluster=cluster),
             "newest_revision": selectors.newest_revision_id(),
             "live": selectors.cluster_live_status(cluster=cluster),
             "runs": selectors.sync_run_list(cluster=cluster)[:15],

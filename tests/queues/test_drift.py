@@ -58,9 +58,7 @@ def test_the_five_drift_probes_are_flagged_and_sync_now_keeps_what_was_made_by_h
     # 5. a changed GPU limit on an Arbiter account
     s("-i", "modify", "account", "where", "name=lab.delta", "set", "GrpTRES=gres/gpu=9")
     try:
-        found = {
-            (d["kind"], d["name"]): d for d in services.drift_check(cluster=lab.cluster).drift
-        }
+        found = {(d["kind"], d["name"]): d for d in services.drift_check(cluster=lab.cluster).drift}
         assert found[("association", "daemon@lab.delta")]["note"].startswith("made by hand")
         assert found[("account", "lab.sideline")]["note"].startswith("made by hand")
         assert found[("qos", "lab.rogue")]["note"].startswith("made by hand")
