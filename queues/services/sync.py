@@ -221,7 +221,7 @@ def cluster_preflight(
     """
     backend = backend or backend_for(cluster)
     pools = list(cluster.pools.all()) if pools is None else list(pools)
-    tracked = backend.tracked_tres()  # type: ignore[attr-defined]
+    tracked = backend.tracked_tres()
     needed = {"gres/gpu"} | {
         f"gres/gpu:{gres}" for flavors in pool_flavors(pools).values() for gres in flavors
     }
@@ -263,7 +263,7 @@ def enforcement_for(
     """How the cluster enforces each rule (see ``slurm.enforcement``)."""
     pools = list(cluster.pools.all())
     try:
-        config = backend.priority_config()  # type: ignore[attr-defined]
+        config = backend.priority_config()
     except SchedulerError:
         config = {}
     return rule_enforcement(
