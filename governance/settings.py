@@ -216,6 +216,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "queues.tasks.sync_due_clusters",
         "schedule": timedelta(minutes=5),
     },
+    # What Slurm cannot hold natively (untyped GPU requests), Arbiter's guard holds.
+    "scheduler-guard": {
+        "task": "queues.tasks.guard_clusters",
+        "schedule": timedelta(minutes=1),
+    },
     "scheduler-out-of-sync": {
         "task": "queues.tasks.out_of_sync_check",
         "schedule": timedelta(minutes=5),

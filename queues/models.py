@@ -164,6 +164,7 @@ class Enforcement(models.TextChoices):
     """How the scheduler holds a rule (shown per rule in every plan)."""
 
     NATIVE = "native", _("Enforced by the scheduler")
+    GUARD = "guard", _("Enforced by Arbiter's guard")
     NOT_ENFORCED = "not_enforced", _("Not enforced on this cluster")
 
 

@@ -44,3 +44,9 @@ def alert_mail(alert_id: int) -> int:
 def out_of_sync_check() -> list[int]:
     """Periodic: alert ops about clusters whose rules have been due too long; close when synced."""
     return services.out_of_sync_check()
+
+
+@shared_task
+def guard_clusters() -> dict[str, int]:
+    """Periodic: requeue and hold the jobs Slurm let past a project's quota."""
+    return services.guard_check_all()

@@ -621,3 +621,29 @@ def drift_remove(
         writes=applied.writes,
         calls=backend.calls,
     )
+
+
+def guard_check(
+    *, cluster: Cluster, backend: SchedulerBackend | None = None
+) -> list[dict[str, str]]:
+    """Requeue and hold the jobs Slurm let past a project's quota (untyped GPU requests).
+
+    Works from the last applied state; a cluster never synced, or not reachable, is left
+    alone (the next run tries again). Returns the jobs it requeued.
+    """
+    state = _state(cluster)
+    if not state.applied_state:
+        return []
+    backend = backend or backend_for(cluster)
+    try:
+        return backend.guard(applied=state.applied_state)
+    except SchedulerError:
+        return []
+
+
+def guard_check_all() -> dict[str, int]:
+    """Periodic: the guard on every enabled cluster that has been synced."""
+    return {
+        cluster.name: len(guard_check(cluster=cluster))
+        for cluster in Cluster.objects.filter(enabled=True, sync_state__applied_at__isnull=False)
+    }

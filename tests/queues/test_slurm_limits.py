@@ -67,7 +67,7 @@ def test_each_qos_kind_holds_the_projects_maximum_for_typed_requests_and_says_so
     how = {row["rule"]: row["how"] for row in run.result["enforcement"]}
     account = lab.account(alpha)
     untyped_rule = "alpha in lab/a100: untyped GPU requests"
-    assert how[untyped_rule] == Enforcement.NOT_ENFORCED
+    assert how[untyped_rule] == Enforcement.GUARD
     assert how["alpha in lab/a100: maximum 2 GPUs"] == Enforcement.NATIVE
     assert how["alpha in lab/a100: guarantee 1 GPUs"] == Enforcement.NATIVE
     assert how["Tier Key: at most 3 GPUs across projects"] == Enforcement.NATIVE
@@ -101,12 +101,47 @@ def test_each_qos_kind_holds_the_projects_maximum_for_typed_requests_and_says_so
         slurm.cancel_all()
     assert failures == []
 
-    # Untyped in the capped tier: the tier's GrpTRES replaces the project's untyped total.
-    # Slurm lets it run past the maximum; the plan says so (not enforced), as asserted above.
+    # Untyped in the capped tier: the tier's GrpTRES replaces the project's untyped total, so
+    # Slurm lets a third job run; Arbiter's guard requeues and holds the newest one.
     jobs = [_submit(slurm, account=account, gres="gpu:1", qos="key") for _ in range(3)]
     states = _settle(slurm, jobs)
     assert sum(s["state"] == "RUNNING" for s in states.values()) == 3
+    requeued = services.guard_check(cluster=lab.cluster)
+    assert [item["job"] for item in requeued] == [jobs[-1]]
+    _assert_held_by_the_guard(slurm, jobs[-1])
+    assert [slurm.job(job)["state"] for job in jobs[:2]] == ["RUNNING", "RUNNING"]
     slurm.cancel_all()
+
+
+def _assert_held_by_the_guard(slurm, job: str) -> None:
+    slurm.wait_for("the guard's hold", lambda: slurm.job(job)["state"] == "PENDING")
+    shown = slurm.run("scontrol", "show", "job", job)
+    assert "arbiter guard" in shown
+    assert slurm.job(job)["reason"] in {"JobHeldAdmin", "JobHeldUser", "BeginTime"}
+
+
+def test_the_guard_requeues_an_untyped_job_that_lands_on_a_flavor_without_quota(lab, slurm):
+    alpha, _quota = lab.project("alpha", borrow=2)  # A100 only
+    filler, _quota = lab.project("filler", borrow=4)
+    run = services.sync_now(cluster=lab.cluster, user=lab.ops)
+    assert run.status == SyncStatus.SUCCEEDED, run.error
+    busy = [
+        _submit(slurm, account=lab.account(filler), gres="gpu:a100:1", qos="regular")
+        for _ in range(4)
+    ]
+    for job in busy:
+        slurm.wait_state(job, "RUNNING")
+    # The only free GPUs are H100s, where alpha has no quota: an untyped request lands there.
+    stray = _submit(slurm, account=lab.account(alpha), gres="gpu:1", qos="regular")
+    slurm.wait_state(stray, "RUNNING")
+    typed = _submit(slurm, account=lab.account(alpha), gres="gpu:h100:1", qos="regular")
+
+    requeued = services.guard_check(cluster=lab.cluster)
+
+    assert requeued == [{"job": stray, "account": "lab.alpha", "over": "gres/gpu:h100"}]
+    _assert_held_by_the_guard(slurm, stray)
+    assert slurm.job(typed)["reason"] == "AssocGrpGRES"  # typed: Slurm holds it natively
+    assert all(slurm.job(job)["state"] == "RUNNING" for job in busy)
 
 
 def test_a_tier_cap_holds_across_projects_and_a_job_without_q_runs_at_the_projects_tier(lab, slurm):

@@ -26,6 +26,7 @@ from .commands import SlurmCommands
 from .config import slurm_conf_lines
 from .desired import desired_state
 from .drift import slurm_drift
+from .guard import guard_apply
 from .jobs import job_order, settle
 from .live import read_live
 from .values import KINDS, PENDING, values_equal
@@ -98,6 +99,12 @@ class SlurmBackend:
         account, a QOS that Arbiter's associations or Preempt lists name or that sits in
         Arbiter's name space (``<pool>.…``). Hand-made objects are shown, never deleted."""
         return slurm_drift(applied=applied, live=live)
+
+    # -- guard --
+
+    def guard(self, *, applied: State) -> list[dict[str, str]]:
+        """Requeue and hold untyped GPU jobs over their project's quota (see ``guard``)."""
+        return guard_apply(self.commands, applied=applied)
 
     # -- preflight --
 

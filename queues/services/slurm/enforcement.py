@@ -21,6 +21,7 @@ from .values import borrow_qos, guarantee_qos, project_account, tier_qos
 
 NATIVE = Enforcement.NATIVE.value
 NOT_ENFORCED = Enforcement.NOT_ENFORCED.value
+GUARD = Enforcement.GUARD.value
 
 
 def _row(rule: str, how: str, detail: str) -> dict[str, str]:
@@ -132,8 +133,13 @@ def rule_enforcement(
                 rows.append(
                     _row(
                         _("%(project)s in %(pool)s/%(flavor)s: untyped GPU requests") % where,
-                        NOT_ENFORCED,
-                        _("not enforced on this cluster: %(reason)s") % {"reason": untyped},
+                        GUARD,
+                        _(
+                            "guard: %(reason)s. Each minute Arbiter requeues and holds the newest "
+                            "untyped jobs that put the project over a limit (with a comment); "
+                            "until then they run"
+                        )
+                        % {"reason": untyped},
                     )
                 )
             if quota.guarantee:
