@@ -117,7 +117,7 @@ def _assert_held_by_the_guard(slurm, job: str) -> None:
     slurm.wait_for("the guard's hold", lambda: slurm.job(job)["state"] == "PENDING")
     shown = slurm.run("scontrol", "show", "job", job)
     assert "arbiter guard" in shown
-    assert slurm.job(job)["reason"] in {"JobHeldAdmin", "JobHeldUser", "BeginTime"}
+    assert slurm.job(job)["reason"] in {"job requeued in held state", "JobHeldAdmin", "JobHeldUser"}
 
 
 def test_the_guard_requeues_an_untyped_job_that_lands_on_a_flavor_without_quota(lab, slurm):
