@@ -307,6 +307,15 @@ CELERY_BEAT_SCHEDULE = {
         "task": "queues.tasks.sync_due_clusters",
         "schedule": timedelta(minutes=5),
     },
+    # What Slurm cannot hold natively (untyped GPU requests), Arbiter's guard holds.
+    "scheduler-guard": {
+        "task": "queues.tasks.guard_clusters",
+        "schedule": timedelta(minutes=1),
+    },
+    "scheduler-out-of-sync": {
+        "task": "queues.tasks.out_of_sync_check",
+        "schedule": timedelta(minutes=5),
+    },
     "scheduler-drift-check": {
         "task": "queues.tasks.drift_check_clusters",
         "schedule": timedelta(minutes=15),
@@ -380,7 +389,8 @@ ARBITER_ON_RULES_CHANGED: list[str] = ["queues.services.sync_enqueue_for_revisio
 # retries with exponential backoff while the scheduler does not answer, and the timeout of
 # each Slurm command.
 ARBITER_SYNC_LEASE_SECONDS = int(os.environ.get("ARBITER_SYNC_LEASE_SECONDS", "900"))
-ARBITER_SYNC_MAX_RETRIES = int(os.environ.get("ARBITER_SYNC_MAX_RETRIES", "8"))
+# Minutes a cluster's rules may stay due before ops are alerted (mail and in-app).
+ARBITER_OUT_OF_SYNC_MINUTES = int(os.environ.get("ARBITER_OUT_OF_SYNC_MINUTES", "30"))
 ARBITER_SLURM_TIMEOUT = int(os.environ.get("ARBITER_SLURM_TIMEOUT", "60"))
 # Kubernetes/Kueue clusters: the directory whose files (a bearer token or a kubeconfig) a
 # cluster's settings may name, the Kueue CRDs generated objects are validated against

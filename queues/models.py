@@ -370,6 +370,15 @@ class ClusterSyncState(models.Model):
         blank=True,
         help_text=_("What the scheduler accounts for, e.g. Slurm's TRES (gres/gpu:h100)."),
     )
+    ledger = models.JSONField(
+        _("ledger"),
+        default=dict,
+        blank=True,
+        help_text=_(
+            "The names of the objects Arbiter created in this cluster, per kind: a marked "
+            "object not listed here was made by hand and is never deleted."
+        ),
+    )
     # One sync at a time: a lease that expires, so a crashed worker never blocks for good.
     lease_token = models.CharField(_("lease token"), max_length=64, blank=True)
     lease_expires_at = models.DateTimeField(_("lease expires at"), null=True, blank=True)
@@ -395,10 +404,20 @@ class SyncStatus(models.TextChoices):
     RUNNING = "running", _("Running")
     RETRYING = "retrying", _("Waiting to retry")
     SUCCEEDED = "succeeded", _("Succeeded")
+    # Written, but some objects clash with hand-made ones: the rules stay due.
+    NEEDS_ATTENTION = "needs_attention", _("Needs attention")
     FAILED = "failed", _("Failed")
 
 
-FINISHED_STATUSES = (SyncStatus.SUCCEEDED, SyncStatus.FAILED)
+FINISHED_STATUSES = (SyncStatus.SUCCEEDED, SyncStatus.NEEDS_ATTENTION, SyncStatus.FAILED)
+
+
+class Enforcement(models.TextChoices):
+    """How the scheduler holds a rule (shown per rule in every plan)."""
+
+    NATIVE = "native", _("Enforced by the scheduler")
+    GUARD = "guard", _("Enforced by Arbiter's guard")
+    NOT_ENFORCED = "not_enforced", _("Not enforced on this cluster")
 
 
 class SyncRun(models.Model):

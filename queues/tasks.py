@@ -1,7 +1,6 @@
 """Celery tasks of the scheduler sync. Each one only calls a service."""
 
 from celery import shared_task
-from django.conf import settings
 
 from queues import services
 from queues.models import Cluster, SyncRun, SyncStatus
@@ -9,14 +8,15 @@ from queues.models import Cluster, SyncRun, SyncStatus
 
 @shared_task(bind=True, max_retries=None, acks_late=True)
 def sync_cluster(self, run_id: int) -> str:  # type: ignore[no-untyped-def]
-    """Run a queued sync; retry with exponential backoff while the scheduler does not answer."""
+    """Run a queued sync; retry with capped exponential backoff while the scheduler does not
+    answer, for as long as the rules are due (ops hear of a cluster late past the threshold)."""
     run = SyncRun.objects.select_related("cluster").filter(pk=run_id).first()
     if run is None or run.is_finished:
         return "gone" if run is None else run.status
     try:
         services.sync_execute(run=run)
     except (services.SchedulerUnavailable, services.SyncBusy) as error:
-        if self.request.retries >= settings.ARBITER_SYNC_MAX_RETRIES:
+        if not services.sync_is_due(cluster=run.cluster):
             return services.sync_give_up(run=run).status
         raise self.retry(countdown=services.retry_delay(self.request.retries), exc=error) from None
     return SyncStatus(run.status).value
@@ -48,3 +48,15 @@ def check_cluster(cluster_id: int) -> bool | None:
     if cluster is None:
         return None
     return services.cluster_check(cluster=cluster).check_ok
+
+
+@shared_task
+def out_of_sync_check() -> list[int]:
+    """Periodic: alert ops about clusters whose rules have been due too long; close when synced."""
+    return services.out_of_sync_check()
+
+
+@shared_task
+def guard_clusters() -> dict[str, int]:
+    """Periodic: requeue and hold the jobs Slurm let past a project's quota."""
+    return services.guard_check_all()

@@ -185,6 +185,7 @@ def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
             "object": cluster,
             "state": state,
             "sync_due": selectors.sync_due(cluster, state=state),
+            "due_since": services.due_since(cluster=cluster),
             "newest_revision": selectors.newest_revision_id(),
             "live": selectors.cluster_live_status(cluster=cluster, state=state),
             "runs": selectors.sync_run_list(cluster=cluster)[:15],

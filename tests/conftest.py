@@ -303,3 +303,20 @@ def _no_api_throttling(settings):
 
     settings.ARBITER_API_THROTTLE = False
     cache.clear()
+
+
+# Tests that need PostgreSQL's row locks (they skip on SQLite, fail in CI without it).
+POSTGRES_MODULES = {
+    "test_quota_concurrency.py",
+    "test_change_concurrency.py",
+    "test_request_approve_concurrency.py",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests that need a service, so that ``-m slurm`` / ``-m "not slurm"`` select."""
+    for item in items:
+        if "slurm" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slurm)
+        if item.path.name in POSTGRES_MODULES:
+            item.add_marker(pytest.mark.postgres)

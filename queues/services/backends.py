@@ -115,6 +115,7 @@ class DriftItem:
     field: str
     applied: str
     live: str
+    note: str = ""
 
     def as_dict(self) -> dict[str, str]:
         return {
@@ -123,6 +124,7 @@ class DriftItem:
             "field": self.field,
             "applied": self.applied,
             "live": self.live,
+            "note": self.note,
         }
 
 
@@ -146,6 +148,7 @@ class SchedulerBackend(Protocol):
         rules: EffectiveRules,
         pools: Iterable[Pool],
         capacities: dict[tuple[int, int], int],
+        gres_types: dict[int, list[str]] | None = None,
     ) -> State: ...
 
     def settle(
@@ -167,6 +170,10 @@ class SchedulerBackend(Protocol):
         a Kubernetes server's resource names); raises ``SchedulerError`` when unreachable."""
         ...
 
+    # Slurm's backend also has ``tracked_tres()`` (the preflight), ``guard(applied=)`` and
+    # ``priority_config()`` (how each rule is enforced); the sync asks for them by name, and a
+    # backend without them (Kueue enforces quotas natively) skips those steps.
+
     @property
     def calls(self) -> int: ...
 
@@ -174,6 +181,30 @@ class SchedulerBackend(Protocol):
 def named_jobs(*, desired: State, applied: State) -> list[str]:
     """The jobs a sync reads: those the rules name, and those Arbiter moved before."""
     return sorted(set(desired.get(JOB, {})) | set(applied.get(JOB, {})))
+
+
+def own_objects(*, live: LiveState, desired: State, ledger: dict[str, list[str]]) -> LiveState:
+    """Narrow ``live.managed`` to Arbiter's own objects: marked ones it wants or created.
+
+    The mark (or an Arbiter account) says an object *may* be Arbiter's; the ledger of the
+    names it created in this cluster says it *is*. A marked object that is neither wanted
+    nor in the ledger was made by hand: it is shown as drift and never deleted; a wanted
+    one is adopted (a sync that stopped halfway created it).
+    """
+    managed = {
+        kind: {
+            name
+            for name in names
+            if name in desired.get(kind, {}) or name in set(ledger.get(kind, []))
+        }
+        for kind, names in live.managed.items()
+    }
+    return LiveState(objects=live.objects, managed=managed, extra=live.extra)
+
+
+def ledger_of(state: State) -> dict[str, list[str]]:
+    """The names of the objects of a state, per kind (jobs are not objects)."""
+    return {kind: sorted(names) for kind, names in state.items() if kind != JOB}
 
 
 def diff_fields(

@@ -17,14 +17,24 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Prefetch, prefetch_related_objects
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from governance.models import Membership, PoolCapacity, RevisionTrigger, RulesRevision, User
+from governance.models import (
+    Membership,
+    PoolCapacity,
+    Quota,
+    RevisionTrigger,
+    RulesRevision,
+    SiteRole,
+    User,
+)
 from governance.selectors import effective_rules
 from queues.models import (
+    AlertKind,
     Cluster,
     ClusterBackend,
     ClusterSyncState,
@@ -33,18 +43,24 @@ from queues.models import (
     SyncTrigger,
 )
 
+from .alerts import alert_close, alert_raise
 from .backends import (
     Action,
     ApplyResult,
+    Change,
+    FieldChange,
     SchedulerBackend,
     SchedulerError,
     SchedulerUnavailable,
     State,
+    ledger_of,
     named_jobs,
+    own_objects,
 )
 from .kueue import KueueBackend, KueueConnection
 from .kueue.export import ExportResult, export_objects
 from .slurm import SlurmBackend, SlurmCommands, backend_timeout
+from .slurm.enforcement import rule_enforcement
 
 
 class SyncBusy(SchedulerError):
@@ -194,7 +210,96 @@ def desired_state_for(*, cluster: Cluster, backend: SchedulerBackend, at: dateti
         (capacity.pool_id, capacity.flavor_id): capacity.gpus
         for capacity in PoolCapacity.objects.filter(pool__in=pools)
     }
-    return backend.desired_state(rules=rules, pools=pools, capacities=capacities)
+    return backend.desired_state(
+        rules=rules, pools=pools, capacities=capacities, gres_types=pool_gres_types(pools)
+    )
+
+
+def pool_flavors(pools: list) -> dict[int, dict[str, str]]:
+    """Per pool, the GRES types of its flavors (capacities and quotas) → the flavor's name."""
+    found: dict[int, dict[str, str]] = {pool.pk: {} for pool in pools}
+    for model in (PoolCapacity, Quota):
+        for pool_id, gres_type, name in model.objects.filter(pool__in=pools).values_list(
+            "pool_id", "flavor__gres_type", "flavor__name"
+        ):
+            if gres_type:
+                found[pool_id][gres_type.lower()] = name
+    return found
+
+
+def pool_gres_types(pools: list) -> dict[int, list[str]]:
+    return {pool_id: sorted(types) for pool_id, types in pool_flavors(pools).items()}
+
+
+def cluster_preflight(
+    *, cluster: Cluster, pools: list | None = None, backend: SchedulerBackend | None = None
+) -> list[str]:
+    """What stops ``cluster`` from holding ``pools`` (default: the ones it serves).
+
+    Reads the TRES the cluster's accounting tracks; a flavor whose GRES type is not tracked
+    cannot be limited (Slurm refuses the limit, or ignores it), so the plan is refused with
+    the ``slurm.conf`` line that fixes it. Empty: nothing stops it. Raises
+    ``SchedulerError`` when the cluster does not answer.
+    """
+    backend = backend or backend_for(cluster)
+    tracked_tres = getattr(backend, "tracked_tres", None)
+    if tracked_tres is None:  # not Slurm: the backend's own validation covers it
+        return []
+    pools = list(cluster.pools.all()) if pools is None else list(pools)
+    tracked = tracked_tres()
+    needed = {"gres/gpu"} | {
+        f"gres/gpu:{gres}" for flavors in pool_flavors(pools).values() for gres in flavors
+    }
+    if needed <= tracked:
+        return []
+    line = "AccountingStorageTRES=" + ",".join(
+        sorted(name for name in tracked | needed if name.startswith("gres/"))
+    )
+    messages = []
+    for pool in sorted(pools, key=lambda p: p.slug):
+        for gres, flavor in sorted(pool_flavors([pool])[pool.pk].items()):
+            if f"gres/gpu:{gres}" not in tracked:
+                messages.append(
+                    _(
+                        "Flavor %(flavor)s of pool %(pool)s needs the TRES gres/gpu:%(gres)s, "
+                        "which cluster %(cluster)s does not track. Set “%(line)s” in its "
+                        "slurm.conf (and GresTypes=gpu, the nodes' Gres=gpu:%(gres)s:N), "
+                        "restart slurmctld, then sync again."
+                    )
+                    % {
+                        "flavor": flavor,
+                        "pool": pool.name,
+                        "gres": gres,
+                        "cluster": cluster.name,
+                        "line": line,
+                    }
+                )
+    if "gres/gpu" not in tracked:
+        messages.append(
+            _("Cluster %(cluster)s does not track gres/gpu. Set “%(line)s” in its slurm.conf.")
+            % {"cluster": cluster.name, "line": line}
+        )
+    return [str(message) for message in messages]
+
+
+def enforcement_for(
+    *, cluster: Cluster, backend: SchedulerBackend, at: datetime
+) -> list[dict[str, str]]:
+    """How the cluster enforces each rule (see ``slurm.enforcement``)."""
+    priority_config = getattr(backend, "priority_config", None)
+    if priority_config is None:  # not Slurm: every rule maps onto a native field
+        return []
+    pools = list(cluster.pools.all())
+    try:
+        config = priority_config()
+    except SchedulerError:
+        config = {}
+    return rule_enforcement(
+        rules=effective_rules(at=at),
+        pools=pools,
+        gres_types=pool_gres_types(pools),
+        priority_config=config,
+    )
 
 
 def _progress(run: SyncRun, text: str) -> None:
@@ -235,33 +340,73 @@ def sync_execute(
         _progress(run, _("reading the rules"))
         revision = RulesRevision.objects.order_by("-pk").first()
         desired = desired_state_for(cluster=cluster, backend=backend, at=now)
+        _progress(run, _("checking what the cluster tracks"))
+        refused = cluster_preflight(cluster=cluster, backend=backend)
+        enforcement = enforcement_for(cluster=cluster, backend=backend, at=now)
         _progress(run, _("reading the live state"))
-        applied_state = _state(cluster).applied_state or {}
+        sync_state = _state(cluster)
+        applied_state = sync_state.applied_state or {}
+        ledger = sync_state.ledger or ledger_of(applied_state)
         live = backend.read_live(jobs=named_jobs(desired=desired, applied=applied_state))
+        # Only Arbiter's own objects may change: marked ones it wants or created before.
+        live = own_objects(live=live, desired=desired, ledger=ledger)
         desired, skipped = backend.settle(desired=desired, live=live, applied=applied_state)
         plan = backend.plan(desired=desired, live=live) + skipped
         run.plan = [change.as_dict() for change in plan]
         run.revision = revision
         run.save(update_fields=["plan", "revision"])
         writes = [change for change in plan if change.is_write]
-        conflicts = sum(change.action == Action.CONFLICT for change in plan)
+        conflicts = [change for change in plan if change.action == Action.CONFLICT]
+        summary = {
+            "changes": len(writes),
+            "conflicts": len(conflicts),
+            "skipped_jobs": len(skipped),
+            "enforcement": enforcement,
+            "preflight": refused,
+        }
+        if refused:
+            # Nothing is written: the cluster cannot hold these rules as it is configured.
+            return _finish(
+                run,
+                status=SyncStatus.FAILED,
+                error=" ".join(refused),
+                **summary,
+                calls=backend.calls,
+                writes=0,
+            )
         if run.is_dry_run:
             return _finish(
                 run,
-                status=SyncStatus.SUCCEEDED,
-                changes=len(writes),
-                conflicts=conflicts,
-                skipped_jobs=len(skipped),
+                status=SyncStatus.NEEDS_ATTENTION if conflicts else SyncStatus.SUCCEEDED,
+                error=_conflict_advice(conflicts),
+                **summary,
                 calls=backend.calls,
                 writes=0,
             )
         applied = ApplyResult()
         if writes:
+            # The names go into the ledger before they exist: a sync that stops halfway
+            # leaves objects the next one recognises as its own.
+            created = [
+                c for c in writes if c.action == Action.CREATE and c.kind in ledger_of(desired)
+            ]
+            if created:
+                for change in created:
+                    ledger.setdefault(change.kind, [])
+                    if change.name not in ledger[change.kind]:
+                        ledger[change.kind].append(change.name)
+                sync_state.ledger = ledger
+                sync_state.save(update_fields=["ledger"])
             applied = backend.apply(
                 plan=writes, desired=desired, progress=lambda text: _progress(run, text)
             )
         _progress(run, _("verifying"))
-        remaining = backend.verify(desired=desired) if writes else []
+        remaining = [
+            change
+            for change in (backend.verify(desired=desired) if writes else [])
+            # A hand-made object under Arbiter's accounts is drift, not an unfinished write.
+            if change.action != Action.DELETE or change.name in set(ledger.get(change.kind, []))
+        ]
         if remaining:
             return _finish(
                 run,
@@ -271,25 +416,33 @@ def sync_execute(
                     "count": len(remaining),
                     "names": ", ".join(f"{c.kind} {c.name}" for c in remaining[:10]),
                 },
-                changes=len(writes),
+                **summary,
                 writes=applied.writes,
                 calls=backend.calls,
                 remaining=[change.as_dict() for change in remaining],
             )
         state = _state(cluster)
-        state.applied_revision = revision
-        state.applied_state = desired
+        clashing = {(c.kind, c.name) for c in conflicts}
+        state.applied_state = {
+            kind: {n: f for n, f in objects.items() if (kind, n) not in clashing}
+            for kind, objects in desired.items()
+        }
+        state.ledger = ledger_of(state.applied_state)
         state.applied_at = timezone.now()
         state.drift = []
         state.drift_checked_at = state.applied_at
         state.drift_error = ""
+        if not conflicts:
+            # With conflicts the rules stay due: the next sync tries again.
+            state.applied_revision = revision
         state.save()
+        if not conflicts:
+            out_of_sync_close(cluster=cluster)
         return _finish(
             run,
-            status=SyncStatus.SUCCEEDED,
-            changes=len(writes),
-            conflicts=conflicts,
-            skipped_jobs=len(skipped),
+            status=SyncStatus.NEEDS_ATTENTION if conflicts else SyncStatus.SUCCEEDED,
+            error=_conflict_advice(conflicts),
+            **summary,
             writes=applied.writes,
             calls=backend.calls,
             warnings=applied.warnings,
@@ -307,14 +460,88 @@ def sync_execute(
             lease_release(cluster=cluster, token=token)
 
 
+def _conflict_advice(conflicts: list) -> str:
+    if not conflicts:
+        return ""
+    return str(
+        _(
+            "%(count)d objects Arbiter needs exist in Slurm but were not made by Arbiter "
+            "(%(names)s). Rename or remove them in Slurm, or rename the rule that needs "
+            "them, then sync again; the rules stay due until then."
+        )
+        % {
+            "count": len(conflicts),
+            "names": ", ".join(f"{c.kind} {c.name}" for c in conflicts[:10]),
+        }
+    )
+
+
+def sync_is_due(*, cluster: Cluster) -> bool:
+    """True while the cluster's applied revision is behind the newest rules revision."""
+    newest = RulesRevision.objects.order_by("-pk").values_list("pk", flat=True).first()
+    if newest is None:
+        return False
+    return (_state(cluster).applied_revision_id or 0) < newest
+
+
 def sync_give_up(*, run: SyncRun) -> SyncRun:
-    """The retries are spent: the run fails, and the rules stay due for the periodic sync."""
+    """A later sync applied the rules while this one waited to retry: nothing left to do."""
     return _finish(
         run,
         status=SyncStatus.FAILED,
-        error=_("Gave up after %(attempts)d attempts: %(error)s")
+        error=_(
+            "Stopped retrying after %(attempts)d attempts: the rules are no longer due (%(error)s)"
+        )
         % {"attempts": run.attempts, "error": run.error},
     )
+
+
+# --- out of sync ------------------------------------------------------------------------------
+
+
+def due_since(*, cluster: Cluster) -> datetime | None:
+    """When the oldest rules revision the cluster has not applied was made (None: in sync)."""
+    applied = _state(cluster).applied_revision_id or 0
+    first = RulesRevision.objects.filter(pk__gt=applied).order_by("pk").first()
+    return first.created_at if first else None
+
+
+def out_of_sync_minutes() -> int:
+    return int(getattr(settings, "ARBITER_OUT_OF_SYNC_MINUTES", 30))
+
+
+def out_of_sync_close(*, cluster: Cluster) -> None:
+    alert_close(kind=AlertKind.OUT_OF_SYNC, key=f"cluster:{cluster.pk}")
+
+
+def out_of_sync_check(*, now: datetime | None = None) -> list[int]:
+    """Periodic: alert ops (once) about clusters due longer than the threshold; close the
+    alerts of clusters back in sync. Returns the ids of the clusters out of sync."""
+    now = now or timezone.now()
+    late = []
+    ops = list(User.objects.filter(is_active=True, site_role=SiteRole.OPS))
+    for cluster in Cluster.objects.filter(enabled=True):
+        since = due_since(cluster=cluster)
+        minutes = int((now - since).total_seconds() // 60) if since else 0
+        if since is None or minutes < out_of_sync_minutes():
+            if since is None:
+                out_of_sync_close(cluster=cluster)
+            continue
+        last = SyncRun.objects.filter(cluster=cluster).exclude(error="").first()
+        alert_raise(
+            kind=AlertKind.OUT_OF_SYNC,
+            key=f"cluster:{cluster.pk}",
+            recipients=ops,
+            cluster=cluster,
+            details={
+                "cluster": cluster.name,
+                "minutes": minutes,
+                "error": last.error if last else "",
+            },
+            now=now,
+        )
+        late.append(cluster.pk)
+    return late
 
 
 def sync_now(
@@ -339,6 +566,7 @@ def sync_now(
     try:
         return sync_execute(run=run, backend=backend)
     except (SchedulerUnavailable, SyncBusy):
+        # The rules stay due: the periodic sync and the out-of-sync alert take over.
         return _finish(run, status=SyncStatus.FAILED, error=run.error)
 
 
@@ -369,3 +597,90 @@ def drift_check_all() -> list[ClusterSyncState]:
         drift_check(cluster=cluster)
         for cluster in Cluster.objects.filter(enabled=True, sync_state__applied_at__isnull=False)
     ]
+
+
+def drift_remove(
+    *,
+    cluster: Cluster,
+    kind: str,
+    name: str,
+    user: User,
+    reason: str,
+    backend: SchedulerBackend | None = None,
+) -> SyncRun:
+    """Delete one hand-made object that drift shows, because ops chose "remove" for it.
+
+    Arbiter's own objects are not removed this way ("Sync now" restores them); the removal
+    is recorded as a manual sync run with the object, who asked and why.
+    """
+    backend = backend or backend_for(cluster)
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValidationError({"reason": _("Say why this object is removed.")})
+    if kind not in backend.kinds:
+        raise ValidationError({"kind": _("Unknown kind of object: %(kind)s") % {"kind": kind}})
+    state = _state(cluster)
+    if name in (state.applied_state or {}).get(kind, {}):
+        raise ValidationError(
+            {"name": _("%(name)s is Arbiter's own: “Sync now” restores it.") % {"name": name}}
+        )
+    live = backend.read_live()
+    if name not in live.objects.get(kind, {}):
+        raise ValidationError({"name": _("%(name)s is not in the cluster.") % {"name": name}})
+    change = Change(
+        kind=kind,
+        name=name,
+        action=Action.DELETE,
+        fields=tuple(FieldChange(f, v, "") for f, v in sorted(live.objects[kind][name].items())),
+        note=reason[:500],
+    )
+    run = SyncRun.objects.create(
+        cluster=cluster,
+        trigger=SyncTrigger.MANUAL,
+        requested_by=user,
+        status=SyncStatus.RUNNING,
+        started_at=timezone.now(),
+        plan=[change.as_dict()],
+    )
+    try:
+        applied = backend.apply(plan=[change], desired={}, progress=lambda text: None)
+    except SchedulerError as error:
+        return _finish(run, status=SyncStatus.FAILED, error=str(error), removed=f"{kind} {name}")
+    drift_check(cluster=cluster, backend=backend)
+    return _finish(
+        run,
+        status=SyncStatus.SUCCEEDED,
+        removed=f"{kind} {name}",
+        reason=reason[:500],
+        writes=applied.writes,
+        calls=backend.calls,
+    )
+
+
+def guard_check(
+    *, cluster: Cluster, backend: SchedulerBackend | None = None
+) -> list[dict[str, str]]:
+    """Requeue and hold the jobs Slurm let past a project's quota (untyped GPU requests).
+
+    Works from the last applied state; a cluster never synced, or not reachable, is left
+    alone (the next run tries again). Returns the jobs it requeued.
+    """
+    state = _state(cluster)
+    if not state.applied_state:
+        return []
+    backend = backend or backend_for(cluster)
+    guard = getattr(backend, "guard", None)
+    if guard is None:  # not Slurm: the scheduler itself holds every limit
+        return []
+    try:
+        return guard(applied=state.applied_state)
+    except SchedulerError:
+        return []
+
+
+def guard_check_all() -> dict[str, int]:
+    """Periodic: the guard on every enabled cluster that has been synced."""
+    return {
+        cluster.name: len(guard_check(cluster=cluster))
+        for cluster in Cluster.objects.filter(enabled=True, sync_state__applied_at__isnull=False)
+    }

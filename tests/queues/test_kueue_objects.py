@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from governance import services as rules
-from governance.models import GrantKind
+from governance.models import GrantKind, Terms
 from queues import services
 from queues.services.kueue import KueueBackend, KueueConnection
 from queues.services.kueue.backend import _owners
@@ -189,13 +189,15 @@ def test_an_active_grant_changes_the_queue_it_touches_and_expiry_reverts_it(org)
     rules.grant_create(
         user=org.ops,
         reason=REASON,
-        kind=GrantKind.QUOTA_EXCEPTION,
         project=project,
-        pool=org.pool,
-        flavor=org.a100,
-        extra_gpus=6,
-        starts_at=now - timedelta(minutes=1),
-        ends_at=now + timedelta(hours=2),
+        terms=Terms(
+            kind=GrantKind.QUOTA_EXCEPTION,
+            pool=org.pool,
+            flavor=org.a100,
+            extra_gpus=6,
+            starts_at=now - timedelta(minutes=1),
+            ends_at=now + timedelta(hours=2),
+        ),
     )
     _b, during, _o = compile_org(org)
     path = "spec.resourceGroups[0].flavors[a100].resources[nvidia.com/gpu].borrowingLimit"
@@ -236,12 +238,14 @@ def test_named_job_grants_and_tier_caps_are_reported_not_silently_dropped(org):
     rules.grant_create(
         user=org.ops,
         reason=REASON,
-        kind=GrantKind.PRIORITY_UPGRADE,
         project=project,
-        tier=org.production,
-        job_ids=["123"],
-        starts_at=now - timedelta(minutes=1),
-        ends_at=now + timedelta(hours=1),
+        terms=Terms(
+            kind=GrantKind.PRIORITY_UPGRADE,
+            tier=org.production,
+            job_ids=("123",),
+            starts_at=now - timedelta(minutes=1),
+            ends_at=now + timedelta(hours=1),
+        ),
     )
     backend, state, _objs = compile_org(org)
     _desired, skipped = backend.settle(desired=state, live=None, applied={})

@@ -76,30 +76,40 @@ def test_queued_requests_share_one_waiting_sync(cluster, monkeypatch):
     assert first == second
 
 
-def test_an_unreachable_slurm_is_retried_with_backoff_then_the_run_fails_and_stays_due(
-    cluster, eager, settings, monkeypatch, django_capture_on_commit_callbacks
+def test_an_unreachable_slurm_is_retried_with_capped_backoff_for_as_long_as_the_rules_are_due(
+    cluster, eager, monkeypatch, django_capture_on_commit_callbacks
 ):
-    settings.ARBITER_SYNC_MAX_RETRIES = 2
     delays = []
     real_retry = tasks.sync_cluster.retry
+    revision = rules.rules_revision_create(trigger=RevisionTrigger.MANUAL)
 
     def retry(*args, countdown, **kwargs):
         delays.append(countdown)
+        if len(delays) == 12:
+            # Another sync applies the rules meanwhile: the next attempt stops retrying.
+            state = services.sync.ClusterSyncState.objects.get(cluster=cluster)
+            state.applied_revision = revision
+            state.save()
         return real_retry(*args, countdown=0, **kwargs)
 
     monkeypatch.setattr(tasks.sync_cluster, "retry", retry)
-    rules.rules_revision_create(trigger=RevisionTrigger.MANUAL)
     with django_capture_on_commit_callbacks(execute=True):
         run = services.sync_enqueue(cluster=cluster, trigger=SyncTrigger.MANUAL)
 
     run.refresh_from_db()
-    assert delays == [10, 20]
+    # No give-up after a fixed count: exponential, capped at 10 minutes.
+    assert delays == [10, 20, 40, 80, 160, 320, 600, 600, 600, 600, 600, 600]
     assert run.status == SyncStatus.FAILED
-    assert run.attempts == 3
-    assert "Gave up after 3 attempts" in run.error
+    assert run.attempts == 13
+    assert "the rules are no longer due" in run.error
     assert "Cannot run /nonexistent/arbiter-test/bin/sacctmgr" in run.error
+
+
+def test_an_unreachable_cluster_stays_due_and_the_periodic_sync_queues_it(cluster, monkeypatch):
+    rules.rules_revision_create(trigger=RevisionTrigger.MANUAL)
+    run = services.sync_now(cluster=cluster, user=None)
+    assert run.status == SyncStatus.FAILED
     assert selectors.sync_due(cluster)
-    # The periodic task queues it again, because the rules are still due.
     monkeypatch.setattr(tasks.sync_cluster, "delay", lambda run_id: None)
     assert [r.cluster for r in services.sync_enqueue_due()] == [cluster]
 

@@ -3,7 +3,7 @@
 import pytest
 
 from governance.models import Terms
-from queues import services
+from queues import selectors, services
 from queues.models import ClusterSyncState, SyncStatus
 from queues.services.slurm import parse_tres
 
@@ -18,10 +18,20 @@ def _qos(slurm, name: str) -> dict[str, str]:
         "qos",
         "where",
         f"name={name}",
-        "format=name,priority,preempt,preemptmode,grptres,maxtres,maxtrespu,description",
+        "format=name,priority,preempt,preemptmode,grptres,maxtres,maxtrespu,description,maxtrespa",
     )
     fields = out.strip().split("|")
-    keys = ["name", "priority", "preempt", "mode", "grptres", "maxtres", "maxtrespu", "description"]
+    keys = [
+        "name",
+        "priority",
+        "preempt",
+        "mode",
+        "grptres",
+        "maxtres",
+        "maxtrespu",
+        "description",
+        "maxtrespa",
+    ]
     return dict(zip(keys, fields, strict=False))
 
 
@@ -71,14 +81,26 @@ def test_first_sync_creates_the_objects_and_a_resync_writes_nothing(lab, slurm):
     # speech's work is forbidden to preempt: it gets protected tiers, in nobody's Preempt list.
     assert _qos(slurm, "regular-protected")["priority"] == "400"
     guarantee = _qos(slurm, "lab.vision.guarantee")
-    assert parse_tres(guarantee["grptres"]) == {"gres/gpu": "2", "gres/gpu:a100": "2"}
+    # A guarantee QOS caps with MaxTRESPerAccount: a GrpTRES would switch off the account's.
+    assert guarantee["grptres"] == ""
+    assert parse_tres(guarantee["maxtrespa"]) == {
+        "gres/gpu": "2",
+        "gres/gpu:a100": "2",
+        "gres/gpu:h100": "0",
+    }
     assert guarantee["preempt"] == "lab.borrow"
     vision_account = _account(slurm, "lab.vision")
     assert vision_account["parent"] == "lab"
-    assert parse_tres(vision_account["grptres"]) == {"gres/gpu": "4", "gres/gpu:a100": "4"}
+    # Every GRES type of the pool is limited: 0 where the project has no quota.
+    assert parse_tres(vision_account["grptres"]) == {
+        "gres/gpu": "4",
+        "gres/gpu:a100": "4",
+        "gres/gpu:h100": "0",
+    }
     # Unbounded borrowing is bounded by the pool's capacity of the flavor.
     assert parse_tres(_account(slurm, "lab.speech")["grptres"]) == {
         "gres/gpu": "4",
+        "gres/gpu:a100": "0",
         "gres/gpu:h100": "4",
     }
     users = slurm.sacctmgr(
@@ -103,20 +125,30 @@ def test_first_sync_creates_the_objects_and_a_resync_writes_nothing(lab, slurm):
     assert again.status == SyncStatus.SUCCEEDED, again.error
     assert again.result["writes"] == 0
     assert again.result["changes"] == 0
-    assert again.result["calls"] == 3  # the three reads, nothing else
+    # The three reads, the tracked TRES and the priority settings; nothing else.
+    assert again.result["calls"] == 5
 
 
 def test_hand_made_objects_are_never_touched(lab, slurm):
     slurm.sacctmgr("-i", "add", "qos", "handmade", "Priority=5")
     slurm.sacctmgr("-i", "add", "qos", "key", "Priority=1", "Description=made by hand")
     try:
+        from governance import services as rules
+        from governance.models import RevisionTrigger
+
+        rules.rules_revision_create(trigger=RevisionTrigger.MANUAL)
         lab.project("vision", tier=lab.key, guarantee=1)
         run = services.sync_now(cluster=lab.cluster, user=lab.ops)
         conflicts = [c for c in run.plan if c["action"] == "conflict"]
         assert [(c["kind"], c["name"]) for c in conflicts] == [("qos", "key")]
         assert _qos(slurm, "key")["priority"] == "1"
         assert _qos(slurm, "handmade")["priority"] == "5"
+        # Not "Succeeded": the page says what to do, and the rules stay due.
+        assert run.status == SyncStatus.NEEDS_ATTENTION
+        assert "Rename or remove them in Slurm" in run.error
+        assert selectors.sync_due(lab.cluster)
     finally:
+        slurm.remove_arbiter_objects()  # an association's DefaultQOS may name "key"
         slurm.sacctmgr("-i", "delete", "qos", "where", "name=handmade,key")
 
 

@@ -20,6 +20,7 @@ from .values import (
     ROOT_ACCOUNT,
     TRES_FIELDS,
     association_name,
+    format_duration,
     format_tres,
     parse_tres,
     split_association,
@@ -36,7 +37,8 @@ def apply_plan(
 ) -> ApplyResult:
     """Write the plan in as few ``sacctmgr -i`` calls as Slurm allows.
 
-    1. one ``add qos a,b,...`` for new QOS, then their settings and the changed ones,
+    1. ``add qos a,b,... <settings>`` for new QOS, marked as Arbiter's in the same call
+       (one call per group of equal settings), then the Preempt lists and the changed QOS,
        grouped by identical settings (one ``modify qos`` per group);
     2. named jobs whose grant ended back to their old QOS (``scontrol update``, one call
        per QOS);
@@ -52,17 +54,29 @@ def apply_plan(
         by_action[(change.kind, change.action)].append(change)
 
     new_qos = by_action[(QOS, Action.CREATE)]
-    if new_qos:
-        progress(_("creating %(count)d QOS") % {"count": len(new_qos)})
-        commands.sacctmgr_write("add", "qos", ",".join(change.name for change in new_qos))
+    # Created with their settings and Arbiter's mark in the same command (one call per
+    # group of equal settings), so a sync that stops halfway leaves only marked QOS; the
+    # Preempt lists, which may name QOS of the same batch, follow.
+    creations: dict[tuple[tuple[str, str], ...], list[str]] = defaultdict(list)
+    for change in new_qos:
+        fields = desired[QOS][change.name]
+        options = tuple(
+            (QOS_OPTIONS[name], _qos_value(name, "", value))
+            for name, value in fields.items()
+            if name != "preempt" and value
+        )
+        creations[options].append(change.name)
+    for options, names in creations.items():
+        progress(_("creating QOS %(names)s") % {"names": ", ".join(names[:5])})
+        commands.sacctmgr_write("add", "qos", ",".join(names), *_options(options))
     qos_sets: dict[tuple[tuple[str, str], ...], list[str]] = defaultdict(list)
     for change in new_qos + by_action[(QOS, Action.UPDATE)]:
         assignments = []
         for item in change.fields:
             value = item.desired
-            if item.field in TRES_FIELDS:
-                value = _tres_assignment(item.live, item.desired)
-            elif item.field == "preempt" and not value:
+            if change.action == Action.CREATE and item.field != "preempt":
+                continue
+            if item.field == "preempt" and not value:
                 if change.action == Action.CREATE:
                     continue
                 # Slurm 22.05: emptying a Preempt list upsets slurmdbd's QOS cache.
@@ -74,8 +88,8 @@ def apply_plan(
                     % {"name": change.name}
                 )
                 value = CLEAR
-            elif not value and change.action == Action.CREATE:
-                continue
+            else:
+                value = _qos_value(item.field, item.live, value)
             assignments.append((QOS_OPTIONS[item.field], value))
         if assignments:
             qos_sets[tuple(assignments)].append(change.name)
@@ -255,6 +269,17 @@ def _tres_assignment(live: str, desired: str) -> str:
     for key in parse_tres(live):
         wanted.setdefault(key, -1)
     return format_tres(wanted) if wanted else ""
+
+
+def _qos_value(name: str, live: str, desired: str) -> str:
+    """The sacctmgr value of one QOS field (clearing it when the desired value is empty)."""
+    if name in TRES_FIELDS:
+        return _tres_assignment(live, desired)
+    if name == "grace_time":
+        return desired or "0"
+    if name == "preempt_exempt_time":
+        return format_duration(desired) if desired else "-1"
+    return desired
 
 
 def _options(assignments: Iterable[tuple[str, str]]) -> list[str]:

@@ -19,13 +19,14 @@ from ..backends import (
     LiveState,
     Progress,
     State,
-    drift_items,
     plan_changes,
 )
 from .apply import apply_plan
 from .commands import SlurmCommands
 from .config import slurm_conf_lines
 from .desired import desired_state
+from .drift import slurm_drift
+from .guard import guard_apply
 from .jobs import job_order, settle
 from .live import read_live
 from .values import KINDS, PENDING, values_equal
@@ -61,8 +62,9 @@ class SlurmBackend:
         rules: EffectiveRules,
         pools: Iterable[Pool],
         capacities: dict[tuple[int, int], int],
+        gres_types: dict[int, list[str]] | None = None,
     ) -> State:
-        return desired_state(rules=rules, pools=pools, capacities=capacities)
+        return desired_state(rules=rules, pools=pools, capacities=capacities, gres_types=gres_types)
 
     # -- named jobs --
 
@@ -96,7 +98,40 @@ class SlurmBackend:
         return changes
 
     def drift(self, *, applied: State, live: LiveState) -> list[DriftItem]:
-        return drift_items(kinds=KINDS, applied=applied, live=live, equal=values_equal)
+        """Differences from the last applied state, and objects made by hand where Arbiter's
+        are: an association under an Arbiter account, an account under an Arbiter pool
+        account, a QOS that Arbiter's associations or Preempt lists name or that sits in
+        Arbiter's name space (``<pool>.…``). Hand-made objects are shown, never deleted."""
+        return slurm_drift(applied=applied, live=live)
+
+    # -- guard --
+
+    def guard(self, *, applied: State) -> list[dict[str, str]]:
+        """Requeue and hold untyped GPU jobs over their project's quota (see ``guard``)."""
+        return guard_apply(self.commands, applied=applied)
+
+    # -- preflight --
+
+    def tracked_tres(self) -> set[str]:
+        """The TRES the cluster's accounting tracks (``gres/gpu``, ``gres/gpu:a100``, …)."""
+        return {
+            f"{kind}/{name}" if name else kind
+            for kind, name, *_rest in (
+                [*row, "", ""]
+                for row in self.commands.sacctmgr_read("show", "tres", "format=type,name")
+            )
+        }
+
+    def priority_config(self) -> dict[str, str]:
+        """The multifactor settings slurmctld runs with (``scontrol show config``)."""
+        out = self.commands.run(["scontrol", "show", "config"])
+        wanted = {"PriorityWeightAge", "PriorityMaxAge", "PriorityWeightQOS", "PriorityType"}
+        found = {}
+        for line in out.splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key.strip() in wanted:
+                found[key.strip()] = value.strip()
+        return found
 
     # -- apply --
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from governance.models import Pool, PreemptionKind
+from governance.models import Pool, PreemptionClass, PreemptionKind
 from governance.selectors import EffectiveProject, EffectiveRules
 
 from ..backends import JOB, State
@@ -15,6 +15,7 @@ from .values import (
     GPU,
     ORGANIZATION,
     QOS,
+    QOS_FIELDS,
     ROOT_ACCOUNT,
     SLURM_USER,
     association_name,
@@ -29,14 +30,40 @@ from .values import (
 )
 
 
+def _qos(**fields: str) -> dict[str, str]:
+    """A QOS entry with every field Arbiter manages (unset ones empty)."""
+    return {name: fields.get(name, "") for name in QOS_FIELDS}
+
+
+def _class_slug(klass: PreemptionClass) -> str:
+    return klass.slug.lower() if klass.kind == PreemptionKind.CAUTIOUS else ""
+
+
 def desired_state(
     *,
     rules: EffectiveRules,
     pools: Iterable[Pool],
     capacities: dict[tuple[int, int], int],
+    gres_types: dict[int, list[str]] | None = None,
 ) -> State:
+    """The QOS, accounts and associations that make Slurm enforce ``rules``.
+
+    Slurm uses, per TRES and per kind of limit, the first limit it finds (partition QOS,
+    job QOS, user association, accounts upward), and a job that asks for untyped GPUs
+    (``--gres=gpu:N``) is checked against the untyped ``gres/gpu`` limits only, wherever it
+    lands (measured on Slurm 22.05). So:
+
+    * a project account carries ``GrpTRES`` with the untyped total *and* one typed limit per
+      GRES type of the pool (``0`` for the types it has no quota for);
+    * a guarantee QOS caps the project with ``MaxTRESPerAccount`` (a different limit, which
+      leaves the account's ``GrpTRES`` in force), never with ``GrpTRES``;
+    * a tier cap is a tier QOS ``GrpTRES=gres/gpu=N``: it replaces the account's untyped
+      total for jobs in that QOS, so there the typed limits (typed requests) hold natively
+      and untyped requests are left to the guard (see ``enforcement``).
+    """
     pools = sorted(pools, key=lambda pool: pool.slug)
     pool_ids = {pool.pk for pool in pools}
+    gres_types = gres_types or {}
     qos: dict[str, dict[str, str]] = {}
     accounts: dict[str, dict[str, str]] = {}
     associations: dict[str, dict[str, str]] = {}
@@ -48,6 +75,10 @@ def desired_state(
     protected_tiers: set[int] = set()
     # One entry per (pool, project): what its account, guarantee QOS and members get.
     plans = []
+    # The borrow QOS of each pool: one for allowed-class work, one per cautious class.
+    borrowers: dict[str, tuple[Pool, PreemptionClass | None, int]] = {}
+    for pool in pools:
+        borrowers[borrow_qos(pool)] = (pool, None, 0)
     for slug, project in sorted(rules.projects.items()):
         by_pool: dict[int, list] = defaultdict(list)
         for quota in project.quotas:
@@ -61,9 +92,23 @@ def desired_state(
             borrows = not forbidden and any(
                 q.borrow_limit is None or q.borrow_limit > 0 for q in quotas
             )
+            borrow_name = ""
+            if borrows:
+                cautious = [
+                    q.preemption_class
+                    for q in quotas
+                    if q.preemption_class.kind == PreemptionKind.CAUTIOUS
+                ]
+                klass = max(
+                    cautious, key=lambda c: (c.min_runtime_minutes or 0, c.slug), default=None
+                )
+                borrow_name = borrow_qos(pool, _class_slug(klass) if klass else "")
+                grace = max(q.quota.reclaim_grace_minutes or 0 for q in quotas) * 60
+                known = borrowers.get(borrow_name, (pool, klass, 0))
+                borrowers[borrow_name] = (pool, klass, max(known[2], grace))
             if forbidden:
                 protected_tiers.update(tier.pk for tier in project.allowed_tiers)
-            plans.append((pool, slug, project, quotas, forbidden, borrows))
+            plans.append((pool, slug, project, quotas, forbidden, borrow_name))
     for slug, project in sorted(rules.projects.items()):
         mine = [(project_account(pool, s), f) for pool, s, _p, _q, f, _b in plans if s == slug]
         if mine:
@@ -71,33 +116,37 @@ def desired_state(
 
     for pool in pools:
         accounts[pool_account(pool)] = account_fields(f"pool {pool.name}", ROOT_ACCOUNT, 1, {})
-        # Always there, so that the Preempt lists naming it never have to be emptied
-        # (Slurm 22.05 mishandles an emptied list); who may use it depends on the quotas.
-        qos[borrow_qos(pool)] = {
-            "description": description(f"borrowed gpus in pool {pool.name}"),
-            "priority": "0",
-            "preempt": "",
-            "preempt_mode": "requeue",
-            "grp_tres": "",
-            "max_tres_per_job": "",
-            "max_tres_per_user": "",
-        }
-    borrow_names = [borrow_qos(pool) for pool in pools]
+    # Always there, so that the Preempt lists naming them never have to be emptied
+    # (Slurm 22.05 mishandles an emptied list); who may use them depends on the quotas.
+    for name, (pool, klass, grace) in sorted(borrowers.items()):
+        text = f"borrowed gpus in pool {pool.name}"
+        exempt = ""
+        if klass is not None:
+            text += f" class {klass.slug}"
+            exempt = str((klass.min_runtime_minutes or 0) * 60) if klass.min_runtime_minutes else ""
+        qos[name] = _qos(
+            description=description(text),
+            priority="0",
+            preempt_mode="requeue",
+            grace_time=str(grace) if grace else "",
+            preempt_exempt_time=exempt,
+        )
+    borrow_names = sorted(borrowers)
 
     for tier in rules.tiers:
         victims = [tier_qos(t) for t in tier.preemptible_tiers.all()] if tier.may_preempt else []
         if tier.may_preempt:
             victims += borrow_names
         per_job = format_tres({GPU: tier.max_gpus_per_job}) if tier.max_gpus_per_job else ""
-        fields = {
-            "description": description(f"tier {tier.name}"),
-            "priority": str(tier.scheduler_value),
-            "preempt": format_list(victims),
-            "preempt_mode": "requeue",
-            "grp_tres": format_tres({GPU: tier.max_gpus_total}) if tier.max_gpus_total else "",
-            "max_tres_per_job": per_job,
-            "max_tres_per_user": per_job,
-        }
+        fields = _qos(
+            description=description(f"tier {tier.name}"),
+            priority=str(tier.scheduler_value),
+            preempt=format_list(victims),
+            preempt_mode="requeue",
+            grp_tres=format_tres({GPU: tier.max_gpus_total}) if tier.max_gpus_total else "",
+            max_tres_per_job=per_job,
+            max_tres_per_user=per_job,
+        )
         qos[tier_qos(tier)] = fields
         if tier.pk in protected_tiers:
             qos[tier_qos(tier, protected=True)] = {
@@ -107,45 +156,46 @@ def desired_state(
             }
 
     default_tier = rules.default_tier
-    for pool, slug, project, quotas, forbidden, borrows in plans:
+    for pool, slug, project, quotas, forbidden, borrow_name in plans:
         account = project_account(pool, slug)
-        maximum: dict[str, int] = defaultdict(int)
-        guarantee: dict[str, int] = defaultdict(int)
+        # Every GRES type of the pool gets a typed limit: 0 where the project has no quota.
+        maximum: dict[str, int] = {f"{GPU}:{t}": 0 for t in gres_types.get(pool.pk, []) if t}
+        guarantee: dict[str, int] = dict(maximum)
+        maximum[GPU] = guarantee[GPU] = 0
         for quota in quotas:
             flavor = quota.quota.flavor
             top = quota.maximum
             if top is None:
                 top = max(capacities.get((pool.pk, flavor.pk), 0), quota.guarantee)
             for key in {GPU, f"{GPU}:{flavor.gres_type}" if flavor.gres_type else GPU}:
-                maximum[key] += top
-                guarantee[key] += quota.guarantee
+                maximum[key] = maximum.get(key, 0) + top
+                guarantee[key] = guarantee.get(key, 0) + quota.guarantee
         accounts[account] = account_fields(
             f"project {project.project.name} in pool {pool.name}",
             pool_account(pool),
             sum(q.quota.fair_share_weight for q in quotas),
-            dict(maximum),
+            maximum,
         )
         allowed = [tier_qos(t, protected=forbidden) for t in project.allowed_tiers]
         names = list(allowed)
+        top_tier = project.tier or default_tier
         if guarantee.get(GPU):
-            top_tier = project.tier or default_tier
             g_name = guarantee_qos(pool, slug)
-            qos[g_name] = {
+            qos[g_name] = _qos(
                 # The name says whose: equal settings let one call set many of them.
-                "description": description(f"guarantee in pool {pool.name}"),
-                "priority": str(top_tier.scheduler_value if top_tier else 0),
-                "preempt": borrow_qos(pool),
-                "preempt_mode": "cluster",
-                "grp_tres": format_tres({k: v for k, v in guarantee.items() if v}),
-                "max_tres_per_job": "",
-                "max_tres_per_user": "",
-            }
+                description=description(f"guarantee in pool {pool.name}"),
+                priority=str(top_tier.scheduler_value if top_tier else 0),
+                preempt=format_list(n for n, b in borrowers.items() if b[0].pk == pool.pk),
+                preempt_mode="cluster",
+                max_tres_per_account=format_tres(guarantee),  # type: ignore[arg-type]
+            )
             names.append(g_name)
-        if borrows:
-            names.append(borrow_qos(pool))
+        if borrow_name:
+            names.append(borrow_name)
+        # Jobs submitted without -q run at the project's effective tier (grants included).
         default = ""
-        if default_tier is not None and default_tier in project.allowed_tiers:
-            default = tier_qos(default_tier, protected=forbidden)
+        if top_tier is not None and top_tier in project.allowed_tiers:
+            default = tier_qos(top_tier, protected=forbidden)
         elif allowed:
             default = allowed[-1]
         elif names:

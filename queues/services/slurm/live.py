@@ -16,6 +16,7 @@ from .values import (
     association_name,
     format_list,
     format_tres,
+    parse_seconds,
     parse_tres,
 )
 
@@ -28,9 +29,12 @@ def read_live(commands: SlurmCommands, *, cluster_name: str, jobs: Iterable[str]
     for row in commands.sacctmgr_read(
         "show",
         "qos",
-        "format=name,description,priority,preempt,preemptmode,grptres,maxtres,maxtrespu",
+        "format=name,description,priority,preempt,preemptmode,grptres,maxtres,maxtrespu,"
+        "maxtrespa,gracetime,preemptexempttime",
     ):
-        name, descr, priority, preempt, mode, grp, max_job, max_user = (row + [""] * 8)[:8]
+        name, descr, priority, preempt, mode, grp, max_job, max_user, max_account, grace, exempt = (
+            row + [""] * 11
+        )[:11]
         objects[QOS][name] = {
             "description": descr,
             "priority": priority,
@@ -39,6 +43,9 @@ def read_live(commands: SlurmCommands, *, cluster_name: str, jobs: Iterable[str]
             "grp_tres": format_tres(parse_tres(grp)),  # type: ignore[arg-type]
             "max_tres_per_job": format_tres(parse_tres(max_job)),  # type: ignore[arg-type]
             "max_tres_per_user": format_tres(parse_tres(max_user)),  # type: ignore[arg-type]
+            "max_tres_per_account": format_tres(parse_tres(max_account)),  # type: ignore[arg-type]
+            "grace_time": "" if parse_seconds(grace) in ("", "0") else parse_seconds(grace),
+            "preempt_exempt_time": parse_seconds(exempt),
         }
         if descr.lower().startswith(MARK):
             managed[QOS].add(name)

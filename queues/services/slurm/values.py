@@ -30,8 +30,13 @@ QOS_FIELDS = (
     "grp_tres",
     "max_tres_per_job",
     "max_tres_per_user",
+    "max_tres_per_account",
+    "grace_time",
+    "preempt_exempt_time",
 )
-TRES_FIELDS = {"grp_tres", "max_tres_per_job", "max_tres_per_user"}
+TRES_FIELDS = {"grp_tres", "max_tres_per_job", "max_tres_per_user", "max_tres_per_account"}
+# Durations are kept in seconds; sacctmgr shows ``[D-]HH:MM:SS`` (empty: not set).
+TIME_FIELDS = {"grace_time", "preempt_exempt_time"}
 LIST_FIELDS = {"preempt", "qos"}
 # sacctmgr's option names for each field, per kind.
 QOS_OPTIONS = {
@@ -42,6 +47,9 @@ QOS_OPTIONS = {
     "grp_tres": "GrpTRES",
     "max_tres_per_job": "MaxTRESPerJob",
     "max_tres_per_user": "MaxTRESPerUser",
+    "max_tres_per_account": "MaxTRESPerAccount",
+    "grace_time": "GraceTime",
+    "preempt_exempt_time": "PreemptExemptTime",
 }
 ACCOUNT_OPTIONS = {
     "description": "Description",
@@ -75,6 +83,29 @@ def format_list(names: Iterable[str]) -> str:
     return ",".join(sorted(set(names)))
 
 
+def parse_seconds(value: str) -> str:
+    """``1-02:03:04`` / ``02:03:04`` / ``03:04`` → seconds as a string; empty stays empty."""
+    value = value.strip()
+    if not value:
+        return ""
+    days, _sep, clock = value.rpartition("-")
+    parts = [int(part or 0) for part in clock.split(":")]
+    while len(parts) < 3:
+        parts.insert(0, 0)
+    hours, minutes, seconds = parts[-3:]
+    return str(int(days or 0) * 86400 + hours * 3600 + minutes * 60 + seconds)
+
+
+def format_duration(seconds: str) -> str:
+    """Seconds → ``D-HH:MM:SS`` as sacctmgr takes it."""
+    total = int(seconds or 0)
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{days}-{clock}" if days else clock
+
+
 def description(text: str) -> str:
     """A Description that survives sacctmgr's parsing and lowercasing unchanged."""
     cleaned = re.sub(r"[^a-z0-9 ._:/-]+", " ", f"{MARK} {text}".lower())
@@ -86,6 +117,8 @@ def values_equal(name: str, live: str, desired: str) -> bool:
         return parse_tres(live) == parse_tres(desired)
     if name in LIST_FIELDS:
         return {v for v in live.split(",") if v} == {v for v in desired.split(",") if v}
+    if name in TIME_FIELDS:
+        return int(live or 0) == int(desired or 0)
     if name == "preempt_mode":
         return (live or "cluster").lower() == (desired or "cluster").lower()
     return live.strip().lower() == desired.strip().lower()
@@ -98,8 +131,9 @@ def tier_qos(tier: PriorityTier, *, protected: bool = False) -> str:
     return f"{tier.slug}-protected" if protected else tier.slug
 
 
-def borrow_qos(pool: Pool) -> str:
-    return f"{pool.slug}.borrow"
+def borrow_qos(pool: Pool, klass: str = "") -> str:
+    """The pool's borrow QOS; a cautious preemption class gets one of its own."""
+    return f"{pool.slug}.borrow.{klass}" if klass else f"{pool.slug}.borrow"
 
 
 def pool_account(pool: Pool) -> str:
