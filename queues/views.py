@@ -3,12 +3,13 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
+from governance.selectors import project_get
 from queues import forms, selectors, services
 from queues.models import SyncTrigger
 
@@ -142,3 +143,45 @@ def alert_list(request: HttpRequest) -> HttpResponse:
 def alerts_read(request: HttpRequest) -> HttpResponse:
     services.alerts_mark_read(user=request.user)
     return redirect("alert_list")
+
+
+# Workload evidence --------------------------------------------------------------------------
+
+
+@login_required
+def job_wait(request: HttpRequest) -> HttpResponse:
+    """Why is my job waiting: search by job id (and cluster, when ids repeat)."""
+    form = forms.JobSearchForm(request.GET or None)
+    explanation = None
+    not_found = False
+    if form.is_valid():
+        try:
+            job = selectors.job_get(
+                user=request.user,
+                job_id=form.cleaned_data["job"],
+                source=form.cleaned_data["source"],
+            )
+        except Http404:
+            not_found = True
+        else:
+            explanation = selectors.job_wait_explanation(job)
+    return render(
+        request,
+        "queues/job_wait.html",
+        {"form": form, "explanation": explanation, "not_found": not_found},
+    )
+
+
+@login_required
+def project_workload(request: HttpRequest, slug: str) -> HttpResponse:
+    """A project's jobs: pending ones grouped by why they wait, running GPUs against quota."""
+    project = project_get(user=request.user, slug=slug)
+    return render(
+        request,
+        "queues/project_workload.html",
+        {
+            "project": project,
+            "workload": selectors.project_workload(project=project),
+            "form": forms.JobSearchForm(),
+        },
+    )

@@ -182,3 +182,22 @@ def alert_list(*, user: Any, state: str = "open") -> QuerySet[Alert]:
         alerts = alerts.exclude(closed_at=None)
     unread = AlertRecipient.objects.filter(alert=OuterRef("pk"), user=user, read_at=None)
     return alerts.annotate(unread=Exists(unread)).order_by("-opened_at", "-pk")
+
+
+from .workload import (  # noqa: E402
+    job_get,
+    job_wait_explanation,
+    jobs_status,
+    project_workload,
+    project_workload_summary,
+    visible_jobs,
+)
+
+__all__ = [
+    "job_get",
+    "job_wait_explanation",
+    "jobs_status",
+    "project_workload",
+    "project_workload_summary",
+    "visible_jobs",
+]
