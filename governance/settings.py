@@ -216,6 +216,16 @@ CELERY_BEAT_SCHEDULE = {
         "task": "queues.tasks.sync_due_clusters",
         "schedule": timedelta(minutes=5),
     },
+    # Workload evidence: one collection task per cluster every minute (each holds its own
+    # lease, so a slow or down cluster never delays another).
+    "workload-collect": {
+        "task": "queues.tasks.collect_workload",
+        "schedule": timedelta(minutes=1),
+    },
+    "workload-checks": {
+        "task": "queues.tasks.workload_checks",
+        "schedule": timedelta(minutes=1),
+    },
     "scheduler-drift-check": {
         "task": "queues.tasks.drift_check_clusters",
         "schedule": timedelta(minutes=15),

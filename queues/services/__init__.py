@@ -33,6 +33,7 @@ from .sync import (
     sync_give_up,
     sync_now,
 )
+from .workload import collect_enqueue_all, collect_run, rules_check, wait_alerts_check
 
 __all__ = [
     "Action",
@@ -54,12 +55,15 @@ __all__ = [
     "backend_for",
     "cluster_create",
     "cluster_update",
+    "collect_enqueue_all",
+    "collect_run",
     "desired_state_for",
     "drift_check",
     "drift_check_all",
     "lease_acquire",
     "lease_release",
     "retry_delay",
+    "rules_check",
     "slurm_conf_lines",
     "sync_enqueue",
     "sync_enqueue_due",
@@ -67,4 +71,5 @@ __all__ = [
     "sync_execute",
     "sync_give_up",
     "sync_now",
+    "wait_alerts_check",
 ]
