@@ -174,3 +174,13 @@ def test_api_access(world, api_client, member, ci_user, ci_token):
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {ci_token.key}")
     assert post(client, [item()]).status_code == 200
+
+
+def test_events_of_the_same_second_replay_in_life_order(world):
+    events = [
+        event(1, "7", EventKind.ENDED, 5, state=JobState.CANCELLED),
+        event(2, "7", EventKind.STARTED, 5),
+        event(3, "7", EventKind.SUBMITTED, 0, project=world.vision, gpus=1),
+    ]
+    events_ingest(events=events)
+    assert WorkloadJob.objects.get(job_id="7").state == JobState.CANCELLED

@@ -41,6 +41,8 @@ KIND_STATES = {
     EventKind.PREEMPTED: JobState.PREEMPTED,
     EventKind.REQUEUED: JobState.PENDING,
 }
+# Within the same second, the order a job's life goes through.
+KIND_ORDER = {kind: n for n, kind in enumerate(EventKind)}
 # Descriptive fields an event may carry; a blank value never erases a known one.
 DESCRIPTIVE = ("name", "user_name", "queue", "qos", "account", "constraints")
 JOB_UPDATE_FIELDS = [
@@ -183,7 +185,7 @@ def _ingest_chunk(chunk: list[JobEvent], position_for: PositionFor | None) -> In
     result.duplicates = len(chunk) - len(fresh)
     if not fresh:
         return result
-    fresh.sort(key=lambda event: (event.time, event.event_id))
+    fresh.sort(key=lambda event: (event.time, KIND_ORDER[event.kind], event.event_id))
     existing = set(jobs)
     touched: dict[tuple[str, str], WorkloadJob] = {}
     event_rows: list[tuple[tuple[str, str], WorkloadEvent]] = []
