@@ -46,32 +46,36 @@ def node_features(lab: Slurm) -> tuple[str, str]:
     return available, active
 
 
+def _with_probe(features: str) -> str:
+    return ",".join(f for f in [*features.split(","), PROBE] if f and f != "(null)")
+
+
+def _restored(features: str) -> str:
+    return "" if features == "(null)" else features
+
+
 def impossible_job(lab: Slurm, *, account: str, qos: str) -> str:
     """A job whose constraint matches no node (pending ``BadConstraints``)."""
     node = lab.run("scontrol", "show", "node", "-o").split()[0].split("=")[1]
     available, active = node_features(lab)
-    extra = lambda features: ",".join(
-        f for f in [*features.split(","), PROBE] if f and f != "(null)"
-    )
     lab.run(
         "scontrol",
         "update",
         f"NodeName={node}",
-        f"AvailableFeatures={extra(available)}",
-        f"ActiveFeatures={extra(active)}",
+        f"AvailableFeatures={_with_probe(available)}",
+        f"ActiveFeatures={_with_probe(active)}",
     )
     try:
         job = lab.sbatch(
             "--hold", "-J", "ev-impossible", "-C", PROBE, account=account, qos=qos, gpus="h100:1"
         )
     finally:
-        restore = lambda features: "" if features == "(null)" else features  # noqa: E731
         lab.run(
             "scontrol",
             "update",
             f"NodeName={node}",
-            f"AvailableFeatures={restore(available)}",
-            f"ActiveFeatures={restore(active)}",
+            f"AvailableFeatures={_restored(available)}",
+            f"ActiveFeatures={_restored(active)}",
         )
     lab.run("scontrol", "release", job)
     return job
@@ -176,7 +180,10 @@ def test_each_wait_category_for_real(evlab):
         dep: ("Dependency", WaitCategory.DEPENDENCY),
         bad: ("BadConstraints", WaitCategory.PLACEMENT),
     }
-    settled = lambda: all(want in lab.job(job)["reason"] for job, (want, _c) in expected.items())  # noqa: E731
+
+    def settled() -> bool:
+        return all(want in lab.job(job)["reason"] for job, (want, _c) in expected.items())
+
     try:
         lab.wait_for("every reason to settle", settled, timeout=40)
     except AssertionError as error:
