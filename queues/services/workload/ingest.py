@@ -107,6 +107,9 @@ class JobEvent:
     exit_code: str = ""
     # A category decided by the caller (e.g. a trace that carries none: left empty).
     category: WaitCategory | None = None
+    # False when the source cannot tell how long the job waited (traces without start times):
+    # the job's wait is then not counted, rather than made up.
+    waits_known: bool = True
 
 
 @dataclass
@@ -296,7 +299,7 @@ def _apply(job: WorkloadJob, event: JobEvent, position_for: PositionFor | None) 
             job.reason, job.message = verdict.reason or event.reason[:200], event.message
             job.category, job.clears_by_itself = verdict.category, verdict.clears_by_itself
     elif kind in (EventKind.STARTED, EventKind.RESUMED):
-        if was == JobState.PENDING:
+        if was == JobState.PENDING and event.waits_known:
             job.waited_seconds += _seconds(job.pending_since, event.time)
         if kind == EventKind.STARTED or job.started_at is None:
             job.started_at = event.time
@@ -315,7 +318,7 @@ def _apply(job: WorkloadJob, event: JobEvent, position_for: PositionFor | None) 
         job.state = JobState.PENDING
         job.pending_since = event.time
     elif kind == EventKind.ENDED:
-        if was == JobState.PENDING:
+        if was == JobState.PENDING and event.waits_known:
             job.waited_seconds += _seconds(job.pending_since, event.time)
         job.state = event.state or JobState.COMPLETED
         job.ended_at = event.time
