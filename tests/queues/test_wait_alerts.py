@@ -9,12 +9,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from governance import services as rules
+from governance.celery import app
 from governance.models import ChangeStatus, RuleChange
 from queues import services
 from queues.models import Alert, AlertKind, EventKind, JobState
 from queues.services.workload import JobEvent, events_ingest
 from tests.conftest import REASON, login
-from tests.queues.test_alerts import eager  # noqa: F401 (fixture)
 
 T0 = timezone.now().replace(microsecond=0) - timedelta(hours=1)
 
@@ -90,6 +90,13 @@ def test_a_bad_threshold_is_a_form_error(world, ops, value):
     assert "wait_alert_minutes" in response.context["form"].errors
     tier.refresh_from_db()
     assert tier.wait_alert_minutes is None
+
+
+@pytest.fixture
+def eager():
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = False
 
 
 def test_a_long_wait_raises_one_alert_updated_then_closed(
