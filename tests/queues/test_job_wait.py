@@ -110,7 +110,8 @@ def test_jobs_of_higher_tiers_ahead_and_pool_evidence(jobs):
 def test_category_in_chinese(jobs, member):
     with override("zh-hans"):
         response = login(member).get("/jobs/wait/", {"job": "901"}, HTTP_ACCEPT_LANGUAGE="zh-hans")
-    assert "配额" in response.content.decode()
+    page = response.content.decode()
+    assert "配额限制" in page and "你的项目正在使用 40 块 A100 80G GPU 中的 40 块" in page
 
 
 @pytest.mark.parametrize("job", ["910", "nope", "  "])
