@@ -98,8 +98,7 @@ def project_flavor_use(project: Project, *, at: datetime) -> list[FlavorUse]:
     rules = effective_rules(at=at, project_slugs=[project.slug]).projects.get(project.slug)
     uses: dict[int | None, FlavorUse] = {}
     for quota in rules.quotas if rules else ():
-        flavor = quota.quota.flavor
-        use = uses.setdefault(flavor.pk, FlavorUse(flavor=flavor))
+        use = uses.setdefault(quota.quota.flavor.pk, FlavorUse(flavor=quota.quota.flavor))
         use.guarantee += quota.guarantee
         top = quota.maximum
         use.maximum = None if top is None or use.maximum is None else use.maximum + top
@@ -111,7 +110,7 @@ def project_flavor_use(project: Project, *, at: datetime) -> list[FlavorUse]:
     flavors = {use.flavor.pk: use.flavor for use in uses.values() if use.flavor}
     for flavor_id, state, total in rows:
         if flavor_id not in uses:
-            flavor = flavors.get(flavor_id) or (
+            flavor: GpuFlavor | None = flavors.get(flavor_id) or (
                 GpuFlavor.objects.filter(pk=flavor_id).first() if flavor_id else None
             )
             uses[flavor_id] = FlavorUse(flavor=flavor, maximum=None)
@@ -149,7 +148,7 @@ def pool_free(job: WorkloadJob) -> list[dict[str, Any]]:
 
 def jobs_ahead(job: WorkloadJob) -> list[WorkloadJob]:
     """Pending jobs of higher tiers on the same cluster (the ones the scheduler runs first)."""
-    if job.tier_id is None or not job.is_pending:
+    if job.tier is None or not job.is_pending:
         return []
     return list(
         WorkloadJob.objects.filter(
@@ -162,14 +161,14 @@ def jobs_ahead(job: WorkloadJob) -> list[WorkloadJob]:
 
 def quota_request_url(job: WorkloadJob) -> str:
     query = {"kind": "quota_exception"}
-    if job.project_id:
+    if job.project is not None:
         query["project"] = job.project.slug
     return f"{reverse('request_create')}?{urlencode(query)}"
 
 
 def queue_jump_url(job: WorkloadJob) -> str:
     query = {"kind": "queue_jump", "jobs": job.job_id}
-    if job.project_id:
+    if job.project is not None:
         query["project"] = job.project.slug
     return f"{reverse('request_create')}?{urlencode(query)}"
 
@@ -294,7 +293,7 @@ def next_step(
 
 def job_wait_explanation(job: WorkloadJob, *, now: datetime | None = None) -> WaitExplanation:
     now = now or timezone.now()
-    use = project_flavor_use(job.project, at=now) if job.project_id else []
+    use = project_flavor_use(job.project, at=now) if job.project is not None else []
     ahead = jobs_ahead(job)
     pool = pool_free(job)
     text, url, label = next_step(job, use, ahead, pool)
@@ -303,7 +302,7 @@ def job_wait_explanation(job: WorkloadJob, *, now: datetime | None = None) -> Wa
         job=job,
         category=category,
         category_label=str(WaitCategory(category).label) if category else "",
-        category_text=str(CATEGORY_TEXT.get(category, "")) if category else "",
+        category_text=str(CATEGORY_TEXT.get(WaitCategory(category), "")) if category else "",
         clears_by_itself=job.clears_by_itself if job.is_pending else None,
         waited_seconds=waited_seconds(job, now),
         next_step=text,
@@ -385,6 +384,8 @@ def usage_over(*, project: Project, since: datetime, until: datetime) -> dict[st
     )
     seconds = 0.0
     for gpus, started, ended in jobs.iterator():
+        if started is None:
+            continue
         start = max(started, since)
         end = min(ended or until, until)
         if end > start:

@@ -54,8 +54,11 @@ def wait_alerts_check(*, now: datetime | None = None) -> dict[str, int]:
     )
     raised: set[str] = set()
     for job in waiting.iterator():
-        threshold = job.tier.wait_alert_minutes
-        waited = (now - job.pending_since).total_seconds()
+        tier, since = job.tier, job.pending_since
+        if tier is None or tier.wait_alert_minutes is None or since is None:
+            continue
+        threshold = tier.wait_alert_minutes
+        waited = (now - since).total_seconds()
         if waited < threshold * 60:
             continue
         key = job_alert_key(job)
@@ -63,19 +66,19 @@ def wait_alerts_check(*, now: datetime | None = None) -> dict[str, int]:
         alert_raise(
             kind=AlertKind.LONG_WAIT,
             key=key,
-            recipients=[job.tier.owner, *ops],
+            recipients=[tier.owner, *ops],
             cluster=job.cluster,
             now=now,
             details={
                 "job": job.job_id,
                 "source": job.source,
                 "project": job.project.name if job.project else job.account,
-                "tier": job.tier.name,
+                "tier": tier.name,
                 "minutes": _minutes(waited),
                 "threshold": threshold,
                 "category": str(WaitCategory(job.category).label) if job.category else "",
                 "reason": job.reason,
-                "pending_since": job.pending_since.isoformat(),
+                "pending_since": since.isoformat(),
             },
         )
     closed = 0
@@ -83,23 +86,26 @@ def wait_alerts_check(*, now: datetime | None = None) -> dict[str, int]:
         key__in=raised
     )
     for alert in open_alerts:
-        job = (
+        found = (
             WorkloadJob.objects.filter(
                 source=alert.details.get("source", ""), job_id=alert.details.get("job", "")
             )
             .only("state", "started_at", "ended_at", "pending_since", "tier_id")
             .first()
         )
-        if job is not None and job.state == JobState.PENDING and job.pending_since:
+        if found is not None and found.state == JobState.PENDING and found.pending_since:
             continue  # still waiting: the threshold was raised, or it is not due yet
         since = alert.details.get("pending_since")
-        end = (job.started_at or job.ended_at) if job else None
+        end = (found.started_at or found.ended_at) if found else None
         total = (end or now) - datetime.fromisoformat(since) if since else timedelta(0)
         alert_close(
             kind=AlertKind.LONG_WAIT,
             key=alert.key,
             now=now,
-            details={"minutes": _minutes(total.total_seconds()), "ended": job.state if job else ""},
+            details={
+                "minutes": _minutes(total.total_seconds()),
+                "ended": found.state if found else "",
+            },
         )
         closed += 1
     return {"open": len(raised), "closed": closed}
@@ -160,16 +166,16 @@ def rules_check(*, now: datetime | None = None) -> dict[str, int]:
         .select_related("project")
     )
     for job in suspects.iterator():
-        project = rules.projects.get(job.project.slug)
-        cluster = clusters.get(job.cluster_id)
+        project = rules.projects.get(job.project.slug) if job.project else None
+        cluster = clusters.get(job.cluster_id or 0)
         if project is None or cluster is None:
             continue
-        pools = list(cluster.pools.all())
+        pool_list = list(cluster.pools.all())
         if job.state == JobState.RUNNING and job.qos:
             allowed = {tier_qos(t) for t in project.allowed_tiers}
             allowed |= {tier_qos(t, protected=True) for t in project.allowed_tiers}
-            allowed |= {guarantee_qos(pool, project.project.slug) for pool in pools}
-            allowed |= {borrow_qos(pool) for pool in pools}
+            allowed |= {guarantee_qos(pool, project.project.slug) for pool in pool_list}
+            allowed |= {borrow_qos(pool) for pool in pool_list}
             granted = project.job_tiers.get(job.job_id)
             if granted is not None:
                 allowed |= {tier_qos(granted), tier_qos(granted, protected=True)}
@@ -193,7 +199,7 @@ def rules_check(*, now: datetime | None = None) -> dict[str, int]:
                 else {
                     q.preemption_class.kind
                     for q in project.quotas
-                    if q.quota.pool_id in {p.pk for p in pools}
+                    if q.quota.pool_id in {p.pk for p in pool_list}
                     and (job.flavor_id is None or q.quota.flavor_id == job.flavor_id)
                 }
             )

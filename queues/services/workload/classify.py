@@ -229,11 +229,11 @@ def classify_kueue(
         category, clears = KUEUE_REASONS[reason]
         return Verdict(category, clears, reason)
     if reason in KUEUE_BY_MESSAGE or not reason:
-        for pattern, category, clears in KUEUE_MESSAGES:
+        for pattern, found, clears in KUEUE_MESSAGES:
             if pattern.search(message):
-                if category == WAITING_FOR_QUOTA:
+                if found == WAITING_FOR_QUOTA:
                     return Verdict(waiting_for_quota(position).category, clears, reason)
-                return Verdict(WaitCategory(category), clears, reason)
+                return Verdict(WaitCategory(found), clears, reason)
     return unclassified(reason)
 
 

@@ -194,8 +194,8 @@ def _ingest_chunk(chunk: list[JobEvent], position_for: PositionFor | None) -> In
     event_rows: list[tuple[tuple[str, str], WorkloadEvent]] = []
     for event in fresh:
         key = (event.source, event.job_id)
-        job = jobs.get(key)
-        if job is None:
+        found = jobs.get(key)
+        if found is None:
             job = WorkloadJob(
                 source=event.source,
                 job_id=event.job_id,
@@ -205,6 +205,8 @@ def _ingest_chunk(chunk: list[JobEvent], position_for: PositionFor | None) -> In
                 last_event_at=event.time,
             )
             jobs[key] = job
+        else:
+            job = found
         verdict = _apply(job, event, position_for)
         touched[key] = job
         if verdict is not None:
@@ -218,7 +220,7 @@ def _ingest_chunk(chunk: list[JobEvent], position_for: PositionFor | None) -> In
                     event_id=event.event_id,
                     time=event.time,
                     kind=event.kind,
-                    state=event.state or KIND_STATES.get(event.kind, job.state),
+                    state=str(event.state or KIND_STATES.get(event.kind) or job.state),
                     reason=event.reason[:200],
                     message=event.message,
                     category=verdict.category if verdict else "",

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -111,10 +112,10 @@ def gpus_of(gres: str, nodes: str = "1") -> tuple[int, str]:
             return int(match["count"]), kind
     if kind:
         return sum(int(m["count"]) for m in TRES_GPU.finditer(gres) if m["type"]), kind
-    match = GRES.search(gres)
-    if match:
-        total = int(match["count"]) * max(1, int(nodes) if nodes.isdigit() else 1)
-        kind = match["type"] or ""
+    found = GRES.search(gres)
+    if found:
+        total = int(found["count"]) * max(1, int(nodes) if nodes.isdigit() else 1)
+        kind = found["type"] or ""
     return total, kind
 
 
@@ -148,7 +149,7 @@ class Names:
         flavors = {f.gres_type: f for f in GpuFlavor.objects.exclude(gres_type="")}
         return cls(accounts=accounts, qos=qos, flavors=flavors)
 
-    def describe(self, *, account: str, qos: str, gres: str, nodes: str) -> dict[str, object]:
+    def describe(self, *, account: str, qos: str, gres: str, nodes: str) -> dict[str, Any]:
         project = self.accounts.get(account)
         tier = self.qos.get(qos)
         if tier is None and project is not None and qos in self.qos:  # the borrow QOS
@@ -180,7 +181,7 @@ def squeue_events(
         job_id, state, reason, account, qos, user, partition, gres, nodes, features = row[:10]
         submit, start, name = slurm_time(row[10]), slurm_time(row[11]), row[12]
         submit = submit or now
-        common = {
+        common: dict[str, Any] = {
             "source": source,
             "job_id": job_id,
             "scheduler": "slurm",
@@ -249,7 +250,7 @@ def sacct_events(
         later_run = runs[job_id] < seen[job_id] or job_id in active
         if submit is None or (state in ("PENDING", "RUNNING", "REQUEUED") and end is None):
             continue
-        common = {
+        common: dict[str, Any] = {
             "source": source,
             "job_id": job_id,
             "scheduler": "slurm",
