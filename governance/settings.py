@@ -270,6 +270,11 @@ SIMPLE_HISTORY_REVERT_DISABLED = True
 # rules change: applied rule changes, grants starting or ending. The scheduler sync hooks in
 # here; with none, the ``RulesRevision`` rows alone record that a sync is due.
 ARBITER_ON_RULES_CHANGED: list[str] = ["queues.services.sync_enqueue_for_revision"]
+# Workload evidence for the apps that may not import ``queues`` (approvals, governance):
+# ``(project=, days=)`` → running/pending GPUs against guarantee and maximum, usage and waits
+# by category; ``(project=, job_ids=)`` → each named job's state and why it waits. Plain data.
+ARBITER_WORKLOAD_EVIDENCE = "queues.selectors.project_workload_summary"
+ARBITER_JOBS_STATUS = "queues.selectors.jobs_status"
 # Scheduler sync: seconds a sync holds its cluster's lease (a crashed worker's lease expires),
 # retries with exponential backoff while the scheduler does not answer, and the timeout of
 # each Slurm command.

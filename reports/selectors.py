@@ -2,7 +2,7 @@
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import plotly.graph_objects as go
@@ -10,6 +10,7 @@ from django.utils.translation import gettext as _
 
 from governance import selectors as governance
 from governance.models import Membership, PriorityTier, Quota, User
+from queues.selectors import jobs_by_project
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,8 @@ class ProjectSummary:
     tier_is_default: bool
     allowed_tiers: list[PriorityTier]
     quotas: list[Quota]
+    # Running and waiting jobs (``queues.selectors.jobs_by_project``).
+    jobs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def project(self) -> Any:
@@ -42,6 +45,7 @@ def project_summaries(*, user: User) -> list[ProjectSummary]:
         project_ids=[membership.project_id for membership in memberships]
     ):
         quotas[quota.project_id].append(quota)
+    jobs = jobs_by_project(project_ids=[membership.project_id for membership in memberships])
     return [
         ProjectSummary(
             membership=membership,
@@ -49,6 +53,7 @@ def project_summaries(*, user: User) -> list[ProjectSummary]:
             tier_is_default=membership.project.tier is None,
             allowed_tiers=governance.allowed_tiers(project=membership.project, default=default),
             quotas=quotas[membership.project_id],
+            jobs=jobs.get(membership.project_id, {}),
         )
         for membership in memberships
     ]

@@ -196,6 +196,7 @@ def alert_list(*, user: Any, state: str = "open") -> QuerySet[Alert]:
 from .workload import (  # noqa: E402
     job_get,
     job_wait_explanation,
+    jobs_by_project,
     jobs_status,
     project_workload,
     project_workload_summary,
@@ -205,6 +206,7 @@ from .workload import (  # noqa: E402
 __all__ = [
     "job_get",
     "job_wait_explanation",
+    "jobs_by_project",
     "jobs_status",
     "project_workload",
     "project_workload_summary",

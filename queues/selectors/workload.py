@@ -445,3 +445,35 @@ def jobs_status(*, project: Project, job_ids: list[str]) -> list[dict[str, Any]]
             }
         )
     return result
+
+
+def jobs_by_project(*, project_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """Per project: running and waiting jobs and GPUs, and the waiting ones per category
+    (one query, for home pages)."""
+    rows = (
+        WorkloadJob.objects.filter(
+            project_id__in=project_ids, state__in=[JobState.RUNNING, JobState.PENDING]
+        )
+        .values_list("project_id", "state", "category")
+        .annotate(jobs=Count("pk"), gpus=Sum("gpus"))
+    )
+    result: dict[int, dict[str, Any]] = {
+        pid: {"running": 0, "running_gpus": 0, "pending": 0, "pending_gpus": 0, "categories": []}
+        for pid in project_ids
+    }
+    categories: dict[int, dict[str, int]] = defaultdict(dict)
+    for project_id, state, category, jobs, gpus in rows:
+        entry = result[project_id]
+        if state == JobState.RUNNING:
+            entry["running"] += jobs
+            entry["running_gpus"] += gpus or 0
+        else:
+            entry["pending"] += jobs
+            entry["pending_gpus"] += gpus or 0
+            key = category or WaitCategory.UNCLASSIFIED
+            categories[project_id][key] = categories[project_id].get(key, 0) + jobs
+    for project_id, counts in categories.items():
+        result[project_id]["categories"] = [
+            (str(c.label), counts[c.value]) for c in WaitCategory if c.value in counts
+        ]
+    return result
