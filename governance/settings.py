@@ -281,6 +281,9 @@ ARBITER_JOBS_STATUS = "queues.selectors.jobs_status"
 ARBITER_SYNC_LEASE_SECONDS = int(os.environ.get("ARBITER_SYNC_LEASE_SECONDS", "900"))
 ARBITER_SYNC_MAX_RETRIES = int(os.environ.get("ARBITER_SYNC_MAX_RETRIES", "8"))
 ARBITER_SLURM_TIMEOUT = int(os.environ.get("ARBITER_SLURM_TIMEOUT", "60"))
+# /metrics (Prometheus): a bearer token and/or the client networks allowed to scrape.
+ARBITER_METRICS_TOKEN = os.environ.get("ARBITER_METRICS_TOKEN", "")
+ARBITER_METRICS_ALLOWED_NETWORKS = env_list("ARBITER_METRICS_ALLOWED_NETWORKS")
 # Days before a review is due at which the owner is reminded and the item is listed as due.
 ARBITER_REVIEW_DUE_WINDOW_DAYS = int(os.environ.get("ARBITER_REVIEW_DUE_WINDOW_DAYS", "14"))
 # The address people open Arbiter at; mails (review reminders) link to pages under it.

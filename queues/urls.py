@@ -5,6 +5,7 @@ from django.urls import path
 from queues import apis, views
 
 urlpatterns = [
+    path("metrics", views.metrics, name="metrics"),
     path("jobs/wait/", views.job_wait, name="job_wait"),
     path("projects/<slug:slug>/workload/", views.project_workload, name="project_workload"),
     path(

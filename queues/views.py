@@ -185,3 +185,17 @@ def project_workload(request: HttpRequest, slug: str) -> HttpResponse:
             "form": forms.JobSearchForm(),
         },
     )
+
+
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus metrics: for a bearer token or an allowed network (see .env.example)."""
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    from queues.selectors.metrics import metrics_allowed, metrics_registry
+
+    if not metrics_allowed(
+        authorization=request.headers.get("Authorization", ""),
+        address=request.META.get("REMOTE_ADDR", ""),
+    ):
+        return HttpResponse(_("Not allowed to read the metrics."), status=403)
+    return HttpResponse(generate_latest(metrics_registry()), content_type=CONTENT_TYPE_LATEST)
