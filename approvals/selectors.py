@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
+from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy as _l
 
@@ -54,6 +56,7 @@ from governance.selectors import (
 )
 
 EVIDENCE_WINDOW_DAYS = 90
+EVIDENCE_USAGE_DAYS = 30
 EXPIRY_WARNING = timedelta(hours=24)
 
 
@@ -400,13 +403,38 @@ def _ref(obj: Any) -> dict[str, Any] | None:
     return {"slug": obj.slug, "name": obj.name}
 
 
-def project_evidence(*, project: Project, at: datetime) -> dict[str, Any]:
+def _hook(name: str) -> Any:
+    """A callable named by a setting (the workload side lives in an app approvals may not
+    import); None when the setting is empty."""
+    path = getattr(settings, name, "")
+    return import_string(path) if path else None
+
+
+def workload_evidence(*, project: Project, job_ids: list[str] | None = None) -> dict[str, Any]:
+    """Usage against guarantee and maximum, waits by category and the named jobs' state, as
+    plain data from ``ARBITER_WORKLOAD_EVIDENCE`` and ``ARBITER_JOBS_STATUS``."""
+    summary = _hook("ARBITER_WORKLOAD_EVIDENCE")
+    status = _hook("ARBITER_JOBS_STATUS")
+    data: dict[str, Any] = {"usage": None, "recent_waits": None, "jobs": None}
+    if summary is not None:
+        found = summary(project=project, days=EVIDENCE_USAGE_DAYS)
+        data["usage"] = {key: value for key, value in found.items() if key != "waits"}
+        data["recent_waits"] = found.get("waits", [])
+    if status is not None and job_ids:
+        data["jobs"] = status(project=project, job_ids=list(job_ids))
+    return data
+
+
+def project_evidence(
+    *, project: Project, at: datetime, job_ids: list[str] | None = None
+) -> dict[str, Any]:
     """What an approver decides on, as JSON: stored on the request when it is submitted.
 
     The project's tier and quotas as the effective rules have them at ``at`` (base rules
     plus active grants), the pool's capacity and commitment next to each quota, and the
-    project's approved exceptions of the last 90 days. Usage and recent waits come from
-    workload evidence, which Arbiter does not collect yet: they are ``None``, never made up.
+    project's approved exceptions of the last 90 days. Usage, recent waits and the named
+    jobs' state come from the workload evidence (``workload_evidence``); ``None`` when no
+    collector is configured, never made up.
     """
     rules = effective_rules(at=at, project_slugs=[project.slug])
     effective = rules.projects.get(project.slug)
@@ -458,8 +486,7 @@ def project_evidence(*, project: Project, at: datetime) -> dict[str, Any]:
         "tier": {**(_ref(tier) or {}), "score": tier.score} if tier else None,
         "base_tier": _ref(project.tier),
         "quotas": quotas,
-        "usage": None,
-        "recent_waits": None,
+        **workload_evidence(project=project, job_ids=job_ids),
         "exceptions_window_days": EVIDENCE_WINDOW_DAYS,
         "recent_exceptions": exceptions,
         "exceptions_this_month": exceptions_this_month(project=project, at=at),

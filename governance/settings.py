@@ -316,6 +316,16 @@ CELERY_BEAT_SCHEDULE = {
         "task": "queues.tasks.out_of_sync_check",
         "schedule": timedelta(minutes=5),
     },
+    # Workload evidence: one collection task per cluster every minute (each holds its own
+    # lease, so a slow or down cluster never delays another).
+    "workload-collect": {
+        "task": "queues.tasks.collect_workload",
+        "schedule": timedelta(minutes=1),
+    },
+    "workload-checks": {
+        "task": "queues.tasks.workload_checks",
+        "schedule": timedelta(minutes=1),
+    },
     "scheduler-drift-check": {
         "task": "queues.tasks.drift_check_clusters",
         "schedule": timedelta(minutes=15),
@@ -385,6 +395,11 @@ SIMPLE_HISTORY_REVERT_DISABLED = True
 # rules change: applied rule changes, grants starting or ending. The scheduler sync hooks in
 # here; with none, the ``RulesRevision`` rows alone record that a sync is due.
 ARBITER_ON_RULES_CHANGED: list[str] = ["queues.services.sync_enqueue_for_revision"]
+# Workload evidence for the apps that may not import ``queues`` (approvals, governance):
+# ``(project=, days=)`` → running/pending GPUs against guarantee and maximum, usage and waits
+# by category; ``(project=, job_ids=)`` → each named job's state and why it waits. Plain data.
+ARBITER_WORKLOAD_EVIDENCE = "queues.selectors.project_workload_summary"
+ARBITER_JOBS_STATUS = "queues.selectors.jobs_status"
 # Scheduler sync: seconds a sync holds its cluster's lease (a crashed worker's lease expires),
 # retries with exponential backoff while the scheduler does not answer, and the timeout of
 # each Slurm command.
@@ -404,6 +419,9 @@ ARBITER_KUBE_TIMEOUT = int(os.environ.get("ARBITER_KUBE_TIMEOUT", "30"))
 ARBITER_SLURM_BIN_DIRS = [
     item for item in os.environ.get("ARBITER_SLURM_BIN_DIRS", "").split(":") if item.strip()
 ]
+# /metrics (Prometheus): a bearer token and/or the client networks allowed to scrape.
+ARBITER_METRICS_TOKEN = os.environ.get("ARBITER_METRICS_TOKEN", "")
+ARBITER_METRICS_ALLOWED_NETWORKS = env_list("ARBITER_METRICS_ALLOWED_NETWORKS")
 # Days before a review is due at which the owner is reminded and the item is listed as due.
 ARBITER_REVIEW_DUE_WINDOW_DAYS = int(os.environ.get("ARBITER_REVIEW_DUE_WINDOW_DAYS", "14"))
 # The address people open Arbiter at; mails (review reminders) link to pages under it.

@@ -68,3 +68,19 @@ class ClusterDeleteForm(ReasonForm):
 
 class SyncForm(forms.Form):
     dry_run = forms.BooleanField(label=_("Dry run"), required=False)
+
+
+class JobSearchForm(forms.Form):
+    job = forms.CharField(label=_("Job id"), max_length=200)
+    source = forms.CharField(
+        label=_("Cluster"),
+        max_length=100,
+        required=False,
+        help_text=_("Only needed when two clusters have a job with this id."),
+    )
+
+    def clean_job(self) -> str:
+        value = self.cleaned_data["job"].strip()
+        if not value:
+            raise forms.ValidationError(_("Enter a job id."))
+        return value

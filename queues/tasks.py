@@ -60,3 +60,24 @@ def out_of_sync_check() -> list[int]:
 def guard_clusters() -> dict[str, int]:
     """Periodic: requeue and hold the jobs Slurm let past a project's quota."""
     return services.guard_check_all()
+
+
+@shared_task
+def collect_workload() -> list[int]:
+    """Periodic: queue one collection per enabled Slurm cluster (none waits for another)."""
+    return services.collect_enqueue_all()
+
+
+@shared_task(acks_late=True)
+def collect_cluster_workload(cluster_id: int) -> dict[str, object]:
+    """Collect one cluster's jobs; a busy lease or a down cluster is reported, not raised."""
+    return services.collect_run(cluster_id=cluster_id)
+
+
+@shared_task
+def workload_checks() -> dict[str, dict[str, int]]:
+    """Periodic: long-wait alerts, and the rules-against-reality check."""
+    return {
+        "waits": services.wait_alerts_check(),
+        "rules": services.rules_check(),
+    }

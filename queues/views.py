@@ -11,7 +11,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 
 from governance.forms import RuleChangeMetaForm
 from governance.models import RuleChange
-from governance.selectors import signed_in_user
+from governance.selectors import project_get, signed_in_user
 from queues import forms, selectors, services
 from queues.models import SyncTrigger
 
@@ -259,3 +259,59 @@ def alert_list(request: HttpRequest) -> HttpResponse:
 def alerts_read(request: HttpRequest) -> HttpResponse:
     services.alerts_mark_read(user=request.user)
     return redirect("alert_list")
+
+
+# Workload evidence --------------------------------------------------------------------------
+
+
+@login_required
+def job_wait(request: HttpRequest) -> HttpResponse:
+    """Why is my job waiting: search by job id (and cluster, when ids repeat)."""
+    form = forms.JobSearchForm(request.GET or None)
+    explanation = None
+    not_found = False
+    if form.is_valid():
+        try:
+            job = selectors.job_get(
+                user=request.user,
+                job_id=form.cleaned_data["job"],
+                source=form.cleaned_data["source"],
+            )
+        except Http404:
+            not_found = True
+        else:
+            explanation = selectors.job_wait_explanation(job)
+    return render(
+        request,
+        "queues/job_wait.html",
+        {"form": form, "explanation": explanation, "not_found": not_found},
+    )
+
+
+@login_required
+def project_workload(request: HttpRequest, slug: str) -> HttpResponse:
+    """A project's jobs: pending ones grouped by why they wait, running GPUs against quota."""
+    project = project_get(user=request.user, slug=slug)
+    return render(
+        request,
+        "queues/project_workload.html",
+        {
+            "project": project,
+            "workload": selectors.project_workload(project=project),
+            "form": forms.JobSearchForm(),
+        },
+    )
+
+
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus metrics: for a bearer token or an allowed network (see .env.example)."""
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    from queues.selectors.metrics import metrics_allowed, metrics_registry
+
+    if not metrics_allowed(
+        authorization=request.headers.get("Authorization", ""),
+        address=request.META.get("REMOTE_ADDR", ""),
+    ):
+        return HttpResponse(_("Not allowed to read the metrics."), status=403)
+    return HttpResponse(generate_latest(metrics_registry()), content_type=CONTENT_TYPE_LATEST)

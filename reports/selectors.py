@@ -2,7 +2,7 @@
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import plotly.graph_objects as go
@@ -11,6 +11,7 @@ from django.utils.translation import gettext as _
 
 from governance import selectors as governance
 from governance.models import Membership, PriorityTier, ProjectRole, Quota, User
+from queues.selectors import jobs_by_project
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,8 @@ class ProjectSummary:
     tier_raised_by_grant: bool
     allowed_tiers: list[PriorityTier]
     quotas: list[Quota]
+    # Running and waiting jobs (``queues.selectors.jobs_by_project``).
+    jobs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def project(self) -> Any:
@@ -48,6 +51,7 @@ def project_summaries(*, user: User) -> list[ProjectSummary]:
         project_ids=[membership.project_id for membership in memberships]
     ):
         quotas[quota.project_id].append(quota)
+    jobs = jobs_by_project(project_ids=[membership.project_id for membership in memberships])
     summaries = []
     for membership in memberships:
         effective = rules.projects[membership.project.slug]
@@ -60,6 +64,7 @@ def project_summaries(*, user: User) -> list[ProjectSummary]:
                 tier_raised_by_grant=effective.tier != base,
                 allowed_tiers=list(effective.allowed_tiers),
                 quotas=quotas[membership.project_id],
+                jobs=jobs.get(membership.project_id, {}),
             )
         )
     return summaries

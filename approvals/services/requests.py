@@ -159,7 +159,9 @@ def request_submit(
         and owner.is_active
         else None
     )
-    request.evidence = selectors.project_evidence(project=request.project, at=now)
+    request.evidence = selectors.project_evidence(
+        project=request.project, at=now, job_ids=list(request.job_ids or [])
+    )
     count = request.evidence["exceptions_this_month"]
     request.flagged = count >= policy.monthly_flag_threshold
     request.flag_reason = (

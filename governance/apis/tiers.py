@@ -54,6 +54,7 @@ class TierListApi(APIView):
         aging_step = serializers.IntegerField(allow_null=True)
         aging_cap = serializers.SlugField(source="aging_cap.slug", allow_null=True)
         review_cycle_days = serializers.IntegerField()
+        wait_alert_minutes = serializers.IntegerField(allow_null=True)
         last_reviewed_on = serializers.DateField(allow_null=True)
         next_review_on = serializers.DateField(allow_null=True)
         is_default = serializers.BooleanField()

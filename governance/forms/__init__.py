@@ -285,6 +285,7 @@ class TierForm(RuleForm):
             "aging_step",
             "aging_cap",
             "review_cycle_days",
+            "wait_alert_minutes",
             "last_reviewed_on",
         ]
         widgets = {

@@ -92,6 +92,15 @@ class PriorityTier(models.Model):
     review_cycle_days = models.PositiveIntegerField(
         _("review cycle (days)"), validators=[MinValueValidator(1)]
     )
+    wait_alert_minutes = models.PositiveIntegerField(
+        _("wait alert after (minutes)"),
+        null=True,
+        blank=True,
+        help_text=_(
+            "A job of this tier waiting longer raises an alert to the tier owner and ops. "
+            "Empty means no alert; tiers that may preempt start at 10 minutes."
+        ),
+    )
     last_reviewed_on = models.DateField(_("last reviewed on"), null=True, blank=True)
     next_review_on = models.DateField(_("next review due"), null=True, blank=True)
     is_default = models.BooleanField(_("default tier"), default=False)

@@ -13,6 +13,9 @@ from governance.models import Grant, GrantState, PriorityTier, Project, Quota, U
 from ._access import require_ops
 from ._history import apply_fields, governed_save
 
+# The seeds: alert when a critical job waits longer than 10 minutes.
+DEFAULT_WAIT_ALERT_MINUTES = 10
+
 TIER_EDITABLE = (
     "name",
     "score",
@@ -28,6 +31,7 @@ TIER_EDITABLE = (
     "aging_step",
     "aging_cap",
     "review_cycle_days",
+    "wait_alert_minutes",
     "last_reviewed_on",
     "is_default",
     "retired_on",
@@ -183,6 +187,7 @@ def tier_create(
     aging_cap: PriorityTier | None = None,
     last_reviewed_on: date | None = None,
     is_default: bool = False,
+    wait_alert_minutes: int | None = None,
 ) -> PriorityTier:
     require_ops(user)
     _tiers_lock()
@@ -204,6 +209,11 @@ def tier_create(
         aging_cap=aging_cap,
         last_reviewed_on=last_reviewed_on,
         is_default=is_default,
+        wait_alert_minutes=(
+            DEFAULT_WAIT_ALERT_MINUTES
+            if wait_alert_minutes is None and may_preempt
+            else wait_alert_minutes
+        ),
     )
     if not PriorityTier.objects.exists():
         tier.is_default = True

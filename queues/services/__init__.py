@@ -50,6 +50,7 @@ from .sync import (
     sync_is_due,
     sync_now,
 )
+from .workload import collect_enqueue_all, collect_run, rules_check, wait_alerts_check
 
 __all__ = [
     "Action",
@@ -78,6 +79,8 @@ __all__ = [
     "cluster_propose_delete",
     "cluster_propose_update",
     "cluster_update",
+    "collect_enqueue_all",
+    "collect_run",
     "desired_state_for",
     "drift_check",
     "drift_check_all",
@@ -89,6 +92,7 @@ __all__ = [
     "lease_release",
     "out_of_sync_check",
     "retry_delay",
+    "rules_check",
     "slurm_conf_lines",
     "sync_enqueue",
     "sync_enqueue_due",
@@ -98,4 +102,5 @@ __all__ = [
     "sync_give_up",
     "sync_is_due",
     "sync_now",
+    "wait_alerts_check",
 ]

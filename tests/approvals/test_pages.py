@@ -65,7 +65,7 @@ def test_the_inbox_holds_what_waits_for_me_with_its_evidence(world, policies, le
     upgrade(world, lead, project=world.vision, tier=world.production)  # the owner first
     text = login(ops).get(reverse("inbox")).content.decode()
     assert f"#{mine.pk} Quota exception" in text
-    assert "Quotas in force" in text and "Not yet available" in text
+    assert "Quotas in force" in text and "GPU-hours in the last 30 days" in text
     assert "Priority upgrade" in text  # ops hold the second seat of a production upgrade
     assert "Nothing waits for your decision." in login(lead).get(reverse("inbox")).content.decode()
 

@@ -35,9 +35,10 @@ def test_a_lead_files_a_draft_and_submits_it_with_its_evidence(world, policies, 
     assert (quota["pool"]["slug"], quota["flavor"]["slug"]) == ("training", "a100-80g")
     assert (quota["guarantee"], quota["maximum"]) == (24, 40)
     assert (quota["pool_capacity"], quota["pool_committed"]) == (64, 40)
-    # No workload evidence is collected yet: nothing is made up.
-    assert evidence["usage"] is None
-    assert evidence["recent_waits"] is None
+    # The workload evidence (no job collected here): zero use, no waits; nothing made up.
+    assert evidence["usage"]["usage"] == {"gpu_hours": 0.0, "mean_gpus": 0.0}
+    assert evidence["usage"]["flavors"][0]["running"] == 0
+    assert evidence["recent_waits"] == []
     assert evidence["recent_exceptions"] == []
     assert not submitted.flagged
 

@@ -449,3 +449,15 @@ class SyncRunDetailApi(APIView):
         cluster = selectors.cluster_get(user=request.user, name=name)
         run = selectors.sync_run_get(user=request.user, cluster=cluster, pk=pk)
         return Response(SyncRunOutputSerializer(run).data)
+
+
+from .workload import JobWaitApi, WorkloadEventIngestApi  # noqa: E402
+
+__all__ = [
+    "ClusterDetailApi",
+    "ClusterListApi",
+    "ClusterSyncApi",
+    "JobWaitApi",
+    "SyncRunDetailApi",
+    "WorkloadEventIngestApi",
+]

@@ -575,3 +575,38 @@ class AlertRecipient(models.Model):
 
     def __str__(self) -> str:
         return f"{self.alert} → {self.user}"
+
+
+# Workload evidence (jobs and their events) lives in its own module.
+from .workload import (  # noqa: E402
+    ACTIVE_STATES,
+    FINISHED_STATES,
+    CollectorState,
+    EventKind,
+    JobState,
+    WaitCategory,
+    WorkloadEvent,
+    WorkloadJob,
+)
+
+__all__ = [
+    "ACTIVE_STATES",
+    "FINISHED_STATES",
+    "FINISHED_STATUSES",
+    "Alert",
+    "AlertKind",
+    "AlertRecipient",
+    "Cluster",
+    "ClusterBackend",
+    "ClusterSyncState",
+    "CollectorState",
+    "EventKind",
+    "JobState",
+    "SyncRun",
+    "SyncStatus",
+    "SyncTrigger",
+    "WaitCategory",
+    "WorkloadEvent",
+    "WorkloadJob",
+    "slurm_name_validator",
+]

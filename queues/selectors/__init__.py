@@ -178,11 +178,18 @@ ALERT_BODIES = {
     ),
     AlertKind.LONG_WAIT: gettext_lazy(
         "Job %(job)s of project %(project)s in tier %(tier)s has waited %(minutes)s minutes "
-        "(threshold %(threshold)s minutes)."
+        "(threshold %(threshold)s minutes). Why it waits: %(category)s (%(reason)s)."
     ),
     AlertKind.RULE_NOT_ENFORCED: gettext_lazy(
         "On cluster %(cluster)s, %(project)s: %(rule)s (allowed %(allowed)s, seen %(seen)s)."
     ),
+}
+
+
+RULE_TEXTS = {
+    "over_maximum": gettext_lazy("runs more %(flavor)s GPUs than its maximum"),
+    "qos_not_allowed": gettext_lazy("job %(job)s runs in a QOS the project may not use"),
+    "forbidden_preempted": gettext_lazy("job %(job)s of a never-preempt class was preempted"),
 }
 
 
@@ -197,6 +204,8 @@ def alert_text(alert: Alert) -> tuple[str, str]:
     """The alert's subject and body in the active language, from its kind and details."""
     params = _Blank({key: value for key, value in alert.details.items() if value not in ("", None)})
     kind = AlertKind(alert.kind)
+    if kind == AlertKind.RULE_NOT_ENFORCED and alert.details.get("rule") in RULE_TEXTS:
+        params["rule"] = str(RULE_TEXTS[alert.details["rule"]]) % params
     return str(ALERT_SUBJECTS[kind]) % params, str(ALERT_BODIES[kind]) % params
 
 
@@ -212,3 +221,24 @@ def alert_list(*, user: Any, state: str = "open") -> QuerySet[Alert]:
         alerts = alerts.exclude(closed_at=None)
     unread = AlertRecipient.objects.filter(alert=OuterRef("pk"), user=user, read_at=None)
     return alerts.annotate(unread=Exists(unread)).order_by("-opened_at", "-pk")
+
+
+from .workload import (  # noqa: E402
+    job_get,
+    job_wait_explanation,
+    jobs_by_project,
+    jobs_status,
+    project_workload,
+    project_workload_summary,
+    visible_jobs,
+)
+
+__all__ = [
+    "job_get",
+    "job_wait_explanation",
+    "jobs_by_project",
+    "jobs_status",
+    "project_workload",
+    "project_workload_summary",
+    "visible_jobs",
+]

@@ -1,0 +1,236 @@
+"""Workload evidence API: bulk event ingest, and why one job waits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    inline_serializer,
+)
+from rest_framework import serializers, status
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from governance.apis._common import NOT_FOUND
+from queues import selectors
+from queues.models import FINISHED_STATES, EventKind, JobState
+from queues.services.workload import events_ingest
+from queues.services.workload.classify import SCHEDULERS
+from queues.services.workload.events import EventItemsInvalid, job_events_from_items
+from queues.services.workload.positions import quota_positions
+
+MAX_EVENTS = 10_000
+
+
+def per_item(errors: Any, count: int) -> list[Any]:
+    """One error object per item, ``{}`` for the good ones (DRF may give a dict by index)."""
+    if isinstance(errors, dict):
+        return [errors.get(str(i)) or errors.get(i) or {} for i in range(count)]  # type: ignore[call-overload]
+    return [error or {} for error in errors]
+
+
+class WorkloadEventIngestApi(APIView):
+    class EventSerializer(serializers.Serializer):
+        event_id = serializers.CharField(
+            max_length=200,
+            help_text=gettext_lazy("Unique per source: sending it again is a no-op."),
+        )
+        source = serializers.CharField(
+            max_length=100,
+            required=False,
+            default="",
+            help_text=gettext_lazy("Where the job lives; defaults to the cluster's name."),
+        )
+        cluster = serializers.SlugField(max_length=63, required=False, default="")
+        scheduler = serializers.ChoiceField(
+            choices=SCHEDULERS,
+            help_text=gettext_lazy("Whose reason strings these are (decides the classifier)."),
+        )
+        job_id = serializers.CharField(max_length=200)
+        time = serializers.DateTimeField()
+        kind = serializers.ChoiceField(choices=EventKind.choices)
+        state = serializers.ChoiceField(
+            choices=JobState.choices,
+            required=False,
+            default="",
+            allow_blank=True,
+            help_text=gettext_lazy("Required for `ended`: the final state."),
+        )
+        reason = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
+        message = serializers.CharField(
+            max_length=4000, required=False, default="", allow_blank=True
+        )
+        project = serializers.SlugField(required=False, default="", allow_blank=True)
+        tier = serializers.SlugField(required=False, default="", allow_blank=True)
+        flavor = serializers.SlugField(required=False, default="", allow_blank=True)
+        gpus = serializers.IntegerField(min_value=0, max_value=100_000, required=False)
+        name = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
+        user = serializers.CharField(max_length=150, required=False, default="", allow_blank=True)
+        queue = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
+        qos = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
+        account = serializers.CharField(
+            max_length=200, required=False, default="", allow_blank=True
+        )
+        constraints = serializers.CharField(
+            max_length=500, required=False, default="", allow_blank=True
+        )
+        submitted_at = serializers.DateTimeField(required=False)
+        eligible_at = serializers.DateTimeField(required=False)
+        exit_code = serializers.CharField(
+            max_length=32, required=False, default="", allow_blank=True
+        )
+
+        class Meta:
+            ref_name = "WorkloadEventInput"
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            if not attrs.get("source") and not attrs.get("cluster"):
+                raise serializers.ValidationError(
+                    {"source": [_("Name the source or the cluster of the job.")]}
+                )
+            if attrs["kind"] == EventKind.ENDED and attrs.get("state") not in FINISHED_STATES:
+                raise serializers.ValidationError(
+                    {"state": [_("An ended event needs its final state (completed, failed…).")]}
+                )
+            return attrs
+
+    class InputSerializer(serializers.Serializer):
+        events = serializers.ListField(
+            child=serializers.DictField(), min_length=1, max_length=MAX_EVENTS
+        )
+
+        class Meta:
+            ref_name = "WorkloadEventBatch"
+
+    class OutputSerializer(serializers.Serializer):
+        received = serializers.IntegerField()
+        stored = serializers.IntegerField()
+        duplicates = serializers.IntegerField(
+            help_text=gettext_lazy("Events whose id was already stored (not stored again).")
+        )
+        jobs_created = serializers.IntegerField()
+        jobs_updated = serializers.IntegerField()
+        unclassified = serializers.IntegerField()
+        by_category = serializers.DictField(child=serializers.IntegerField())
+
+        class Meta:
+            ref_name = "WorkloadIngestResult"
+
+    @extend_schema(
+        operation_id="workload_events_ingest",
+        tags=["workload"],
+        summary=gettext_lazy("Report workload events in bulk (idempotent per event id)"),
+        description=gettext_lazy(
+            "Up to 10,000 events of any scheduler (Slurm, Kueue Workload conditions, pod "
+            "FailedScheduling events). All or nothing: when any item is invalid the answer is "
+            "400 with one error object per item (empty for good items) and nothing is stored. "
+            "Open to ops and to accounts given the permission “Can add job event”."
+        ),
+        request=inline_serializer(
+            name="WorkloadEventBatchInput",
+            fields={"events": EventSerializer(many=True)},
+        ),
+        responses={
+            200: OutputSerializer,
+            400: OpenApiResponse(description=gettext_lazy("Invalid body or items.")),
+            403: OpenApiResponse(description=gettext_lazy("No right to report events.")),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        user = request.user
+        if not (getattr(user, "is_ops", False) or user.has_perm("queues.add_workloadevent")):
+            raise PermissionDenied(_("Only ops and accounts allowed to report events may."))
+        batch = self.InputSerializer(data=request.data)
+        batch.is_valid(raise_exception=True)
+        items = self.EventSerializer(data=batch.validated_data["events"], many=True)
+        if not items.is_valid():
+            return Response(
+                {"events": per_item(items.errors, len(batch.validated_data["events"]))},
+                status=status.HTTP_400_BAD_REQUEST,
+            )
+        try:
+            events = job_events_from_items(list(items.validated_data))
+        except EventItemsInvalid as invalid:
+            return Response({"events": invalid.errors}, status=status.HTTP_400_BAD_REQUEST)
+        result = events_ingest(events=events, position_for=quota_positions())
+        return Response(self.OutputSerializer(result.as_dict()).data)
+
+
+class JobWaitApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        source = serializers.CharField(source="job.source")
+        job_id = serializers.CharField(source="job.job_id")
+        project = serializers.SlugField(source="job.project.slug", allow_null=True, default=None)
+        tier = serializers.SlugField(source="job.tier.slug", allow_null=True, default=None)
+        user = serializers.CharField(source="job.user_name")
+        state = serializers.CharField(source="job.state")
+        gpus = serializers.IntegerField(source="job.gpus")
+        flavor = serializers.SlugField(source="job.flavor.slug", allow_null=True, default=None)
+        constraints = serializers.CharField(source="job.constraints")
+        queue = serializers.CharField(source="job.queue")
+        qos = serializers.CharField(source="job.qos")
+        account = serializers.CharField(source="job.account")
+        submitted_at = serializers.DateTimeField(source="job.submitted_at", allow_null=True)
+        reason = serializers.CharField(source="job.reason")
+        message = serializers.CharField(source="job.message")
+        category = serializers.CharField(
+            help_text=gettext_lazy(
+                "resource, quota, queue_rule, dependency, placement or unclassified; "
+                "empty when the job is not pending."
+            )
+        )
+        category_label = serializers.CharField()
+        category_text = serializers.CharField()
+        clears_by_itself = serializers.BooleanField(allow_null=True)
+        waited_seconds = serializers.IntegerField()
+        next_step = serializers.CharField()
+        action_url = serializers.CharField()
+        quota = serializers.SerializerMethodField()
+        jobs_ahead = serializers.SerializerMethodField()
+        pool_free = serializers.ListField(source="pool", child=serializers.DictField())
+
+        class Meta:
+            ref_name = "JobWait"
+
+        def get_quota(self, obj: Any) -> list[dict[str, Any]]:
+            return [
+                {
+                    "flavor": use.flavor.slug if use.flavor else None,
+                    "guarantee": use.guarantee,
+                    "maximum": use.maximum,
+                    "running": use.running,
+                    "pending": use.pending,
+                }
+                for use in obj.use
+            ]
+
+        def get_jobs_ahead(self, obj: Any) -> list[dict[str, Any]]:
+            return [
+                {"job_id": job.job_id, "tier": job.tier.slug, "gpus": job.gpus} for job in obj.ahead
+            ]
+
+    @extend_schema(
+        operation_id="jobs_wait_retrieve",
+        tags=["workload"],
+        summary=gettext_lazy("Why is this job waiting: category, evidence and next step"),
+        parameters=[
+            OpenApiParameter(
+                "source",
+                str,
+                description=gettext_lazy("The cluster or source, when job ids repeat."),
+            )
+        ],
+        responses={200: OutputSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, job_id: str) -> Response:
+        job = selectors.job_get(
+            user=request.user, job_id=job_id, source=request.query_params.get("source", "")
+        )
+        return Response(self.OutputSerializer(selectors.job_wait_explanation(job)).data)

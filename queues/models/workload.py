@@ -1,0 +1,227 @@
+"""Workload evidence: every job a scheduler ran or kept waiting, and every change of its state.
+
+``WorkloadJob`` is the latest known state of one job (one row per ``(source, job_id)``);
+``WorkloadEvent`` is the append-only record of each change, so waits and usage can be
+recomputed and replayed. ``source`` names where the job lives: a cluster's name for the
+collectors and the ingest API, ``trace:<format>`` for imported traces.
+
+Sized for a large pool (a 10,000-GPU cluster gives ~100 M events a year): events are only
+ever inserted in bulk (``ON CONFLICT DO NOTHING`` on the event id), jobs are upserted in
+batches. Indexes serve the per-project questions (``(project, state)``, ``(job, time)``);
+on PostgreSQL a BRIN index on the event time keeps time-range scans cheap at ~1/1000 the
+size of a B-tree (the rows arrive roughly in time order). The table is not partitioned:
+the unique event id would have to include the partition key, and BRIN already keeps the
+time scans flat (see ``bench/ingest.py``). Not governed: collectors write these rows.
+"""
+
+from django.db import models
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+
+from governance.models import GpuFlavor, PriorityTier, Project
+
+from . import Cluster
+
+
+class WaitCategory(models.TextChoices):
+    """The five reasons a job waits (DESIGN §1), plus what no table knows."""
+
+    RESOURCE = "resource", _("Resource shortage")
+    QUOTA = "quota", _("Quota limit")
+    QUEUE_RULE = "queue_rule", _("Queue rule")
+    DEPENDENCY = "dependency", _("Dependency")
+    PLACEMENT = "placement", _("Placement or runtime")
+    UNCLASSIFIED = "unclassified", _("Unclassified")
+
+
+class JobState(models.TextChoices):
+    PENDING = "pending", _("Pending")
+    RUNNING = "running", _("Running")
+    SUSPENDED = "suspended", _("Suspended")
+    COMPLETED = "completed", _("Completed")
+    FAILED = "failed", _("Failed")
+    CANCELLED = "cancelled", _("Cancelled")
+    TIMEOUT = "timeout", _("Timed out")
+    PREEMPTED = "preempted", _("Preempted")
+    NODE_FAIL = "node_fail", _("Node failure")
+    OUT_OF_MEMORY = "out_of_memory", _("Out of memory")
+
+
+ACTIVE_STATES = (JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED)
+FINISHED_STATES = tuple(state for state in JobState if state not in ACTIVE_STATES)
+
+
+class EventKind(models.TextChoices):
+    SUBMITTED = "submitted", _("Submitted")
+    PENDING = "pending", _("Pending (reason seen)")
+    STARTED = "started", _("Started")
+    SUSPENDED = "suspended", _("Suspended")
+    RESUMED = "resumed", _("Resumed")
+    PREEMPTED = "preempted", _("Preempted")
+    REQUEUED = "requeued", _("Requeued")
+    ENDED = "ended", _("Ended")
+
+
+class WorkloadJob(models.Model):
+    """One job's latest state and the evidence of why it waits."""
+
+    source = models.CharField(_("source"), max_length=100)
+    job_id = models.CharField(_("scheduler job id"), max_length=200)
+    cluster = models.ForeignKey(
+        Cluster,
+        verbose_name=_("cluster"),
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="jobs",
+    )
+    name = models.CharField(_("job name"), max_length=200, blank=True)
+    project = models.ForeignKey(
+        Project,
+        verbose_name=_("project"),
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="jobs",
+    )
+    user_name = models.CharField(_("user"), max_length=150, blank=True)
+    tier = models.ForeignKey(
+        PriorityTier,
+        verbose_name=_("tier"),
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="jobs",
+    )
+    queue = models.CharField(_("queue or partition"), max_length=200, blank=True)
+    qos = models.CharField(_("QOS or priority class"), max_length=200, blank=True)
+    account = models.CharField(_("account"), max_length=200, blank=True)
+    gpus = models.PositiveIntegerField(_("GPUs"), default=0)
+    flavor = models.ForeignKey(
+        GpuFlavor,
+        verbose_name=_("flavor"),
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="jobs",
+    )
+    constraints = models.CharField(_("other constraints"), max_length=500, blank=True)
+    submitted_at = models.DateTimeField(_("submitted at"), null=True, blank=True)
+    eligible_at = models.DateTimeField(_("eligible at"), null=True, blank=True)
+    pending_since = models.DateTimeField(
+        _("pending since"),
+        null=True,
+        blank=True,
+        help_text=_("Start of the current wait (the submit time, or the last requeue)."),
+    )
+    started_at = models.DateTimeField(_("started at"), null=True, blank=True)
+    ended_at = models.DateTimeField(_("ended at"), null=True, blank=True)
+    state = models.CharField(_("state"), max_length=16, choices=JobState.choices)
+    exit_code = models.CharField(_("exit"), max_length=32, blank=True)
+    reason = models.CharField(_("latest reason"), max_length=200, blank=True)
+    message = models.TextField(_("latest message"), blank=True)
+    category = models.CharField(
+        _("wait category"), max_length=16, choices=WaitCategory.choices, blank=True
+    )
+    clears_by_itself = models.BooleanField(
+        _("clears by itself"),
+        null=True,
+        blank=True,
+        help_text=_("True: the wait ends without anyone acting; False: it needs a change."),
+    )
+    preemptions = models.PositiveIntegerField(_("preemptions"), default=0)
+    gpu_seconds_lost = models.BigIntegerField(_("GPU-seconds lost to preemption"), default=0)
+    requeues = models.PositiveIntegerField(_("requeues"), default=0)
+    waited_seconds = models.BigIntegerField(
+        _("waited (seconds)"),
+        default=0,
+        help_text=_("Total time pending, over every wait of the job (finished waits only)."),
+    )
+    last_event_at = models.DateTimeField(_("last event at"))
+
+    class Meta:
+        ordering = ["-last_event_at", "-pk"]
+        verbose_name = _("job")
+        verbose_name_plural = _("jobs")
+        indexes = [
+            models.Index(fields=["project", "state"], name="job_project_state"),
+            models.Index(fields=["state", "category"], name="job_state_category"),
+            models.Index(fields=["project", "ended_at"], name="job_project_ended"),
+            models.Index(fields=["cluster", "state"], name="job_cluster_state"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["source", "job_id"], name="job_unique_per_source"),
+            models.CheckConstraint(condition=Q(state__in=JobState.values), name="job_state_valid"),
+            models.CheckConstraint(
+                condition=Q(category__in=[*WaitCategory.values, ""]), name="job_category_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(ended_at__isnull=True)
+                | Q(started_at__isnull=True)
+                | Q(ended_at__gte=models.F("started_at")),
+                name="job_ends_after_start",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.job_id}"
+
+    @property
+    def is_pending(self) -> bool:
+        return self.state == JobState.PENDING
+
+
+class WorkloadEvent(models.Model):
+    """One change of one job's state, as the scheduler reported it (append-only)."""
+
+    id = models.BigAutoField(primary_key=True)
+    job = models.ForeignKey(
+        WorkloadJob, verbose_name=_("job"), on_delete=models.CASCADE, related_name="events"
+    )
+    source = models.CharField(_("source"), max_length=100)
+    event_id = models.CharField(_("event id"), max_length=200)
+    time = models.DateTimeField(_("time"))
+    kind = models.CharField(_("kind"), max_length=16, choices=EventKind.choices)
+    state = models.CharField(_("state"), max_length=16, choices=JobState.choices)
+    reason = models.CharField(_("reason"), max_length=200, blank=True)
+    message = models.TextField(_("message"), blank=True)
+    category = models.CharField(
+        _("wait category"), max_length=16, choices=WaitCategory.choices, blank=True
+    )
+    gpus = models.PositiveIntegerField(_("GPUs"), default=0)
+
+    class Meta:
+        ordering = ["time", "id"]
+        verbose_name = _("job event")
+        verbose_name_plural = _("job events")
+        indexes = [models.Index(fields=["job", "time"], name="event_job_time")]
+        constraints = [
+            models.UniqueConstraint(fields=["source", "event_id"], name="event_unique_id"),
+            models.CheckConstraint(condition=Q(kind__in=EventKind.values), name="event_kind_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.event_id} {self.kind}"
+
+
+class CollectorState(models.Model):
+    """Per cluster: the sacct watermark, the last collection, and the lease of one run."""
+
+    cluster = models.OneToOneField(
+        Cluster, verbose_name=_("cluster"), on_delete=models.CASCADE, related_name="collector"
+    )
+    watermark = models.DateTimeField(_("sacct watermark"), null=True, blank=True)
+    last_success_at = models.DateTimeField(_("last successful collection"), null=True, blank=True)
+    last_attempt_at = models.DateTimeField(_("last attempt"), null=True, blank=True)
+    last_error = models.TextField(_("last error"), blank=True)
+    failures = models.PositiveIntegerField(_("failures in a row"), default=0)
+    last_counts = models.JSONField(_("last counts"), default=dict, blank=True)
+    lease_token = models.CharField(_("lease token"), max_length=64, blank=True)
+    lease_expires_at = models.DateTimeField(_("lease expires at"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("collector state")
+        verbose_name_plural = _("collector states")
+
+    def __str__(self) -> str:
+        return f"{self.cluster}: {self.last_success_at or '-'}"

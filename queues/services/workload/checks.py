@@ -1,0 +1,233 @@
+"""Periodic checks on the workload evidence: long waits, and rules the scheduler did not hold.
+
+``wait_alerts_check``: a pending job waiting longer than its tier's ``wait_alert_minutes``
+opens one alert (to the tier owner and ops), refreshed while it waits and closed, with the
+total wait, once it starts or ends. ``rules_check`` compares what runs with the effective
+rules: a project running more GPUs of a flavor than its maximum in the cluster's pools, a job
+running in a QOS its project may not use, a job of a never-preempt class that was preempted.
+Each finding is a ``rule_not_enforced`` alert to ops, closed when the finding is gone.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.db.models import Q, Sum
+from django.utils import timezone
+
+from governance.models import PreemptionKind, SiteRole, User
+from governance.selectors import effective_rules
+from queues.models import Alert, AlertKind, Cluster, JobState, WaitCategory, WorkloadJob
+
+from ..alerts import alert_close, alert_raise
+from ..slurm.values import borrow_qos, guarantee_qos, tier_qos
+
+PREEMPTION_LOOKBACK = timedelta(days=1)
+
+
+def _ops() -> list[User]:
+    return list(
+        User.objects.filter(is_active=True).filter(Q(site_role=SiteRole.OPS) | Q(is_superuser=True))
+    )
+
+
+def job_alert_key(job: WorkloadJob) -> str:
+    return f"job:{job.cluster_id or job.source}:{job.job_id}"
+
+
+def _minutes(seconds: float) -> int:
+    return int(max(0, seconds) // 60)
+
+
+def wait_alerts_check(*, now: datetime | None = None) -> dict[str, int]:
+    """Raise, refresh and close the long-wait alerts; return how many of each."""
+    now = now or timezone.now()
+    ops = _ops()
+    waiting = (
+        WorkloadJob.objects.filter(
+            state=JobState.PENDING,
+            tier__wait_alert_minutes__isnull=False,
+            pending_since__isnull=False,
+        )
+        .select_related("tier", "tier__owner", "project", "cluster")
+        .order_by("pending_since")
+    )
+    raised: set[str] = set()
+    for job in waiting.iterator():
+        tier, since = job.tier, job.pending_since
+        if tier is None or tier.wait_alert_minutes is None or since is None:
+            continue
+        threshold = tier.wait_alert_minutes
+        waited = (now - since).total_seconds()
+        if waited < threshold * 60:
+            continue
+        key = job_alert_key(job)
+        raised.add(key)
+        alert_raise(
+            kind=AlertKind.LONG_WAIT,
+            key=key,
+            recipients=[tier.owner, *ops],
+            cluster=job.cluster,
+            now=now,
+            details={
+                "job": job.job_id,
+                "source": job.source,
+                "project": job.project.name if job.project else job.account,
+                "tier": tier.name,
+                "minutes": _minutes(waited),
+                "threshold": threshold,
+                "category": str(WaitCategory(job.category).label) if job.category else "",
+                "reason": job.reason,
+                "pending_since": since.isoformat(),
+            },
+        )
+    closed = 0
+    open_alerts = Alert.objects.filter(kind=AlertKind.LONG_WAIT, closed_at=None).exclude(
+        key__in=raised
+    )
+    for alert in open_alerts:
+        found = (
+            WorkloadJob.objects.filter(
+                source=alert.details.get("source", ""), job_id=alert.details.get("job", "")
+            )
+            .only("state", "started_at", "ended_at", "pending_since", "tier_id")
+            .first()
+        )
+        if found is not None and found.state == JobState.PENDING and found.pending_since:
+            continue  # still waiting: the threshold was raised, or it is not due yet
+        since = alert.details.get("pending_since")
+        end = (found.started_at or found.ended_at) if found else None
+        total = (end or now) - datetime.fromisoformat(since) if since else timedelta(0)
+        alert_close(
+            kind=AlertKind.LONG_WAIT,
+            key=alert.key,
+            now=now,
+            details={
+                "minutes": _minutes(total.total_seconds()),
+                "ended": found.state if found else "",
+            },
+        )
+        closed += 1
+    return {"open": len(raised), "closed": closed}
+
+
+def rules_check(*, now: datetime | None = None) -> dict[str, int]:
+    """Compare what runs on every cluster with the effective rules; alert ops on each gap."""
+    now = now or timezone.now()
+    rules = effective_rules(at=now)
+    clusters = {c.pk: c for c in Cluster.objects.prefetch_related("pools")}
+    ops = _ops()
+    found: dict[str, tuple[Cluster | None, dict[str, object]]] = {}
+
+    # 1. More GPUs running than the maximum (per cluster, project and flavor).
+    running = (
+        WorkloadJob.objects.filter(
+            state=JobState.RUNNING, project__isnull=False, cluster__isnull=False
+        )
+        .values_list("cluster_id", "project__slug", "flavor_id", "flavor__name")
+        .annotate(total=Sum("gpus"))
+    )
+    for cluster_id, slug, flavor_id, flavor_name, total in running:
+        project = rules.projects.get(slug)
+        cluster = clusters.get(cluster_id)
+        if project is None or cluster is None:
+            continue
+        pools = {pool.pk for pool in cluster.pools.all()}
+        quotas = [
+            q
+            for q in project.quotas
+            if q.quota.pool_id in pools and (flavor_id is None or q.quota.flavor_id == flavor_id)
+        ]
+        if not quotas or any(q.maximum is None for q in quotas):
+            maximum = None if quotas else 0
+        else:
+            maximum = sum(q.maximum or 0 for q in quotas)
+        if maximum is not None and total > maximum:
+            key = f"max:{cluster_id}:{slug}:{flavor_id or '-'}"
+            found[key] = (
+                cluster,
+                {
+                    "cluster": cluster.name,
+                    "project": project.project.name,
+                    "rule": "over_maximum",
+                    "flavor": flavor_name or "",
+                    "allowed": maximum,
+                    "seen": total,
+                },
+            )
+
+    # 2. A job in a QOS its project may not use; 3. a never-preempt job that was preempted.
+    suspects = (
+        WorkloadJob.objects.filter(project__isnull=False, cluster__isnull=False)
+        .filter(
+            Q(state=JobState.RUNNING)
+            | Q(preemptions__gt=0, last_event_at__gte=now - PREEMPTION_LOOKBACK)
+        )
+        .select_related("project")
+    )
+    for job in suspects.iterator():
+        project = rules.projects.get(job.project.slug) if job.project else None
+        cluster = clusters.get(job.cluster_id or 0)
+        if project is None or cluster is None:
+            continue
+        pool_list = list(cluster.pools.all())
+        if job.state == JobState.RUNNING and job.qos:
+            allowed = {tier_qos(t) for t in project.allowed_tiers}
+            allowed |= {tier_qos(t, protected=True) for t in project.allowed_tiers}
+            allowed |= {guarantee_qos(pool, project.project.slug) for pool in pool_list}
+            allowed |= {borrow_qos(pool) for pool in pool_list}
+            granted = project.job_tiers.get(job.job_id)
+            if granted is not None:
+                allowed |= {tier_qos(granted), tier_qos(granted, protected=True)}
+            if job.qos not in allowed:
+                found[f"qos:{job.cluster_id}:{job.job_id}"] = (
+                    cluster,
+                    {
+                        "cluster": cluster.name,
+                        "project": project.project.name,
+                        "rule": "qos_not_allowed",
+                        "job": job.job_id,
+                        "allowed": ", ".join(sorted(allowed)),
+                        "seen": job.qos,
+                    },
+                )
+        if job.preemptions:
+            klass = project.job_preemption_classes.get(job.job_id)
+            kinds = (
+                {klass.kind}
+                if klass
+                else {
+                    q.preemption_class.kind
+                    for q in project.quotas
+                    if q.quota.pool_id in {p.pk for p in pool_list}
+                    and (job.flavor_id is None or q.quota.flavor_id == job.flavor_id)
+                }
+            )
+            if PreemptionKind.FORBIDDEN in kinds:
+                found[f"preempted:{job.cluster_id}:{job.job_id}"] = (
+                    cluster,
+                    {
+                        "cluster": cluster.name,
+                        "project": project.project.name,
+                        "rule": "forbidden_preempted",
+                        "job": job.job_id,
+                        "allowed": 0,
+                        "seen": job.preemptions,
+                    },
+                )
+    for key, (cluster, details) in found.items():
+        alert_raise(
+            kind=AlertKind.RULE_NOT_ENFORCED,
+            key=key,
+            recipients=ops,
+            cluster=cluster,
+            details=details,
+            now=now,
+        )
+    closed = 0
+    for alert in Alert.objects.filter(kind=AlertKind.RULE_NOT_ENFORCED, closed_at=None).exclude(
+        key__in=list(found)
+    ):
+        alert_close(kind=AlertKind.RULE_NOT_ENFORCED, key=alert.key, now=now)
+        closed += 1
+    return {"open": len(found), "closed": closed}

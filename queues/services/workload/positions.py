@@ -1,0 +1,53 @@
+"""Where a project stands against its quota: the input of the Kueue ``WaitingForQuota`` rule."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from django.db.models import Sum
+from django.utils import timezone
+
+from governance.selectors import effective_rules
+from queues.models import JobState, WorkloadJob
+
+from .classify import QuotaPosition
+from .ingest import PositionFor
+
+
+def running_gpus() -> dict[tuple[int, int | None], int]:
+    """GPUs running now per (project, flavor), from the jobs Arbiter knows (one query)."""
+    rows = (
+        WorkloadJob.objects.filter(state=JobState.RUNNING, project__isnull=False)
+        .values_list("project_id", "flavor_id")
+        .annotate(total=Sum("gpus"))
+    )
+    return {(project, flavor): total or 0 for project, flavor, total in rows}
+
+
+def quota_positions() -> PositionFor:
+    """A function giving a job's ``QuotaPosition`` (effective quota of its project and flavor,
+    summed over pools, against what its project runs of that flavor), or None when unknown."""
+    rules = effective_rules(at=timezone.now())
+    quotas: dict[tuple[int, int], list[int | None]] = defaultdict(lambda: [0, 0])
+    for project in rules.projects.values():
+        for quota in project.quotas:
+            entry = quotas[(project.project.pk, quota.quota.flavor_id)]
+            entry[0] = (entry[0] or 0) + quota.guarantee
+            top = quota.maximum
+            entry[1] = None if top is None or entry[1] is None else entry[1] + top
+    usage = running_gpus()
+
+    def position_for(job: WorkloadJob) -> QuotaPosition | None:
+        if job.project_id is None or job.flavor_id is None:
+            return None
+        entry = quotas.get((job.project_id, job.flavor_id))
+        if entry is None:
+            return None
+        return QuotaPosition(
+            used=usage.get((job.project_id, job.flavor_id), 0),
+            guarantee=entry[0] or 0,
+            maximum=entry[1],
+            request=job.gpus,
+        )
+
+    return position_for

@@ -1,0 +1,122 @@
+"""``import_trace``: the trace samples of ``../shared/traces`` imported through the ingest path."""
+
+import csv
+import gzip
+from collections import defaultdict
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from queues.models import JobState, WorkloadEvent, WorkloadJob
+from tests.conftest import require_service
+from tests.queues.test_wait_classifier import shared_dir
+
+TRACES = shared_dir() / "traces"
+OPENB = TRACES / "alibaba_v2023_openb_pods.csv.gz"
+TIER_MAP = "LS=production,Burstable=key,BE=exploratory,Guaranteed=regular"
+
+
+def need(path):
+    require_service("trace samples", path.exists(), f"{path} is missing")
+
+
+def run(*args):
+    out = StringIO()
+    call_command("import_trace", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_openb_per_tier_waits_equal_the_traces_own(world):
+    need(OPENB)
+    run(
+        "--format", "alibaba-openb", str(OPENB), "--tier-map", TIER_MAP, "--project-map", "*=vision"
+    )
+    expected: dict[str, list[float]] = defaultdict(list)
+    pending = 0
+    with gzip.open(OPENB, "rt") as handle:
+        for row in csv.DictReader(handle):
+            if row["scheduled_time"]:
+                expected[row["qos"]].append(
+                    float(row["scheduled_time"]) - float(row["creation_time"])
+                )
+            else:
+                pending += 1
+    tiers = dict(item.split("=") for item in TIER_MAP.split(","))
+    for qos, waits in expected.items():
+        stored = list(
+            WorkloadJob.objects.filter(
+                source="trace:alibaba-openb", tier__slug=tiers[qos], started_at__isnull=False
+            ).values_list("waited_seconds", flat=True)
+        )
+        assert len(stored) == len(waits), qos
+        assert sorted(stored) == sorted(int(w) for w in waits), qos
+        assert sum(stored) / len(stored) == pytest.approx(sum(waits) / len(waits), abs=1), qos
+    never_started = WorkloadJob.objects.filter(source="trace:alibaba-openb", started_at=None)
+    assert never_started.count() == pending
+    assert WorkloadJob.objects.filter(project__slug="vision").count() == 8152
+    # Importing again stores nothing twice.
+    events = WorkloadEvent.objects.count()
+    assert "0 stored" in run("--format", "alibaba-openb", str(OPENB), "--tier-map", TIER_MAP)
+    assert WorkloadEvent.objects.count() == events
+
+
+def head(path, tmp_path, rows=1500):
+    """The first rows of a sample (the whole files take minutes on SQLite)."""
+    short = tmp_path / path.name
+    with gzip.open(path, "rt") as source, gzip.open(short, "wt") as target:
+        for n, line in enumerate(source):
+            if n > rows:
+                break
+            target.write(line)
+    return short
+
+
+@pytest.mark.parametrize(
+    "name, fmt",
+    [
+        ("alibaba_v2025_dlrm_instances.csv.gz", "alibaba-v2025"),
+        ("philly_pollux_jobs.csv.gz", "philly"),
+        ("microsoft_itp_elasticflow_jobs.csv.gz", "itp"),
+    ],
+)
+def test_other_formats_import_without_inventing_waits(world, tmp_path, name, fmt):
+    need(TRACES / name)
+    path, jobs = head(TRACES / name, tmp_path), 1500
+    run("--format", fmt, str(path), "--project-map", "*=speech")
+    imported = WorkloadJob.objects.filter(source=f"trace:{fmt}")
+    assert imported.count() == jobs
+    assert not imported.exclude(project__slug="speech").exists()
+    if fmt in ("philly", "itp"):  # no start times: no wait is made up
+        assert not imported.filter(waited_seconds__gt=0).exists()
+        assert imported.filter(state=JobState.COMPLETED).count() == jobs
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--format", "philly", "no-such-file.csv"], "No file"),
+        (["--format", "alibaba-openb", "{openb}", "--project-map", "LS"], "not KEY=SLUG"),
+        (["--format", "alibaba-openb", "{openb}", "--tier-map", "LS=gold"], "gold"),
+        (["--format", "alibaba-openb", "{openb}", "--start", "yesterday"], "ISO 8601"),
+        (["--format", "philly", "{openb}"], "missing columns"),
+    ],
+)
+def test_bad_input_is_a_clear_error_and_stores_nothing(world, args, message):
+    need(OPENB)
+    args = [arg.replace("{openb}", str(OPENB)) for arg in args]
+    with pytest.raises(CommandError, match=message):
+        run(*args)
+    assert WorkloadEvent.objects.count() == 0
+
+
+def test_a_bad_row_stores_nothing(world, tmp_path):
+    bad = tmp_path / "itp.csv"
+    bad.write_text(
+        "cluster,job_id,submission_time,duration,num_gpu\n"
+        "cluster01,a,10,600,1\n"
+        "cluster01,b,ten,600,1\n"
+    )
+    with pytest.raises(CommandError, match="line 3"):
+        run("--format", "itp", str(bad))
+    assert WorkloadEvent.objects.count() == 0

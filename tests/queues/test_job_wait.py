@@ -1,0 +1,171 @@
+"""Why is my job waiting: the page, the API, the project's jobs page, and who may see what."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from django.utils.translation import override
+from rest_framework.test import APIClient
+
+from queues.models import EventKind, WaitCategory
+from queues.selectors import job_wait_explanation, project_workload
+from queues.services.workload import JobEvent, events_ingest
+from tests.conftest import login
+
+
+def ingest(world, job, reason, *, project=None, gpus=4, tier=None, started=False, **extra):
+    now = timezone.now()
+    events = [
+        JobEvent(
+            source="hpc",
+            event_id=f"{job}:submit",
+            job_id=job,
+            time=now - timedelta(minutes=30),
+            kind=EventKind.SUBMITTED,
+            project=project or world.vision,
+            tier=tier or world.key,
+            flavor=world.a100,
+            gpus=gpus,
+            **extra,
+        ),
+        JobEvent(
+            source="hpc",
+            event_id=f"{job}:pending",
+            job_id=job,
+            time=now - timedelta(minutes=29),
+            kind=EventKind.PENDING,
+            reason=reason,
+        ),
+    ]
+    if started:
+        events.append(
+            JobEvent(
+                source="hpc",
+                event_id=f"{job}:start",
+                job_id=job,
+                time=now - timedelta(minutes=20),
+                kind=EventKind.STARTED,
+            )
+        )
+    events_ingest(events=events)
+
+
+@pytest.fixture
+def jobs(world):
+    # Vision (guarantee 24, maximum 40 A100) runs 40: at its limit.
+    ingest(world, "900", "Priority", gpus=40, started=True)
+    ingest(world, "901", "AssocGrpGRES", gpus=8)
+    ingest(world, "902", "Dependency", gpus=1)
+    ingest(world, "903", "BadConstraints", gpus=1, constraints="nvlink")
+    ingest(world, "904", "Resources", gpus=2)
+    ingest(world, "905", "Priority", gpus=1, tier=world.exploratory)
+    ingest(world, "906", "NewReasonNobodyKnows", gpus=1)
+    ingest(world, "910", "Priority", project=world.speech, gpus=2, tier=world.production)
+    return world
+
+
+@pytest.mark.parametrize(
+    "job, category, words",
+    [
+        ("901", WaitCategory.QUOTA, "Your project uses 40 of 40 A100 80G GPUs"),
+        ("902", WaitCategory.DEPENDENCY, "jobs it depends on"),
+        ("903", WaitCategory.PLACEMENT, "The constraint “nvlink” matches no node"),
+        ("904", WaitCategory.RESOURCE, "Raising its priority does not add GPUs"),
+        ("905", WaitCategory.QUEUE_RULE, "jobs of higher tiers are ahead"),
+        ("906", WaitCategory.UNCLASSIFIED, "NewReasonNobodyKnows"),
+    ],
+)
+def test_each_category_has_its_next_step(jobs, member, job, category, words):
+    response = login(member).get("/jobs/wait/", {"job": job})
+    assert response.status_code == 200
+    explanation = response.context["explanation"]
+    assert explanation.category == category
+    assert words in explanation.next_step
+    assert 28 <= explanation.waited_minutes <= 31
+    assert words.split("“")[0] in response.content.decode()
+
+
+def test_quota_step_links_to_a_prefilled_request(jobs, lead):
+    response = login(lead).get("/jobs/wait/", {"job": "901"})
+    url = response.context["explanation"].action_url
+    assert url == "/requests/new/?kind=quota_exception&project=vision"
+    form = login(lead).get(url).context["form"]
+    assert form.initial["project"].slug == "vision" and form.initial["kind"] == "quota_exception"
+
+
+def test_jobs_of_higher_tiers_ahead_and_pool_evidence(jobs):
+    from queues.models import WorkloadJob
+
+    low = WorkloadJob.objects.get(job_id="905")
+    explanation = job_wait_explanation(low)
+    assert {j.job_id for j in explanation.ahead} == {"901", "902", "903", "904", "906", "910"}
+    use = {u.flavor.slug: u for u in explanation.use}
+    assert (use["a100-80g"].running, use["a100-80g"].guarantee, use["a100-80g"].maximum) == (
+        40,
+        24,
+        40,
+    )
+
+
+def test_category_in_chinese(jobs, member):
+    with override("zh-hans"):
+        response = login(member).get("/jobs/wait/", {"job": "901"}, HTTP_ACCEPT_LANGUAGE="zh-hans")
+    page = response.content.decode()
+    assert "配额限制" in page and "你的项目正在使用 40 块 A100 80G GPU 中的 40 块" in page
+
+
+@pytest.mark.parametrize("job", ["910", "nope", "  "])
+def test_jobs_of_other_projects_are_not_shown(jobs, member, job):
+    response = login(member).get("/jobs/wait/", {"job": job})
+    assert response.status_code == 200
+    assert response.context["explanation"] is None
+    if job.strip():
+        assert response.context["not_found"]
+    else:
+        assert response.context["form"].errors["job"]
+
+
+def test_api(jobs, member, approver, outsider):
+    client = APIClient()
+    client.force_authenticate(member)
+    data = client.get("/api/v1/jobs/901/wait/").json()
+    assert data["category"] == "quota" and data["project"] == "vision"
+    assert data["quota"][0]["running"] == 40 and "request a quota exception" in data["next_step"]
+    assert client.get("/api/v1/jobs/910/wait/").status_code == 404
+    client.force_authenticate(approver)
+    assert client.get("/api/v1/jobs/910/wait/", {"source": "hpc"}).json()["category"] == (
+        "queue_rule"
+    )
+    client.force_authenticate(outsider)
+    assert client.get("/api/v1/jobs/901/wait/").status_code == 404
+    client.force_authenticate(None)
+    assert client.get("/api/v1/jobs/901/wait/").status_code in (401, 403)
+
+
+def test_project_jobs_page_groups_pending_jobs(jobs, lead, django_assert_num_queries):
+    workload = project_workload(project=jobs.vision)
+    groups = {
+        category: [j.job_id for j in items] for category, _l, items in workload.pending_by_category
+    }
+    assert groups == {
+        "resource": ["904"],
+        "quota": ["901"],
+        "queue_rule": ["905"],
+        "dependency": ["902"],
+        "placement": ["903"],
+        "unclassified": ["906"],
+    }
+    assert [j.job_id for j in workload.running] == ["900"]
+    client = login(lead)
+    client.get("/projects/vision/workload/")  # warm the session and caches
+    with django_assert_num_queries(9):
+        response = client.get("/projects/vision/workload/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "904" in page and "910" not in page
+    # More jobs, same number of queries.
+    for n in range(20):
+        ingest(jobs, f"95{n:02d}", "Resources", gpus=1)
+    with django_assert_num_queries(9):
+        client.get("/projects/vision/workload/")
+    assert "/projects/vision/workload/" in client.get("/projects/vision/").content.decode()
