@@ -25,6 +25,7 @@ from governance.selectors import (
     signed_in_user,
     user_can_edit_rules,
 )
+from governance.services import TEXT_MAX_LENGTH
 
 
 def _posted(request: HttpRequest) -> Any:
@@ -167,7 +168,7 @@ def request_submit(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def request_withdraw(request: HttpRequest, pk: int) -> HttpResponse:
-    comment = request.POST.get("comment", "")[:2000]
+    comment = request.POST.get("comment", "")[:TEXT_MAX_LENGTH]
     return _act(
         request,
         pk,
