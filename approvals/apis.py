@@ -31,7 +31,7 @@ from governance.apis._common import (
 )
 from governance.models import TERM_FIELDS, Project, Terms
 from governance.selectors import signed_in_user
-from governance.services import TEXT_MAX_LENGTH
+from governance.services import REASON_MAX_LENGTH, TEXT_MAX_LENGTH
 
 BAD_INPUT = OpenApiResponse(
     description=_("The input is invalid; the body maps each field to its messages.")
@@ -314,14 +314,16 @@ class RequestCreateApi(APIView):
 
 
 class _CommentInput(serializers.Serializer):
-    comment = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+    comment = serializers.CharField(
+        max_length=TEXT_MAX_LENGTH, required=False, allow_blank=True, default=""
+    )
 
     class Meta:
         ref_name = "RequestCommentInput"
 
 
 class _ReasonInput(serializers.Serializer):
-    reason = serializers.CharField(max_length=2000)
+    reason = serializers.CharField(max_length=REASON_MAX_LENGTH)
 
     class Meta:
         ref_name = "RequestReasonInput"

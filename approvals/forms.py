@@ -208,7 +208,7 @@ class RequestForm(ServiceErrorsMixin, forms.Form):
 class CommentForm(ServiceErrorsMixin, forms.Form):
     comment = forms.CharField(
         label=_("Comment"),
-        max_length=2000,
+        max_length=TEXT_MAX_LENGTH,
         required=False,
         widget=forms.Textarea(attrs={"rows": 2}),
     )

@@ -31,6 +31,7 @@ from governance.selectors import (
     user_can_edit_rules,
 )
 from governance.views import paginate
+from governance.services import TEXT_MAX_LENGTH
 
 
 def _posted(request: HttpRequest) -> Any:
@@ -176,7 +177,7 @@ def request_submit(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def request_withdraw(request: HttpRequest, pk: int) -> HttpResponse:
-    comment = request.POST.get("comment", "")[:2000]
+    comment = request.POST.get("comment", "")[:TEXT_MAX_LENGTH]
     return _act(
         request,
         pk,

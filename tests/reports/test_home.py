@@ -10,9 +10,10 @@ import pytest
 from django.conf import settings
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from governance import services
-from governance.models import ProjectRole
+from governance.models import GrantKind, ProjectRole, Terms
 from tests.conftest import REASON, login
 
 OPS_SECTIONS = ['id="pool-capacity"', 'id="reviews-due"']
@@ -169,3 +170,27 @@ def test_plotly_js_is_served_from_the_installed_package(db):
     plain = Client().get(url)
     assert plain.content.startswith(b"/**") and "Content-Encoding" not in plain
     assert Client().get(reverse("plotly_js", args=["0.0.1"])).status_code == 404
+
+
+def test_an_active_tier_upgrade_shows_on_the_home_and_project_pages(lead, world):
+    """What a project is allowed is read from the effective rules: grants in force count."""
+    now = timezone.now()
+    services.grant_create(
+        user=world.ops,
+        reason=REASON,
+        project=world.vision,
+        terms=Terms(
+            kind=GrantKind.PRIORITY_UPGRADE,
+            tier=world.production,
+            starts_at=now - timedelta(hours=1),
+            ends_at=now + timedelta(days=1),
+        ),
+    )
+    section = _home(lead).split(LEAD_SECTION)[1].split("</section>")[0]
+    assert ">Production service</a>" in section
+    assert "(raised by a grant in force now)" in section
+    allowed = section.split("Allowed tiers")[1].split("</dd>")[0]
+    assert "Production service" in allowed and "Key project" in allowed
+    project = login(lead).get(reverse("project_detail", args=["vision"])).content.decode()
+    chips = project.split("Allowed tiers")[1].split("</section>")[0]
+    assert "Production service" in chips and "Key project" in chips
