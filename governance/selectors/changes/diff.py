@@ -168,11 +168,13 @@ def display_value(
     if name == EXISTS:
         if not isinstance(value, dict):
             return _("absent")
-        return "; ".join(
-            f"{key}={json.dumps(item, ensure_ascii=False) if not isinstance(item, str) else item}"
-            for key, item in value.items()
-            if item not in ("", None, [])
-        )
+        shown = []
+        for key, item in value.items():
+            if item in ("", None, []):
+                continue
+            text = item if isinstance(item, str) else json.dumps(item, ensure_ascii=False)
+            shown.append(f"{key}={text if len(text) <= 80 else text[:79] + '…'}")
+        return "; ".join(shown)
     if value is None or value == "" or value == []:
         return EMPTY
     if name == CAPACITY:
