@@ -258,14 +258,27 @@ def test_field_owners_are_found_in_managed_fields():
                 {
                     "manager": "kubectl-edit",
                     "operation": "Update",
-                    "fieldsV1": {"f:spec": {"f:resourceGroups": {"f:nominalQuota": {}}}},
+                    "fieldsV1": {"f:spec": {"f:resourceGroups": {}}},
+                },
+                {
+                    "manager": "ops-script",
+                    "operation": "Apply",
+                    "fieldsV1": {
+                        "f:spec": {
+                            "f:flavors": {'k:{"name":"a100"}': {"f:weight": {}}},
+                            "f:cohortName": {},
+                        }
+                    },
                 },
             ]
         }
     }
     field = "spec.resourceGroups[0].flavors[a100].resources[nvidia.com/gpu].nominalQuota"
     assert _owners(obj, field) == ["kubectl-edit (Update)"]
-    assert _owners(obj, "spec.cohortName") == []
+    assert _owners(obj, "spec.cohortName") == ["ops-script (Apply)"]
+    assert _owners(obj, "spec.flavors[a100].weight") == ["ops-script (Apply)"]
+    assert _owners(obj, "spec.flavors[h100].weight") == []
+    assert _owners(obj, "spec.fairSharing.weight") == []
 
 
 # --- export ------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from .schema import KueueValidationError, Violation, validate_or_raise
 from .values import (
     FIELD_MANAGER,
     KINDS,
+    NAMESPACE,
     NEVER_PRUNED,
     PRIORITY_CLASS,
     flatten,
@@ -203,9 +204,16 @@ class KueueBackend:
         manifests = self._manifests()
         checked: list[Change] = []
         rejected: list[str] = []
+        new_namespaces = {
+            c.name for c in changes if c.kind == NAMESPACE and c.action == Action.CREATE
+        }
         for change in changes:
             manifest = manifests.get((change.kind, change.name))
             if change.action not in (Action.CREATE, Action.UPDATE) or manifest is None:
+                checked.append(change)
+                continue
+            if manifest["metadata"].get("namespace") in new_namespaces:
+                # A dry run cannot create the namespace first: the server checks it on apply.
                 checked.append(change)
                 continue
             if any(f.field == "value" for f in change.fields) and change.action == Action.UPDATE:
@@ -239,6 +247,8 @@ class KueueBackend:
         raw = live.extra.get("raw", {})
         items = []
         for item in drift_items(kinds=KINDS, applied=applied, live=live, equal=values_equal):
+            if item.kind in NEVER_PRUNED and item.name not in applied.get(item.kind, {}):
+                continue  # a namespace Arbiter once made and keeps: not a change
             owners = _owners(raw.get(item.kind, {}).get(item.name), item.field)
             if owners:
                 item = DriftItem(
@@ -307,16 +317,38 @@ class KueueBackend:
         return []
 
 
+PATH_PART = re.compile(r"([^.\[\]]+)|\[([^\]]+)\]")
+
+
+def _owns(fields: Any, path: str) -> bool:
+    """Whether a ``managedFields`` entry's ``fieldsV1`` covers ``path`` (an atomic list or
+    map owned as a whole covers everything under it)."""
+    node = fields
+    for name, item in PATH_PART.findall(path):
+        if not isinstance(node, dict):
+            return False
+        if node == {}:
+            return True
+        if name:
+            key = f"f:{name}"
+            if key not in node:
+                return False
+            node = node[key]
+        else:
+            wanted = {f'k:{{"name":"{item}"}}', f"i:{item}"}
+            found = next((key for key in node if key in wanted), None)
+            if found is None:
+                return False
+            node = node[found]
+    return True
+
+
 def _owners(obj: dict[str, Any] | None, field: str) -> list[str]:
-    """Managers other than Arbiter whose managed fields include the field's last key."""
+    """Managers other than Arbiter whose managed fields cover the field."""
     if not obj or not field:
         return []
-    leaf = field.rsplit(".", 1)[-1].split("[", 1)[0]
-    owners = []
-    for entry in (obj.get("metadata") or {}).get("managedFields") or []:
-        manager = entry.get("manager", "")
-        if manager == FIELD_MANAGER:
-            continue
-        if f'"f:{leaf}"' in json.dumps(entry.get("fieldsV1") or {}):
-            owners.append(f"{manager} ({entry.get('operation', '')})")
-    return owners
+    return [
+        f"{entry.get('manager', '')} ({entry.get('operation', '')})"
+        for entry in (obj.get("metadata") or {}).get("managedFields") or []
+        if entry.get("manager") != FIELD_MANAGER and _owns(entry.get("fieldsV1") or {}, field)
+    ]
