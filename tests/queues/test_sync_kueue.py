@@ -387,3 +387,25 @@ def test_bad_connection_settings_are_clear_errors(org, kube, tmp_path, change, m
     assert run.status == SyncStatus.FAILED
     assert message in run.error and run.error
     assert json.dumps(run.result)  # recorded, not raised
+
+
+def test_a_new_default_tier_and_a_new_tier_value_are_applied(org, kube, tmp_path):
+    """Kubernetes allows one global default PriorityClass and forbids changing a value in
+    place: the old default gives way first, and a class whose value changes is recreated."""
+    org.project("vision")
+    run, _b = sync(org, kube, tmp_path)
+    assert run.status == SyncStatus.SUCCEEDED, run.error
+    rules.tier_update(
+        tier=org.production,
+        user=org.ops,
+        reason=REASON,
+        data={"is_default": True, "scheduler_value": 990},
+    )
+    run, _b = sync(org, kube, tmp_path)
+    assert run.status == SyncStatus.SUCCEEDED, run.error
+    production = get(kube, tmp_path, "PriorityClass", "production")
+    assert (production["value"], production["globalDefault"]) == (990, True)
+    assert get(kube, tmp_path, "PriorityClass", "regular").get("globalDefault") in (False, None)
+    assert get(kube, tmp_path, "WorkloadPriorityClass", "production")["value"] == 990
+    again, _b = sync(org, kube, tmp_path)
+    assert writes_of(again) == set()

@@ -204,6 +204,15 @@ class KueueBackend:
         manifests = self._manifests()
         checked: list[Change] = []
         rejected: list[str] = []
+        # The global default moves from one of Arbiter's classes to another.
+        handover = any(
+            c.kind == PRIORITY_CLASS
+            and (
+                c.action == Action.DELETE
+                or any(f.field == "globalDefault" and f.desired == "false" for f in c.fields)
+            )
+            for c in changes
+        )
         new_namespaces = {
             c.name for c in changes if c.kind == NAMESPACE and c.action == Action.CREATE
         }
@@ -218,6 +227,9 @@ class KueueBackend:
                 continue
             if any(f.field == "value" for f in change.fields) and change.action == Action.UPDATE:
                 checked.append(change)  # recreated: the dry run of an update would refuse it
+                continue
+            if handover and change.kind == PRIORITY_CLASS and manifest.get("globalDefault"):
+                checked.append(change)  # the old default gives way first when applied
                 continue
             try:
                 self.client.apply(manifest, dry_run=True, force=self.force_conflicts)
@@ -265,34 +277,49 @@ class KueueBackend:
 
     def apply(self, *, plan: list[Change], desired: State, progress: Progress) -> ApplyResult:
         """Server-side apply of creates and updates in dependency order, then deletes of
-        the objects Arbiter manages that are no longer desired, in reverse order."""
+        the objects Arbiter manages that are no longer desired, in reverse order. Priority
+        classes that stop being the global default go first (one default at a time)."""
         start = self.client.writes
         manifests = self._manifests()
         warnings: list[str] = []
         order = {kind: index for index, kind in enumerate(KINDS)}
+        # First the classes that stop being the global default (one default at a time).
+        for change in plan:
+            if change.kind != PRIORITY_CLASS:
+                continue
+            if change.action == Action.DELETE:
+                self.client.delete(change.kind, change.name)
+            elif change.action == Action.UPDATE and any(
+                f.field == "globalDefault" and f.desired == "false" for f in change.fields
+            ):
+                self._apply_one(change, manifests, warnings, progress)
         writes = sorted(
-            (c for c in plan if c.action in (Action.CREATE, Action.UPDATE)),
+            (
+                c
+                for c in plan
+                if c.action == Action.CREATE
+                or (
+                    c.action == Action.UPDATE
+                    and not (
+                        c.kind == PRIORITY_CLASS
+                        and any(
+                            f.field == "globalDefault" and f.desired == "false" for f in c.fields
+                        )
+                    )
+                )
+            ),
             key=lambda c: (order[c.kind], c.name),
         )
         for change in writes:
-            manifest = manifests.get((change.kind, change.name))
-            if manifest is None:
-                raise SchedulerError(
-                    _("No desired %(kind)s %(name)s.") % {"kind": change.kind, "name": change.name}
-                )
-            progress(_("applying %(kind)s %(name)s") % {"kind": change.kind, "name": change.name})
-            if (
-                change.kind == PRIORITY_CLASS
-                and change.action == Action.UPDATE
-                and any(f.field == "value" for f in change.fields)
-            ):
-                self.client.delete(change.kind, change.name)
-            try:
-                self.client.apply(manifest, force=self.force_conflicts)
-            except ApplyConflict as conflict:
-                warnings.append(str(conflict))
+            self._apply_one(change, manifests, warnings, progress)
         deletes = sorted(
-            (c for c in plan if c.action == Action.DELETE and c.kind not in NEVER_PRUNED),
+            (
+                c
+                for c in plan
+                if c.action == Action.DELETE
+                and c.kind not in NEVER_PRUNED
+                and c.kind != PRIORITY_CLASS
+            ),
             key=lambda c: (-order[c.kind], c.name),
         )
         for change in deletes:
@@ -301,6 +328,32 @@ class KueueBackend:
         return ApplyResult(
             calls=self.client.calls, writes=self.client.writes - start, warnings=warnings
         )
+
+    def _apply_one(
+        self,
+        change: Change,
+        manifests: dict[tuple[str, str], Manifest],
+        warnings: list[str],
+        progress: Progress,
+    ) -> None:
+        """Server-side apply of one desired object (a class whose value changes is deleted
+        first: Kubernetes forbids changing it in place)."""
+        manifest = manifests.get((change.kind, change.name))
+        if manifest is None:
+            raise SchedulerError(
+                _("No desired %(kind)s %(name)s.") % {"kind": change.kind, "name": change.name}
+            )
+        progress(_("applying %(kind)s %(name)s") % {"kind": change.kind, "name": change.name})
+        if (
+            change.kind == PRIORITY_CLASS
+            and change.action == Action.UPDATE
+            and any(f.field == "value" for f in change.fields)
+        ):
+            self.client.delete(change.kind, change.name)
+        try:
+            self.client.apply(manifest, force=self.force_conflicts)
+        except ApplyConflict as conflict:
+            warnings.append(str(conflict))
 
     def verify(self, *, desired: State) -> list[Change]:
         """Read back: the changes that remain (empty when the server holds the plan)."""
