@@ -247,7 +247,11 @@ class KueueBackend:
                 continue
             except ServerRejected as error:
                 source = self.objects.source(change.kind, change.name) if self.objects else ""
-                rejected.append(f"{error} ({_('from')} {source})" if source else str(error))
+                rejected.append(
+                    _("%(error)s (from %(rule)s)") % {"error": error, "rule": source}
+                    if source
+                    else str(error)
+                )
                 continue
             checked.append(change)
         if rejected:
@@ -266,7 +270,8 @@ class KueueBackend:
                 item = DriftItem(
                     item.kind,
                     item.name,
-                    f"{item.field} [{_('owned by')} {', '.join(owners)}]",
+                    _("%(field)s [owned by %(managers)s]")
+                    % {"field": item.field, "managers": ", ".join(owners)},
                     item.applied,
                     item.live,
                 )

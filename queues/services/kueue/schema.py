@@ -73,7 +73,9 @@ class Violation:
     def __str__(self) -> str:
         where = f"{self.kind} {self.name}" + (f" {self.path}" if self.path else "")
         text = f"{where}: {self.message}"
-        return f"{text} ({_('from')} {self.source})" if self.source else text
+        if not self.source:
+            return text
+        return _("%(error)s (from %(rule)s)") % {"error": text, "rule": self.source}
 
 
 class KueueValidationError(SchedulerError):
