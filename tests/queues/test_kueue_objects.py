@@ -25,6 +25,7 @@ from queues.services.kueue.values import (
     normalise_quantity,
     values_equal,
 )
+from queues.services.slurm import SlurmBackend
 from tests.conftest import REASON
 
 
@@ -377,3 +378,42 @@ def test_export_into_a_file_path_is_an_error(org, tmp_path):
     backend, _state, _objs = compile_org(org)
     with pytest.raises(services.SchedulerError, match="does not exist"):
         export_objects(backend.objects, target)
+
+
+def test_a_kueue_cluster_gets_the_kueue_backend_with_its_settings(settings, tmp_path):
+    """``Cluster`` gains ``backend="kueue"`` and the ``kube_*`` fields in another change;
+    the backend reads them by name, so an unsaved cluster with them set stands in here."""
+    from queues.models import Cluster
+
+    settings.ARBITER_KUBE_CREDENTIALS_DIR = str(tmp_path)
+    cluster = Cluster(name="gpu-k8s", backend="kueue")
+    cluster.kube_api_server = "https://k8s.example.com:6443"
+    cluster.kube_ca_bundle = "PEM"
+    cluster.kube_credentials_file = "arbiter-token"
+    cluster.kube_namespace_template = "team-{project}"
+    backend = services.backend_for(cluster)
+    assert isinstance(backend, KueueBackend)
+    assert backend.connection == KueueConnection(
+        api_server="https://k8s.example.com:6443",
+        ca_bundle="PEM",
+        credentials_path=str((tmp_path / "arbiter-token").resolve()),
+        namespace_template="team-{project}",
+    )
+    assert isinstance(services.backend_for(Cluster(name="s", backend="slurm")), SlurmBackend)
+
+
+@pytest.mark.parametrize("name", ["../etc/passwd", "sub/token", ".hidden", ""])
+def test_a_credentials_file_outside_the_allowed_directory_is_refused(settings, tmp_path, name):
+    from queues.models import Cluster
+
+    settings.ARBITER_KUBE_CREDENTIALS_DIR = str(tmp_path)
+    cluster = Cluster(name="gpu-k8s", backend="kueue")
+    cluster.kube_api_server = "https://k8s.example.com:6443"
+    cluster.kube_credentials_file = name
+    connection = KueueConnection.from_cluster(cluster)
+    assert connection.credentials_path == "" and connection.problem
+    backend = KueueBackend(connection=connection)
+    with pytest.raises(services.SchedulerError) as caught:
+        backend.read_live()
+    assert str(caught.value) == connection.problem
+    assert backend.calls == 0
