@@ -417,3 +417,20 @@ def test_a_credentials_file_outside_the_allowed_directory_is_refused(settings, t
         backend.read_live()
     assert str(caught.value) == connection.problem
     assert backend.calls == 0
+
+
+def test_compiling_takes_the_same_queries_whatever_the_number_of_projects(org):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            compile_org(org)
+        return len(captured.captured_queries)
+
+    org.project("p0", tier=org.production)
+    org.project("p1", tier=org.regular)
+    few = queries()
+    for i in range(2, 8):
+        org.project(f"p{i}", tier=org.production if i % 2 else None, guarantee=1)
+    assert queries() == few
