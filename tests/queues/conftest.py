@@ -388,7 +388,25 @@ def kube_server() -> Iterator[KubeServer]:
 
 @pytest.fixture
 def kube(kube_server, tmp_path, settings) -> KubeServer:
+    """The server without the objects earlier tests left (namespaces stay: Arbiter never
+    deletes them, and without a controller manager a deleted one never goes away)."""
     settings.ARBITER_KUBE_CREDENTIALS_DIR = str(tmp_path)
+    client = KubeClient(kube_server.connection(tmp_path))
+    for kind in (
+        "LocalQueue",
+        "ClusterQueue",
+        "Cohort",
+        "ResourceFlavor",
+        "WorkloadPriorityClass",
+        "PriorityClass",
+    ):
+        for item in client.list(kind):
+            meta = item["metadata"]
+            if kind == "PriorityClass" and meta["name"].startswith("system-"):
+                continue
+            key = f"{meta['namespace']}/{meta['name']}" if "namespace" in meta else meta["name"]
+            client.delete(kind, key)
+    client.close()
     return kube_server
 
 

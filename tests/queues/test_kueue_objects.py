@@ -25,6 +25,7 @@ from queues.services.kueue.values import (
     normalise_quantity,
     values_equal,
 )
+from queues.services.slurm import SlurmBackend
 from tests.conftest import REASON
 
 
@@ -262,14 +263,27 @@ def test_field_owners_are_found_in_managed_fields():
                 {
                     "manager": "kubectl-edit",
                     "operation": "Update",
-                    "fieldsV1": {"f:spec": {"f:resourceGroups": {"f:nominalQuota": {}}}},
+                    "fieldsV1": {"f:spec": {"f:resourceGroups": {}}},
+                },
+                {
+                    "manager": "ops-script",
+                    "operation": "Apply",
+                    "fieldsV1": {
+                        "f:spec": {
+                            "f:flavors": {'k:{"name":"a100"}': {"f:weight": {}}},
+                            "f:cohortName": {},
+                        }
+                    },
                 },
             ]
         }
     }
     field = "spec.resourceGroups[0].flavors[a100].resources[nvidia.com/gpu].nominalQuota"
     assert _owners(obj, field) == ["kubectl-edit (Update)"]
-    assert _owners(obj, "spec.cohortName") == []
+    assert _owners(obj, "spec.cohortName") == ["ops-script (Apply)"]
+    assert _owners(obj, "spec.flavors[a100].weight") == ["ops-script (Apply)"]
+    assert _owners(obj, "spec.flavors[h100].weight") == []
+    assert _owners(obj, "spec.fairSharing.weight") == []
 
 
 # --- export ------------------------------------------------------------------------------------
@@ -368,3 +382,59 @@ def test_export_into_a_file_path_is_an_error(org, tmp_path):
     backend, _state, _objs = compile_org(org)
     with pytest.raises(services.SchedulerError, match="does not exist"):
         export_objects(backend.objects, target)
+
+
+def test_a_kueue_cluster_gets_the_kueue_backend_with_its_settings(settings, tmp_path):
+    """``Cluster`` gains ``backend="kueue"`` and the ``kube_*`` fields in another change;
+    the backend reads them by name, so an unsaved cluster with them set stands in here."""
+    from queues.models import Cluster
+
+    settings.ARBITER_KUBE_CREDENTIALS_DIR = str(tmp_path)
+    cluster = Cluster(name="gpu-k8s", backend="kueue")
+    cluster.kube_api_server = "https://k8s.example.com:6443"
+    cluster.kube_ca_bundle = "PEM"
+    cluster.kube_credentials_file = "arbiter-token"
+    cluster.kube_namespace_template = "team-{project}"
+    backend = services.backend_for(cluster)
+    assert isinstance(backend, KueueBackend)
+    assert backend.connection == KueueConnection(
+        api_server="https://k8s.example.com:6443",
+        ca_bundle="PEM",
+        credentials_path=str((tmp_path / "arbiter-token").resolve()),
+        namespace_template="team-{project}",
+    )
+    assert isinstance(services.backend_for(Cluster(name="s", backend="slurm")), SlurmBackend)
+
+
+@pytest.mark.parametrize("name", ["../etc/passwd", "sub/token", ".hidden", ""])
+def test_a_credentials_file_outside_the_allowed_directory_is_refused(settings, tmp_path, name):
+    from queues.models import Cluster
+
+    settings.ARBITER_KUBE_CREDENTIALS_DIR = str(tmp_path)
+    cluster = Cluster(name="gpu-k8s", backend="kueue")
+    cluster.kube_api_server = "https://k8s.example.com:6443"
+    cluster.kube_credentials_file = name
+    connection = KueueConnection.from_cluster(cluster)
+    assert connection.credentials_path == "" and connection.problem
+    backend = KueueBackend(connection=connection)
+    with pytest.raises(services.SchedulerError) as caught:
+        backend.read_live()
+    assert str(caught.value) == connection.problem
+    assert backend.calls == 0
+
+
+def test_compiling_takes_the_same_queries_whatever_the_number_of_projects(org):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            compile_org(org)
+        return len(captured.captured_queries)
+
+    org.project("p0", tier=org.production)
+    org.project("p1", tier=org.regular)
+    few = queries()
+    for i in range(2, 8):
+        org.project(f"p{i}", tier=org.production if i % 2 else None, guarantee=1)
+    assert queries() == few

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from .schema import KueueValidationError, Violation, validate_or_raise
 from .values import (
     FIELD_MANAGER,
     KINDS,
+    NAMESPACE,
     NEVER_PRUNED,
     PRIORITY_CLASS,
     flatten,
@@ -203,13 +204,32 @@ class KueueBackend:
         manifests = self._manifests()
         checked: list[Change] = []
         rejected: list[str] = []
+        # The global default moves from one of Arbiter's classes to another.
+        handover = any(
+            c.kind == PRIORITY_CLASS
+            and (
+                c.action == Action.DELETE
+                or any(f.field == "globalDefault" and f.desired == "false" for f in c.fields)
+            )
+            for c in changes
+        )
+        new_namespaces = {
+            c.name for c in changes if c.kind == NAMESPACE and c.action == Action.CREATE
+        }
         for change in changes:
             manifest = manifests.get((change.kind, change.name))
             if change.action not in (Action.CREATE, Action.UPDATE) or manifest is None:
                 checked.append(change)
                 continue
+            if manifest["metadata"].get("namespace") in new_namespaces:
+                # A dry run cannot create the namespace first: the server checks it on apply.
+                checked.append(change)
+                continue
             if any(f.field == "value" for f in change.fields) and change.action == Action.UPDATE:
                 checked.append(change)  # recreated: the dry run of an update would refuse it
+                continue
+            if handover and change.kind == PRIORITY_CLASS and manifest.get("globalDefault"):
+                checked.append(change)  # the old default gives way first when applied
                 continue
             try:
                 self.client.apply(manifest, dry_run=True, force=self.force_conflicts)
@@ -227,7 +247,11 @@ class KueueBackend:
                 continue
             except ServerRejected as error:
                 source = self.objects.source(change.kind, change.name) if self.objects else ""
-                rejected.append(f"{error} ({_('from')} {source})" if source else str(error))
+                rejected.append(
+                    _("%(error)s (from %(rule)s)") % {"error": error, "rule": source}
+                    if source
+                    else str(error)
+                )
                 continue
             checked.append(change)
         if rejected:
@@ -239,12 +263,15 @@ class KueueBackend:
         raw = live.extra.get("raw", {})
         items = []
         for item in drift_items(kinds=KINDS, applied=applied, live=live, equal=values_equal):
+            if item.kind in NEVER_PRUNED and item.name not in applied.get(item.kind, {}):
+                continue  # a namespace Arbiter once made and keeps: not a change
             owners = _owners(raw.get(item.kind, {}).get(item.name), item.field)
             if owners:
                 item = DriftItem(
                     item.kind,
                     item.name,
-                    f"{item.field} [{_('owned by')} {', '.join(owners)}]",
+                    _("%(field)s [owned by %(managers)s]")
+                    % {"field": item.field, "managers": ", ".join(owners)},
                     item.applied,
                     item.live,
                 )
@@ -255,34 +282,49 @@ class KueueBackend:
 
     def apply(self, *, plan: list[Change], desired: State, progress: Progress) -> ApplyResult:
         """Server-side apply of creates and updates in dependency order, then deletes of
-        the objects Arbiter manages that are no longer desired, in reverse order."""
+        the objects Arbiter manages that are no longer desired, in reverse order. Priority
+        classes that stop being the global default go first (one default at a time)."""
         start = self.client.writes
         manifests = self._manifests()
         warnings: list[str] = []
         order = {kind: index for index, kind in enumerate(KINDS)}
+        # First the classes that stop being the global default (one default at a time).
+        for change in plan:
+            if change.kind != PRIORITY_CLASS:
+                continue
+            if change.action == Action.DELETE:
+                self.client.delete(change.kind, change.name)
+            elif change.action == Action.UPDATE and any(
+                f.field == "globalDefault" and f.desired == "false" for f in change.fields
+            ):
+                self._apply_one(change, manifests, warnings, progress)
         writes = sorted(
-            (c for c in plan if c.action in (Action.CREATE, Action.UPDATE)),
+            (
+                c
+                for c in plan
+                if c.action == Action.CREATE
+                or (
+                    c.action == Action.UPDATE
+                    and not (
+                        c.kind == PRIORITY_CLASS
+                        and any(
+                            f.field == "globalDefault" and f.desired == "false" for f in c.fields
+                        )
+                    )
+                )
+            ),
             key=lambda c: (order[c.kind], c.name),
         )
         for change in writes:
-            manifest = manifests.get((change.kind, change.name))
-            if manifest is None:
-                raise SchedulerError(
-                    _("No desired %(kind)s %(name)s.") % {"kind": change.kind, "name": change.name}
-                )
-            progress(_("applying %(kind)s %(name)s") % {"kind": change.kind, "name": change.name})
-            if (
-                change.kind == PRIORITY_CLASS
-                and change.action == Action.UPDATE
-                and any(f.field == "value" for f in change.fields)
-            ):
-                self.client.delete(change.kind, change.name)
-            try:
-                self.client.apply(manifest, force=self.force_conflicts)
-            except ApplyConflict as conflict:
-                warnings.append(str(conflict))
+            self._apply_one(change, manifests, warnings, progress)
         deletes = sorted(
-            (c for c in plan if c.action == Action.DELETE and c.kind not in NEVER_PRUNED),
+            (
+                c
+                for c in plan
+                if c.action == Action.DELETE
+                and c.kind not in NEVER_PRUNED
+                and c.kind != PRIORITY_CLASS
+            ),
             key=lambda c: (-order[c.kind], c.name),
         )
         for change in deletes:
@@ -291,6 +333,32 @@ class KueueBackend:
         return ApplyResult(
             calls=self.client.calls, writes=self.client.writes - start, warnings=warnings
         )
+
+    def _apply_one(
+        self,
+        change: Change,
+        manifests: dict[tuple[str, str], Manifest],
+        warnings: list[str],
+        progress: Progress,
+    ) -> None:
+        """Server-side apply of one desired object (a class whose value changes is deleted
+        first: Kubernetes forbids changing it in place)."""
+        manifest = manifests.get((change.kind, change.name))
+        if manifest is None:
+            raise SchedulerError(
+                _("No desired %(kind)s %(name)s.") % {"kind": change.kind, "name": change.name}
+            )
+        progress(_("applying %(kind)s %(name)s") % {"kind": change.kind, "name": change.name})
+        if (
+            change.kind == PRIORITY_CLASS
+            and change.action == Action.UPDATE
+            and any(f.field == "value" for f in change.fields)
+        ):
+            self.client.delete(change.kind, change.name)
+        try:
+            self.client.apply(manifest, force=self.force_conflicts)
+        except ApplyConflict as conflict:
+            warnings.append(str(conflict))
 
     def verify(self, *, desired: State) -> list[Change]:
         """Read back: the changes that remain (empty when the server holds the plan)."""
@@ -307,16 +375,38 @@ class KueueBackend:
         return []
 
 
+PATH_PART = re.compile(r"([^.\[\]]+)|\[([^\]]+)\]")
+
+
+def _owns(fields: Any, path: str) -> bool:
+    """Whether a ``managedFields`` entry's ``fieldsV1`` covers ``path`` (an atomic list or
+    map owned as a whole covers everything under it)."""
+    node = fields
+    for name, item in PATH_PART.findall(path):
+        if not isinstance(node, dict):
+            return False
+        if node == {}:
+            return True
+        if name:
+            key = f"f:{name}"
+            if key not in node:
+                return False
+            node = node[key]
+        else:
+            wanted = {f'k:{{"name":"{item}"}}', f"i:{item}"}
+            found = next((key for key in node if key in wanted), None)
+            if found is None:
+                return False
+            node = node[found]
+    return True
+
+
 def _owners(obj: dict[str, Any] | None, field: str) -> list[str]:
-    """Managers other than Arbiter whose managed fields include the field's last key."""
+    """Managers other than Arbiter whose managed fields cover the field."""
     if not obj or not field:
         return []
-    leaf = field.rsplit(".", 1)[-1].split("[", 1)[0]
-    owners = []
-    for entry in (obj.get("metadata") or {}).get("managedFields") or []:
-        manager = entry.get("manager", "")
-        if manager == FIELD_MANAGER:
-            continue
-        if f'"f:{leaf}"' in json.dumps(entry.get("fieldsV1") or {}):
-            owners.append(f"{manager} ({entry.get('operation', '')})")
-    return owners
+    return [
+        f"{entry.get('manager', '')} ({entry.get('operation', '')})"
+        for entry in (obj.get("metadata") or {}).get("managedFields") or []
+        if entry.get("manager") != FIELD_MANAGER and _owns(entry.get("fieldsV1") or {}, field)
+    ]

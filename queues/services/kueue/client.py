@@ -226,7 +226,7 @@ class KubeClient:
             decoded = json.loads(data) if data else {}
         except ValueError:
             decoded = {"message": data.decode(errors="replace")[:500]}
-        if response.status in (401, 403) and "already marked as default" not in str(decoded):
+        if response.status == 401:
             raise SchedulerError(
                 _("The Kubernetes API server refused Arbiter's credentials (%(status)s): %(msg)s")
                 % {"status": response.status, "msg": decoded.get("message", "")}

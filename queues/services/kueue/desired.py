@@ -156,8 +156,12 @@ def _gpu_group(amounts: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]
     ]
 
 
-def _top_tier(project: EffectiveProject, default: PriorityTier | None) -> PriorityTier | None:
-    return project.tier or default
+def _top_tier(
+    project: EffectiveProject, default: PriorityTier | None, tiers: dict[int, PriorityTier]
+) -> PriorityTier | None:
+    """The project's top tier, as the rules' own tier object (whose victims are prefetched)."""
+    top = project.tier or default
+    return tiers.get(top.pk, top) if top is not None else None
 
 
 def preemption(
@@ -251,6 +255,7 @@ def desired_objects(
         out.add(flavor_object(flavor, revision), f"flavor {flavor.slug}")
 
     default = rules.default_tier
+    tiers_by_id = {tier.pk: tier for tier in rules.tiers}
     for pool in pools:
         pool_name = k8s_name(pool.slug)
         guaranteed: dict[int, int] = defaultdict(int)
@@ -292,7 +297,7 @@ def desired_objects(
                     "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}},
                     "resourceGroups": _gpu_group(amounts),
                     "preemption": preemption(
-                        _top_tier(project, default),
+                        _top_tier(project, default, tiers_by_id),
                         forbidden=forbidden,
                         guaranteed=guarantee > 0,
                         borrows=borrows,

@@ -10,8 +10,8 @@ Three tiers, all offline:
    ``x-kubernetes-int-or-string`` allows both, ``x-kubernetes-list-type: set`` items are
    unique and ``map`` items unique by their keys, ``int32``/``int64`` formats are ranges.
    PriorityClass and Namespace get the same treatment from small built-in schemas.
-2. **Rules**: the CRDs' CEL rules (``x-kubernetes-validations``; Kubernetes before 1.25
-   ignores them) and Kueue's webhook checks, written out in Python with Kueue's own
+2. **Rules** (``rules.py``): the CRDs' CEL rules (``x-kubernetes-validations``; Kubernetes
+   before 1.25 ignores them) and Kueue's webhook checks, written out in Python with Kueue's own
    messages; PriorityClass rules of the API server (value ≤ 1,000,000,000, no ``system-``
    name, one global default). Transition rules (``oldSelf``) need the stored object and
    are left to the server.
@@ -39,6 +39,7 @@ from governance.models.resources import LABEL_KEY_RE, LABEL_VALUE_RE
 
 from ..backends import SchedulerError
 from .desired import DesiredObjects
+from .rules import RULES
 from .values import (
     API_VERSIONS,
     CLUSTER_QUEUE,
@@ -46,20 +47,17 @@ from .values import (
     DNS_LABEL,
     DNS_SUBDOMAIN,
     LOCAL_QUEUE,
-    MAX_PRIORITY,
     NAMESPACE,
     NAMESPACED,
     PRIORITY_CLASS,
     RESOURCE_FLAVOR,
     WORKLOAD_PRIORITY_CLASS,
     manifest_key,
-    parse_quantity,
 )
 
 SHIPPED_CRDS = Path(__file__).resolve().parents[2] / "kueue_crds"
 KUEUE_KINDS = (WORKLOAD_PRIORITY_CLASS, RESOURCE_FLAVOR, COHORT, CLUSTER_QUEUE, LOCAL_QUEUE)
 INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
 @dataclass(frozen=True)
@@ -73,7 +71,9 @@ class Violation:
     def __str__(self) -> str:
         where = f"{self.kind} {self.name}" + (f" {self.path}" if self.path else "")
         text = f"{where}: {self.message}"
-        return f"{text} ({_('from')} {self.source})" if self.source else text
+        if not self.source:
+            return text
+        return _("%(error)s (from %(rule)s)") % {"error": text, "rule": self.source}
 
 
 class KueueValidationError(SchedulerError):
@@ -330,155 +330,6 @@ def _metadata_violations(manifest: dict[str, Any]) -> Iterator[tuple[str, str]]:
     for key, value in (meta.get("labels") or {}).items():
         if not LABEL_KEY_RE.match(str(key)) or not LABEL_VALUE_RE.match(str(value)):
             yield f"metadata.labels.{key}", _("“%(value)s” is not a valid label") % {"value": value}
-
-
-def _quantity(value: Any) -> Any:
-    return None if value is None else parse_quantity(value)
-
-
-def _resource_group_rules(spec: dict[str, Any], owner: str) -> Iterator[tuple[str, str]]:
-    """CEL and webhook rules shared by ClusterQueue and Cohort resource groups."""
-    groups = spec.get("resourceGroups") or []
-    has_parent = bool(spec.get("cohortName" if owner == CLUSTER_QUEUE else "parentName"))
-    nil_message = (
-        "must be nil when cohort is empty"
-        if owner == CLUSTER_QUEUE
-        else "must be nil when parent is empty"
-    )
-    seen_flavors: set[str] = set()
-    seen_resources: set[str] = set()
-    total_flavors = 0
-    total_resources = 0
-    for g, group in enumerate(groups):
-        if not isinstance(group, dict):
-            continue
-        covered = list(group.get("coveredResources") or [])
-        flavors = group.get("flavors") or []
-        total_flavors += len(flavors)
-        total_resources += len(covered)
-        base = f"spec.resourceGroups[{g}]"
-        for resource in covered:
-            if resource in seen_resources:
-                yield (
-                    f"{base}.coveredResources",
-                    f"resource {resource} is covered by more than one resource group",
-                )
-            seen_resources.add(resource)
-        if len(flavors) * len(covered) > 512:
-            yield base, "number of flavor-resource combinations in a resourceGroup must be ≤ 512"
-        for flavor in flavors:
-            if not isinstance(flavor, dict):
-                continue
-            fname = flavor.get("name", "")
-            fpath = f"{base}.flavors[{fname}]"
-            if fname in seen_flavors:
-                yield fpath, f"flavor {fname} is used by more than one resource group"
-            seen_flavors.add(fname)
-            resources = flavor.get("resources") or []
-            if len(resources) != len(covered):
-                yield base, "flavors must have the same number of resources as the coveredResources"
-            for r, resource in enumerate(resources):
-                if not isinstance(resource, dict):
-                    continue
-                rname = resource.get("name", "")
-                rpath = f"{fpath}.resources[{rname}]"
-                if r < len(covered) and rname != covered[r]:
-                    yield f"{rpath}.name", f"must match the name in coveredResources ({covered[r]})"
-                nominal = _quantity(resource.get("nominalQuota"))
-                for limit in ("nominalQuota", "borrowingLimit", "lendingLimit"):
-                    amount = _quantity(resource.get(limit))
-                    if amount is not None and amount < 0:
-                        yield f"{rpath}.{limit}", "must be greater than or equal to 0"
-                for limit in ("borrowingLimit", "lendingLimit"):
-                    if resource.get(limit) is not None and not has_parent:
-                        yield f"{rpath}.{limit}", f"{limit} {nil_message}"
-                lending = _quantity(resource.get("lendingLimit"))
-                if lending is not None and nominal is not None and lending > nominal:
-                    yield f"{rpath}.lendingLimit", "must be less than or equal to the nominalQuota"
-    if total_flavors > 256:
-        yield (
-            "spec.resourceGroups",
-            "total number of flavors across all resourceGroups must be ≤ 256",
-        )
-    if total_resources > 256:
-        yield (
-            "spec.resourceGroups",
-            "total number of covered resources across all resourceGroups must be ≤ 256",
-        )
-
-
-def _cluster_queue_rules(spec: dict[str, Any]) -> Iterator[tuple[str, str]]:
-    yield from _resource_group_rules(spec, CLUSTER_QUEUE)
-    if spec.get("namespaceSelector") is None:
-        yield "spec.namespaceSelector", _("must be set: a null selector admits no namespace")
-    fungibility = spec.get("flavorFungibility") or {}
-    if "preference" in fungibility and not (
-        fungibility.get("whenCanBorrow") == "TryNextFlavor"
-        and fungibility.get("whenCanPreempt") == "TryNextFlavor"
-    ):
-        yield (
-            "spec.flavorFungibility.preference",
-            "preference can only be set when both whenCanBorrow and whenCanPreempt "
-            "are TryNextFlavor",
-        )
-    preemption = spec.get("preemption") or {}
-    borrow = preemption.get("borrowWithinCohort")
-    if (
-        preemption.get("reclaimWithinCohort", "Never") == "Never"
-        and isinstance(borrow, dict)
-        and borrow.get("policy", "Never") != "Never"
-    ):
-        yield "spec.preemption", "reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never"
-
-
-def _flavor_rules(spec: dict[str, Any]) -> Iterator[tuple[str, str]]:
-    if spec.get("topologyName") and len(spec.get("nodeLabels") or {}) < 1:
-        yield "spec", "at least one nodeLabel is required when topology is set"
-    for t, taint in enumerate(spec.get("nodeTaints") or []):
-        if isinstance(taint, dict) and taint.get("effect") not in TAINT_EFFECTS:
-            yield (
-                f"spec.nodeTaints[{t}]",
-                "supported taint effect values: 'NoSchedule', 'PreferNoSchedule', 'NoExecute'",
-            )
-    for t, toleration in enumerate(spec.get("tolerations") or []):
-        if not isinstance(toleration, dict):
-            continue
-        path = f"spec.tolerations[{t}]"
-        operator = toleration.get("operator")
-        if "key" not in toleration and operator != "Exists":
-            yield (
-                path,
-                "operator must be Exists when 'key' is empty, which means "
-                "'match all values and all keys'",
-            )
-        if "tolerationSeconds" in toleration and toleration.get("effect") != "NoExecute":
-            yield path, "effect must be 'NoExecute' when 'tolerationSeconds' is set"
-        if operator is not None and operator not in ("Equal", "Exists"):
-            yield path, "supported toleration values: 'Equal'(default), 'Exists'"
-        if operator == "Exists" and "value" in toleration:
-            yield path, "a value must be empty when 'operator' is 'Exists'"
-        if "effect" in toleration and toleration["effect"] not in TAINT_EFFECTS:
-            yield (
-                path,
-                "supported taint effect values: 'NoSchedule', 'PreferNoSchedule', 'NoExecute'",
-            )
-
-
-def _priority_class_rules(manifest: dict[str, Any]) -> Iterator[tuple[str, str]]:
-    name = str(manifest.get("metadata", {}).get("name", ""))
-    value = manifest.get("value")
-    if isinstance(value, int) and value > MAX_PRIORITY:
-        yield "value", "maximum allowed value of a user defined priority is 1000000000"
-    if name.startswith("system-"):
-        yield "metadata.name", "priority class names with 'system-' prefix are reserved"
-
-
-RULES = {
-    CLUSTER_QUEUE: lambda m: _cluster_queue_rules(m.get("spec") or {}),
-    COHORT: lambda m: _resource_group_rules(m.get("spec") or {}, COHORT),
-    RESOURCE_FLAVOR: lambda m: _flavor_rules(m.get("spec") or {}),
-    PRIORITY_CLASS: _priority_class_rules,
-}
 
 
 def object_violations(

@@ -1,0 +1,235 @@
+"""Benchmark: generate, validate and plan a Kueue sync of 500 projects × 2 flavors against
+the real API server, apply it, and re-sync with no change.
+
+Run on demand (not part of the test suite), from the repository root:
+
+    sudo deploy/k8s/up.sh
+    DJANGO_DEBUG=1 ARBITER_DATA_DIR=var/bench .venv/bin/python bench/sync_kueue.py [--projects N]
+
+It builds the rules in a throwaway test database through the governance services, then
+times, with the number of API calls: generating the objects, validating them (schema tier),
+the plan of the first sync (live read, diff, server-side dry runs), its apply, the read-back
+verify, a full re-sync with no change (generate + validate + plan; it must write nothing)
+and the clean-up (every Arbiter object but the namespaces deleted). It prints the figures and
+writes them to ``bench/results/sync_kueue-<timestamp>.json``.
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governance.settings")
+os.environ.setdefault("DJANGO_DEBUG", "1")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.db import connection  # noqa: E402
+from django.test.utils import setup_test_environment  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from governance import services as rules  # noqa: E402
+from governance.models import PoolCapacity, SiteRole, User  # noqa: E402
+from governance.selectors import effective_rules  # noqa: E402
+from queues import services  # noqa: E402
+from queues.services.kueue import KubeClient, KueueBackend, KueueConnection  # noqa: E402
+from queues.services.kueue.desired import desired_objects  # noqa: E402
+from queues.services.kueue.schema import validate  # noqa: E402
+from queues.services.kueue.values import KINDS, NEVER_PRUNED  # noqa: E402
+
+REASON = "Benchmark"
+
+
+def kube_env() -> dict[str, str]:
+    env_file = Path(os.environ.get("ARBITER_K8S_DIR", ROOT / "var" / "k8s")) / "env"
+    if not env_file.exists():
+        sys.exit("No API server: start it with deploy/k8s/up.sh first.")
+    return dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
+
+
+def build_rules(projects: int):  # type: ignore[no-untyped-def]
+    ops = User.objects.create_user(username="bench-ops", site_role=SiteRole.OPS)
+    kw: dict[str, Any] = {"user": ops, "reason": REASON}
+    a100 = rules.flavor_create(
+        **kw, slug="a100", name="A100", gpu_model="A100", memory_gb=80, node_labels={"gpu": "a100"}
+    )
+    h100 = rules.flavor_create(
+        **kw, slug="h100", name="H100", gpu_model="H100", memory_gb=80, node_labels={"gpu": "h100"}
+    )
+    pool = rules.pool_create(**kw, slug="bench", name="Bench")
+    rules.pool_capacity_set(**kw, pool=pool, flavor=a100, gpus=4 * projects)
+    rules.pool_capacity_set(**kw, pool=pool, flavor=h100, gpus=4 * projects)
+    common = {"eligibility": "Any", "confirmed_by": "Ops", "review_cycle_days": 90, "owner": ops}
+    tiers = []
+    for i, slug in enumerate(["scavenger", "exploratory", "regular", "key", "urgent", "prod"]):
+        preempts = {"may_preempt": True, "preemptible_tiers": tiers[:3]} if i == 5 else {}
+        tiers.append(
+            rules.tier_create(
+                **kw,
+                **common,
+                **preempts,
+                slug=f"bench-{slug}",
+                name=slug.title(),
+                score=10 + 15 * i,
+                scheduler_value=100 * (i + 1),
+                is_default=slug == "regular",
+            )
+        )
+    allowed = rules.preemption_class_create(
+        **kw, slug="allowed", name="Allowed", kind="allowed", business_impact="Restartable."
+    )
+    forbidden = rules.preemption_class_create(
+        **kw, slug="forbidden", name="Forbidden", kind="forbidden", business_impact="Serving."
+    )
+    for i in range(projects):
+        project = rules.project_create(
+            **kw, slug=f"p{i:04d}", name=f"Project {i}", tier=tiers[i % len(tiers)]
+        )
+        for flavor in (a100, h100):
+            rules.quota_create(
+                **kw,
+                project=project,
+                pool=pool,
+                flavor=flavor,
+                guarantee=1 + i % 3,
+                borrow_limit=i % 5,
+                lending_limit=i % 2,
+                fair_share_weight=1 + i % 4,
+                preemption_class=forbidden if i % 10 == 0 else allowed,
+            )
+    cluster = services.cluster_create(**kw, name="bench", slurm_cluster="bench", pools=[pool])
+    return ops, cluster
+
+
+def timed(step: str, figures: dict, client: KubeClient, fn):  # type: ignore[no-untyped-def]
+    calls, writes = client.calls, client.writes
+    start = time.perf_counter()
+    value = fn()
+    figures[step] = {
+        "seconds": round(time.perf_counter() - start, 3),
+        "api_calls": client.calls - calls,
+        "api_writes": client.writes - writes,
+    }
+    return value
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--projects", type=int, default=500)
+    args = parser.parse_args()
+    env = kube_env()
+
+    setup_test_environment()
+    test_db = connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    tmp = tempfile.TemporaryDirectory(prefix="arbiter-bench-")
+    token = Path(tmp.name) / "token"
+    token.write_text(Path(env["KUBE_TOKEN_FILE"]).read_text())
+    conn = KueueConnection(
+        api_server=env["KUBE_API_SERVER"],
+        ca_bundle=Path(env["KUBE_CA_FILE"]).read_text(),
+        credentials_path=str(token),
+    )
+    try:
+        start = time.perf_counter()
+        _ops, cluster = build_rules(args.projects)
+        built = time.perf_counter() - start
+        client = KubeClient(conn)
+        backend = KueueBackend(connection=conn, client=client)
+        figures: dict = {}
+        now = timezone.now()
+        pools = list(cluster.pools.all())
+        capacities = {
+            (c.pool_id, c.flavor_id): c.gpus for c in PoolCapacity.objects.filter(pool__in=pools)
+        }
+
+        def generate():  # type: ignore[no-untyped-def]
+            return desired_objects(
+                rules=effective_rules(at=now),
+                pools=pools,
+                capacities=capacities,
+                namespace_template="{project}",
+                revision=None,
+            )
+
+        objects = timed("generate", figures, client, generate)
+        figures["generate"]["objects"] = len(objects.manifests)
+        violations = timed("validate", figures, client, lambda: validate(objects))
+        figures["validate"]["violations"] = len(violations)
+
+        def plan():  # type: ignore[no-untyped-def]
+            desired = services.desired_state_for(cluster=cluster, backend=backend, at=now)
+            return desired, backend.plan(desired=desired, live=backend.read_live())
+
+        desired, first = timed("first_sync_plan_with_generate_validate", figures, client, plan)
+        writes = [change for change in first if change.is_write]
+        figures["first_sync_plan_with_generate_validate"]["changes"] = len(writes)
+        figures["first_sync_plan_with_generate_validate"]["objects"] = {
+            k: len(v) for k, v in desired.items()
+        }
+        timed(
+            "first_sync_apply",
+            figures,
+            client,
+            lambda: backend.apply(plan=writes, desired=desired, progress=lambda text: None),
+        )
+        remaining = timed("verify", figures, client, lambda: backend.verify(desired=desired))
+        figures["verify"]["remaining"] = [change.as_dict() for change in remaining[:5]]
+
+        def resync():  # type: ignore[no-untyped-def]
+            desired2, changes = plan()
+            changes = [change for change in changes if change.is_write]
+            backend.apply(plan=changes, desired=desired2, progress=lambda text: None)
+            return changes
+
+        again = timed("no_change_resync", figures, client, resync)
+        figures["no_change_resync"]["changes"] = len(again)
+        figures["no_change_resync"]["changed"] = [change.as_dict() for change in again[:5]]
+
+        def cleanup():  # type: ignore[no-untyped-def]
+            live = backend.read_live()
+            count = 0
+            for kind in reversed(KINDS):
+                if kind in NEVER_PRUNED:
+                    continue
+                for key in sorted(live.managed.get(kind, set())):
+                    client.delete(kind, key)
+                    count += 1
+            return count
+
+        gone = timed("cleanup_delete_all", figures, client, cleanup)
+        figures["cleanup_delete_all"]["deleted"] = gone
+        client.close()
+    finally:
+        connection.creation.destroy_test_db(test_db, verbosity=0)
+        tmp.cleanup()
+
+    report = {
+        "benchmark": "sync_kueue",
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "server": "kube-apiserver v1.20.2 (deploy/k8s/up.sh), etcd 3.4, loopback",
+        "projects": args.projects,
+        "flavors": 2,
+        "tiers": 6,
+        "build_rules_seconds": round(built, 1),
+        "load_average": os.getloadavg()[0],
+        "figures": figures,
+    }
+    print(json.dumps(report, indent=2))
+    out = ROOT / "bench" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"sync_kueue-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"written to {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
