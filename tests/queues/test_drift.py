@@ -33,7 +33,9 @@ def test_a_hand_made_change_is_detected_as_drift_and_a_sync_overwrites_it(lab, s
     assert services.drift_check(cluster=lab.cluster).drift == []
 
 
-def test_the_five_drift_probes_are_flagged_and_sync_now_keeps_what_was_made_by_hand(lab, slurm):
+def test_the_five_drift_probes_are_flagged_and_sync_now_keeps_what_was_made_by_hand(
+    lab, slurm, ops2
+):
     from django.core.exceptions import ValidationError
 
     from governance import services as rules
@@ -94,6 +96,23 @@ def test_the_five_drift_probes_are_flagged_and_sync_now_keeps_what_was_made_by_h
         assert removed.status == "succeeded"
         assert removed.result["reason"] == "Left over from a test"
         assert "lab.sideline" not in s("-n", "-P", "show", "account", "format=account")
+
+        # Adopting the hand-made association: a rule change makes its user a member.
+        from governance.services import EditSpec
+
+        daemon = User.objects.create_user(username="daemon", password=None)
+        change = rules.rule_change_create(
+            user=lab.ops,
+            reason=REASON,
+            edits=[EditSpec(target=delta, field="membership", key=daemon, value="member")],
+        )
+        rules.rule_change_approve(change=change, user=ops2)
+        rules.rule_change_apply(change=change, user=lab.ops)
+        adopted = services.sync_now(cluster=lab.cluster, user=lab.ops)
+        assert adopted.status == "succeeded", adopted.error
+        assert adopted.result["conflicts"] == 0
+        left = {(d["kind"], d["name"]) for d in services.drift_check(cluster=lab.cluster).drift}
+        assert ("association", "daemon@lab.delta") not in left
     finally:
         slurm.remove_arbiter_objects()
         slurm.run("sacctmgr", "-i", "delete", "account", "where", "name=lab.sideline", check=False)

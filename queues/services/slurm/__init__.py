@@ -4,26 +4,32 @@ What Arbiter creates (all names lowercase, as Slurm stores them):
 
 * ``<tier>``: a QOS per priority tier. ``Priority`` is the tier's scheduler value,
   ``GrpTRES=gres/gpu=<tier cap>``, ``MaxTRESPerJob`` and ``MaxTRESPerUser`` both
-  ``gres/gpu=<per-job cap>`` (the tier's cap on one job is also what one user may hold in
-  the tier at a time), ``Preempt=`` the plain QOS of the tiers it may preempt (and the
+  ``gres/gpu=<per-job cap>``, ``Preempt=`` the plain QOS of the tiers it may preempt (and the
   pools' borrow QOS), ``PreemptMode=requeue``.
 * ``<tier>-protected``: the same tier for work whose preemption class is *forbidden*. It is
-  in no QOS's ``Preempt`` list, so that work is never preempted. Made only for tiers such
-  projects, or named jobs with a stricter class, may use.
+  in no QOS's ``Preempt`` list, so that work is never preempted.
 * ``<pool>.borrow``: one shared, preemptible QOS per pool for work *above* a project's
-  guarantee (priority 0, ``PreemptMode=requeue``). Each project's account ``GrpTRES`` caps
-  what it borrows.
-* ``<pool>.<project>.guarantee``: a QOS per project with a guarantee, capped at the
-  guarantee (``GrpTRES``, typed per flavor), at the project's tier priority, that may
-  preempt the pool's borrow QOS: submitting within the guarantee reclaims lent GPUs.
-* Accounts ``arbiter`` → ``<pool>`` → ``<pool>.<project>`` (``Organization=arbiter`` marks
-  them), with ``Fairshare`` the sum of the project's fair-share weights in the pool and
-  ``GrpTRES`` its maximum (guarantee + borrow limit, the pool's capacity when borrowing is
-  unbounded), typed ``gres/gpu:<type>`` per flavor and always the untyped total as well
-  (untyped requests bypass typed limits).
+  guarantee (priority 0, ``PreemptMode=requeue``, ``GraceTime`` the largest reclaim grace of
+  its quotas); ``<pool>.borrow.<class>`` for each cautious preemption class, with
+  ``PreemptExemptTime`` its minimum runtime before preemption.
+* ``<pool>.<project>.guarantee``: a QOS per project with a guarantee, capped with
+  ``MaxTRESPerAccount`` (typed per GRES type of the pool, and the untyped total), at the
+  project's tier priority, that may preempt the pool's borrow QOS.
+* Accounts ``arbiter`` → ``<pool>`` → ``<pool>.<project>`` (``Organization=arbiter``), with
+  ``Fairshare`` the sum of the project's fair-share weights in the pool and ``GrpTRES`` its
+  maximum: the untyped total and one typed limit per GRES type of the pool, ``0`` for the
+  types it has no quota for.
 * A user association per project member and account, with the QOS its tiers allow (the
   ``-protected`` ones for forbidden-class work), its guarantee QOS and, unless its work may
-  not be preempted, the borrow QOS; ``DefaultQOS`` is the default tier's QOS.
+  not be preempted, its borrow QOS; ``DefaultQOS`` is the project's effective tier.
+
+Why this shape (measured on Slurm 22.05): Slurm uses, per TRES and per kind of limit, the
+first limit it finds (partition QOS, job QOS, user association, accounts upward), so a QOS
+``GrpTRES`` on ``gres/gpu`` switches the account's ``gres/gpu`` limit off; and untyped GPU
+requests are checked against untyped limits only. Typed requests are therefore held natively
+everywhere; untyped ones natively except on GPU types without quota and in capped tiers,
+where the guard (``guard.py``) requeues and holds them. ``enforcement.py`` lists, per rule,
+how it is enforced.
 
 Named jobs: a priority upgrade or queue jump that names jobs, and a preemption protection
 that names jobs, move each named job that is still *pending* with
@@ -40,9 +46,12 @@ Placement: work within the guarantee is submitted with ``-q <pool>.<project>.gua
 work above it with ``-q <pool>.borrow``, and ``-q <tier>`` orders work by tier as usual; the
 cluster page lists each project's account and QOS.
 
-QOS are marked managed by a ``Description`` that starts with ``arbiter:``, accounts by
-``Organization=arbiter``; user associations under a managed account are managed. Nothing
-else is ever changed or deleted: a name clash with a hand-made object is a *conflict*.
+QOS are created already marked by a ``Description`` that starts with ``arbiter:`` (in the
+same ``add`` command), accounts by ``Organization=arbiter``; user associations under a
+managed account may be Arbiter's. What is Arbiter's own is the cluster's *ledger* (the names
+it created): a marked object that is neither wanted nor in the ledger was made by hand and
+is shown as drift, never deleted (ops may remove one explicitly, with a reason). A name
+clash with an unmarked object is a *conflict*: the sync "needs attention" and stays due.
 """
 
 from .backend import SlurmBackend
