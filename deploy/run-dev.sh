@@ -14,6 +14,7 @@ data_dir="$($PY -c 'from django.conf import settings; print(settings.DATA_DIR)')
 $PY manage.py migrate --noinput
 $PY manage.py seed_demo
 $PY manage.py seed_demo_approvals
+$PY manage.py seed_demo_workload
 
 worker="" web=""
 stop() {

@@ -47,6 +47,7 @@ def test_detail_shows_every_rule(world, client, today):
         "aging_step": None,
         "aging_cap": None,
         "review_cycle_days": 90,
+        "wait_alert_minutes": 10,
         "last_reviewed_on": None,
         "next_review_on": (today + timedelta(days=90)).isoformat(),
         "is_default": False,

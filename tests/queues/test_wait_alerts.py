@@ -34,6 +34,20 @@ def ev(job, kind, minutes, n=None, **extra):
     )
 
 
+def tier_form(tier, minutes, reason):
+    return {
+        "name": tier.name,
+        "score": tier.score,
+        "scheduler_value": tier.scheduler_value,
+        "owner": tier.owner_id,
+        "eligibility": tier.eligibility,
+        "confirmed_by": tier.confirmed_by,
+        "review_cycle_days": tier.review_cycle_days,
+        "wait_alert_minutes": minutes,
+        "reason": reason,
+    }
+
+
 def test_tiers_that_may_preempt_alert_after_ten_minutes_by_default(world):
     assert world.production.wait_alert_minutes == 10
     assert world.regular.wait_alert_minutes is None
@@ -43,17 +57,7 @@ def test_the_threshold_is_edited_as_a_governed_change(world, ops, ops2):
     tier = world.key
     response = login(ops).post(
         reverse("tier_edit", args=[tier.slug]),
-        {
-            "name": tier.name,
-            "score": tier.score,
-            "scheduler_value": tier.scheduler_value,
-            "owner": tier.owner_id,
-            "eligibility": tier.eligibility,
-            "confirmed_by": tier.confirmed_by,
-            "review_cycle_days": tier.review_cycle_days,
-            "wait_alert_minutes": 15,
-            "reason": "Key projects page the owner after 15 minutes",
-        },
+        tier_form(tier, 15, "Key projects page the owner after 15 minutes"),
     )
     assert response.status_code == 302, response.content.decode()[:2000]
     change = RuleChange.objects.latest("pk")
@@ -74,17 +78,7 @@ def test_a_bad_threshold_is_a_form_error(world, ops, value):
     tier = world.key
     response = login(ops).post(
         reverse("tier_edit", args=[tier.slug]),
-        {
-            "name": tier.name,
-            "score": tier.score,
-            "scheduler_value": tier.scheduler_value,
-            "owner": tier.owner_id,
-            "eligibility": tier.eligibility,
-            "confirmed_by": tier.confirmed_by,
-            "review_cycle_days": tier.review_cycle_days,
-            "wait_alert_minutes": value,
-            "reason": "x",
-        },
+        tier_form(tier, value, "x"),
     )
     assert response.status_code == 200
     assert "wait_alert_minutes" in response.context["form"].errors

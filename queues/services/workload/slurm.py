@@ -163,6 +163,36 @@ class Names:
         }
 
 
+def _job_fields(
+    source: str,
+    cluster: Cluster,
+    names: Names,
+    job_id: str,
+    account: str,
+    qos: str,
+    user: str,
+    partition: str,
+    constraints: str,
+    name: str,
+    gres: str,
+    nodes: str,
+) -> dict[str, Any]:
+    """What a squeue or sacct row says of its job, with project, tier and flavor mapped."""
+    return {
+        "source": source,
+        "job_id": job_id,
+        "scheduler": "slurm",
+        "cluster": cluster,
+        "account": account,
+        "qos": qos,
+        "user_name": user,
+        "queue": partition,
+        "constraints": _null(constraints),
+        "name": name,
+        **names.describe(account=account, qos=qos, gres=gres, nodes=nodes),
+    }
+
+
 def _epoch(moment: datetime) -> int:
     return int(moment.timestamp())
 
@@ -181,20 +211,21 @@ def squeue_events(
         job_id, state, reason, account, qos, user, partition, gres, nodes, features = row[:10]
         submit, start, name = slurm_time(row[10]), slurm_time(row[11]), row[12]
         submit = submit or now
-        common: dict[str, Any] = {
-            "source": source,
-            "job_id": job_id,
-            "scheduler": "slurm",
-            "cluster": cluster,
-            "account": account,
-            "qos": qos,
-            "user_name": user,
-            "queue": partition,
-            "constraints": _null(features),
-            "name": name,
-            "submitted_at": submit,
-            **names.describe(account=account, qos=qos, gres=gres, nodes=nodes),
-        }
+        common = _job_fields(
+            source,
+            cluster,
+            names,
+            job_id,
+            account,
+            qos,
+            user,
+            partition,
+            features,
+            name,
+            gres,
+            nodes,
+        )
+        common["submitted_at"] = submit
         stored = known.get(job_id)
         events.append(
             JobEvent(event_id=f"{job_id}:submit", time=submit, kind=EventKind.SUBMITTED, **common)
@@ -250,21 +281,21 @@ def sacct_events(
         later_run = runs[job_id] < seen[job_id] or job_id in active
         if submit is None or (state in ("PENDING", "RUNNING", "REQUEUED") and end is None):
             continue
-        common: dict[str, Any] = {
-            "source": source,
-            "job_id": job_id,
-            "scheduler": "slurm",
-            "cluster": cluster,
-            "account": account,
-            "qos": qos,
-            "user_name": user,
-            "queue": partition,
-            "constraints": _null(constraints),
-            "name": name,
-            "submitted_at": submit,
-            "eligible_at": eligible,
-            **names.describe(account=account, qos=qos, gres=tres, nodes=nodes),
-        }
+        common = _job_fields(
+            source,
+            cluster,
+            names,
+            job_id,
+            account,
+            qos,
+            user,
+            partition,
+            constraints,
+            name,
+            tres,
+            nodes,
+        )
+        common.update(submitted_at=submit, eligible_at=eligible)
         events.append(
             JobEvent(event_id=f"{job_id}:submit", time=submit, kind=EventKind.SUBMITTED, **common)
         )
