@@ -30,8 +30,8 @@ from governance.selectors import (
     signed_in_user,
     user_can_edit_rules,
 )
-from governance.views import paginate
 from governance.services import TEXT_MAX_LENGTH
+from governance.views import paginate
 
 
 def _posted(request: HttpRequest) -> Any:

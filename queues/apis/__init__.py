@@ -98,7 +98,7 @@ def _change_kwargs(validated: dict[str, Any]) -> dict[str, Any]:
 
 def _settings_fields(*, partial: bool) -> dict[str, serializers.Field]:
     """The connection settings as API fields (the model's validators run on each value)."""
-    opt = {"required": False}
+    opt: dict[str, Any] = {"required": False}
     return {
         "slurm_cluster": serializers.CharField(
             max_length=63, allow_blank=True, validators=[slurm_name_validator], **opt

@@ -59,7 +59,7 @@ from .backends import (
 )
 from .kueue import KueueBackend, KueueConnection
 from .kueue.export import ExportResult, export_objects
-from .slurm import SlurmBackend, SlurmCommands, backend_timeout
+from .slurm import SlurmBackend, commands_for
 from .slurm.enforcement import rule_enforcement
 
 
@@ -82,11 +82,7 @@ def backend_for(cluster: Cluster, *, force_conflicts: bool = False) -> Scheduler
         )
     return SlurmBackend(
         cluster_name=cluster.slurm_cluster,
-        commands=SlurmCommands(
-            slurm_conf=cluster.slurm_conf,
-            bin_dir=cluster.slurm_bin_dir,
-            timeout=cluster.command_timeout or backend_timeout(),
-        ),
+        commands=commands_for(cluster),
     )
 
 

@@ -29,10 +29,12 @@ from .desired import DesiredObjects, Manifest, desired_objects
 from .schema import KueueValidationError, Violation, validate_or_raise
 from .values import (
     FIELD_MANAGER,
+    GROUP,
     KINDS,
     NAMESPACE,
     NEVER_PRUNED,
     PRIORITY_CLASS,
+    VERSION,
     flatten,
     is_managed,
     manifest_key,
@@ -65,6 +67,28 @@ class KueueBackend:
         return self.client.calls
 
     # -- read --
+
+    def check_connection(self) -> tuple[str, list[str]]:
+        """ "Check now": the API server's version, and the Kueue resources it serves (an empty
+        list when Kueue's CRDs are not installed). Raises ``SchedulerError`` when the server
+        does not answer or refuses the credentials."""
+        status, body = self.client.request("GET", "/version")
+        if status != 200:
+            raise SchedulerError(
+                _("The Kubernetes API server answered %(status)s to /version: %(msg)s")
+                % {"status": status, "msg": body.get("message", "")}
+            )
+        status, served = self.client.request("GET", f"/apis/{GROUP}/{VERSION}")
+        resources = (
+            sorted(
+                f"{GROUP}/{item['name']}"
+                for item in served.get("resources", [])
+                if "/" not in item.get("name", "")
+            )
+            if status == 200
+            else []
+        )
+        return str(body.get("gitVersion", "")), resources
 
     def read_live(self, *, jobs: Iterable[str] = ()) -> LiveState:
         """One list call per kind; ``extra["raw"]`` keeps the objects (owners, defaults)."""
@@ -113,7 +137,10 @@ class KueueBackend:
         rules: EffectiveRules,
         pools: Iterable[Pool],
         capacities: dict[tuple[int, int], int],
+        gres_types: dict[int, list[str]] | None = None,
     ) -> State:
+        """The flattened desired objects. ``gres_types`` (Slurm's typed GPU names) is not
+        used: Kueue tells GPU kinds apart by ResourceFlavor."""
         revision = RulesRevision.objects.order_by("-pk").values_list("pk", flat=True).first()
         objects = self.compile(rules=rules, pools=pools, capacities=capacities, revision=revision)
         state: State = {kind: {} for kind in KINDS}

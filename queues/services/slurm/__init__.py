@@ -55,7 +55,7 @@ clash with an unmarked object is a *conflict*: the sync "needs attention" and st
 """
 
 from .backend import SlurmBackend
-from .commands import SlurmCommands, backend_timeout
+from .commands import SlurmCommands, backend_timeout, commands_for
 from .config import slurm_conf_lines
 from .values import parse_tres
 
@@ -63,6 +63,7 @@ __all__ = [
     "SlurmBackend",
     "SlurmCommands",
     "backend_timeout",
+    "commands_for",
     "parse_tres",
     "slurm_conf_lines",
 ]

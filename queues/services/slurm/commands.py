@@ -14,6 +14,7 @@ import re
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 from django.utils.translation import gettext as _
@@ -197,3 +198,13 @@ class SlurmCommands:
 
 def backend_timeout() -> float:
     return float(getattr(settings, "ARBITER_SLURM_TIMEOUT", 60))
+
+
+def commands_for(cluster: Any) -> SlurmCommands:
+    """The Slurm client of ``cluster``'s connection settings (its ``slurm.conf``, its allowed
+    binary directory and its timeout): what the sync and the workload collector both run."""
+    return SlurmCommands(
+        slurm_conf=cluster.slurm_conf,
+        bin_dir=cluster.slurm_bin_dir,
+        timeout=cluster.command_timeout or backend_timeout(),
+    )

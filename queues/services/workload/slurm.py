@@ -32,7 +32,7 @@ from queues.models import (
 )
 
 from ..backends import SchedulerError
-from ..slurm import SlurmCommands, backend_timeout
+from ..slurm import SlurmCommands, commands_for
 from ..slurm.values import borrow_qos, guarantee_qos, project_account, tier_qos
 from .classify import slurm_reason_token
 from .ingest import IngestResult, JobEvent, events_ingest
@@ -353,12 +353,6 @@ def sacct_events(
                 )
             )
     return events
-
-
-def commands_for(cluster: Cluster) -> SlurmCommands:
-    return SlurmCommands(
-        slurm_conf=cluster.slurm_conf, prefix=cluster.command_prefix, timeout=backend_timeout()
-    )
 
 
 def _lease(cluster: Cluster, now: datetime) -> str:
