@@ -145,7 +145,11 @@ class Org:
         start, self.projects = self.projects, projects
         new = range(start, projects)
         users = User.objects.bulk_create(
-            [User(username=f"user-{i}-{n}", first_name=f"User {i}.{n}") for i in new for n in (0, 1, 2)]
+            [
+                User(username=f"user-{i}-{n}", first_name=f"User {i}.{n}")
+                for i in new
+                for n in (0, 1, 2)
+            ]
         )
         created = bulk_create_with_history(
             [
@@ -196,14 +200,17 @@ class Org:
             default_user=self.ops,
             default_change_reason=REASON,
         )
+        # Changes and requests grow with the projects; the first size gets enough of them
+        # (cycling over its projects) to fill more than one page of every list, so that each
+        # size shows full pages and the figures compare like with like.
         if start:
-            self._clone_changes(created[::20])
-            self._clone_requests(created[::25])
+            self._clone_changes(_at_least(created[::20], created, 60))
+            self._clone_requests(_at_least(created[::25], created, 150))
 
     def _clone_changes(self, projects: list[Project]) -> None:
         edit = self.change_model.edits.get()
         quota_type = ContentType.objects.get_for_model(Quota)
-        quotas = {q.project_id: q for q in Quota.objects.filter(project__in=projects)}
+        quotas = {q.project_id: q for q in Quota.objects.filter(project__in=set(projects))}
         changes = [RuleChange(**_fields(self.change_model)) for _ in projects]
         changes = bulk_create_with_history(
             changes, RuleChange, default_user=self.ops, default_change_reason=REASON
@@ -236,6 +243,13 @@ class Org:
             default_user=self.ops,
             default_change_reason=REASON,
         )
+
+
+def _at_least(picked: list, pool: list, count: int) -> list:  # type: ignore[type-arg]
+    """``picked``, or ``count`` items cycling over ``pool`` if ``picked`` is shorter."""
+    if len(picked) >= count or not pool:
+        return picked
+    return [pool[index % len(pool)] for index in range(count)]
 
 
 def _fields(obj) -> dict:  # type: ignore[no-untyped-def]

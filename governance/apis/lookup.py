@@ -68,7 +68,11 @@ class LookupApi(APIView):
         summary=_("Suggestions for a filter field: users or projects matching q"),
         parameters=[
             OpenApiParameter(
-                "kind", str, OpenApiParameter.PATH, enum=list(LOOKUPS), description=_("What to find.")
+                "kind",
+                str,
+                OpenApiParameter.PATH,
+                enum=list(LOOKUPS),
+                description=_("What to find."),
             ),
             FilterSerializer,
         ],

@@ -7,18 +7,82 @@ import pytest
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
+from governance import services
 from governance.models import User
-from tests.conftest import login
+from tests.conftest import REASON, login
 from tests.governance.test_pages import _grow
+
+
+def _projects(world, count: int) -> None:
+    """``count`` more projects on the regular tier, each with a quota of A100 in training."""
+    kw = {"user": world.ops, "reason": REASON}
+    for index in range(count):
+        project = services.project_create(
+            **kw, slug=f"many-{index:03d}", name=f"Many {index:03d}", tier=world.regular
+        )
+        services.quota_create(
+            **kw,
+            project=project,
+            pool=world.training,
+            flavor=world.a100,
+            guarantee=0,
+            preemption_class=world.allowed,
+        )
+
 
 # page route, API route, the page's context name, the API's key per row, filters to try
 PARITY = [
-    ("project_list", "api_project_list", "projects", "slug", [{"sort": "-name"}, {"q": "extra"}, {"tier": "regular", "sort": "slug"}, {"member": "ops", "sort": "-guaranteed_gpus"}]),
-    ("quota_list", "api_quota_list", "quotas", "id", [{"sort": "pool"}, {"pool": "training", "sort": "-guarantee"}, {"project": "vision"}, {"preemption_class": "allowed", "flavor": "a100-80g"}]),
-    ("pool_list", "api_pool_list", "pools", "slug", [{"sort": "-project_count"}, {"parent": "training"}, {"q": "extra-1"}]),
+    (
+        "project_list",
+        "api_project_list",
+        "projects",
+        "slug",
+        [
+            {"sort": "-name"},
+            {"q": "extra"},
+            {"tier": "regular", "sort": "slug"},
+            {"member": "ops", "sort": "-guaranteed_gpus"},
+        ],
+    ),
+    (
+        "quota_list",
+        "api_quota_list",
+        "quotas",
+        "id",
+        [
+            {"sort": "pool"},
+            {"pool": "training", "sort": "-guarantee"},
+            {"project": "vision"},
+            {"preemption_class": "allowed", "flavor": "a100-80g"},
+        ],
+    ),
+    (
+        "pool_list",
+        "api_pool_list",
+        "pools",
+        "slug",
+        [{"sort": "-project_count"}, {"parent": "training"}, {"q": "extra-1"}],
+    ),
     ("flavor_list", "api_flavor_list", "flavors", "slug", [{"sort": "-total_gpus"}, {"q": "l40s"}]),
-    ("tier_list", "api_tier_list", "tiers", "slug", [{"sort": "name"}, {"may_preempt": "true"}, {"is_default": "false", "sort": "score"}, {"q": "extra"}]),
-    ("preemption_class_list", "api_preemption_class_list", "preemption_classes", "slug", [{"sort": "kind"}, {"kind": "allowed"}, {"q": "extra"}]),
+    (
+        "tier_list",
+        "api_tier_list",
+        "tiers",
+        "slug",
+        [
+            {"sort": "name"},
+            {"may_preempt": "true"},
+            {"is_default": "false", "sort": "score"},
+            {"q": "extra"},
+        ],
+    ),
+    (
+        "preemption_class_list",
+        "api_preemption_class_list",
+        "preemption_classes",
+        "slug",
+        [{"sort": "kind"}, {"kind": "allowed"}, {"q": "extra"}],
+    ),
 ]
 
 
@@ -93,7 +157,7 @@ def test_a_bad_filter_is_a_form_error_on_the_page_and_a_400_naming_it_in_the_api
 
 def test_pages_keep_the_filters_in_every_link(world, ops):
     client = login(ops)
-    _grow(world, 26)
+    _projects(world, 26)
     # With more rows than a page: the numbers and next link keep the filters.
     response = client.get(reverse("project_list"), {"tier": "regular", "size": 25, "sort": "slug"})
     listing = response.context["projects"]
@@ -105,16 +169,20 @@ def test_pages_keep_the_filters_in_every_link(world, ops):
     second = client.get(reverse("project_list"), {"tier": "regular", "size": 25, "page": 2})
     assert len(second.context["projects"]) == 1
     # A page number past the end shows the last page; a size not offered is the default.
-    assert len(client.get(reverse("project_list"), {"page": 99, "size": 25}).context["projects"]) == 3
-    assert client.get(reverse("project_list"), {"size": 100000}).context["projects"].page.paginator.per_page == 50
+    past_end = client.get(reverse("project_list"), {"page": 99, "size": 25})
+    assert len(past_end.context["projects"]) == 28 - 25  # vision, speech and 26 more
+    huge = client.get(reverse("project_list"), {"size": 100000})
+    assert huge.context["projects"].page.paginator.per_page == 50
 
 
 # detail page, its args (from the world), the queries of its page
 EMBEDDED = [
-    ("pool_detail", "training", 14),
-    ("flavor_detail", "a100-80g", 13),
-    ("preemption_class_detail", "allowed", 11),
-    ("tier_detail", "regular", 14),
+    # session, user, the object, its usage or relations, its latest changes, the quotas'
+    # count and page (or the projects' count, page and leads)
+    ("pool_detail", "training", 10),
+    ("flavor_detail", "a100-80g", 9),
+    ("preemption_class_detail", "allowed", 7),
+    ("tier_detail", "regular", 9),
 ]
 
 
@@ -126,7 +194,7 @@ def test_lists_embedded_in_detail_pages_are_paginated_and_flat(
     url = reverse(name, args=[slug])
     with django_assert_num_queries(queries):
         first = client.get(url, {"size": 25})
-    _grow(world, 30)
+    _projects(world, 30)
     with django_assert_num_queries(queries):
         response = client.get(url, {"size": 25})
     assert response.status_code == first.status_code == 200
@@ -136,9 +204,6 @@ def test_lists_embedded_in_detail_pages_are_paginated_and_flat(
 
 
 def test_history_pages_are_paginated(world, ops):
-    from governance import services
-    from tests.conftest import REASON
-
     for weight in range(2, 30):
         services.quota_update(
             quota=world.vision_a100, user=ops, reason=REASON, data={"fair_share_weight": weight}
@@ -147,11 +212,14 @@ def test_history_pages_are_paginated(world, ops):
     response = client.get(reverse("quota_history", args=[world.vision_a100.pk]), {"size": 25})
     [(_title, entries)] = response.context["sections"]
     assert entries.count == 29 and len(entries) == 25
-    last = client.get(reverse("quota_history", args=[world.vision_a100.pk]), {"size": 25, "page": 2})
+    last = client.get(
+        reverse("quota_history", args=[world.vision_a100.pk]), {"size": 25, "page": 2}
+    )
     [(_title, entries)] = last.context["sections"]
-    assert len(entries) == 4 and entries[-1].action == "created"
+    rows = list(entries)
+    assert len(rows) == 4 and rows[-1].action == "created"
     # The oldest change on page 2 still shows its old value (diffed against page 1's rows).
-    assert [change.new for change in entries[0].changes] == ["2"]
+    assert [change.new for change in rows[0].changes] == ["2"]
 
 
 # --- search as you type -------------------------------------------------------------------
@@ -192,7 +260,7 @@ def test_user_and_project_filters_are_text_inputs_that_search_as_you_type(world,
         User.objects.create_user(username=f"many-{index}")
     html = login(member).get(reverse("change_list")).content.decode()
     lookup = reverse("api_lookup", args=["users"])
-    assert f'name="author"' in html and f'data-lookup="{lookup}"' in html
+    assert 'name="author"' in html and f'data-lookup="{lookup}"' in html
     assert "many-49" not in html  # no menu of every user
     assert "js/lookup.js" in html
     assert "<script>" not in html.split("<main")[1] if "<main" in html else True
