@@ -222,7 +222,7 @@ def test_history_pages_are_paginated(world, ops):
     assert len(rows) == 4 and rows[-1].action == "created"
     # Each row is diffed against the one before it, whichever page that one is on.
     assert [(change.old, change.new) for change in rows[0].changes] == [("3", "4")]
-    assert [(change.old, change.new) for change in rows[2].changes] == [("1", "2")]
+    assert [(change.old, change.new) for change in rows[2].changes] == [("3", "2")]  # created at 3
 
 
 # --- search as you type -------------------------------------------------------------------
