@@ -298,27 +298,58 @@ def targets(org: Org) -> list[tuple[str, str]]:
     ]
 
 
-def measure(org: Org, runs: int) -> dict[str, dict[str, float]]:
-    ops, ops2 = Client(), Client()
-    ops.force_login(org.ops)
-    ops2.force_login(org.ops2)  # the tier owner: requests wait for someone else than the filer
-    figures = {}
+def _use_database(name: str) -> None:
+    """Point the default connection at database ``name`` (reconnects on the next query)."""
+    connection.close()
+    connection.settings_dict["NAME"] = name
+    connection.ensure_connection()
+
+
+def _snapshot(source: str, target: str) -> None:
+    """Copy database ``source`` to ``target`` (PostgreSQL's CREATE DATABASE … TEMPLATE)."""
+    connection.close()
+    with connection._nodb_cursor() as cursor:
+        cursor.execute(f'DROP DATABASE IF EXISTS "{target}"')
+        cursor.execute(f'CREATE DATABASE "{target}" TEMPLATE "{source}"')
+
+
+def _drop(name: str) -> None:
+    connection.close()
+    with connection._nodb_cursor() as cursor:
+        cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
+def measure(
+    org: Org, runs: int, databases: dict[int, str], clients: tuple[Client, Client]
+) -> dict[int, dict[str, dict[str, float]]]:
+    """Every target at every size, the sizes taking turns run after run (so that the load
+    of a shared machine falls on every size alike rather than on whichever ran last)."""
+    ops, ops2 = clients
+    figures: dict[int, dict[str, dict[str, float]]] = {size: {} for size in databases}
     for name, url in targets(org):
         client = ops2 if "ops2" in name else ops
-        response = client.get(url)  # warm-up
-        assert response.status_code == 200, (name, response.status_code)
-        times = []
-        for _ in range(runs):
-            with CaptureQueriesContext(connection) as queries:
-                began = time.perf_counter()
-                response = client.get(url)
-                times.append(time.perf_counter() - began)
-        figures[name] = {
-            "ms": round(1000 * statistics.median(times), 1),
-            "min_ms": round(1000 * min(times), 1),
-            "queries": len(queries),
-            "kb": round(len(response.content) / 1024, 1),
-        }
+        times: dict[int, list[float]] = {size: [] for size in databases}
+        shown: dict[int, tuple[int, int]] = {}
+        for run in range(runs + 1):
+            for size, database in databases.items():
+                if len(databases) > 1 or run == 0:
+                    _use_database(database)
+                    client.get(url)  # warm-up on this database
+                with CaptureQueriesContext(connection) as queries:
+                    began = time.perf_counter()
+                    response = client.get(url)
+                    elapsed = time.perf_counter() - began
+                assert response.status_code == 200, (name, size, response.status_code)
+                if run:  # the first round warms up
+                    times[size].append(elapsed)
+                shown[size] = (len(queries), len(response.content))
+        for size in databases:
+            figures[size][name] = {
+                "ms": round(1000 * statistics.median(times[size]), 1),
+                "min_ms": round(1000 * min(times[size]), 1),
+                "queries": shown[size][0],
+                "kb": round(shown[size][1] / 1024, 1),
+            }
     return figures
 
 
@@ -362,17 +393,33 @@ def main() -> None:
     settings.ALLOWED_HOSTS = ["testserver"]
     setup_test_environment()
     test_db = connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    snapshots = connection.vendor == "postgresql"
+    databases: dict[int, str] = {}
     results: dict[int, dict[str, dict[str, float]]] = {}
     try:
         org = Org()
+        clients = (Client(), Client())
+        clients[0].force_login(org.ops)
+        # The tier owner: requests wait for someone else than the one who filed them.
+        clients[1].force_login(org.ops2)
         for size in sizes:
             began = time.perf_counter()
             org.grow(size)
             with connection.cursor() as cursor:
-                cursor.execute("ANALYZE") if connection.vendor == "postgresql" else None
+                cursor.execute("ANALYZE") if snapshots else None
             print(f"built {size} projects in {time.perf_counter() - began:.1f} s", flush=True)
-            results[size] = measure(org, args.runs)
+            if snapshots:  # one database per size, measured in turns at the end
+                databases[size] = f"{test_db}_{size}"
+                _snapshot(test_db, databases[size])
+                _use_database(test_db)
+            else:  # SQLite: measure each size as it is built
+                results.update(measure(org, args.runs, {size: test_db}, clients))
+        if snapshots:
+            results = measure(org, args.runs, databases, clients)
     finally:
+        _use_database(test_db)
+        for database in databases.values():
+            _drop(database)
         connection.creation.destroy_test_db(test_db, verbosity=0)
     lines = report(results)
     print("\n".join(lines))
