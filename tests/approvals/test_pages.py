@@ -158,7 +158,10 @@ def test_kind_filter_on_the_list(world, policies, lead):
         "No requests."
         in client.get(reverse("request_list"), {"kind": RequestKind.QUEUE_JUMP}).content.decode()
     )
-    assert client.get(reverse("request_list"), {"state": "bogus"}).status_code == 200
+    # A bad value is a form error on the page (400), not a 500 and not a silent guess.
+    bogus = client.get(reverse("request_list"), {"state": "bogus"})
+    assert bogus.status_code == 400
+    assert list(bogus.context["filter_form"].errors) == ["state"]
 
 
 def test_ops_read_requests_and_policies_in_the_admin(pending, ops):
