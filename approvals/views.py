@@ -249,7 +249,11 @@ def inbox(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "approvals/inbox.html",
-        {"requests": paginate(request, selectors.inbox(user=request.user)), "now": timezone.now()},
+        {
+            # Each request shows its evidence: 25 to a page keeps a page small.
+            "requests": paginate(request, selectors.inbox(user=request.user), default_size=25),
+            "now": timezone.now(),
+        },
     )
 
 

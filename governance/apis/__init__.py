@@ -2,8 +2,10 @@
 
 One ``APIView`` per operation, one module per kind of rule. A list parses its query
 parameters with a nested ``FilterSerializer`` (a bad value is a 400 that names the parameter),
-reads through a list selector and pages the result with ``limit`` and ``offset``; its query
-count does not grow with the rows. A detail reads through the scoped getter (a missing object
+passes them, with ``sort``, to the list selector that its HTML page calls with the same
+parameters (same rows, same order), and pages the result with ``limit`` and ``offset``; its
+query count does not grow with the rows. ``lookup/<kind>/`` feeds the search-as-you-type
+filter fields of the pages. A detail reads through the scoped getter (a missing object
 is a 404). Both render with a nested ``OutputSerializer``: related objects by slug, users by
 username. ``exception_handler`` is DRF's ``EXCEPTION_HANDLER`` (see settings).
 """

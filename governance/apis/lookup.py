@@ -28,7 +28,9 @@ class LookupPagination(LimitOffsetPagination):
 
 class _UserSerializer(serializers.Serializer):
     value = serializers.CharField(source="username", help_text=_("What the filter takes."))
-    label = serializers.SerializerMethodField(help_text=_("The full name, if any."))
+    label = serializers.SerializerMethodField(  # type: ignore[assignment]
+        help_text=_("The full name, if any.")
+    )
 
     def get_label(self, user: Any) -> str:
         return str(user.get_full_name())
@@ -36,7 +38,7 @@ class _UserSerializer(serializers.Serializer):
 
 class _ProjectSerializer(serializers.Serializer):
     value = serializers.CharField(source="slug", help_text=_("What the filter takes."))
-    label = serializers.CharField(source="name")
+    label = serializers.CharField(source="name")  # type: ignore[assignment]
 
 
 LOOKUPS = {
@@ -57,7 +59,9 @@ class LookupApi(APIView):
 
     class OutputSerializer(serializers.Serializer):
         value = serializers.CharField(help_text=_("A username or a project slug."))
-        label = serializers.CharField(help_text=_("A person's or project's name."))
+        label = serializers.CharField(  # type: ignore[assignment]
+            help_text=_("A person's or project's name.")
+        )
 
         class Meta:
             ref_name = "LookupItem"

@@ -109,7 +109,7 @@ class ListFilterForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["sort"].choices = sort_choices(self.sorts)
+        self.fields["sort"].choices = sort_choices(self.sorts)  # type: ignore[attr-defined]
         # The order menu goes last, after the filters.
         self.order_fields([name for name in self.fields if name != "sort"] + ["sort"])
 

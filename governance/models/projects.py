@@ -35,6 +35,9 @@ class Project(models.Model):
 
     class Meta:
         ordering = ["name"]
+        # The project and quota lists sort by name: a page of them reads the index, not every
+        # project (bench/pages.py).
+        indexes = [models.Index(fields=["name", "id"], name="project_name")]
         verbose_name = _("project")
         verbose_name_plural = _("projects")
 

@@ -6,7 +6,6 @@ nearest page; a size not offered is the default) and returns a ``ListPage`` that
 paginator counts it and reads one page, so a page costs the same whatever the rows.
 """
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +32,7 @@ class ListPage:
     sizes: list[PageLink]
 
     @property
-    def object_list(self) -> Sequence[Any]:
+    def object_list(self) -> Any:
         return self.page.object_list
 
     @property

@@ -77,12 +77,12 @@ def test_lists_cost_a_fixed_number_of_queries(
 def test_the_inbox_carries_the_evidence(world, policies, lead, ops, api_client):
     request = quota_exception(world, lead)
     api_client.force_authenticate(ops)
-    [row] = api_client.get(reverse("api_inbox")).json()
+    [row] = api_client.get(reverse("api_inbox")).json()["results"]
     assert row["id"] == request.pk
     assert row["evidence"]["quotas"][0]["maximum"] == 40
     assert row["approvers"] == "ops"
     api_client.force_authenticate(lead)
-    assert api_client.get(reverse("api_inbox")).json() == []
+    assert api_client.get(reverse("api_inbox")).json()["results"] == []
 
 
 def test_the_counts_the_navigation_shows(world, policies, lead, ops, api_client):

@@ -123,7 +123,8 @@ def test_notifications_are_listed_and_marked_read(world, policies, lead, ops):
 @pytest.mark.parametrize(
     ("name", "queries"),
     [
-        # session, user, the project filter's choices, requests, their approvals, approvers
+        # session, user, the paginator's count, requests, their approvals, approvers (the
+        # project and requester filters search as you type: no menu of every project)
         ("request_list", 6),
         # session, user, pending requests, their approvals, approvers
         ("inbox", 5),
@@ -157,7 +158,10 @@ def test_kind_filter_on_the_list(world, policies, lead):
         "No requests."
         in client.get(reverse("request_list"), {"kind": RequestKind.QUEUE_JUMP}).content.decode()
     )
-    assert client.get(reverse("request_list"), {"state": "bogus"}).status_code == 200
+    # A bad value is a form error on the page (400), not a 500 and not a silent guess.
+    bogus = client.get(reverse("request_list"), {"state": "bogus"})
+    assert bogus.status_code == 400
+    assert list(bogus.context["filter_form"].errors) == ["state"]
 
 
 def test_ops_read_requests_and_policies_in_the_admin(pending, ops):
