@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('governance', '0003_rule_changes_and_reviews'),
+        ('governance', '0007_merge_wait_alerts'),
     ]
 
     operations = [
