@@ -103,7 +103,7 @@ def request_list(
     if requester is not None:
         requests = requests.filter(requester=requester)
     requests = requests.prefetch_related("approvals__approver")
-    return sorted_by(requests, sort=sort, sorts=REQUEST_SORTS)
+    return sorted_by(requests, sort=sort, sorts=REQUEST_SORTS)  # type: ignore[return-value]
 
 
 def requests_readable(queryset: QuerySet[UpgradeRequest], *, user: Any) -> QuerySet[UpgradeRequest]:

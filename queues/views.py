@@ -257,7 +257,7 @@ def alert_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def alerts_read(request: HttpRequest) -> HttpResponse:
-    services.alerts_mark_read(user=request.user)
+    services.alerts_mark_read(user=signed_in_user(request))
     return redirect("alert_list")
 
 

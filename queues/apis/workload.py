@@ -42,7 +42,7 @@ class WorkloadEventIngestApi(APIView):
             max_length=200,
             help_text=gettext_lazy("Unique per source: sending it again is a no-op."),
         )
-        source = serializers.CharField(
+        source = serializers.CharField(  # type: ignore[assignment]
             max_length=100,
             required=False,
             default="",
@@ -165,7 +165,7 @@ class WorkloadEventIngestApi(APIView):
 
 class JobWaitApi(APIView):
     class OutputSerializer(serializers.Serializer):
-        source = serializers.CharField(source="job.source")
+        source = serializers.CharField(source="job.source")  # type: ignore[assignment]
         job_id = serializers.CharField(source="job.job_id")
         project = serializers.SlugField(source="job.project.slug", allow_null=True, default=None)
         tier = serializers.SlugField(source="job.tier.slug", allow_null=True, default=None)
