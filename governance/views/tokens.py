@@ -17,13 +17,14 @@ def api_token(request: HttpRequest) -> HttpResponse:
     """GET: whether the user has a token (never its key). POST ``action=rotate``: a new
     token, whose key this one response shows; ``action=revoke``: no token any more."""
     user = request.user
+    assert user.is_authenticated
     new_key = None
     if request.method == "POST":
         action = request.POST.get("action")
         if action == "rotate":
-            new_key = services.user_token_rotate(user=user).key  # type: ignore[arg-type]
+            new_key = services.user_token_rotate(user=user).key
         elif action == "revoke":
-            if services.user_token_revoke(user=user):  # type: ignore[arg-type]
+            if services.user_token_revoke(user=user):
                 messages.success(request, _("Your API token was revoked."))
             return redirect("api_token")
         else:
