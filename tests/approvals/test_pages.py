@@ -123,8 +123,9 @@ def test_notifications_are_listed_and_marked_read(world, policies, lead, ops):
 @pytest.mark.parametrize(
     ("name", "queries"),
     [
-        # session, user, the project filter's choices, requests, their approvals, approvers
-        ("request_list", 6),
+        # session, user, whether the user may file (the "New request" button), the project
+        # filter's choices, requests, their approvals, approvers
+        ("request_list", 7),
         # session, user, pending requests, their approvals, approvers
         ("inbox", 5),
     ],
