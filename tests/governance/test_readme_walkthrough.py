@@ -78,7 +78,8 @@ def test_the_readme_walkthrough_is_the_one_this_test_follows():
         "its **History** tab shows who changed\n   it, why, and through which change",
         "open **Tiers**, then\n   **Key project**, **Propose a change**, set **GPU cap per job** "
         "to `48`",
-        "sign in as `approver` (its owner) to **Approve** it",
+        "Sign in as `approver` (its owner): **Changes**, the change at the top,\n   **Approve**",
+        "Then `ops2` (or `ops`) opens it the same way and **Apply**s it",
         "| `ops2` |",
     ]:
         assert words in readme, words
@@ -289,7 +290,10 @@ def test_the_readme_walkthrough(browser, live_server, demo, language):  # noqa: 
     walk.shot("tier-change-approved-by-owner")
     walk.sign_out()
     walk.sign_in("ops2")
-    page.goto(live_server.url + tier_change.get_absolute_url())
+    walk.nav("Changes")
+    page.locator("main a.timeline__subject").first.click()
+    page.wait_for_load_state()
+    assert page.url.endswith(f"/changes/{tier_change.pk}/")
     walk.click_button(walk.t("Apply"))
     walk.shot("tier-change-applied")
     assert PriorityTier.objects.get(slug="key-project").max_gpus_per_job == 48
