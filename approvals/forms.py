@@ -169,9 +169,10 @@ class RequestForm(ServiceErrorsMixin, forms.Form):
         if project is not None:
             # Only tiers above the project's own are upgrades (the service checks it too).
             base = project.tier or PriorityTier.objects.filter(is_default=True).first()
-            if base is not None:
-                tiers = self.fields["tier"].queryset.filter(score__gt=base.score)
-                self.fields["tier"].queryset = tiers
+            tier_field = self.fields["tier"]
+            assert isinstance(tier_field, forms.ModelChoiceField)
+            if base is not None and tier_field.queryset is not None:
+                tier_field.queryset = tier_field.queryset.filter(score__gt=base.score)
 
     def _chosen_project(self, projects: Any) -> Project | None:
         """The project the form is for, when it is known: posted, given, or the only one."""

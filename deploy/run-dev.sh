@@ -46,10 +46,12 @@ cat <<BANNER
   Arbiter is starting at http://$HOST:$PORT/
   Demo logins (password: arbiter-demo):
     ops       edits the rules
+    ops2      a second ops login: approves and applies what ops proposes
     approver  approves requests, owns the "Key project" tier
     lead      leads the Vision project
     member    member of the Vision project
-  API docs: http://$HOST:$PORT/api/docs/
+  API docs: http://$HOST:$PORT/api/docs/ (a token for scripts: "API token" at the top right)
+  Walk-through: README.md, "A first walk-through".
   Mails (review reminders) are printed in the worker's log. Ctrl-C stops everything.
 
 BANNER

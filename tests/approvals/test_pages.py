@@ -123,9 +123,10 @@ def test_notifications_are_listed_and_marked_read(world, policies, lead, ops):
 @pytest.mark.parametrize(
     ("name", "queries"),
     [
-        # session, user, the paginator's count, requests, their approvals, approvers (the
-        # project and requester filters search as you type: no menu of every project)
-        ("request_list", 6),
+        # session, user, whether the user may file (the "New request" button), the
+        # paginator's count, requests, their approvals, approvers (the project and requester
+        # filters search as you type: no menu of every project)
+        ("request_list", 7),
         # session, user, pending requests, their approvals, approvers
         ("inbox", 5),
     ],

@@ -1,6 +1,7 @@
 """The demo: pending requests in the approver's inbox, an active grant that ends within a day,
 a request rejected with a reason; loading twice adds nothing."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -77,3 +78,12 @@ def test_requests_and_grants_are_dated_when_they_happened(demo):
     for grant in Grant.objects.select_related("request"):
         assert grant.created_at > grant.request.created_at
         assert grant.created_at < now
+
+
+def test_no_notification_of_the_demo_has_a_double_period(demo):
+    """Dates end sentences ("… ended on 30 Nov 2026, 17:05."): no "p.m.." any more."""
+    from approvals.models import Notification
+
+    texts = list(Notification.objects.values_list("text", flat=True))
+    assert any(re.search(r"\d{1,2} \w{3} \d{4}, \d{2}:\d{2}\.$", text) for text in texts)
+    assert [text for text in texts if ".." in text] == []

@@ -69,8 +69,8 @@ def test_the_readme_walkthrough_is_the_one_this_test_follows():
     readme = README.read_text()
     for words in [
         "sign in as `ops`",
-        "Open **Quotas**, then\n   **Vision · Training cluster · A100 80G**, and "
-        "**Propose a change**",
+        "Open **Quotas**, the **Details** of\n   the row Vision · Training cluster · A100 80G, "
+        "then **Propose a change**",
         "Set **Guarantee (GPUs)** to `28`",
         "**Propose change**",
         "sign in as `ops2`. Open **Changes** and the change at the top,\n   **Approve** it, "
@@ -78,7 +78,8 @@ def test_the_readme_walkthrough_is_the_one_this_test_follows():
         "its **History** tab shows who changed\n   it, why, and through which change",
         "open **Tiers**, then\n   **Key project**, **Propose a change**, set **GPU cap per job** "
         "to `48`",
-        "sign in as `approver` (its owner) to **Approve** it",
+        "Sign in as `approver` (its owner): **Changes**, the change at the top,\n   **Approve**",
+        "Then `ops2` (or `ops`) opens it the same way and **Apply**s it",
         "| `ops2` |",
     ]:
         assert words in readme, words
@@ -140,6 +141,18 @@ class Walk:
     def nav(self, text: str) -> None:
         self.click_link(self.t(text), within="nav.site-nav")
 
+    def open_quota(self, project: str, pool: str, flavor: str) -> None:
+        """Quotas → the row of ``project · pool · flavor`` → Details."""
+        self.nav("Quotas")
+        row = (
+            self.page.locator("main tbody tr")
+            .filter(has=self.page.get_by_role("link", name=project, exact=True))
+            .filter(has_text=pool)
+            .filter(has_text=flavor)
+        )
+        row.get_by_role("link", name=self.t("Details"), exact=True).click()
+        self.page.wait_for_load_state()
+
 
 def _data_texts() -> list[str]:
     """What the demo's people typed (names, descriptions, reasons, titles): shown as typed in
@@ -164,13 +177,18 @@ def untranslated_words(text: str, data: list[str]) -> list[str]:
     """Runs of English words on a Chinese page, once the demo's own data is taken out."""
     for value in data:
         text = text.replace(value, " ")
-    text = re.sub(r"\S+@\S+|https?://\S+|/[\w/.-]*|\b[\w-]+\.[\w.-]+\b", " ", text)
-    found = []
-    for run in re.findall(r"[A-Za-z][A-Za-z'’]+(?:[ -][A-Za-z][A-Za-z'’]+)*", text):
-        words = [word for word in re.split(r"[ -]", run) if word not in KEPT_WORDS]
-        if any(len(word) > 1 and not re.fullmatch(r"[A-Z0-9]+[a-z]?", word) for word in words):
-            found.append(run)
-    return sorted(set(found))
+    text = re.sub(r"\S+@\S+|https?://\S+", " ", text)
+    found = set()
+    # Words of letters only: slugs, models and ids (a100-80g, ops2, OPS-1201) are not words.
+    for token in re.split(r"[\s,;:!?()\[\]{}<>“”\"·→…/]+", text):
+        word = token.strip(".")
+        if (
+            re.fullmatch(r"[A-Za-z][A-Za-z'’]*[a-z][A-Za-z'’]*", word)
+            and word not in KEPT_WORDS
+            and len(word) > 1
+        ):
+            found.add(word)
+    return sorted(found)
 
 
 def test_the_untranslated_text_check_finds_english(db):
@@ -203,7 +221,8 @@ def test_the_readme_walkthrough(browser, live_server, demo, language):  # noqa: 
     nav_fits(page)
     walk.nav("Quotas")
     walk.shot("quotas")
-    walk.click_link(str(quota), within="main")
+    walk.open_quota("Vision", "Training cluster", "A100 80G")
+    assert page.url.endswith(f"/quotas/{quota.pk}/")
     walk.shot("quota")
     walk.click_link(walk.t("Propose a change"), within="main")
     walk.shot("quota-form")
@@ -240,8 +259,7 @@ def test_the_readme_walkthrough(browser, live_server, demo, language):  # noqa: 
     assert Quota.objects.get(pk=quota.pk).guarantee == 28
 
     # 4. The quota guarantees 28; its History tab: who, why, through which change.
-    walk.nav("Quotas")
-    walk.click_link(str(quota), within="main")
+    walk.open_quota("Vision", "Training cluster", "A100 80G")
     assert "28" in page.locator("main").inner_text()
     walk.click_link(walk.t("History"), within="main")
     history = page.locator("main").inner_text()
@@ -272,7 +290,10 @@ def test_the_readme_walkthrough(browser, live_server, demo, language):  # noqa: 
     walk.shot("tier-change-approved-by-owner")
     walk.sign_out()
     walk.sign_in("ops2")
-    page.goto(live_server.url + tier_change.get_absolute_url())
+    walk.nav("Changes")
+    page.locator("main a.timeline__subject").first.click()
+    page.wait_for_load_state()
+    assert page.url.endswith(f"/changes/{tier_change.pk}/")
     walk.click_button(walk.t("Apply"))
     walk.shot("tier-change-applied")
     assert PriorityTier.objects.get(slug="key-project").max_gpus_per_job == 48

@@ -66,6 +66,8 @@ def test_a_typed_title_is_shown_as_typed(world, ops):
         ("Proposed", "提"),
         ("Applied", "应用"),
         ("Rolled back by change #12", "12"),
+        ("Roll this rollback back if the reason for change #3 holds again.", "#3"),
+        ("Vision · Training · A100 80G: guarantee (GPUs), borrow limit (GPUs)", "Vision"),
         ("Roll back #3: Speech may borrow 12 A100", "Speech may borrow 12 A100"),
         ("Someone typed this reason.", "Someone typed this reason."),
         ("", ""),
