@@ -11,13 +11,13 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from rest_framework.authtoken.models import Token
-
-from governance.wsgi import application
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_schema_conformance,
 )
+
+from governance.wsgi import application
 
 pytestmark = pytest.mark.schemathesis
 

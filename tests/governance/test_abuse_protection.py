@@ -8,7 +8,6 @@ import pytest
 from axes.models import AccessAttempt
 from django.test import Client
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from governance.selectors.people import login_cool_off

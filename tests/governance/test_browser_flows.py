@@ -47,7 +47,9 @@ def browser():
 # Runs in every document before its own scripts (Playwright injects it past the CSP).
 REPORT_VIOLATIONS = """
 document.addEventListener("securitypolicyviolation", (event) => {
-  window.arbiterCspViolation(`${event.violatedDirective} ${event.blockedURI} ${event.sourceFile}:${event.lineNumber}`);
+  window.arbiterCspViolation(
+    `${event.violatedDirective} ${event.blockedURI} ${event.sourceFile}:${event.lineNumber}`
+  );
 });
 """
 
