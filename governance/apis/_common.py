@@ -85,19 +85,29 @@ def get_paginated_response(
     return paginator.get_paginated_response(serializer_class(page, many=True).data)
 
 
+_VALUE_FIELDS = (
+    serializers.DateTimeField,
+    serializers.DateField,
+    serializers.IntegerField,
+    serializers.DecimalField,
+    serializers.FloatField,
+)
+
+
 def parse_filters(
     serializer_class: type[serializers.Serializer], request: Request
 ) -> dict[str, Any]:
     """The validated query parameters (400 when one is invalid); absent ones are left out.
 
-    A parameter given empty (``?at=``) is a 400 too, unless its field takes a blank value:
-    DRF would otherwise treat it as absent and silently answer for the default.
+    An instant, a date or a number given empty (``?at=``) is a 400 too: DRF would treat it as
+    absent and silently answer for the default. (An empty slug or search, as a form that was
+    left empty sends it, still means "no filter".)
     """
     serializer = serializer_class(data=request.query_params)
     blank = {
         name: [_("This field may not be blank.")]
         for name, field in serializer.fields.items()
-        if request.query_params.get(name) == "" and not getattr(field, "allow_blank", False)
+        if request.query_params.get(name) == "" and isinstance(field, _VALUE_FIELDS)
     }
     if blank:
         raise exceptions.ValidationError(blank)

@@ -52,9 +52,8 @@ class RejectBadInputMiddleware:
             f"<li>{escape(name)}: {escape(' '.join(messages))}</li>"
             for name, messages in errors.items()
         )
-        return HttpResponseBadRequest(
-            f"<h1>{escape(_('Bad request'))}</h1><ul>{lines}</ul>", content_type="text/html"
-        )
+        title = escape(_("Bad request"))
+        return HttpResponseBadRequest(f"<h1>{title}</h1><ul>{lines}</ul>", content_type="text/html")
 
 
 def _is_form(request: HttpRequest) -> bool:

@@ -35,10 +35,14 @@ def pending(world, policies, lead):
 
 @pytest.mark.parametrize("persona", SIGNED_IN)
 def test_every_signed_in_person_reads_requests(request, pending, persona):
+    """The pages open for everyone signed in; a request itself only for its project's
+    members, its approvers and ops (the full matrix: test_read_scoping.py)."""
     client = login(request.getfixturevalue(persona))
+    may_read = persona in {"ops", "lead", "member"}
+    detail = client.get(reverse("request_detail", args=[pending.pk]))
+    assert detail.status_code == (200 if may_read else 404)
     for url in [
         reverse("request_list"),
-        reverse("request_detail", args=[pending.pk]),
         reverse("inbox"),
         reverse("notification_list"),
         reverse("project_grants", args=["vision"]),

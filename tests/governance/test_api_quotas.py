@@ -136,11 +136,11 @@ def test_offset_past_the_end_is_an_empty_page(world, client):
 
 
 @pytest.mark.parametrize("params", [{"limit": "abc"}, {"limit": "-1"}, {"offset": "x"}])
-def test_bad_paging_falls_back_to_the_first_page(world, client, params):
+def test_bad_paging_is_a_400_naming_the_parameter(world, client, params):
     response = client.get(LIST, params)
 
-    assert response.status_code == 200
-    assert len(response.data["results"]) == 2
+    assert response.status_code == 400
+    assert set(response.data) == set(params)
 
 
 def test_a_quota_id_that_is_not_a_number_is_not_routed(world, client):

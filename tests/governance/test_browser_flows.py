@@ -2,6 +2,9 @@
 
 No browser is downloaded: Playwright drives the system Chromium through ``executable_path``.
 Locally the tests skip when Chromium is missing; in CI (``CI=true``) they must run.
+
+The Content-Security-Policy is on (as in production): every test fails if the browser
+reports a violation of it (a ``securitypolicyviolation`` event or a console message).
 """
 
 import os
@@ -41,13 +44,40 @@ def browser():
         browser.close()
 
 
+# Runs in every document before its own scripts (Playwright injects it past the CSP).
+REPORT_VIOLATIONS = """
+document.addEventListener("securitypolicyviolation", (event) => {
+  window.arbiterCspViolation(
+    `${event.violatedDirective} ${event.blockedURI} ${event.sourceFile}:${event.lineNumber}`
+  );
+});
+"""
+
+
 @pytest.fixture
-def page(browser):
+def csp_violations() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def page(browser, csp_violations):
     context = browser.new_context(locale="en-US")
+    context.expose_function("arbiterCspViolation", lambda text: csp_violations.append(text))
+    context.add_init_script(REPORT_VIOLATIONS)
     page = context.new_page()
+    page.on(
+        "console",
+        lambda message: (
+            csp_violations.append(message.text)
+            if "Content Security Policy" in message.text
+            else None
+        ),
+    )
     page.set_default_timeout(15_000)
     yield page
+    page.wait_for_timeout(100)  # let a last violation event arrive
     context.close()
+    assert csp_violations == [], "the page broke its Content-Security-Policy"
 
 
 def sign_in(page, live_server, username: str) -> None:
@@ -139,3 +169,66 @@ def test_a_member_reads_rules_but_cannot_edit(page, live_server, world):
     assert page.locator(f"a[href$='/quotas/{world.vision_a100.pk}/edit/']").count() == 0
     response = page.goto(f"{live_server.url}/quotas/{world.vision_a100.pk}/edit/")
     assert response.status == 403
+
+
+def test_every_page_passes_the_content_security_policy(page, live_server, world, csp_violations):
+    sign_in(page, live_server, "ops")
+    quota = world.vision_a100
+    paths = [
+        "/",
+        "/projects/",
+        "/projects/vision/",
+        "/projects/vision/members/",
+        "/pools/",
+        "/pools/training/",
+        "/flavors/a100-80g/",
+        "/tiers/",
+        "/tiers/key/",
+        "/tiers/key/edit/",
+        "/preemption-classes/cautious/",
+        f"/quotas/{quota.pk}/",
+        f"/quotas/{quota.pk}/edit/",
+        f"/quotas/{quota.pk}/history/",
+        "/changes/",
+        "/requests/",
+        "/requests/new/",
+        "/people/",
+        "/people/member/",
+        "/people/member/edit/",
+        "/clusters/",
+        "/api/docs/",
+        "/admin/",
+        "/admin/governance/user/add/",
+    ]
+    for path in paths:
+        response = page.goto(f"{live_server.url}{path}")
+        assert response is not None
+        assert response.status < 400, path
+        assert "script-src 'self'" in response.headers["content-security-policy"], path
+        page.wait_for_load_state("load")
+    assert page.url.endswith("/admin/governance/user/add/")
+    # The home page drew its chart with plotly from this site.
+    page.goto(f"{live_server.url}/")
+    page.wait_for_selector(".chart .main-svg")
+    assert csp_violations == []
+
+
+def test_an_inline_script_is_blocked_and_reported(browser, live_server, world):
+    """The detector above can fail: an inline script on a page is refused and reported."""
+    violations: list[str] = []
+    context = browser.new_context(locale="en-US")
+    context.expose_function("arbiterCspViolation", lambda text: violations.append(text))
+    context.add_init_script(REPORT_VIOLATIONS)
+    page = context.new_page()
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.evaluate(
+        """() => {
+            const script = document.createElement("script");
+            script.textContent = "window.inlineRan = true;";
+            document.body.appendChild(script);
+        }"""
+    )
+    page.wait_for_timeout(200)
+    assert page.evaluate("() => window.inlineRan === true") is False
+    assert any("script-src" in violation for violation in violations), violations
+    context.close()
