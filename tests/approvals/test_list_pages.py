@@ -16,8 +16,9 @@ from tests.conftest import login
     [
         # session, user, the project, its grants, the requests that made them
         ("project_grants", ["vision"], "ops", 5),
-        # session, user, the paginator's count, a page of notifications
-        ("notification_list", [], "lead", 4),
+        # session, user, whether the member leads a project (the header's "Lead" badge),
+        # the paginator's count, a page of notifications
+        ("notification_list", [], "lead", 5),
     ],
 )
 def test_grant_and_notification_pages_cost_a_fixed_number_of_queries(

@@ -126,14 +126,15 @@ def test_pages_and_api_filter_by_the_state_now(world, policies, lead, ops, api_c
     pending = api_client.get(reverse("api_request_list"), {"state": RequestState.SUBMITTED})
     assert pending.json()["count"] == 2
     inbox = api_client.get(reverse("api_inbox")).json()
-    assert {row["state"] for row in inbox} == {RequestState.SUBMITTED}
+    assert {row["state"] for row in inbox["results"]} == {RequestState.SUBMITTED}
 
 
 @pytest.mark.parametrize(
     ("route", "api", "queries"),
     [
-        # session, user, the project filter's choices, requests, their approvals, approvers
-        ("request_list", False, 6),
+        # session, user, whether the user may file (the "New request" button), the
+        # paginator's count, requests, their approvals, approvers
+        ("request_list", False, 7),
         # token with its user, count, the page, approvals, approvers
         ("api_request_list", True, 5),
     ],
