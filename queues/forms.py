@@ -66,6 +66,13 @@ class ClusterDeleteForm(ReasonForm):
     pass
 
 
+class DriftRemoveForm(ReasonForm):
+    """Ops choose "remove" for one object that someone made by hand (drift)."""
+
+    kind = forms.CharField(max_length=32)
+    name = forms.CharField(max_length=200)
+
+
 class SyncForm(forms.Form):
     dry_run = forms.BooleanField(label=_("Dry run"), required=False)
 

@@ -23,6 +23,11 @@ urlpatterns = [
     path("clusters/<slug:name>/delete/", views.cluster_delete, name="cluster_delete"),
     path("clusters/<slug:name>/check/", views.cluster_check, name="cluster_check"),
     path("clusters/<slug:name>/sync/", views.cluster_sync, name="cluster_sync"),
+    path(
+        "clusters/<slug:name>/drift/remove/",
+        views.cluster_drift_remove,
+        name="cluster_drift_remove",
+    ),
     path("clusters/<slug:name>/runs/<int:pk>/", views.sync_run_detail, name="sync_run_detail"),
     path("api/v1/clusters/", apis.ClusterListApi.as_view(), name="api_cluster_list"),
     path(

@@ -212,6 +212,34 @@ def cluster_check(request: HttpRequest, name: str) -> HttpResponse:
 
 @login_required
 @require_POST
+def cluster_drift_remove(request: HttpRequest, name: str) -> HttpResponse:
+    """Remove one hand-made object that drift shows, because ops chose to (with a reason)."""
+    cluster = selectors.cluster_get(user=request.user, name=name)
+    form = forms.DriftRemoveForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(str(m) for ms in form.errors.values() for m in ms))
+        return redirect(cluster)
+    data = form.cleaned_data
+    try:
+        run = services.drift_remove(
+            cluster=cluster,
+            kind=data["kind"],
+            name=data["name"],
+            user=signed_in_user(request),
+            reason=data["reason"],
+        )
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+        return redirect(cluster)
+    except services.SchedulerError as error:
+        messages.error(request, str(error))
+        return redirect(cluster)
+    messages.success(request, _("Removed %(name)s.") % {"name": data["name"]})
+    return redirect("sync_run_detail", name=cluster.name, pk=run.pk)
+
+
+@login_required
+@require_POST
 def cluster_sync(request: HttpRequest, name: str) -> HttpResponse:
     """Sync now (queued for a worker) or dry run (here and now: reads only)."""
     cluster = selectors.cluster_get(user=request.user, name=name)

@@ -3,6 +3,7 @@ age; "Check now" queues a worker task (after commit) that refreshes it. Query co
 flat in the number of clusters, pools and projects."""
 
 import stat
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -143,7 +144,9 @@ def test_cluster_page_query_counts_are_pinned(
     client.get(reverse("cluster_list"))
     with django_assert_num_queries(5):
         client.get(reverse("cluster_list"))
-    with django_assert_num_queries(8):
+    # session, user, cluster, newest revision, sync state, applied revision, the revision
+    # the rules became due at, tiers, pools, runs, the last successful run, open rule alerts
+    with django_assert_num_queries(12):
         client.get(reverse("cluster_detail", args=["lab"]))
     api_client.force_authenticate(ops)
     with django_assert_num_queries(3):
@@ -172,25 +175,47 @@ def test_submit_instructions_render_escaped(cluster, ops, language, expected):
         assert "保障" in page
 
 
-def test_a_kueue_cluster_runs_no_slurm_command_until_its_backend_exists(
+def test_a_kueue_cluster_is_checked_through_its_api_server_and_runs_no_slurm_command(
     ops, world, settings, tmp_path, bin_dir
 ):
-    """The Kueue backend is built elsewhere: until then a Kueue cluster's sync and check
-    fail with a message, and nothing (no sacctmgr) runs for it."""
+    """A Kueue cluster gets the Kubernetes backend: its check asks its API server (none
+    answers here: the message says so), and nothing of Slurm (no sacctmgr) runs for it."""
     settings.ARBITER_KUBE_CREDENTIALS_DIR = str(tmp_path)
+    settings.ARBITER_KUBE_TIMEOUT = 2
     (tmp_path / "token").write_text("t")
     cluster = services.cluster_create(
         user=ops,
         reason=REASON,
         name="k8s",
         backend="kueue",
-        kube_api_server="https://k8s.example.com:6443",
+        kube_api_server="https://127.0.0.1:9",
         kube_credentials_file="token",
         pools=[world.training],
     )
     state = services.cluster_check(cluster=cluster)
     assert state.check_ok is False
-    assert "cannot sync Kubernetes (Kueue) clusters yet" in state.check_error
+    assert "does not answer" in state.check_error
     run = services.sync_now(cluster=cluster, user=ops, dry_run=True)
     assert run.status == "failed"
+    assert not (bin_dir / "called").exists()
+
+
+def test_removing_a_hand_made_object_needs_ops_a_reason_and_never_touches_arbiters_own(
+    cluster, ops, member, bin_dir
+):
+    """The "Remove" button of a drift row: ops only, with a reason; Arbiter's own objects are
+    refused ("Sync now" restores them). Removing a real hand-made object is in test_drift."""
+    url = reverse("cluster_drift_remove", args=["lab"])
+    post = {"kind": "qos", "name": "training.regular", "reason": "Left over from a test"}
+    assert login(member).post(url, post).status_code == 403
+
+    client = login(ops)
+    page = client.post(url, {**post, "reason": ""}, follow=True)
+    assert "This field is required." in page.content.decode()
+
+    ClusterSyncState.objects.update_or_create(
+        cluster=cluster, defaults={"applied_state": {"qos": {"training.regular": {}}}}
+    )
+    page = client.post(url, post, follow=True)
+    assert "training.regular is Arbiter's own" in unescape(page.content.decode())
     assert not (bin_dir / "called").exists()
