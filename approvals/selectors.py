@@ -410,14 +410,16 @@ def _hook(name: str) -> Any:
     return import_string(path) if path else None
 
 
-def workload_evidence(*, project: Project, job_ids: list[str] | None = None) -> dict[str, Any]:
+def workload_evidence(
+    *, project: Project, at: datetime, job_ids: list[str] | None = None
+) -> dict[str, Any]:
     """Usage against guarantee and maximum, waits by category and the named jobs' state, as
     plain data from ``ARBITER_WORKLOAD_EVIDENCE`` and ``ARBITER_JOBS_STATUS``."""
     summary = _hook("ARBITER_WORKLOAD_EVIDENCE")
     status = _hook("ARBITER_JOBS_STATUS")
     data: dict[str, Any] = {"usage": None, "recent_waits": None, "jobs": None}
     if summary is not None:
-        found = summary(project=project, days=EVIDENCE_USAGE_DAYS)
+        found = summary(project=project, days=EVIDENCE_USAGE_DAYS, at=at)
         data["usage"] = {key: value for key, value in found.items() if key != "waits"}
         data["recent_waits"] = found.get("waits", [])
     if status is not None and job_ids:
@@ -486,7 +488,7 @@ def project_evidence(
         "tier": {**(_ref(tier) or {}), "score": tier.score} if tier else None,
         "base_tier": _ref(project.tier),
         "quotas": quotas,
-        **workload_evidence(project=project, job_ids=job_ids),
+        **workload_evidence(project=project, at=at, job_ids=job_ids),
         "exceptions_window_days": EVIDENCE_WINDOW_DAYS,
         "recent_exceptions": exceptions,
         "exceptions_this_month": exceptions_this_month(project=project, at=at),

@@ -394,10 +394,13 @@ def usage_over(*, project: Project, since: datetime, until: datetime) -> dict[st
     return {"gpu_hours": round(seconds / 3600, 1), "mean_gpus": round(seconds / span, 2)}
 
 
-def project_workload_summary(*, project: Project, days: int = 30) -> dict[str, Any]:
+def project_workload_summary(
+    *, project: Project, days: int = 30, at: datetime | None = None
+) -> dict[str, Any]:
     """Plain data for the apps that may not import ``queues`` (the ``ARBITER_WORKLOAD_EVIDENCE``
-    hook): running and pending GPUs against guarantee and maximum, 30-day usage and waits."""
-    now = timezone.now()
+    hook): running and pending GPUs against guarantee and maximum, usage and waits over the
+    ``days`` before ``at`` (now by default)."""
+    now = at or timezone.now()
     since = now - timedelta(days=days)
     use = project_flavor_use(project, at=now)
     waits = recent_waits(project_ids=[project.pk], since=since).get(project.pk, {})
