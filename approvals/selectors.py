@@ -19,7 +19,7 @@ from django.http import Http404
 from django.utils import timezone
 from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy as _l
+from django.utils.translation import gettext_lazy
 
 from approvals.models import (
     GRANTED_STATES,
@@ -77,9 +77,9 @@ def _request_queryset() -> UpgradeRequestQuerySet:
 
 
 REQUEST_SORTS: Sorts = {
-    "-created_at": (_l("Newest first"), ("-created_at", "-pk")),
-    "created_at": (_l("Oldest first"), ("created_at", "pk")),
-    "ends_at": (_l("Ending first"), ("ends_at", "pk")),
+    "-created_at": (gettext_lazy("Newest first"), ("-created_at", "-pk")),
+    "created_at": (gettext_lazy("Oldest first"), ("created_at", "pk")),
+    "ends_at": (gettext_lazy("Ending first"), ("ends_at", "pk")),
 }
 
 

@@ -7,7 +7,7 @@ from axes.models import AccessAttempt
 from django.conf import settings
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.translation import gettext_lazy as _l
+from django.utils.translation import gettext_lazy
 
 from governance.models import User
 
@@ -15,8 +15,8 @@ from .lists import Sorts, search_filter, sorted_by
 from .rules import _scoped_get
 
 PERSON_SORTS: Sorts = {
-    "username": (_l("Username"), ("username",)),
-    "site_role": (_l("Site role"), ("site_role", "username")),
+    "username": (gettext_lazy("Username"), ("username",)),
+    "site_role": (gettext_lazy("Site role"), ("site_role", "username")),
 }
 
 

@@ -17,7 +17,7 @@ from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery, S
 from django.db.models.functions import Coalesce
 from django.http import Http404
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy as _l
+from django.utils.translation import gettext_lazy
 
 from governance.models import (
     GpuFlavor,
@@ -122,10 +122,10 @@ def quota_get(*, user: Any, pk: int | str, for_edit: bool = False) -> Quota:
 # same parameters (see ``lists.py``). The queries are a fixed number whatever the rows.
 
 PROJECT_SORTS: Sorts = {
-    "name": (_l("Name"), ("name", "pk")),
-    "-name": (_l("Name, Z to A"), ("-name", "-pk")),
-    "slug": (_l("Slug"), ("slug",)),
-    "-guaranteed_gpus": (_l("Most guaranteed GPUs"), ("-guaranteed_gpus", "name", "pk")),
+    "name": (gettext_lazy("Name"), ("name", "pk")),
+    "-name": (gettext_lazy("Name, Z to A"), ("-name", "-pk")),
+    "slug": (gettext_lazy("Slug"), ("slug",)),
+    "-guaranteed_gpus": (gettext_lazy("Most guaranteed GPUs"), ("-guaranteed_gpus", "name", "pk")),
 }
 
 
@@ -172,9 +172,9 @@ def project_memberships(*, project: Project) -> QuerySet[Membership]:
 
 
 FLAVOR_SORTS: Sorts = {
-    "name": (_l("Name"), ("name", "pk")),
-    "slug": (_l("Slug"), ("slug",)),
-    "-total_gpus": (_l("Most GPUs"), ("-total_gpus", "name", "pk")),
+    "name": (gettext_lazy("Name"), ("name", "pk")),
+    "slug": (gettext_lazy("Slug"), ("slug",)),
+    "-total_gpus": (gettext_lazy("Most GPUs"), ("-total_gpus", "name", "pk")),
 }
 
 
@@ -187,9 +187,9 @@ def flavor_list(*, q: str | None = None, sort: str | None = None) -> QuerySet[Gp
 
 
 POOL_SORTS: Sorts = {
-    "name": (_l("Name"), ("name", "pk")),
-    "slug": (_l("Slug"), ("slug",)),
-    "-project_count": (_l("Most projects"), ("-project_count", "name", "pk")),
+    "name": (gettext_lazy("Name"), ("name", "pk")),
+    "slug": (gettext_lazy("Slug"), ("slug",)),
+    "-project_count": (gettext_lazy("Most projects"), ("-project_count", "name", "pk")),
 }
 
 
@@ -217,10 +217,10 @@ def pool_list(
 
 
 TIER_SORTS: Sorts = {
-    "-score": (_l("Highest first"), ("-score", "pk")),
-    "score": (_l("Lowest first"), ("score", "pk")),
-    "name": (_l("Name"), ("name", "pk")),
-    "next_review_on": (_l("Next review"), ("next_review_on", "-score", "pk")),
+    "-score": (gettext_lazy("Highest first"), ("-score", "pk")),
+    "score": (gettext_lazy("Lowest first"), ("score", "pk")),
+    "name": (gettext_lazy("Name"), ("name", "pk")),
+    "next_review_on": (gettext_lazy("Next review"), ("next_review_on", "-score", "pk")),
 }
 
 
@@ -247,9 +247,9 @@ def tier_list(
 
 
 PREEMPTION_CLASS_SORTS: Sorts = {
-    "name": (_l("Name"), ("name", "pk")),
-    "slug": (_l("Slug"), ("slug",)),
-    "kind": (_l("Kind"), ("kind", "name", "pk")),
+    "name": (gettext_lazy("Name"), ("name", "pk")),
+    "slug": (gettext_lazy("Slug"), ("slug",)),
+    "kind": (gettext_lazy("Kind"), ("kind", "name", "pk")),
 }
 
 
@@ -275,10 +275,10 @@ def preemption_class_list(
 
 
 QUOTA_SORTS: Sorts = {
-    "project": (_l("Project"), ("project__name", "pool__name", "flavor__name", "pk")),
-    "pool": (_l("Pool"), ("pool__name", "flavor__name", "project__name", "pk")),
-    "-guarantee": (_l("Largest guarantee"), ("-guarantee", "project__name", "pk")),
-    "next_review_on": (_l("Next review"), ("next_review_on", "project__name", "pk")),
+    "project": (gettext_lazy("Project"), ("project__name", "pool__name", "flavor__name", "pk")),
+    "pool": (gettext_lazy("Pool"), ("pool__name", "flavor__name", "project__name", "pk")),
+    "-guarantee": (gettext_lazy("Largest guarantee"), ("-guarantee", "project__name", "pk")),
+    "next_review_on": (gettext_lazy("Next review"), ("next_review_on", "project__name", "pk")),
 }
 
 

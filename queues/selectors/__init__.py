@@ -56,6 +56,13 @@ def cluster_get(*, user: Any, name: str) -> Cluster:
     )
 
 
+def stored_sync_state(cluster: Cluster) -> ClusterSyncState:
+    """The cluster's sync state as stored now (a query), for callers that hold a cluster
+    object longer than a request: its cached ``sync_state`` may be older than a sync since."""
+    found = ClusterSyncState.objects.filter(cluster=cluster).first()
+    return found or ClusterSyncState(cluster=cluster)
+
+
 def sync_state(cluster: Cluster) -> ClusterSyncState:
     """The cluster's stored sync state (already loaded by ``cluster_get``: no query)."""
     try:
@@ -73,7 +80,7 @@ def sync_due(
     """True while the cluster has not applied the newest rules revision (``newest``: the
     newest revision's id when the caller has it, ``None`` when there is none)."""
     newest = newest_revision_id() if newest is _UNSET else newest
-    state = state or sync_state(cluster)
+    state = state or stored_sync_state(cluster)
     if newest is None:
         return state.applied_at is None
     return (state.applied_revision_id or 0) < newest
@@ -131,7 +138,7 @@ class LiveStatus:
 def cluster_live_status(*, cluster: Cluster, state: ClusterSyncState | None = None) -> LiveStatus:
     """The stored result of the last connection and drift checks ("Check now" refreshes
     them in a worker); never calls the scheduler."""
-    state = state or sync_state(cluster)
+    state = state or stored_sync_state(cluster)
     reachable = state.check_ok
     error = state.check_error
     if reachable is None and state.drift_checked_at is not None:

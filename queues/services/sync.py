@@ -461,9 +461,10 @@ def _conflict_advice(conflicts: list) -> str:
         return ""
     return str(
         _(
-            "%(count)d objects Arbiter needs exist in Slurm but were not made by Arbiter "
-            "(%(names)s). Rename or remove them in Slurm, or rename the rule that needs "
-            "them, then sync again; the rules stay due until then."
+            "%(count)d objects were left alone because someone else made or changed them "
+            "(%(names)s). Each one's note in the plan says what to do: rename or remove a "
+            "hand-made object in the scheduler, adopt its value by a rule change, or overwrite "
+            "it; then sync again. The rules stay due until then."
         )
         % {
             "count": len(conflicts),

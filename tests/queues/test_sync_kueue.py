@@ -159,7 +159,8 @@ def test_a_deleted_projects_queues_are_pruned_and_hand_made_objects_left_alone(o
         content_type="application/apply-patch+yaml",
     )
     run, _b = sync(org, kube, tmp_path)
-    assert run.status == SyncStatus.SUCCEEDED, run.error
+    # A name clash with a hand-made object is a conflict: the sync needs attention.
+    assert run.status == SyncStatus.NEEDS_ATTENTION, run.error
     assert (CQ, "clash.training", "conflict") in writes_of(run)
     assert get(kube, tmp_path, CQ, "gone.training") is not None
 
@@ -167,7 +168,7 @@ def test_a_deleted_projects_queues_are_pruned_and_hand_made_objects_left_alone(o
     Quota.objects.filter(project__slug="gone").delete()
     Project.objects.filter(slug="gone").delete()
     run, _b = sync(org, kube, tmp_path)
-    assert run.status == SyncStatus.SUCCEEDED, run.error
+    assert run.status == SyncStatus.NEEDS_ATTENTION, run.error  # the clash is still there
     assert {(c["kind"], c["name"]) for c in run.plan if c["action"] == "delete"} == {
         (CQ, "gone.training"),
         ("LocalQueue", "gone/training"),
@@ -213,12 +214,14 @@ def test_a_hand_made_change_is_drift_and_a_conflict_overwritten_only_when_forced
             "field": f"{NOMINAL} [owned by kubectl-edit (Update)]",
             "applied": "8",
             "live": "12",
+            "note": "",
         }
     ]
 
-    # Not forced: the field belongs to kubectl-edit now; the queue is a conflict, unchanged.
+    # Not forced: the field belongs to kubectl-edit now; the queue is a conflict, unchanged,
+    # and the sync needs attention (the rules stay due).
     run, _b = sync(org, kube, tmp_path)
-    assert run.status == SyncStatus.SUCCEEDED, run.error
+    assert run.status == SyncStatus.NEEDS_ATTENTION, run.error
     conflict = next(c for c in run.plan if c["action"] == "conflict")
     assert conflict["name"] == "vision.training"
     assert "kubectl-edit" in conflict["note"] and "--force-conflicts" in conflict["note"]

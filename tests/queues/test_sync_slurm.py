@@ -145,7 +145,7 @@ def test_hand_made_objects_are_never_touched(lab, slurm):
         assert _qos(slurm, "handmade")["priority"] == "5"
         # Not "Succeeded": the page says what to do, and the rules stay due.
         assert run.status == SyncStatus.NEEDS_ATTENTION
-        assert "Rename or remove them in Slurm" in run.error
+        assert "rename or remove a hand-made object" in run.error
         assert selectors.sync_due(lab.cluster)
     finally:
         slurm.remove_arbiter_objects()  # an association's DefaultQOS may name "key"

@@ -8,7 +8,7 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.db import models
 from django.db.models import Prefetch, QuerySet
 from django.http import Http404
-from django.utils.translation import gettext_lazy as _l
+from django.utils.translation import gettext_lazy
 
 from governance.models import RuleChange, RuleEdit, User
 
@@ -16,8 +16,8 @@ from ..lists import Sorts, sorted_by
 from ..rules import user_can_read_rules
 
 CHANGE_SORTS: Sorts = {
-    "-created_at": (_l("Newest first"), ("-created_at", "-pk")),
-    "created_at": (_l("Oldest first"), ("created_at", "pk")),
+    "-created_at": (gettext_lazy("Newest first"), ("-created_at", "-pk")),
+    "created_at": (gettext_lazy("Oldest first"), ("created_at", "pk")),
 }
 
 
