@@ -8,12 +8,15 @@ a 403, e.g. for approving one's own request) and answers with the request as
 ``RequestDetailApi`` shows it.
 """
 
+import json
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.utils.translation import gettext_lazy as _
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import serializers, status
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -22,8 +25,12 @@ from approvals import selectors, services
 from approvals.models import RequestKind, RequestState, UpgradeRequest
 from governance.apis._common import (
     BAD_FILTER,
+    BAD_INPUT,
+    CONFLICT,
     NOT_FOUND,
+    Conflict,
     LimitOffsetPagination,
+    error_response,
     get_paginated_response,
     parse_filters,
     slug_filter,
@@ -33,11 +40,13 @@ from governance.models import TERM_FIELDS, Project, Terms
 from governance.selectors import signed_in_user
 from governance.services import REASON_MAX_LENGTH, TEXT_MAX_LENGTH
 
-BAD_INPUT = OpenApiResponse(
-    description=_("The input is invalid; the body maps each field to its messages.")
-)
-FORBIDDEN = OpenApiResponse(
-    description=_("Not allowed: e.g. approving one's own request, or not an approver of it.")
+FORBIDDEN = error_response(
+    _("Not allowed: e.g. approving one's own request, or not an approver of it."),
+    example={
+        "error": "permission_denied",
+        "detail": "You may not approve your own request.",
+        "fields": {},
+    },
 )
 
 
@@ -241,6 +250,56 @@ class NotificationCountsApi(APIView):
 
 # --- writes ---------------------------------------------------------------------------------
 
+IDEMPOTENCY_KEY = OpenApiParameter(
+    name="Idempotency-Key",
+    location=OpenApiParameter.HEADER,
+    required=False,
+    type=str,
+    description=_(
+        "Any unique string (a UUID, or the pipeline's run id and step): a retry with the "
+        "same key and body gets the first answer and files nothing new."
+    ),
+)
+
+
+def _payload(request: Request) -> Any:
+    data = request.data
+    if hasattr(data, "lists"):
+        return {key: values for key, values in data.lists()}
+    return data
+
+
+def idempotent(
+    request: Request, *, operation: str, perform: Callable[[Request], Response]
+) -> Response:
+    """``perform(request)``, once per ``Idempotency-Key`` when the header is given.
+
+    A replay answers with the stored status and body and the header
+    ``Idempotent-Replayed: true``; a reused key with another body is a 409.
+    """
+    key = request.headers.get("Idempotency-Key")
+    if key is None:
+        return perform(request)
+
+    def run() -> tuple[int, Any]:
+        response = perform(request)
+        return response.status_code, json.loads(JSONRenderer().render(response.data))
+
+    try:
+        answer = services.idempotent_call(
+            user=signed_in_user(request),
+            key=key,
+            operation=operation,
+            payload=_payload(request),
+            perform=run,
+        )
+    except services.IdempotencyKeyReused:
+        raise Conflict(_("This Idempotency-Key was used with a different request body.")) from None
+    response = Response(answer.body, status=answer.status)
+    if answer.replayed:
+        response["Idempotent-Replayed"] = "true"
+    return response
+
 
 class _TermsInputSerializer(serializers.ModelSerializer):
     """A request's terms as the model (``GrantTerms``) defines them; related rows by slug."""
@@ -291,10 +350,56 @@ class RequestCreateApi(APIView):
         operation_id="requests_create",
         tags=["requests"],
         summary=_("File a request (submitted at once unless submit is false)"),
+        description=_(
+            "With an Idempotency-Key header, a retried call (same key, same body) answers "
+            "as the first one did and files nothing new; the same key with another body is "
+            "a 409. Keys belong to the caller and are remembered for "
+            "ARBITER_IDEMPOTENCY_KEY_HOURS (24 by default)."
+        ),
+        parameters=[IDEMPOTENCY_KEY],
         request=InputSerializer,
-        responses={201: RequestDetailOutputSerializer, 400: BAD_INPUT, 403: FORBIDDEN},
+        responses={
+            201: RequestDetailOutputSerializer,
+            400: BAD_INPUT,
+            403: FORBIDDEN,
+            409: CONFLICT,
+        },
+        examples=[
+            OpenApiExample(
+                "Queue jump for two jobs",
+                request_only=True,
+                value={
+                    "project": "vision",
+                    "kind": "job_priority",
+                    "tier": "production",
+                    "job_ids": ["4242", "4243"],
+                    "starts_at": "2026-12-01T08:00:00Z",
+                    "ends_at": "2026-12-02T08:00:00Z",
+                    "justification": "Release candidate evaluation blocks the launch.",
+                    "business_impact": "The launch slips a day without it.",
+                },
+            ),
+            OpenApiExample(
+                "Quota exception",
+                request_only=True,
+                value={
+                    "project": "vision",
+                    "kind": "quota_exception",
+                    "pool": "training",
+                    "flavor": "a100-80g",
+                    "extra_gpus": 8,
+                    "starts_at": "2026-12-01T08:00:00Z",
+                    "ends_at": "2026-12-08T08:00:00Z",
+                    "justification": "Model v3 ablations.",
+                    "business_impact": "The paper deadline.",
+                },
+            ),
+        ],
     )
     def post(self, request: Request) -> Response:
+        return idempotent(request, operation="requests_create", perform=self._create)
+
+    def _create(self, request: Request) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data

@@ -302,6 +302,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "approvals.tasks.requests_sync",
         "schedule": timedelta(minutes=1),
     },
+    "idempotency-keys-purge": {
+        "task": "approvals.tasks.idempotency_keys_purge",
+        "schedule": timedelta(hours=1),
+    },
     # Scheduler sync: retry clusters whose applied rules are behind, and look for drift.
     "scheduler-sync-due": {
         "task": "queues.tasks.sync_due_clusters",
@@ -366,6 +370,8 @@ ARBITER_API_RATES = {
     "user": os.environ.get("ARBITER_API_RATE_USER", "1200/min"),
     "anon": os.environ.get("ARBITER_API_RATE_ANON", "60/min"),
 }
+# How long an API Idempotency-Key is remembered (a retry after that files a new request).
+ARBITER_IDEMPOTENCY_KEY_HOURS = max(1, int(os.environ.get("ARBITER_IDEMPOTENCY_KEY_HOURS", "24")))
 SPECTACULAR_SETTINGS = {
     "TITLE": "Arbiter API",
     "DESCRIPTION": "Governed rules of the shared GPU pool: tiers, quotas, pools, flavors, "

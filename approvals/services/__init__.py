@@ -1,6 +1,13 @@
 """Writes of approvals. Every function here is the one way to make its change."""
 
 from .demo import demo_approvals_seed
+from .idempotency import (
+    IdempotencyKeyReused,
+    IdempotentResponse,
+    idempotency_key_clean,
+    idempotency_keys_purge,
+    idempotent_call,
+)
 from .notifications import notifications_mark_read
 from .policies import policy_create, policy_update
 from .requests import (
@@ -14,7 +21,12 @@ from .requests import (
 from .sync import requests_sync
 
 __all__ = [
+    "IdempotencyKeyReused",
+    "IdempotentResponse",
     "demo_approvals_seed",
+    "idempotency_key_clean",
+    "idempotency_keys_purge",
+    "idempotent_call",
     "notifications_mark_read",
     "policy_create",
     "policy_update",

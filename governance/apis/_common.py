@@ -6,7 +6,7 @@ from django.core.exceptions import NON_FIELD_ERRORS
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
-from drf_spectacular.utils import OpenApiResponse, inline_serializer
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, inline_serializer
 from rest_framework import exceptions, serializers
 from rest_framework import pagination as drf_pagination
 from rest_framework import views as drf_views
@@ -20,17 +20,77 @@ if TYPE_CHECKING:
 
 from governance.selectors import Sorts, sort_choices
 
+# One error format for every API response that is not a success:
+# ``{"error": <code>, "detail": <text>, "fields": {<name>: [<message>, ...]}}``.
+ERROR_CODES = {
+    400: "invalid",
+    401: "not_authenticated",
+    403: "permission_denied",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "conflict",
+    412: "precondition_failed",
+    415: "unsupported_media_type",
+    429: "throttled",
+}
+
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """DRF's handler, and a ``ValidationError`` raised by a service becomes a 400.
+    """DRF's handler in the API's one error format; a service's ``ValidationError`` is a 400.
 
-    The body has the shape of serializer errors, ``{"field": ["message", ...]}``, with the
-    errors that belong to no field under ``non_field_errors``. DRF's own handler turns
-    ``Http404`` into a 404 and ``PermissionDenied`` into a 403 that keeps its message.
+    Every error body is ``{"error": code, "detail": text, "fields": {...}}``: ``fields`` maps
+    each invalid field (or query parameter) to its messages, with the errors that belong to
+    no field under ``non_field_errors``; it is empty for errors that are not about input.
+    DRF's own handler turns ``Http404`` into a 404 and ``PermissionDenied`` into a 403 that
+    keeps its message, and sets ``Retry-After`` on a 429.
     """
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(_validation_error_detail(exc))
-    return drf_views.exception_handler(exc, context)
+    response = drf_views.exception_handler(exc, context)
+    if response is None:
+        return None
+    response.data = error_body(response.status_code, response.data, exc)
+    return response
+
+
+def error_body(status_code: int, data: Any, exc: Exception | None = None) -> dict[str, Any]:
+    """``data`` (DRF's error detail) in the API's error format."""
+    code = ERROR_CODES.get(status_code, "error")
+    if isinstance(exc, exceptions.APIException) and status_code not in (400, 404):
+        codes = exc.get_codes()
+        if isinstance(codes, str) and codes not in ("error", "invalid"):
+            code = codes
+    is_detail = isinstance(data, dict) and set(data) == {"detail"}
+    if exc is None or isinstance(exc, exceptions.ValidationError) or not is_detail:
+        if isinstance(data, dict):
+            fields = {str(key): _messages(value) for key, value in data.items()}
+        else:
+            fields = {api_settings.NON_FIELD_ERRORS_KEY: _messages(data)}
+        first = _first_message(fields)
+        detail = first if len(fields) == 1 and first else str(_("The input is invalid."))
+        return {"error": code, "detail": detail, "fields": fields}
+    return {"error": code, "detail": str(data["detail"]), "fields": {}}
+
+
+def _first_message(value: Any) -> str:
+    """The first message in nested errors (a list per field, a dict per item), or ""."""
+    items = value.values() if isinstance(value, dict) else value
+    for item in items if isinstance(items, (list, type({}.values()))) else [items]:
+        found = item if isinstance(item, str) else _first_message(item)
+        if found:
+            return found
+    return ""
+
+
+def _messages(value: Any) -> Any:
+    if isinstance(value, list):
+        if all(isinstance(item, str) for item in value):
+            return [str(item) for item in value]
+        return [_messages(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): _messages(item) for key, item in value.items()}
+    return [str(value)]
 
 
 def _validation_error_detail(exc: DjangoValidationError) -> dict[str, Any]:
@@ -39,6 +99,42 @@ def _validation_error_detail(exc: DjangoValidationError) -> dict[str, Any]:
         non_field = detail.pop(NON_FIELD_ERRORS)
         detail.setdefault(api_settings.NON_FIELD_ERRORS_KEY, []).extend(non_field)
     return detail
+
+
+class Conflict(exceptions.APIException):
+    status_code = 409
+    default_detail = _("The request conflicts with an earlier one.")
+    default_code = "conflict"
+
+
+class ErrorSerializer(serializers.Serializer):
+    """The body of every error response."""
+
+    error = serializers.CharField(
+        help_text=_(
+            "A stable code: invalid, not_authenticated, permission_denied, not_found, "
+            "conflict, throttled, …"
+        )
+    )
+    detail = serializers.CharField(help_text=_("What went wrong, in the reader's language."))
+    fields = serializers.DictField(
+        child=serializers.JSONField(),
+        help_text=_(
+            "Each invalid field or query parameter with its messages (non_field_errors: "
+            "those of no single field); empty when the error is not about the input."
+        ),
+    )
+
+    class Meta:
+        ref_name = "Error"
+
+
+def error_response(description: Any, *, example: dict[str, Any] | None = None) -> OpenApiResponse:
+    """An error response in the schema: the error format, described, with an example."""
+    examples = []
+    if example is not None:
+        examples = [OpenApiExample(str(example.get("error", "error")), value=example)]
+    return OpenApiResponse(response=ErrorSerializer, description=description, examples=examples)
 
 
 class LimitOffsetPagination(drf_pagination.LimitOffsetPagination):
@@ -141,10 +237,42 @@ def boolean_filter(help_text: "StrOrPromise") -> serializers.BooleanField:
     return serializers.BooleanField(required=False, allow_null=True, help_text=help_text)
 
 
-BAD_FILTER = OpenApiResponse(
-    description=_("A query parameter is invalid; the body maps its name to the messages.")
+BAD_FILTER = error_response(
+    _("A query parameter is invalid; fields maps its name to the messages."),
+    example={
+        "error": "invalid",
+        "detail": "Enter a whole number of at least 1.",
+        "fields": {"limit": ["Enter a whole number of at least 1."]},
+    },
 )
-NOT_FOUND = OpenApiResponse(description=_("No such object."))
+BAD_INPUT = error_response(
+    _("The input is invalid; fields maps each field to its messages."),
+    example={
+        "error": "invalid",
+        "detail": "This field is required.",
+        "fields": {"reason": ["This field is required."]},
+    },
+)
+NOT_FOUND = error_response(
+    _("No such object, or not one you may see."),
+    example={"error": "not_found", "detail": "No Project matches the given query.", "fields": {}},
+)
+FORBIDDEN = error_response(
+    _("Not allowed for this user or token."),
+    example={
+        "error": "permission_denied",
+        "detail": "You do not have permission to perform this action.",
+        "fields": {},
+    },
+)
+CONFLICT = error_response(
+    _("Conflicts with an earlier call (e.g. an idempotency key reused with another body)."),
+    example={
+        "error": "conflict",
+        "detail": "This Idempotency-Key was used with a different request body.",
+        "fields": {},
+    },
+)
 
 
 def pool_use_serializer(*, name: str, key: str) -> serializers.Serializer:

@@ -11,7 +11,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import models
 from django.utils.translation import gettext_lazy as _
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -29,15 +29,32 @@ from governance.selectors import (
     rule_change_list,
 )
 
-from ._common import BAD_FILTER, NOT_FOUND, LimitOffsetPagination, parse_filters, sort_filter
+from ._common import (
+    BAD_FILTER,
+    NOT_FOUND,
+    LimitOffsetPagination,
+    error_response,
+    parse_filters,
+    sort_filter,
+)
 
 User = get_user_model()
 
-FORBIDDEN = OpenApiResponse(
-    description=_("Not allowed: e.g. the proposer approving their own change, or not ops.")
+FORBIDDEN = error_response(
+    _("Not allowed: e.g. the proposer approving their own change, or not ops."),
+    example={
+        "error": "permission_denied",
+        "detail": "You may not approve your own change.",
+        "fields": {},
+    },
 )
-BAD_INPUT = OpenApiResponse(
-    description=_("The input or the change's state is invalid; the body maps fields to messages.")
+BAD_INPUT = error_response(
+    _("The input or the change's state is invalid; fields maps each field to its messages."),
+    example={
+        "error": "invalid",
+        "detail": "This field is required.",
+        "fields": {"reason": ["This field is required."]},
+    },
 )
 
 

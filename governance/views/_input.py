@@ -47,7 +47,9 @@ class RejectBadInputMiddleware:
         if not errors:
             return self.get_response(request)
         if request.path.startswith("/api/"):
-            return JsonResponse(errors, status=400)
+            from governance.apis._common import error_body  # the API's one error format
+
+            return JsonResponse(error_body(400, errors), status=400)
         lines = "".join(
             f"<li>{escape(name)}: {escape(' '.join(messages))}</li>"
             for name, messages in errors.items()

@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance.apis import get_paginated_response
-from governance.apis._common import NOT_FOUND, LimitOffsetPagination
+from governance.apis._common import NOT_FOUND, LimitOffsetPagination, error_response
 from governance.apis.changes import BAD_INPUT, ChangeOutputSerializer
 from governance.apis.changes import _change_response as change_response
 from governance.models import Pool
@@ -36,7 +36,10 @@ from queues.models import (
     validate_slurm_bin_dir,
 )
 
-FORBIDDEN = OpenApiResponse(description=_("Only ops may see and sync clusters."))
+FORBIDDEN = error_response(
+    _("Only ops may see and sync clusters."),
+    example={"error": "permission_denied", "detail": "Only ops may see clusters.", "fields": {}},
+)
 
 
 class SyncRunOutputSerializer(serializers.Serializer):
@@ -403,6 +406,8 @@ class ClusterCheckApi(APIView):
 
 
 class ClusterSyncApi(APIView):
+    required_scope = "sync"
+
     class InputSerializer(serializers.Serializer):
         dry_run = serializers.BooleanField(
             default=False,
@@ -420,7 +425,7 @@ class ClusterSyncApi(APIView):
         responses={
             200: SyncRunOutputSerializer,
             202: SyncRunOutputSerializer,
-            400: OpenApiResponse(description=_("Invalid input.")),
+            400: BAD_INPUT,
             403: FORBIDDEN,
             404: NOT_FOUND,
         },
@@ -439,6 +444,8 @@ class ClusterSyncApi(APIView):
 
 
 class SyncRunDetailApi(APIView):
+    required_scope = "sync"
+
     @extend_schema(
         operation_id="clusters_runs_retrieve",
         tags=["clusters"],

@@ -8,17 +8,16 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import (
     OpenApiParameter,
-    OpenApiResponse,
     extend_schema,
     inline_serializer,
 )
-from rest_framework import serializers, status
-from rest_framework.exceptions import PermissionDenied
+from rest_framework import serializers
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance.apis._common import NOT_FOUND
+from governance.apis._common import NOT_FOUND, error_response
 from queues import selectors
 from queues.models import FINISHED_STATES, EventKind, JobState
 from queues.services.workload import events_ingest
@@ -37,6 +36,8 @@ def per_item(errors: Any, count: int) -> list[Any]:
 
 
 class WorkloadEventIngestApi(APIView):
+    required_scope = "ingest"
+
     class EventSerializer(serializers.Serializer):
         event_id = serializers.CharField(
             max_length=200,
@@ -139,8 +140,8 @@ class WorkloadEventIngestApi(APIView):
         ),
         responses={
             200: OutputSerializer,
-            400: OpenApiResponse(description=gettext_lazy("Invalid body or items.")),
-            403: OpenApiResponse(description=gettext_lazy("No right to report events.")),
+            400: error_response(gettext_lazy("Invalid body or items.")),
+            403: error_response(gettext_lazy("No right to report events.")),
         },
     )
     def post(self, request: Request) -> Response:
@@ -151,14 +152,13 @@ class WorkloadEventIngestApi(APIView):
         batch.is_valid(raise_exception=True)
         items = self.EventSerializer(data=batch.validated_data["events"], many=True)
         if not items.is_valid():
-            return Response(
-                {"events": per_item(items.errors, len(batch.validated_data["events"]))},
-                status=status.HTTP_400_BAD_REQUEST,
+            raise ValidationError(
+                {"events": per_item(items.errors, len(batch.validated_data["events"]))}
             )
         try:
             events = job_events_from_items(list(items.validated_data))
         except EventItemsInvalid as invalid:
-            return Response({"events": invalid.errors}, status=status.HTTP_400_BAD_REQUEST)
+            raise ValidationError({"events": invalid.errors}) from None
         result = events_ingest(events=events, position_for=quota_positions())
         return Response(self.OutputSerializer(result.as_dict()).data)
 

@@ -40,7 +40,7 @@ def test_the_list_filters(world, policies, lead, approver, api_client):
     assert api_client.get(url, {"requester": "lead"}).json()["count"] == 2
     bad = api_client.get(url, {"state": "maybe", "project": "nope"})
     assert bad.status_code == 400
-    assert set(bad.json()) == {"state", "project"}
+    assert set(bad.json()["fields"]) == {"state", "project"}
 
 
 @pytest.mark.parametrize(

@@ -109,7 +109,7 @@ def test_nobody_approves_twice(world, policies, lead, approver, api_client):
     api_client.force_authenticate(approver)
     response = api_client.post(reverse("api_request_approve", args=[request.pk]), {})
     assert response.status_code == 400
-    assert "already decided" in response.json()["non_field_errors"][0]
+    assert "already decided" in response.json()["fields"]["non_field_errors"][0]
     page = login(approver).post(reverse("request_approve", args=[request.pk]), follow=True)
     assert "already decided" in page.content.decode()
     assert Approval.objects.filter(request=request).count() == 1

@@ -233,7 +233,7 @@ def test_bad_api_input_is_a_400_naming_the_fields(world, policies, api_client, l
     )
     assert response.status_code == 400
     assert {"project", "kind", "starts_at", "ends_at", "justification", "extra_gpus"} <= set(
-        response.json()
+        response.json()["fields"]
     )
     too_long = api_client.post(
         reverse("api_request_create"),
@@ -250,7 +250,7 @@ def test_bad_api_input_is_a_400_naming_the_fields(world, policies, api_client, l
         },
     )
     assert too_long.status_code == 400
-    assert "At most 14 days" in too_long.json()["ends_at"][0]
+    assert "At most 14 days" in too_long.json()["fields"]["ends_at"][0]
 
 
 def _more_projects(world, start: int, stop: int) -> None:

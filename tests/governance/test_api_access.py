@@ -37,7 +37,7 @@ def test_anonymous_requests_are_refused_with_401(world, api_client):
     for url in all_urls(world):
         response = api_client.get(url)
         assert response.status_code == 401, url
-        assert response.data["detail"].code == "not_authenticated"
+        assert response.data["error"] == "not_authenticated"
         assert response.headers["WWW-Authenticate"] == "Token"
 
 
@@ -59,7 +59,7 @@ def test_unknown_token_is_refused(world, api_client):
     api_client.credentials(HTTP_AUTHORIZATION="Token " + "0" * 40)
     response = api_client.get(reverse("api_quota_list"))
     assert response.status_code == 401
-    assert response.data["detail"].code == "authentication_failed"
+    assert response.data["error"] == "authentication_failed"
 
 
 def test_token_of_deactivated_account_is_refused(world, api_client, ci_token):
@@ -68,7 +68,7 @@ def test_token_of_deactivated_account_is_refused(world, api_client, ci_token):
     api_client.credentials(HTTP_AUTHORIZATION=f"Token {ci_token.key}")
     response = api_client.get(reverse("api_quota_list"))
     assert response.status_code == 401
-    assert response.data["detail"].code == "authentication_failed"
+    assert response.data["error"] == "authentication_failed"
 
 
 def test_token_belongs_to_its_user(world, api_client, member):
@@ -94,7 +94,7 @@ def test_unknown_object_is_404(world, api_client, member, route, arg):
     api_client.force_login(member)
     response = api_client.get(reverse(route, args=[arg]))
     assert response.status_code == 404
-    assert response.data["detail"].code == "not_found"
+    assert response.data["error"] == "not_found"
 
 
 @pytest.mark.parametrize("route", LIST_ROUTES)

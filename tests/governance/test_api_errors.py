@@ -29,8 +29,10 @@ def test_service_validation_error_is_400_by_field(world):
     response = handle(raised.value)
 
     assert response.status_code == 400
-    assert list(response.data) == ["lending_limit"]
-    (message,) = response.data["lending_limit"]
+    assert response.data["error"] == "invalid"
+    assert list(response.data["fields"]) == ["lending_limit"]
+    (message,) = response.data["fields"]["lending_limit"]
+    assert response.data["detail"] == message
     assert "6" in message and "4" in message  # the numbers are named
 
 
@@ -43,8 +45,12 @@ def test_non_field_errors_are_under_non_field_errors():
 
     assert response.status_code == 400
     assert response.data == {
-        "non_field_errors": ["Pick one."],
-        "guarantee": ["Too many GPUs.", "Not even."],
+        "error": "invalid",
+        "detail": "The input is invalid.",
+        "fields": {
+            "non_field_errors": ["Pick one."],
+            "guarantee": ["Too many GPUs.", "Not even."],
+        },
     }
 
 
@@ -52,7 +58,11 @@ def test_error_without_field_is_a_non_field_error():
     response = handle(ValidationError("Capacity is %(gpus)d GPUs.", params={"gpus": 8}))
 
     assert response.status_code == 400
-    assert response.data == {"non_field_errors": ["Capacity is 8 GPUs."]}
+    assert response.data == {
+        "error": "invalid",
+        "detail": "Capacity is 8 GPUs.",
+        "fields": {"non_field_errors": ["Capacity is 8 GPUs."]},
+    }
 
 
 def test_permission_denied_from_a_service_is_403_with_its_message(world, member):
@@ -62,6 +72,8 @@ def test_permission_denied_from_a_service_is_403_with_its_message(world, member)
     response = handle(raised.value)
 
     assert response.status_code == 403
+    assert response.data["error"] == "permission_denied"
+    assert response.data["fields"] == {}
     assert response.data["detail"] == str(raised.value)
     assert response.data["detail"]
 
@@ -70,7 +82,7 @@ def test_http404_is_404():
     response = handle(Http404())
 
     assert response.status_code == 404
-    assert response.data["detail"].code == "not_found"
+    assert response.data["error"] == "not_found"
 
 
 def test_other_exceptions_are_left_to_django():

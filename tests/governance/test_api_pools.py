@@ -86,4 +86,4 @@ def test_unknown_parent_is_400(world, client):
     response = client.get(LIST, {"parent": "nowhere"})
 
     assert response.status_code == 400
-    assert list(response.data) == ["parent"]
+    assert list(response.data["fields"]) == ["parent"]

@@ -73,4 +73,4 @@ def test_unknown_kind_is_400(world, client):
     response = client.get(LIST, {"kind": "sometimes"})
 
     assert response.status_code == 400
-    assert list(response.data) == ["kind"]
+    assert list(response.data["fields"]) == ["kind"]

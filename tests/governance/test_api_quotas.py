@@ -93,15 +93,15 @@ def test_unknown_slug_in_filter_is_400(world, client, field):
     response = client.get(LIST, {field: "nope"})
 
     assert response.status_code == 400
-    assert list(response.data) == [field]
-    assert "nope" in str(response.data[field][0])
+    assert list(response.data["fields"]) == [field]
+    assert "nope" in str(response.data["fields"][field][0])
 
 
 def test_every_bad_filter_is_reported_at_once(world, client):
     response = client.get(LIST, {"project": "nope", "pool": "nowhere"})
 
     assert response.status_code == 400
-    assert sorted(response.data) == ["pool", "project"]
+    assert sorted(response.data["fields"]) == ["pool", "project"]
 
 
 def test_pagination(world, client):
@@ -140,7 +140,7 @@ def test_bad_paging_is_a_400_naming_the_parameter(world, client, params):
     response = client.get(LIST, params)
 
     assert response.status_code == 400
-    assert set(response.data) == set(params)
+    assert set(response.data["fields"]) == set(params)
 
 
 def test_a_quota_id_that_is_not_a_number_is_not_routed(world, client):

@@ -100,4 +100,4 @@ def test_bad_filter_is_400_naming_the_parameter(world, client, params, field):
     response = client.get(LIST, params)
 
     assert response.status_code == 400
-    assert list(response.data) == [field]
+    assert list(response.data["fields"]) == [field]

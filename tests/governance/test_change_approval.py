@@ -43,7 +43,11 @@ def test_the_proposer_cannot_approve_their_own_change_through_the_api(
     api_client.force_authenticate(world.ops)
     response = api_client.post(reverse("api_change_approve", args=[quota_change.pk]), {})
     assert response.status_code == 403
-    assert response.json() == {"detail": "You proposed this change: someone else must approve it."}
+    assert response.json() == {
+        "error": "permission_denied",
+        "detail": "You proposed this change: someone else must approve it.",
+        "fields": {},
+    }
     quota_change.refresh_from_db()
     assert quota_change.status == ChangeStatus.PROPOSED
 

@@ -34,7 +34,7 @@ def test_the_api_refuses_every_value_that_is_not_a_whole_number(world, api_clien
             format="json",
         )
         assert response.status_code == 400, value
-        assert "guarantee" in response.json(), (value, response.json())
+        assert "guarantee" in response.json()["fields"], (value, response.json())
     assert not RuleChange.objects.exists()
 
 
@@ -94,7 +94,7 @@ def test_a_tier_owners_bad_proposal_is_refused_when_proposed(world, lead, api_cl
         format="json",
     )
     assert response.status_code == 400, response.json()
-    body = response.json()
+    body = response.json()["fields"]
     assert field in body or "value" in body or "edits" in body, body
     assert not RuleChange.objects.exists()
 
@@ -143,7 +143,7 @@ def test_a_zero_fair_share_weight_gets_a_field_message(world, api_client):
         format="json",
     )
     assert response.status_code == 400
-    messages = response.json()["fair_share_weight"]
+    messages = response.json()["fields"]["fair_share_weight"]
     assert messages == ["Ensure this value is greater than or equal to 1."]
     assert "quota_weight_positive" not in response.content.decode()
 

@@ -145,7 +145,7 @@ def test_api_lists_changes_with_filters_and_fixed_queries(
     )
     bad = api_client.get(url, {"object": "tier:nope", "status": "maybe", "since": "soon"})
     assert bad.status_code == 400
-    assert set(bad.json()) == {"object", "status", "since"}
+    assert set(bad.json()["fields"]) == {"object", "status", "since"}
 
     detail = api_client.get(reverse("api_change_detail", args=[made[1].pk])).json()
     assert detail["edits"][0]["field"] == "max_gpus_total"
@@ -181,7 +181,9 @@ def test_api_propose_approve_apply_and_rollback(world, ops2, api_client):
     assert world.speech.tier == world.key
     again = api_client.post(reverse("api_change_apply", args=[change["id"]]))
     assert again.status_code == 400
-    assert again.json() == {"non_field_errors": [f"Change #{change['id']} was already applied."]}
+    assert again.json()["fields"] == {
+        "non_field_errors": [f"Change #{change['id']} was already applied."]
+    }
 
     rollback = api_client.post(
         reverse("api_change_rollback", args=[change["id"]]),

@@ -63,7 +63,7 @@ def test_a_bad_instant_is_a_400_naming_the_parameter(world, api_client, ci_token
     response = _get(api_client, ci_token, at="next tuesday")
 
     assert response.status_code == 400
-    assert "at" in response.json()
+    assert "at" in response.json()["fields"]
 
 
 def test_unknown_project_is_404(world, api_client, ci_token):

@@ -141,7 +141,7 @@ def test_an_edit_is_proposed_approved_applied_and_rolled_back(ops, ops2, world, 
     api_client.force_authenticate(ops)
     detail = reverse("api_cluster_detail", args=["lab"])
     bad = api_client.patch(detail, {"slurm_conf": "x; rm -rf /", "reason": "r"}, format="json")
-    assert bad.status_code == 400 and "slurm_conf" in bad.json()
+    assert bad.status_code == 400 and "slurm_conf" in bad.json()["fields"]
     good = api_client.patch(detail, {"enabled": False, "reason": "Pause"}, format="json")
     assert good.status_code == 201
     assert [edit["field"] for edit in good.json()["edits"]] == ["enabled"]

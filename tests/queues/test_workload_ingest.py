@@ -161,7 +161,7 @@ def test_api_reports_errors_per_item_and_stores_nothing(world, ops_api, bad, fie
     good = item(event_id="ok")
     response = post(ops_api, [good, item(**{"event_id": "bad", **bad})])
     assert response.status_code == 400, response.json()
-    errors = response.json()["events"]
+    errors = response.json()["fields"]["events"]
     assert errors[0] == {} and field in errors[1]
     assert WorkloadEvent.objects.count() == 0
 
