@@ -592,8 +592,10 @@ class IdempotencyKey(models.Model):
         _("fingerprint"), max_length=64, help_text=_("SHA-256 of the operation and its body.")
     )
     # Empty only inside the transaction that runs the call (never committed so).
-    response_status = models.PositiveSmallIntegerField(_("response status"), null=True)
-    response_body = models.JSONField(_("response body"), encoder=DjangoJSONEncoder, null=True)
+    response_status = models.PositiveSmallIntegerField(_("response status"), null=True, blank=True)
+    response_body = models.JSONField(
+        _("response body"), encoder=DjangoJSONEncoder, null=True, blank=True
+    )
     created_at = models.DateTimeField(_("created at"))
     expires_at = models.DateTimeField(_("expires at"))
 

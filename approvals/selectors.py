@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -531,6 +531,57 @@ def project_grants(*, project: Project, at: datetime) -> list[ProjectGrant]:
         )
         for grant in grants
     ]
+
+
+GRANT_SORTS: Sorts = {
+    "-starts_at": (gettext_lazy("Newest first"), ("-starts_at", "-pk")),
+    "ends_at": (gettext_lazy("Ending first"), ("ends_at", "pk")),
+}
+
+
+def _grant_queryset() -> QuerySet[Grant]:
+    return Grant.objects.select_related(
+        "project", "tier", "pool", "flavor", "preemption_class"
+    ).annotate(
+        request_id=Subquery(UpgradeRequest.objects.filter(grant=OuterRef("pk")).values("pk")[:1])
+    )
+
+
+def grant_list(
+    *,
+    user: Any,
+    project: Project | None = None,
+    at: datetime | None = None,
+    kind: str | None = None,
+    state: str | None = None,
+    sort: str | None = None,
+) -> QuerySet[Grant]:
+    """Grants (rules, readable by everyone who reads the rules), newest first; with ``at``
+    only those in force at that instant (started, not ended, not revoked by then)."""
+    if not user_can_read_rules(user):
+        return Grant.objects.none()
+    grants = _grant_queryset()
+    if project is not None:
+        grants = grants.filter(project=project)
+    if at is not None:
+        grants = grants.filter(starts_at__lte=at, ends_at__gt=at).filter(
+            Q(revoked_at__isnull=True) | Q(revoked_at__gt=at)
+        )
+    if kind:
+        grants = grants.filter(kind=kind)
+    if state:
+        grants = grants.filter(state=state)
+    return sorted_by(grants, sort=sort, sorts=GRANT_SORTS)
+
+
+def grant_get(*, user: Any, pk: int | str) -> Grant:
+    """One grant; 404 when missing or the user reads no rules."""
+    if not user_can_read_rules(user):
+        raise Http404
+    try:
+        return _grant_queryset().get(pk=pk)
+    except (Grant.DoesNotExist, ValueError, TypeError):
+        raise Http404 from None
 
 
 # --- notifications --------------------------------------------------------------------------

@@ -44,6 +44,13 @@ api_patterns = [
     path("requests/<int:pk>/reject/", apis.RequestRejectApi.as_view(), name="api_request_reject"),
     path("requests/<int:pk>/revoke/", apis.RequestRevokeApi.as_view(), name="api_request_revoke"),
     path("inbox/", apis.InboxApi.as_view(), name="api_inbox"),
+    path("grants/", apis.GrantListApi.as_view(), name="api_grant_list"),
+    path("grants/<int:pk>/", apis.GrantDetailApi.as_view(), name="api_grant_detail"),
+    path(
+        "projects/<slug:slug>/grants/",
+        apis.ProjectGrantListApi.as_view(),
+        name="api_project_grant_list",
+    ),
     path(
         "notifications/counts/",
         apis.NotificationCountsApi.as_view(),
