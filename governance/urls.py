@@ -72,6 +72,16 @@ api_patterns = [
     path("projects/", apis.ProjectListApi.as_view(), name="api_project_list"),
     path("projects/<slug:slug>/", apis.ProjectDetailApi.as_view(), name="api_project_detail"),
     path(
+        "projects/<slug:slug>/members/",
+        apis.ProjectMemberListApi.as_view(),
+        name="api_project_member_list",
+    ),
+    path(
+        "projects/<slug:slug>/members/<str:username>/",
+        apis.ProjectMemberDetailApi.as_view(),
+        name="api_project_member_detail",
+    ),
+    path(
         "projects/<slug:slug>/effective/",
         apis.ProjectEffectiveRulesApi.as_view(),
         name="api_project_effective_rules",

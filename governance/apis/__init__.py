@@ -26,7 +26,12 @@ from .flavors import FlavorDetailApi, FlavorListApi
 from .lookup import LookupApi
 from .pools import PoolDetailApi, PoolListApi
 from .preemption import PreemptionClassDetailApi, PreemptionClassListApi
-from .projects import ProjectDetailApi, ProjectListApi
+from .projects import (
+    ProjectDetailApi,
+    ProjectListApi,
+    ProjectMemberDetailApi,
+    ProjectMemberListApi,
+)
 from .quotas import QuotaDetailApi, QuotaListApi
 from .tiers import TierDetailApi, TierListApi
 
@@ -41,6 +46,8 @@ __all__ = [
     "ProjectDetailApi",
     "ProjectEffectiveRulesApi",
     "ProjectListApi",
+    "ProjectMemberDetailApi",
+    "ProjectMemberListApi",
     "QuotaDetailApi",
     "QuotaListApi",
     "RuleChangeApplyApi",

@@ -7,6 +7,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from governance.models import GpuFlavor
 from governance.selectors import FLAVOR_SORTS, flavor_get, flavor_list, pool_usage
 
 from ._common import (
@@ -19,9 +20,11 @@ from ._common import (
     search_param,
     sort_filter,
 )
+from .proposals import propose_create, propose_delete, propose_edit
 
 
 class FlavorListApi(APIView):
+    post = propose_create(GpuFlavor, tag="flavors")
     pagination_class = LimitOffsetPagination
 
     class FilterSerializer(serializers.Serializer):
@@ -56,6 +59,9 @@ class FlavorListApi(APIView):
 
 
 class FlavorDetailApi(APIView):
+    patch = propose_edit(GpuFlavor, flavor_get, tag="flavors", key="slug")
+    delete = propose_delete(GpuFlavor, flavor_get, tag="flavors", key="slug")
+
     class OutputSerializer(serializers.Serializer):
         slug = serializers.SlugField(source="flavor.slug")
         name = serializers.CharField(source="flavor.name")

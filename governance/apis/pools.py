@@ -21,9 +21,11 @@ from ._common import (
     slug_filter,
     sort_filter,
 )
+from .proposals import propose_create, propose_delete, propose_edit
 
 
 class PoolListApi(APIView):
+    post = propose_create(Pool, tag="pools")
     pagination_class = LimitOffsetPagination
 
     class FilterSerializer(serializers.Serializer):
@@ -66,6 +68,9 @@ class PoolListApi(APIView):
 
 
 class PoolDetailApi(APIView):
+    patch = propose_edit(Pool, pool_get, tag="pools", key="slug")
+    delete = propose_delete(Pool, pool_get, tag="pools", key="slug")
+
     class OutputSerializer(serializers.Serializer):
         slug = serializers.SlugField(source="pool.slug")
         name = serializers.CharField(source="pool.name")

@@ -7,7 +7,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance.models import PreemptionKind
+from governance.models import PreemptionClass, PreemptionKind
 from governance.selectors import (
     PREEMPTION_CLASS_SORTS,
     preemption_class_get,
@@ -23,9 +23,11 @@ from ._common import (
     search_param,
     sort_filter,
 )
+from .proposals import propose_create, propose_delete, propose_edit
 
 
 class PreemptionClassListApi(APIView):
+    post = propose_create(PreemptionClass, tag="preemption-classes")
     pagination_class = LimitOffsetPagination
 
     class FilterSerializer(serializers.Serializer):
@@ -69,6 +71,13 @@ class PreemptionClassListApi(APIView):
 
 
 class PreemptionClassDetailApi(APIView):
+    patch = propose_edit(
+        PreemptionClass, preemption_class_get, tag="preemption-classes", key="slug"
+    )
+    delete = propose_delete(
+        PreemptionClass, preemption_class_get, tag="preemption-classes", key="slug"
+    )
+
     class OutputSerializer(serializers.Serializer):
         slug = serializers.SlugField()
         name = serializers.CharField()

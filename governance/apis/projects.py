@@ -1,7 +1,8 @@
 """Projects: who works on what, at which tier, with which quotas."""
 
+from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext_lazy as _
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiExample, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -26,11 +27,22 @@ from ._common import (
     slug_filter,
     sort_filter,
 )
+from .proposals import (
+    PROPOSAL_RESPONSES,
+    MembershipOutputSerializer,
+    MembershipRemoveInputSerializer,
+    MembershipSetInputSerializer,
+    membership_edit,
+    propose_create,
+    propose_delete,
+    propose_edit,
+)
 
 NULL_TIER_HELP = _("The project's tier by slug; null means the default tier.")
 
 
 class ProjectListApi(APIView):
+    post = propose_create(Project, tag="projects")
     pagination_class = LimitOffsetPagination
 
     class FilterSerializer(serializers.Serializer):
@@ -80,6 +92,9 @@ class ProjectListApi(APIView):
 
 
 class ProjectDetailApi(APIView):
+    patch = propose_edit(Project, project_get, tag="projects", key="slug")
+    delete = propose_delete(Project, project_get, tag="projects", key="slug")
+
     class OutputSerializer(serializers.Serializer):
         slug = serializers.SlugField(source="project.slug")
         name = serializers.CharField(source="project.name")
@@ -131,3 +146,79 @@ class ProjectDetailApi(APIView):
             "quotas": quotas_for_projects(project_ids=[project.pk]),
         }
         return Response(self.OutputSerializer(detail).data)
+
+
+class ProjectMemberListApi(APIView):
+    pagination_class = LimitOffsetPagination
+
+    @extend_schema(
+        operation_id="projects_members_list",
+        tags=["projects"],
+        summary=_("List a project's members, leads first"),
+        responses={200: MembershipOutputSerializer(many=True), 404: NOT_FOUND},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        project = project_get(user=request.user, slug=slug)
+        return get_paginated_response(
+            serializer_class=MembershipOutputSerializer,
+            queryset=project_memberships(project=project),
+            request=request,
+            view=self,
+        )
+
+    @extend_schema(
+        operation_id="projects_members_create",
+        tags=["projects"],
+        summary=_("Propose adding a member or changing their role (a rule change)"),
+        request=MembershipSetInputSerializer,
+        responses=PROPOSAL_RESPONSES,
+        examples=[
+            OpenApiExample(
+                "Add a lead",
+                request_only=True,
+                value={
+                    "reason": "Takes over the project (OPS-77).",
+                    "username": "lead",
+                    "role": "lead",
+                },
+            )
+        ],
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        project = project_get(user=request.user, slug=slug, for_edit=True)
+        serializer = MembershipSetInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        member, role = data.pop("username"), data.pop("role")
+        return membership_edit(request, project=project, member=member, role=role, meta=data)
+
+
+class ProjectMemberDetailApi(APIView):
+    @extend_schema(
+        operation_id="projects_members_destroy",
+        tags=["projects"],
+        summary=_("Propose removing a member (a rule change)"),
+        request=MembershipRemoveInputSerializer,
+        responses=PROPOSAL_RESPONSES,
+        examples=[
+            OpenApiExample(
+                "Remove",
+                request_only=True,
+                value={"reason": "Left the team."},
+            )
+        ],
+    )
+    def delete(self, request: Request, slug: str, username: str) -> Response:
+        project = project_get(user=request.user, slug=slug, for_edit=True)
+        membership = get_object_or_404(
+            project_memberships(project=project), user__username=username
+        )
+        serializer = MembershipRemoveInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        return membership_edit(
+            request,
+            project=project,
+            member=membership.user,
+            role=None,
+            meta=dict(serializer.validated_data),
+        )

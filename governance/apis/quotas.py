@@ -7,7 +7,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance.models import GpuFlavor, Pool, PreemptionClass, Project
+from governance.models import GpuFlavor, Pool, PreemptionClass, Project, Quota
 from governance.selectors import QUOTA_SORTS, quota_get, quota_list
 
 from ._common import (
@@ -19,9 +19,11 @@ from ._common import (
     slug_filter,
     sort_filter,
 )
+from .proposals import propose_create, propose_delete, propose_edit
 
 
 class QuotaListApi(APIView):
+    post = propose_create(Quota, tag="quotas")
     pagination_class = LimitOffsetPagination
 
     class FilterSerializer(serializers.Serializer):
@@ -70,6 +72,9 @@ class QuotaListApi(APIView):
 
 
 class QuotaDetailApi(APIView):
+    patch = propose_edit(Quota, quota_get, tag="quotas", key="pk")
+    delete = propose_delete(Quota, quota_get, tag="quotas", key="pk")
+
     OutputSerializer = QuotaListApi.OutputSerializer
 
     @extend_schema(

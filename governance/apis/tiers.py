@@ -20,9 +20,11 @@ from ._common import (
     search_param,
     sort_filter,
 )
+from .proposals import propose_create, propose_delete, propose_edit
 
 
 class TierListApi(APIView):
+    post = propose_create(PriorityTier, tag="tiers")
     pagination_class = LimitOffsetPagination
 
     class FilterSerializer(serializers.Serializer):
@@ -80,6 +82,9 @@ class TierListApi(APIView):
 
 
 class TierDetailApi(APIView):
+    patch = propose_edit(PriorityTier, tier_get, tag="tiers", key="slug")
+    delete = propose_delete(PriorityTier, tier_get, tag="tiers", key="slug")
+
     OutputSerializer = TierListApi.OutputSerializer
 
     @extend_schema(

@@ -9,6 +9,12 @@ change; nothing is edited or deleted afterwards.
 """
 
 from .apply import rule_change_apply
+from .builtin import (
+    BUILTIN_CREATE,
+    builtin_object_delete,
+    create_fields,
+    create_required_fields,
+)
 from .decide import (
     rule_change_approve,
     rule_change_reject,
@@ -29,6 +35,7 @@ from .spec import (
 )
 
 __all__ = [
+    "BUILTIN_CREATE",
     "CAPACITY",
     "EDITABLE",
     "EXISTS",
@@ -38,6 +45,9 @@ __all__ = [
     "TITLE_MAX_LENGTH",
     "EditSpec",
     "RuleKind",
+    "builtin_object_delete",
+    "create_fields",
+    "create_required_fields",
     "rule_change_apply",
     "rule_change_approve",
     "rule_change_create",

@@ -36,6 +36,7 @@ from ..quotas import quota_update
 from ..revisions import rules_revision_create
 from ..tiers import tier_update
 from ._state import lock_change, require_action
+from .builtin import builtin_object_create, builtin_object_delete
 from .registry import RuleKind, rule_kind_for
 from .spec import CAPACITY, EXISTS, MEMBERSHIP, value_from_json
 
@@ -54,15 +55,41 @@ def apply_edits(change: RuleChange, *, user: User) -> None:
             if kind is not None:
                 _apply_registered(kind, object_id, edits, user=user, reason=change.reason)
                 continue
+            exists = next((edit for edit in edits if edit.field == EXISTS), None)
+            if exists is not None and exists.new_value is not None:
+                _apply_builtin_create(model, exists, user=user, reason=change.reason)
+                continue
             obj = model._default_manager.filter(pk=object_id).first()
             if obj is None:
                 raise ValidationError(
                     _("%(kind)s #%(id)d no longer exists.")
                     % {"kind": model._meta.verbose_name, "id": object_id}
                 )
-            _apply_object_edits(obj, edits, user=user, reason=change.reason)
+            _apply_object_edits(
+                obj,
+                [edit for edit in edits if edit.field != EXISTS],
+                user=user,
+                reason=change.reason,
+            )
+            if exists is not None:
+                builtin_object_delete(obj=obj, user=user, reason=change.reason)
     finally:
         applying_change.reset(token)
+
+
+def _apply_builtin_create(
+    model: type[models.Model], exists: RuleEdit, *, user: User, reason: str
+) -> None:
+    """Create a built-in rule from the snapshot a creation recorded."""
+    if exists.object_id and model._default_manager.filter(pk=exists.object_id).exists():
+        raise ValidationError(
+            _("%(kind)s #%(id)d already exists.")
+            % {"kind": model._meta.verbose_name, "id": exists.object_id}
+        )
+    data = {name: value_from_json(model, name, value) for name, value in exists.new_value.items()}
+    obj = builtin_object_create(model=model, user=user, reason=reason, data=data)
+    exists.object_id = obj.pk
+    exists.save(update_fields=["object_id"])
 
 
 def _apply_registered(
