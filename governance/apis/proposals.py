@@ -143,6 +143,10 @@ def _propose(request: Request, *, edits: list[services.EditSpec], meta: dict[str
     return _change_response(change, status_code=status.HTTP_201_CREATED)
 
 
+def _many_to_many(model: type[models.Model], name: str) -> bool:
+    return bool(model._meta.get_field(name).many_to_many)
+
+
 def editable_fields(model: type[models.Model]) -> tuple[str, ...]:
     return tuple(name for name in EDITABLE[model] if name not in (EXISTS, CAPACITY, MEMBERSHIP))
 
@@ -168,9 +172,13 @@ def propose_create(model: type[models.Model], *, tag: str) -> Callable[..., Resp
         serializer.is_valid(raise_exception=True)
         meta, data = _split(dict(serializer.validated_data))
         snapshot = {field: value_to_json(model, field, value) for field, value in data.items()}
+        # The object to be: its name in the change's title (many-to-many values wait).
+        target = model(
+            **{field: value for field, value in data.items() if not _many_to_many(model, field)}
+        )
         return _propose(
             request,
-            edits=[services.EditSpec(target=model(), field=EXISTS, value=snapshot)],
+            edits=[services.EditSpec(target=target, field=EXISTS, value=snapshot)],
             meta=meta,
         )
 

@@ -115,7 +115,9 @@ def test_an_expired_key_files_again_and_the_purge_deletes_old_keys(
     api_client.force_authenticate(lead)
     assert _post(api_client, _body(), "k-3").status_code == 201
     row = IdempotencyKey.objects.get()
-    assert row.expires_at - row.created_at == timedelta(hours=settings.ARBITER_IDEMPOTENCY_KEY_HOURS)
+    assert row.expires_at - row.created_at == timedelta(
+        hours=settings.ARBITER_IDEMPOTENCY_KEY_HOURS
+    )
     IdempotencyKey.objects.filter(pk=row.pk).update(
         created_at=timezone.now() - timedelta(days=3), expires_at=timezone.now()
     )

@@ -24,7 +24,7 @@ from governance.models import (
     User,
     applying_change,
 )
-from governance.selectors.changes import stale_edits
+from governance.selectors.changes import snapshot, stale_edits
 
 from .._history import governed_save
 from ..flavors import flavor_update
@@ -88,8 +88,11 @@ def _apply_builtin_create(
         )
     data = {name: value_from_json(model, name, value) for name, value in exists.new_value.items()}
     obj = builtin_object_create(model=model, user=user, reason=reason, data=data)
+    # The edit names the object it made and records it as made (with the service's
+    # defaults), so that a rollback finds it unchanged.
     exists.object_id = obj.pk
-    exists.save(update_fields=["object_id"])
+    exists.new_value = snapshot(obj)
+    exists.save(update_fields=["object_id", "new_value"])
 
 
 def _apply_registered(
