@@ -30,6 +30,7 @@ from governance.apis._common import (
     CONFLICT,
     NOT_FOUND,
     Conflict,
+    ETagMixin,
     LimitOffsetPagination,
     error_response,
     get_paginated_response,
@@ -314,7 +315,7 @@ GRANT_EXAMPLE = OpenApiExample(
 )
 
 
-class GrantListApi(APIView):
+class GrantListApi(ETagMixin, APIView):
     pagination_class = LimitOffsetPagination
 
     class FilterSerializer(serializers.Serializer):
@@ -345,7 +346,7 @@ class GrantListApi(APIView):
         return paginator.get_paginated_response(data)
 
 
-class GrantDetailApi(APIView):
+class GrantDetailApi(ETagMixin, APIView):
     @extend_schema(
         operation_id="grants_retrieve",
         tags=["grants"],
@@ -357,7 +358,7 @@ class GrantDetailApi(APIView):
         return Response(GrantOutputSerializer(selectors.grant_get(user=request.user, pk=pk)).data)
 
 
-class ProjectGrantListApi(APIView):
+class ProjectGrantListApi(ETagMixin, APIView):
     """The project's grants page as data: in force at ``at`` (default now) or still to start."""
 
     pagination_class = LimitOffsetPagination

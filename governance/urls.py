@@ -105,6 +105,25 @@ api_patterns = [
     path("quotas/", apis.QuotaListApi.as_view(), name="api_quota_list"),
     path("lookup/<slug:kind>/", apis.LookupApi.as_view(), name="api_lookup"),
     path("quotas/<int:pk>/", apis.QuotaDetailApi.as_view(), name="api_quota_detail"),
+    path(
+        "projects/<slug:slug>/history/",
+        apis.ProjectHistoryApi.as_view(),
+        name="api_project_history",
+    ),
+    path(
+        "flavors/<slug:slug>/history/", apis.FlavorHistoryApi.as_view(), name="api_flavor_history"
+    ),
+    path("pools/<slug:slug>/history/", apis.PoolHistoryApi.as_view(), name="api_pool_history"),
+    path("tiers/<slug:slug>/history/", apis.TierHistoryApi.as_view(), name="api_tier_history"),
+    path(
+        "preemption-classes/<slug:slug>/history/",
+        apis.PreemptionClassHistoryApi.as_view(),
+        name="api_preemption_class_history",
+    ),
+    path("quotas/<int:pk>/history/", apis.QuotaHistoryApi.as_view(), name="api_quota_history"),
+    path("reviews/", apis.ReviewDueListApi.as_view(), name="api_review_list"),
+    path("reviews/tiers/<slug:slug>/", apis.TierReviewApi.as_view(), name="api_review_tier"),
+    path("reviews/quotas/<int:pk>/", apis.QuotaReviewApi.as_view(), name="api_review_quota"),
     path("changes/", apis.RuleChangeListApi.as_view(), name="api_change_list"),
     path("changes/propose/", apis.RuleChangeProposeApi.as_view(), name="api_change_propose"),
     path("changes/<int:pk>/", apis.RuleChangeDetailApi.as_view(), name="api_change_detail"),

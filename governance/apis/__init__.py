@@ -23,6 +23,14 @@ from .changes import (
 )
 from .effective import ProjectEffectiveRulesApi
 from .flavors import FlavorDetailApi, FlavorListApi
+from .history import (
+    FlavorHistoryApi,
+    PoolHistoryApi,
+    PreemptionClassHistoryApi,
+    ProjectHistoryApi,
+    QuotaHistoryApi,
+    TierHistoryApi,
+)
 from .lookup import LookupApi
 from .pools import PoolDetailApi, PoolListApi
 from .preemption import PreemptionClassDetailApi, PreemptionClassListApi
@@ -33,23 +41,31 @@ from .projects import (
     ProjectMemberListApi,
 )
 from .quotas import QuotaDetailApi, QuotaListApi
+from .reviews import QuotaReviewApi, ReviewDueListApi, TierReviewApi
 from .tiers import TierDetailApi, TierListApi
 
 __all__ = [
     "FlavorDetailApi",
+    "FlavorHistoryApi",
     "FlavorListApi",
     "LookupApi",
     "PoolDetailApi",
+    "PoolHistoryApi",
     "PoolListApi",
     "PreemptionClassDetailApi",
+    "PreemptionClassHistoryApi",
     "PreemptionClassListApi",
     "ProjectDetailApi",
     "ProjectEffectiveRulesApi",
+    "ProjectHistoryApi",
     "ProjectListApi",
     "ProjectMemberDetailApi",
     "ProjectMemberListApi",
     "QuotaDetailApi",
+    "QuotaHistoryApi",
     "QuotaListApi",
+    "QuotaReviewApi",
+    "ReviewDueListApi",
     "RuleChangeApplyApi",
     "RuleChangeApproveApi",
     "RuleChangeDetailApi",
@@ -59,7 +75,9 @@ __all__ = [
     "RuleChangeRollbackApi",
     "RuleChangeWithdrawApi",
     "TierDetailApi",
+    "TierHistoryApi",
     "TierListApi",
+    "TierReviewApi",
     "exception_handler",
     "get_paginated_response",
 ]

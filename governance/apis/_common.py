@@ -1,12 +1,21 @@
 """What every API shares: the exception handler, pagination, filter parsing."""
 
+import hashlib
+import json
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import NON_FIELD_ERRORS
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, inline_serializer
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    inline_serializer,
+)
 from rest_framework import exceptions, serializers
 from rest_framework import pagination as drf_pagination
 from rest_framework import views as drf_views
@@ -117,7 +126,8 @@ class ErrorSerializer(serializers.Serializer):
         )
     )
     detail = serializers.CharField(help_text=_("What went wrong, in the reader's language."))
-    fields = serializers.DictField(
+    # The metaclass moves declared fields away, so this does not shadow ``.fields``.
+    fields = serializers.DictField(  # type: ignore[assignment]
         child=serializers.JSONField(),
         help_text=_(
             "Each invalid field or query parameter with its messages (non_field_errors: "
@@ -135,6 +145,74 @@ def error_response(description: Any, *, example: dict[str, Any] | None = None) -
     if example is not None:
         examples = [OpenApiExample(str(example.get("error", "error")), value=example)]
     return OpenApiResponse(response=ErrorSerializer, description=description, examples=examples)
+
+
+class ETagSchema(AutoSchema):
+    """A read with an ETag: ``If-None-Match`` and the 304 answer in the schema."""
+
+    def get_override_parameters(self) -> list[Any]:
+        parameters = list(super().get_override_parameters())
+        if self.method == "GET":
+            parameters.append(IF_NONE_MATCH)
+        return parameters
+
+    def _get_response_bodies(self, direction: Any = "response") -> dict[str, Any]:
+        responses = super()._get_response_bodies(direction)
+        if self.method == "GET" and direction == "response":
+            responses["304"] = {
+                "description": str(
+                    _("Not modified: the ETag given in If-None-Match still holds (no body).")
+                )
+            }
+        return responses
+
+    def _get_response_headers_for_code(self, status_code: Any, direction: Any = "response") -> Any:
+        headers = super()._get_response_headers_for_code(status_code, direction)
+        if self.method == "GET" and str(status_code) in ("200", "304"):
+            headers = dict(headers or {})
+            headers["ETag"] = {
+                "schema": {"type": "string"},
+                "description": str(_("The version of the body, for If-None-Match.")),
+            }
+        return headers
+
+
+class ETagMixin(APIView):
+    """ETag on a successful read, and 304 Not Modified when ``If-None-Match`` names it.
+
+    The tag is a hash of the JSON body as rendered for this request (its language, its
+    page), so it changes whenever anything shown changes; a 304 carries the tag and no body.
+    """
+
+    schema = ETagSchema()
+
+    def finalize_response(
+        self, request: Request, response: Response, *args: Any, **kwargs: Any
+    ) -> Response:
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if request.method not in ("GET", "HEAD") or response.status_code != 200:
+            return response
+        if getattr(response, "data", None) is None:
+            return response
+        body = json.dumps(response.data, sort_keys=True, cls=DjangoJSONEncoder)
+        etag = '"' + hashlib.sha256(body.encode()).hexdigest()[:32] + '"'
+        response["ETag"] = etag
+        asked = request.headers.get("If-None-Match", "")
+        if asked.strip() == "*" or etag in [
+            tag.strip().removeprefix("W/") for tag in asked.split(",")
+        ]:
+            response.status_code = 304
+            response.data = None
+        return response
+
+
+IF_NONE_MATCH = OpenApiParameter(
+    name="If-None-Match",
+    location=OpenApiParameter.HEADER,
+    required=False,
+    type=str,
+    description=_("An ETag from an earlier answer: 304 Not Modified when nothing changed."),
+)
 
 
 class LimitOffsetPagination(drf_pagination.LimitOffsetPagination):
@@ -169,7 +247,7 @@ class LimitOffsetPagination(drf_pagination.LimitOffsetPagination):
 def get_paginated_response(
     *,
     serializer_class: type[serializers.BaseSerializer],
-    queryset: QuerySet[Any],
+    queryset: QuerySet[Any] | list[Any],
     request: Request,
     view: APIView,
 ) -> Response:

@@ -32,6 +32,7 @@ from governance.selectors import (
 from ._common import (
     BAD_FILTER,
     NOT_FOUND,
+    ETagMixin,
     LimitOffsetPagination,
     error_response,
     parse_filters,
@@ -137,7 +138,7 @@ def _change_response(change: RuleChange, *, status_code: int = status.HTTP_200_O
     return Response(data, status=status_code)
 
 
-class RuleChangeListApi(APIView):
+class RuleChangeListApi(ETagMixin, APIView):
     pagination_class = LimitOffsetPagination
 
     class FilterSerializer(serializers.Serializer):
@@ -192,7 +193,7 @@ class RuleChangeListApi(APIView):
         return paginator.get_paginated_response(data)
 
 
-class RuleChangeDetailApi(APIView):
+class RuleChangeDetailApi(ETagMixin, APIView):
     @extend_schema(
         operation_id="changes_retrieve",
         tags=["changes"],

@@ -11,10 +11,10 @@ from rest_framework.views import APIView
 from governance.models import GrantKind
 from governance.selectors import effective_rules, project_get
 
-from ._common import BAD_FILTER, NOT_FOUND, parse_filters
+from ._common import BAD_FILTER, NOT_FOUND, ETagMixin, parse_filters
 
 
-class ProjectEffectiveRulesApi(APIView):
+class ProjectEffectiveRulesApi(ETagMixin, APIView):
     """What a project (and a CI pipeline acting for it) may use now, grants included."""
 
     class FilterSerializer(serializers.Serializer):

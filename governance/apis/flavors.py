@@ -13,6 +13,7 @@ from governance.selectors import FLAVOR_SORTS, flavor_get, flavor_list, pool_usa
 from ._common import (
     BAD_FILTER,
     NOT_FOUND,
+    ETagMixin,
     LimitOffsetPagination,
     get_paginated_response,
     parse_filters,
@@ -23,7 +24,7 @@ from ._common import (
 from .proposals import propose_create, propose_delete, propose_edit
 
 
-class FlavorListApi(APIView):
+class FlavorListApi(ETagMixin, APIView):
     post = propose_create(GpuFlavor, tag="flavors")
     pagination_class = LimitOffsetPagination
 
@@ -58,7 +59,7 @@ class FlavorListApi(APIView):
         )
 
 
-class FlavorDetailApi(APIView):
+class FlavorDetailApi(ETagMixin, APIView):
     patch = propose_edit(GpuFlavor, flavor_get, tag="flavors", key="slug")
     delete = propose_delete(GpuFlavor, flavor_get, tag="flavors", key="slug")
 

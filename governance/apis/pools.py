@@ -13,6 +13,7 @@ from governance.selectors import POOL_SORTS, pool_get, pool_list, pool_usage
 from ._common import (
     BAD_FILTER,
     NOT_FOUND,
+    ETagMixin,
     LimitOffsetPagination,
     get_paginated_response,
     parse_filters,
@@ -24,7 +25,7 @@ from ._common import (
 from .proposals import propose_create, propose_delete, propose_edit
 
 
-class PoolListApi(APIView):
+class PoolListApi(ETagMixin, APIView):
     post = propose_create(Pool, tag="pools")
     pagination_class = LimitOffsetPagination
 
@@ -67,7 +68,7 @@ class PoolListApi(APIView):
         )
 
 
-class PoolDetailApi(APIView):
+class PoolDetailApi(ETagMixin, APIView):
     patch = propose_edit(Pool, pool_get, tag="pools", key="slug")
     delete = propose_delete(Pool, pool_get, tag="pools", key="slug")
 

@@ -17,6 +17,7 @@ from governance.selectors import (
 from ._common import (
     BAD_FILTER,
     NOT_FOUND,
+    ETagMixin,
     LimitOffsetPagination,
     get_paginated_response,
     parse_filters,
@@ -26,7 +27,7 @@ from ._common import (
 from .proposals import propose_create, propose_delete, propose_edit
 
 
-class PreemptionClassListApi(APIView):
+class PreemptionClassListApi(ETagMixin, APIView):
     post = propose_create(PreemptionClass, tag="preemption-classes")
     pagination_class = LimitOffsetPagination
 
@@ -70,7 +71,7 @@ class PreemptionClassListApi(APIView):
         )
 
 
-class PreemptionClassDetailApi(APIView):
+class PreemptionClassDetailApi(ETagMixin, APIView):
     patch = propose_edit(
         PreemptionClass, preemption_class_get, tag="preemption-classes", key="slug"
     )

@@ -20,6 +20,7 @@ from governance.selectors import (
 from ._common import (
     BAD_FILTER,
     NOT_FOUND,
+    ETagMixin,
     LimitOffsetPagination,
     get_paginated_response,
     parse_filters,
@@ -41,7 +42,7 @@ from .proposals import (
 NULL_TIER_HELP = _("The project's tier by slug; null means the default tier.")
 
 
-class ProjectListApi(APIView):
+class ProjectListApi(ETagMixin, APIView):
     post = propose_create(Project, tag="projects")
     pagination_class = LimitOffsetPagination
 
@@ -91,7 +92,7 @@ class ProjectListApi(APIView):
         )
 
 
-class ProjectDetailApi(APIView):
+class ProjectDetailApi(ETagMixin, APIView):
     patch = propose_edit(Project, project_get, tag="projects", key="slug")
     delete = propose_delete(Project, project_get, tag="projects", key="slug")
 
@@ -148,7 +149,7 @@ class ProjectDetailApi(APIView):
         return Response(self.OutputSerializer(detail).data)
 
 
-class ProjectMemberListApi(APIView):
+class ProjectMemberListApi(ETagMixin, APIView):
     pagination_class = LimitOffsetPagination
 
     @extend_schema(

@@ -13,6 +13,7 @@ from governance.selectors import QUOTA_SORTS, quota_get, quota_list
 from ._common import (
     BAD_FILTER,
     NOT_FOUND,
+    ETagMixin,
     LimitOffsetPagination,
     get_paginated_response,
     parse_filters,
@@ -22,7 +23,7 @@ from ._common import (
 from .proposals import propose_create, propose_delete, propose_edit
 
 
-class QuotaListApi(APIView):
+class QuotaListApi(ETagMixin, APIView):
     post = propose_create(Quota, tag="quotas")
     pagination_class = LimitOffsetPagination
 
@@ -71,7 +72,7 @@ class QuotaListApi(APIView):
         )
 
 
-class QuotaDetailApi(APIView):
+class QuotaDetailApi(ETagMixin, APIView):
     patch = propose_edit(Quota, quota_get, tag="quotas", key="pk")
     delete = propose_delete(Quota, quota_get, tag="quotas", key="pk")
 

@@ -13,6 +13,7 @@ from governance.selectors import TIER_SORTS, tier_get, tier_list
 from ._common import (
     BAD_FILTER,
     NOT_FOUND,
+    ETagMixin,
     LimitOffsetPagination,
     boolean_filter,
     get_paginated_response,
@@ -23,7 +24,7 @@ from ._common import (
 from .proposals import propose_create, propose_delete, propose_edit
 
 
-class TierListApi(APIView):
+class TierListApi(ETagMixin, APIView):
     post = propose_create(PriorityTier, tag="tiers")
     pagination_class = LimitOffsetPagination
 
@@ -81,7 +82,7 @@ class TierListApi(APIView):
         )
 
 
-class TierDetailApi(APIView):
+class TierDetailApi(ETagMixin, APIView):
     patch = propose_edit(PriorityTier, tier_get, tag="tiers", key="slug")
     delete = propose_delete(PriorityTier, tier_get, tag="tiers", key="slug")
 

@@ -1,6 +1,7 @@
 """Applying an approved rule change: every edit through its rule kind's service, or none."""
 
 import datetime as dt
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
@@ -86,7 +87,8 @@ def _apply_builtin_create(
             _("%(kind)s #%(id)d already exists.")
             % {"kind": model._meta.verbose_name, "id": exists.object_id}
         )
-    data = {name: value_from_json(model, name, value) for name, value in exists.new_value.items()}
+    recorded: dict[str, Any] = exists.new_value or {}
+    data = {name: value_from_json(model, name, value) for name, value in recorded.items()}
     obj = builtin_object_create(model=model, user=user, reason=reason, data=data)
     # The edit names the object it made and records it as made (with the service's
     # defaults), so that a rollback finds it unchanged.
