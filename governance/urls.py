@@ -63,6 +63,12 @@ page_patterns = [
     path("changes/<int:pk>/withdraw/", views.change_withdraw, name="change_withdraw"),
     path("changes/<int:pk>/apply/", views.change_apply, name="change_apply"),
     path("changes/<int:pk>/rollback/", views.change_rollback, name="change_rollback"),
+    path("service-accounts/", views.service_account_list, name="service_account_list"),
+    path(
+        "service-accounts/<int:pk>/",
+        views.service_account_detail,
+        name="service_account_detail",
+    ),
     path("reviews/", views.review_list, name="review_list"),
     path("reviews/tiers/<slug:slug>/", views.review_tier, name="review_tier"),
     path("reviews/quotas/<int:pk>/", views.review_quota, name="review_quota"),
