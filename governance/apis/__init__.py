@@ -29,11 +29,26 @@ from .preemption import PreemptionClassDetailApi, PreemptionClassListApi
 from .projects import ProjectDetailApi, ProjectListApi
 from .quotas import QuotaDetailApi, QuotaListApi
 from .tiers import TierDetailApi, TierListApi
+from .tokens import (
+    PersonalTokenCreateApi,
+    PersonalTokenListApi,
+    PersonalTokenRevokeApi,
+    ServiceAccountCreateApi,
+    ServiceAccountDeactivateApi,
+    ServiceAccountDetailApi,
+    ServiceAccountListApi,
+    ServiceAccountTokenCreateApi,
+    ServiceAccountTokenRevokeApi,
+    ServiceAccountWritesApi,
+)
 
 __all__ = [
     "FlavorDetailApi",
     "FlavorListApi",
     "LookupApi",
+    "PersonalTokenCreateApi",
+    "PersonalTokenListApi",
+    "PersonalTokenRevokeApi",
     "PoolDetailApi",
     "PoolListApi",
     "PreemptionClassDetailApi",
@@ -51,6 +66,13 @@ __all__ = [
     "RuleChangeRejectApi",
     "RuleChangeRollbackApi",
     "RuleChangeWithdrawApi",
+    "ServiceAccountCreateApi",
+    "ServiceAccountDeactivateApi",
+    "ServiceAccountDetailApi",
+    "ServiceAccountListApi",
+    "ServiceAccountTokenCreateApi",
+    "ServiceAccountTokenRevokeApi",
+    "ServiceAccountWritesApi",
     "TierDetailApi",
     "TierListApi",
     "exception_handler",

@@ -109,13 +109,17 @@ def service_account_token_get(*, account: ServiceAccount, pk: int) -> ApiToken:
     return token
 
 
-def service_account_writes(*, account: ServiceAccount, limit: int = 50) -> QuerySet[ApiWrite]:
-    """The account's latest writes through the API, newest first."""
-    return (
+def service_account_writes(
+    *, account: ServiceAccount, limit: int | None = 50
+) -> QuerySet[ApiWrite]:
+    """The account's latest writes through the API, newest first (all with ``limit=None``,
+    for the API's pages)."""
+    writes = (
         ApiWrite.objects.filter(user_id=account.user_id)
         .select_related("token")
-        .order_by("-at", "-pk")[:limit]
+        .order_by("-at", "-pk")
     )
+    return writes if limit is None else writes[:limit]
 
 
 def personal_token_list(*, user: Any) -> QuerySet[ApiToken]:

@@ -17,6 +17,7 @@ from typing import Any
 from django.contrib.auth.backends import ModelBackend
 from django.http import HttpRequest, HttpResponse
 from django.utils.translation import gettext as _
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.permissions import BasePermission
@@ -57,6 +58,25 @@ class ApiTokenAuthentication(BaseAuthentication):
 
     def authenticate_header(self, request: Any) -> str:
         return CHALLENGE
+
+
+class ApiTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
+    """The token in the OpenAPI schema: an HTTP bearer scheme."""
+
+    target_class = "governance.views._api_auth.ApiTokenAuthentication"
+    name = "tokenAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": str(
+                _(
+                    "An API token (arb_…): 'Authorization: Bearer <token>' ('Token <token>' "
+                    "works too). A token acts within its scopes: read, request, ingest, sync."
+                )
+            ),
+        }
 
 
 class TokenScopePermission(BasePermission):
