@@ -55,7 +55,9 @@ def _within(request: Request) -> list[str] | None:
 
 
 class TokenOutputSerializer(serializers.ModelSerializer):
-    created_by: serializers.Field = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by: serializers.Field = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
     scopes = serializers.ListField(child=serializers.ChoiceField(choices=TokenScope.choices))
     last_used_at = serializers.DateTimeField(
         source="usage.last_used_at", read_only=True, allow_null=True

@@ -18,7 +18,7 @@ from governance.apis import get_paginated_response
 from governance.apis._common import NOT_FOUND, LimitOffsetPagination
 from governance.apis.changes import BAD_INPUT, ChangeOutputSerializer
 from governance.apis.changes import _change_response as change_response
-from governance.models import Pool
+from governance.models import Pool, TokenScope
 from governance.selectors import signed_in_user
 from queues import selectors, services
 from queues.models import (
@@ -403,6 +403,8 @@ class ClusterCheckApi(APIView):
 
 
 class ClusterSyncApi(APIView):
+    required_scope = TokenScope.SYNC  # a token needs "sync" (contract A)
+
     class InputSerializer(serializers.Serializer):
         dry_run = serializers.BooleanField(
             default=False,
@@ -439,6 +441,8 @@ class ClusterSyncApi(APIView):
 
 
 class SyncRunDetailApi(APIView):
+    required_scope = TokenScope.SYNC
+
     @extend_schema(
         operation_id="clusters_runs_retrieve",
         tags=["clusters"],
