@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from governance import selectors, services
 from governance.models import ApiToken, Project, ServiceAccount, TokenScope
 
-from ._common import NOT_FOUND, get_paginated_response
+from ._common import NOT_FOUND, LimitOffsetPagination, get_paginated_response
 
 BAD_INPUT = OpenApiResponse(description=_("Invalid input; the body maps fields to messages."))
 FORBIDDEN = OpenApiResponse(description=_("You may not do this."))
@@ -146,6 +146,8 @@ def _new_token_response(token: ApiToken) -> Response:
 
 
 class PersonalTokenListApi(APIView):
+    pagination_class = LimitOffsetPagination
+
     @extend_schema(
         operation_id="tokens_list",
         tags=["tokens"],
@@ -208,6 +210,8 @@ class PersonalTokenRevokeApi(APIView):
 
 
 class ServiceAccountListApi(APIView):
+    pagination_class = LimitOffsetPagination
+
     @extend_schema(
         operation_id="service_accounts_list",
         tags=["service accounts"],
@@ -383,6 +387,8 @@ class ServiceAccountTokenRevokeApi(APIView):
 
 
 class ServiceAccountWritesApi(APIView):
+    pagination_class = LimitOffsetPagination
+
     class OutputSerializer(serializers.Serializer):
         at = serializers.DateTimeField()
         method = serializers.CharField()
