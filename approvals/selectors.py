@@ -221,6 +221,15 @@ def request_action_blocker(
     """
     state = request.state_at(at or timezone.now())
     action = RequestAction(action)
+    if getattr(user, "is_service_account", False) and action in (
+        RequestAction.APPROVE,
+        RequestAction.REJECT,
+        RequestAction.REVOKE,
+    ):
+        # A pipeline's or an ops tool's token files and withdraws; it never decides.
+        return Blocker(
+            _("A service account may not approve, reject or revoke anything."), forbidden=True
+        )
     if action in (RequestAction.APPROVE, RequestAction.REJECT):
         return _decision_blocker(
             request=request, user=user, state=state, approve=action == RequestAction.APPROVE

@@ -12,7 +12,6 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
-from rest_framework.authtoken.models import Token, TokenProxy
 from simple_history.admin import SimpleHistoryAdmin
 
 from governance import services
@@ -163,11 +162,8 @@ class ArbiterUserAdmin(UserAdmin):
         return HttpResponseRedirect(reverse("person_detail", args=[obj.username]))
 
 
-# Tokens belong to their owner: no one creates, sees or uses a token for another person in
-# the admin. The deployer's ``manage.py drf_create_token`` stays for service accounts.
-for _token_model in (TokenProxy, Token):
-    if admin.site.is_registered(_token_model):
-        admin.site.unregister(_token_model)
+# API tokens and service accounts are not in the admin: they are managed on their pages
+# (/accounts/token/, /service-accounts/) and through the API, where the rules are enforced.
 
 
 class MembershipInline(admin.TabularInline):

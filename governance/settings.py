@@ -80,7 +80,6 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -106,6 +105,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "simple_history.middleware.HistoryRequestMiddleware",
     "csp.middleware.CSPMiddleware",
+    # Every write made with an API token is recorded (account, token, outcome, pipeline run).
+    "governance.views._api_auth.ApiWriteAuditMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into a 429.
     "axes.middleware.AxesMiddleware",
 ]
@@ -157,7 +158,8 @@ LOGOUT_REDIRECT_URL = "login"
 # django-axes first: it refuses a locked-out login before the password is even checked.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    # The model backend for people: service accounts never sign in to the pages.
+    "governance.views._api_auth.PeopleOnlyBackend",
 ]
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -340,10 +342,15 @@ CELERY_BEAT_SCHEDULE = {
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Token first: an unauthenticated client gets 401 with a WWW-Authenticate challenge.
-        "rest_framework.authentication.TokenAuthentication",
+        "governance.views._api_auth.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # A token acts only within its scopes (a view's ``required_scope``; by default ``read``
+    # for safe methods, ``request`` for the others); sessions are not limited by scopes.
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "governance.views._api_auth.TokenScopePermission",
+    ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     # Per token, per user and (anonymous) per address; rates in ARBITER_API_RATES below.
     "DEFAULT_THROTTLE_CLASSES": [
@@ -372,6 +379,10 @@ ARBITER_API_RATES = {
 }
 # How long an API Idempotency-Key is remembered (a retry after that files a new request).
 ARBITER_IDEMPOTENCY_KEY_HOURS = max(1, int(os.environ.get("ARBITER_IDEMPOTENCY_KEY_HOURS", "24")))
+# API tokens: days a new token lives unless its maker says otherwise, and the most they may
+# choose (the deployer's cap).
+ARBITER_TOKEN_MAX_DAYS = int(os.environ.get("ARBITER_TOKEN_MAX_DAYS", "365"))
+ARBITER_TOKEN_DEFAULT_DAYS = int(os.environ.get("ARBITER_TOKEN_DEFAULT_DAYS", "90"))
 SPECTACULAR_SETTINGS = {
     "TITLE": "Arbiter API",
     "DESCRIPTION": "Governed rules of the shared GPU pool: tiers, quotas, pools, flavors, "

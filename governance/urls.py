@@ -63,12 +63,56 @@ page_patterns = [
     path("changes/<int:pk>/withdraw/", views.change_withdraw, name="change_withdraw"),
     path("changes/<int:pk>/apply/", views.change_apply, name="change_apply"),
     path("changes/<int:pk>/rollback/", views.change_rollback, name="change_rollback"),
+    path("service-accounts/", views.service_account_list, name="service_account_list"),
+    path(
+        "service-accounts/<int:pk>/",
+        views.service_account_detail,
+        name="service_account_detail",
+    ),
     path("reviews/", views.review_list, name="review_list"),
     path("reviews/tiers/<slug:slug>/", views.review_tier, name="review_tier"),
     path("reviews/quotas/<int:pk>/", views.review_quota, name="review_quota"),
 ]
 
 api_patterns = [
+    path("tokens/", apis.PersonalTokenListApi.as_view(), name="api_token_list"),
+    path("tokens/create/", apis.PersonalTokenCreateApi.as_view(), name="api_token_create"),
+    path("tokens/<int:pk>/revoke/", apis.PersonalTokenRevokeApi.as_view(), name="api_token_revoke"),
+    path(
+        "service-accounts/",
+        apis.ServiceAccountListApi.as_view(),
+        name="api_service_account_list",
+    ),
+    path(
+        "service-accounts/create/",
+        apis.ServiceAccountCreateApi.as_view(),
+        name="api_service_account_create",
+    ),
+    path(
+        "service-accounts/<int:pk>/",
+        apis.ServiceAccountDetailApi.as_view(),
+        name="api_service_account_detail",
+    ),
+    path(
+        "service-accounts/<int:pk>/deactivate/",
+        apis.ServiceAccountDeactivateApi.as_view(),
+        name="api_service_account_deactivate",
+    ),
+    path(
+        "service-accounts/<int:pk>/tokens/create/",
+        apis.ServiceAccountTokenCreateApi.as_view(),
+        name="api_service_account_token_create",
+    ),
+    path(
+        "service-accounts/<int:pk>/tokens/<int:token_pk>/revoke/",
+        apis.ServiceAccountTokenRevokeApi.as_view(),
+        name="api_service_account_token_revoke",
+    ),
+    path(
+        "service-accounts/<int:pk>/writes/",
+        apis.ServiceAccountWritesApi.as_view(),
+        name="api_service_account_writes",
+    ),
     path("projects/", apis.ProjectListApi.as_view(), name="api_project_list"),
     path("projects/<slug:slug>/", apis.ProjectDetailApi.as_view(), name="api_project_detail"),
     path(

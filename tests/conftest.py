@@ -2,8 +2,10 @@
 
 Personas: ``ops`` (edits rules), ``ops2`` (a second operator, who approves what ``ops``
 proposes), ``approver``, ``lead`` (lead of the ``vision`` project), ``member`` (member of
-``vision``), ``outsider`` (a member of no project), and ``ci_token`` (a service account with
-an API token, as a CI pipeline uses it).
+``vision``), ``outsider`` (a member of no project), ``ci_user`` (the service account
+``ci-pipeline`` of ``vision``: a member of it that never signs in or decides) and ``ci_token``
+(its API token with every scope, as a CI pipeline uses it; ``ci_token.key`` is the secret,
+shown once).
 """
 
 import os
@@ -13,11 +15,11 @@ from datetime import date
 
 import pytest
 from django.test import Client, override_settings
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from governance import services
 from governance.models import (
+    ApiToken,
     GpuFlavor,
     Pool,
     PreemptionClass,
@@ -26,6 +28,7 @@ from governance.models import (
     ProjectRole,
     Quota,
     SiteRole,
+    TokenScope,
     User,
 )
 
@@ -103,13 +106,39 @@ def outsider(db) -> User:
 
 
 @pytest.fixture
-def ci_user(db) -> User:
-    return _user("ci-pipeline")
+def ci_user(world) -> User:
+    """The service account of the ``vision`` project (a member of it, nothing more)."""
+    account = services.service_account_create(
+        project=world.vision, username="ci-pipeline", user=world.ops, reason=REASON
+    )
+    return account.user
 
 
 @pytest.fixture
-def ci_token(ci_user) -> Token:
-    return Token.objects.create(user=ci_user)
+def ci_token(ci_user, world) -> ApiToken:
+    """``ci_user``'s token with every scope; ``.key`` holds the secret (shown once)."""
+    return services.service_account_token_create(
+        account=ci_user.service_account,
+        name="CI",
+        scopes=TokenScope.values,
+        user=world.ops,
+        reason=REASON,
+    )
+
+
+def token_for(user: User, *scopes: str) -> str:
+    """An ``Authorization`` header value with a new token of ``user`` (a person's personal
+    token, or a service account's made by ops) with ``scopes`` (default: every scope)."""
+    scopes = scopes or tuple(TokenScope.values)
+    if user.is_service_account:
+        account = user.service_account
+        maker = User.objects.filter(site_role=SiteRole.OPS, is_service_account=False).first()
+        token = services.service_account_token_create(
+            account=account, name="test", scopes=scopes, user=maker, reason=REASON
+        )
+    else:
+        token = services.personal_token_create(user=user, name="test", scopes=scopes)
+    return f"Bearer {token.key}"
 
 
 @dataclass

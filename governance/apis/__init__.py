@@ -43,12 +43,27 @@ from .projects import (
 from .quotas import QuotaDetailApi, QuotaListApi
 from .reviews import QuotaReviewApi, ReviewDueListApi, TierReviewApi
 from .tiers import TierDetailApi, TierListApi
+from .tokens import (
+    PersonalTokenCreateApi,
+    PersonalTokenListApi,
+    PersonalTokenRevokeApi,
+    ServiceAccountCreateApi,
+    ServiceAccountDeactivateApi,
+    ServiceAccountDetailApi,
+    ServiceAccountListApi,
+    ServiceAccountTokenCreateApi,
+    ServiceAccountTokenRevokeApi,
+    ServiceAccountWritesApi,
+)
 
 __all__ = [
     "FlavorDetailApi",
     "FlavorHistoryApi",
     "FlavorListApi",
     "LookupApi",
+    "PersonalTokenCreateApi",
+    "PersonalTokenListApi",
+    "PersonalTokenRevokeApi",
     "PoolDetailApi",
     "PoolHistoryApi",
     "PoolListApi",
@@ -74,6 +89,13 @@ __all__ = [
     "RuleChangeRejectApi",
     "RuleChangeRollbackApi",
     "RuleChangeWithdrawApi",
+    "ServiceAccountCreateApi",
+    "ServiceAccountDeactivateApi",
+    "ServiceAccountDetailApi",
+    "ServiceAccountListApi",
+    "ServiceAccountTokenCreateApi",
+    "ServiceAccountTokenRevokeApi",
+    "ServiceAccountWritesApi",
     "TierDetailApi",
     "TierHistoryApi",
     "TierListApi",

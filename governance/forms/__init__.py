@@ -75,7 +75,8 @@ def reason_field() -> forms.CharField:
 
 
 def active_users() -> Any:
-    return User.objects.filter(is_active=True).order_by("username")
+    # Service accounts are never a tier's owner, a lead or a member of another project.
+    return User.objects.filter(is_active=True, is_service_account=False).order_by("username")
 
 
 class ServiceErrorsMixin:
@@ -477,3 +478,14 @@ class ReviewForm(ServiceErrorsMixin, forms.Form):
             self.fields["outcome"].choices = [
                 choice for choice in ReviewOutcome.choices if choice[0] != ReviewOutcome.RETIRE
             ]
+
+
+from .tokens import (  # noqa: E402  (the token forms use the helpers above)
+    PersonalTokenForm as PersonalTokenForm,
+)
+from .tokens import (  # noqa: E402
+    ServiceAccountForm as ServiceAccountForm,
+)
+from .tokens import (  # noqa: E402
+    ServiceAccountTokenForm as ServiceAccountTokenForm,
+)

@@ -36,6 +36,7 @@ from .projects import Membership, Project, ProjectRole
 from .quotas import Quota
 from .resources import LABEL_KEY_RE, LABEL_VALUE_RE, GpuFlavor, Pool, PoolCapacity, TaintEffect
 from .tiers import PreemptionClass, PreemptionKind, PriorityTier, ReminderKind, ReviewReminder
+from .tokens import ApiToken, ApiTokenUsage, ApiWrite, ServiceAccount, TokenScope
 from .users import SiteRole, User
 
 __all__ = [
@@ -47,6 +48,9 @@ __all__ = [
     "SCHEDULING_KINDS",
     "TERM_FIELDS",
     "TIER_KINDS",
+    "ApiToken",
+    "ApiTokenUsage",
+    "ApiWrite",
     "ChangeAction",
     "ChangeStatus",
     "ConflictChoice",
@@ -73,9 +77,11 @@ __all__ = [
     "RuleChange",
     "RuleEdit",
     "RulesRevision",
+    "ServiceAccount",
     "SiteRole",
     "TaintEffect",
     "Terms",
+    "TokenScope",
     "User",
     "applying_change",
 ]

@@ -29,6 +29,9 @@ class User(AbstractUser):
     site_role = models.CharField(
         _("site role"), max_length=16, choices=SiteRole.choices, default=SiteRole.MEMBER
     )
+    # A service account's user (``governance.models.ServiceAccount``): it authenticates with
+    # API tokens only, never signs in to the pages and never approves, rejects or applies.
+    is_service_account = models.BooleanField(_("service account"), default=False)
 
     history = HistoricalRecords(
         bases=[ChangeLinkedHistory],
@@ -39,7 +42,17 @@ class User(AbstractUser):
         constraints = [
             models.CheckConstraint(
                 condition=Q(site_role__in=SiteRole.values), name="user_site_role_valid"
-            )
+            ),
+            # A service account is never staff, superuser or approver.
+            models.CheckConstraint(
+                condition=Q(is_service_account=False)
+                | Q(
+                    is_staff=False,
+                    is_superuser=False,
+                    site_role__in=[SiteRole.OPS, SiteRole.MEMBER],
+                ),
+                name="user_service_account_powers",
+            ),
         ]
 
     @property
@@ -48,7 +61,9 @@ class User(AbstractUser):
 
     @property
     def is_approver(self) -> bool:
-        return self.is_active and self.site_role == SiteRole.APPROVER
+        return (
+            self.is_active and self.site_role == SiteRole.APPROVER and not self.is_service_account
+        )
 
     @cached_property
     def role_label(self) -> str:

@@ -42,6 +42,15 @@ class Blocker:
         return ValidationError(self.message, code=self.code)
 
 
+# What a service account may never do to a rule change, whatever its site role.
+SERVICE_ACCOUNTS_NEVER = (
+    ChangeAction.APPROVE,
+    ChangeAction.REJECT,
+    ChangeAction.APPLY,
+    ChangeAction.ROLL_BACK,
+)
+
+
 def _targets(change: RuleChange) -> list[models.Model | None]:
     result = []
     for edit in change.edits.select_related("content_type"):
@@ -64,6 +73,8 @@ def _edits_own_access(change: RuleChange, user: Any) -> bool:
 
 def approval_problem(*, change: RuleChange, user: Any) -> str | None:
     """Why ``user`` may not approve (or reject) ``change``, whatever its status."""
+    if getattr(user, "is_service_account", False):
+        return _("A service account may not approve or reject anything.")
     if not user_can_read_rules(user):
         return _("Your account is inactive.")
     if user.pk in (change.author_id, change.proposed_by_id):
@@ -103,6 +114,12 @@ def change_action_blocker(
 ) -> Blocker | None:
     """Why ``user`` may not do ``action`` to ``change`` now, or ``None`` when they may."""
     action = ChangeAction(action)
+    if getattr(user, "is_service_account", False) and action in SERVICE_ACCOUNTS_NEVER:
+        # A pipeline's or an ops tool's token never decides or applies anything.
+        return Blocker(
+            _("A service account may not approve, reject, apply or roll back a rule change."),
+            forbidden=True,
+        )
     is_author = user_can_read_rules(user) and user.pk in (change.author_id, change.proposed_by_id)
     is_ops = user_can_edit_rules(user)
     if action == ChangeAction.PROPOSE:

@@ -33,7 +33,15 @@ from .quotas import quota_create, quota_update
 from .reviews import review_record, review_reminders_send
 from .revisions import rules_revision_create
 from .tiers import tier_create, tier_update
-from .tokens import user_token_revoke, user_token_rotate
+from .tokens import (
+    api_token_revoke,
+    api_token_touch,
+    api_write_record,
+    personal_token_create,
+    service_account_create,
+    service_account_deactivate,
+    service_account_token_create,
+)
 
 __all__ = [
     "EXISTS",
@@ -42,6 +50,9 @@ __all__ = [
     "USER_EDITABLE",
     "EditSpec",
     "RuleKind",
+    "api_token_revoke",
+    "api_token_touch",
+    "api_write_record",
     "apply_fields",
     "demo_seed",
     "flavor_create",
@@ -53,6 +64,7 @@ __all__ = [
     "grants_transition",
     "membership_remove",
     "membership_set",
+    "personal_token_create",
     "pool_capacity_set",
     "pool_create",
     "pool_overcommit_message",
@@ -76,11 +88,12 @@ __all__ = [
     "rule_change_withdraw",
     "rule_kind_register",
     "rules_revision_create",
+    "service_account_create",
+    "service_account_deactivate",
+    "service_account_token_create",
     "system_user",
     "tier_create",
     "tier_update",
     "user_access_update",
     "user_create",
-    "user_token_revoke",
-    "user_token_rotate",
 ]

@@ -1,8 +1,10 @@
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils.translation import gettext as _
 
-from governance.models import Membership, PriorityTier, Project, ProjectRole, User
+from governance.models import Membership, PriorityTier, Project, ProjectRole, ServiceAccount, User
 
 from ._access import require_ops
 from ._history import apply_fields, governed_delete, governed_save
@@ -41,6 +43,8 @@ def membership_set(
 ) -> Membership:
     """Add ``member`` to ``project`` with ``role``, or change the role they have."""
     require_ops(user)
+    if member.is_service_account:
+        _require_own_project_member(project=project, member=member, role=role)
     membership = Membership.objects.select_for_update().filter(project=project, user=member).first()
     if membership is None:
         membership = Membership(project=project, user=member, role=role)
@@ -49,6 +53,20 @@ def membership_set(
     membership.role = ProjectRole(role)
     governed_save(membership, user=user, reason=reason)
     return membership
+
+
+def _require_own_project_member(*, project: Project, member: User, role: str) -> None:
+    """A service account is a plain member of its own project, never anything more."""
+    account = ServiceAccount.objects.filter(user=member).first()
+    if account is None or account.project_id != project.pk or role != ProjectRole.MEMBER:
+        raise ValidationError(
+            {
+                "role": _(
+                    "A service account is a member of its own project only; it cannot be a "
+                    "lead or join another project."
+                )
+            }
+        )
 
 
 @transaction.atomic

@@ -195,6 +195,9 @@ def _tier_reminders_send(*, today: date) -> int:
 
 
 def _require_may_review(*, user: User, tier: PriorityTier | None, quota: Quota | None) -> None:
+    if user.is_service_account:
+        # A review is a person's sign-off: a service account never records one.
+        raise PermissionDenied(_("A service account may not record a review."))
     if user.is_ops:
         return
     if tier is not None and tier.owner_id == user.pk:

@@ -41,7 +41,7 @@ from .projects import (
 )
 from .quotas import quota_create, quota_detail, quota_edit, quota_history, quota_list
 from .tiers import tier_create, tier_detail, tier_edit, tier_history, tier_list
-from .tokens import api_token
+from .tokens import api_token, service_account_detail, service_account_list
 
 __all__ = [
     "ListPage",
@@ -88,6 +88,8 @@ __all__ = [
     "review_list",
     "review_quota",
     "review_tier",
+    "service_account_detail",
+    "service_account_list",
     "tier_create",
     "tier_detail",
     "tier_edit",

@@ -5,12 +5,12 @@ request (not from DRF's settings frozen at import), so a deployment sets them in
 environment and tests can switch them. A client over a rate gets a 429 with ``Retry-After``.
 """
 
-import hashlib
 from typing import Any
 
 from django.conf import settings
 from rest_framework import throttling
-from rest_framework.authtoken.models import Token
+
+from governance.models import ApiToken
 
 
 class _Configured:
@@ -28,7 +28,8 @@ class _Configured:
 
 
 class TokenRateThrottle(_Configured, throttling.SimpleRateThrottle):
-    """Each API token on its own (a CI pipeline with a runaway loop is slowed alone)."""
+    """Each API token on its own (a CI pipeline with a runaway loop is slowed alone), keyed
+    by the token's row, so a token's count survives nothing but its own requests."""
 
     scope = "token"
 
@@ -36,10 +37,9 @@ class TokenRateThrottle(_Configured, throttling.SimpleRateThrottle):
         pass
 
     def get_cache_key(self, request: Any, view: Any) -> str | None:
-        if not isinstance(request.auth, Token):
+        if not isinstance(request.auth, ApiToken):
             return None
-        ident = hashlib.sha256(request.auth.key.encode()).hexdigest()[:32]
-        return self.cache_format % {"scope": self.scope, "ident": ident}
+        return self.cache_format % {"scope": self.scope, "ident": request.auth.pk}
 
 
 class UserRateThrottle(_Configured, throttling.UserRateThrottle):

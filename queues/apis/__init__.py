@@ -18,7 +18,7 @@ from governance.apis import get_paginated_response
 from governance.apis._common import NOT_FOUND, LimitOffsetPagination, error_response
 from governance.apis.changes import BAD_INPUT, ChangeOutputSerializer
 from governance.apis.changes import _change_response as change_response
-from governance.models import Pool
+from governance.models import Pool, TokenScope
 from governance.selectors import signed_in_user
 from queues import selectors, services
 from queues.models import (
@@ -406,7 +406,7 @@ class ClusterCheckApi(APIView):
 
 
 class ClusterSyncApi(APIView):
-    required_scope = "sync"
+    required_scope = TokenScope.SYNC  # a token needs "sync" (contract A)
 
     class InputSerializer(serializers.Serializer):
         dry_run = serializers.BooleanField(
@@ -444,7 +444,7 @@ class ClusterSyncApi(APIView):
 
 
 class SyncRunDetailApi(APIView):
-    required_scope = "sync"
+    required_scope = TokenScope.SYNC
 
     @extend_schema(
         operation_id="clusters_runs_retrieve",

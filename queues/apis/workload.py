@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance.apis._common import NOT_FOUND, error_response
+from governance.models import TokenScope
 from queues import selectors
 from queues.models import FINISHED_STATES, EventKind, JobState
 from queues.services.workload import events_ingest
@@ -36,7 +37,7 @@ def per_item(errors: Any, count: int) -> list[Any]:
 
 
 class WorkloadEventIngestApi(APIView):
-    required_scope = "ingest"
+    required_scope = TokenScope.INGEST  # a token needs "ingest" (contract A)
 
     class EventSerializer(serializers.Serializer):
         event_id = serializers.CharField(

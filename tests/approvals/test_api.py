@@ -4,11 +4,11 @@ in a fixed number of queries."""
 import pytest
 from django.urls import reverse
 from drf_spectacular.generators import SchemaGenerator
-from rest_framework.authtoken.models import Token
 
 import approvals.urls
 from approvals import services
 from tests.approvals.conftest import HOUR, T0, quota_exception, upgrade
+from tests.conftest import token_for
 
 pytestmark = pytest.mark.django_db
 
@@ -63,8 +63,7 @@ def test_lists_cost_a_fixed_number_of_queries(
     route,
     queries,
 ):
-    token = Token.objects.create(user=ops)
-    api_client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    api_client.credentials(HTTP_AUTHORIZATION=token_for(ops))
     _grow(world, lead, approver, 1)
     with django_assert_num_queries(queries):
         first = api_client.get(reverse(route)).json()

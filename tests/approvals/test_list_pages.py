@@ -5,10 +5,9 @@ import re
 
 import pytest
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
 
 from tests.approvals.test_pages import _many
-from tests.conftest import login
+from tests.conftest import login, token_for
 
 
 @pytest.mark.parametrize(
@@ -43,8 +42,7 @@ def test_grant_and_notification_pages_cost_a_fixed_number_of_queries(
 
 def test_the_inbox_api_is_paged(world, policies, lead, ops, api_client):
     _many(world, lead, ops, 3)
-    token = Token.objects.create(user=ops)
-    api_client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    api_client.credentials(HTTP_AUTHORIZATION=token_for(ops))
     first = api_client.get(reverse("api_inbox"), {"limit": 2}).json()
     assert first["count"] > 2 and len(first["results"]) == 2
     assert re.search(r"offset=2", first["next"])

@@ -7,7 +7,6 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from approvals import services
 from approvals.models import (
@@ -20,7 +19,7 @@ from approvals.models import (
 )
 from governance import services as governance_services
 from tests.approvals.conftest import DAY, HOUR, T0, quota_exception
-from tests.conftest import REASON, login
+from tests.conftest import REASON, login, token_for
 
 pytestmark = pytest.mark.django_db
 
@@ -143,8 +142,7 @@ def test_filtering_by_state_costs_a_fixed_number_of_queries(
     world, policies, lead, ops, api_client, django_assert_num_queries, route, api, queries
 ):
     if api:
-        token = Token.objects.create(user=ops)
-        api_client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+        api_client.credentials(HTTP_AUTHORIZATION=token_for(ops))
         client = api_client
     else:
         client = login(ops)

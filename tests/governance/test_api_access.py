@@ -2,9 +2,8 @@
 
 import pytest
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
 
-from tests.conftest import login
+from tests.conftest import login, token_for
 
 LIST_ROUTES = [
     "api_project_list",
@@ -32,13 +31,13 @@ def all_urls(world) -> list[str]:
 
 
 def test_anonymous_requests_are_refused_with_401(world, api_client):
-    # TokenAuthentication is the first authentication class, so DRF answers with a 401 and a
-    # challenge that tells a CI client how to authenticate.
+    # Token authentication is the first authentication class, so DRF answers with a 401 and
+    # a challenge that tells a CI client how to authenticate.
     for url in all_urls(world):
         response = api_client.get(url)
         assert response.status_code == 401, url
         assert response.data["error"] == "not_authenticated"
-        assert response.headers["WWW-Authenticate"] == "Token"
+        assert response.headers["WWW-Authenticate"] == 'Bearer realm="api"'
 
 
 def test_token_authentication_works_on_every_endpoint(world, api_client, ci_token):
@@ -59,6 +58,10 @@ def test_unknown_token_is_refused(world, api_client):
     api_client.credentials(HTTP_AUTHORIZATION="Token " + "0" * 40)
     response = api_client.get(reverse("api_quota_list"))
     assert response.status_code == 401
+    assert response.headers["WWW-Authenticate"] == 'Bearer realm="api"'
+    api_client.credentials(HTTP_AUTHORIZATION="Bearer arb_00000000_" + "0" * 43)
+    response = api_client.get(reverse("api_quota_list"))
+    assert response.status_code == 401
     assert response.data["error"] == "authentication_failed"
 
 
@@ -72,8 +75,7 @@ def test_token_of_deactivated_account_is_refused(world, api_client, ci_token):
 
 
 def test_token_belongs_to_its_user(world, api_client, member):
-    token = Token.objects.create(user=member)
-    api_client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    api_client.credentials(HTTP_AUTHORIZATION=token_for(member))
     response = api_client.get(reverse("api_project_list"), {"member": "member"})
     assert response.status_code == 200
     assert [project["slug"] for project in response.data["results"]] == ["vision"]

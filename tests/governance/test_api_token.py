@@ -1,13 +1,17 @@
-"""The personal API token page: each person makes, replaces and revokes their own token; the
-key is shown once; nobody can make or remove a token of someone else."""
+"""Personal API tokens at /accounts/token/: each person makes and revokes their own tokens
+(name, scopes, expiry); the key is shown once and stored only as a digest; nobody can make or
+revoke a token of someone else."""
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
+from django.utils import timezone
 from rest_framework.test import APIClient
 
+from governance.models import ApiToken
+from governance.selectors import token_digest
 from tests.conftest import login
 
 pytestmark = pytest.mark.django_db
@@ -15,14 +19,20 @@ URL = "/accounts/token/"
 
 
 def _shown_key(response) -> str | None:
-    match = re.search(r'data-testid="token-key">([0-9a-f]{40})<', response.content.decode())
+    match = re.search(
+        r'data-testid="token-key">(arb_[0-9a-f]{8}_[\w-]{43})<', response.content.decode()
+    )
     return match.group(1) if match else None
 
 
-def _api_status(key: str) -> int:
+def _api_status(key: str, keyword: str = "Bearer") -> int:
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    client.credentials(HTTP_AUTHORIZATION=f"{keyword} {key}")
     return client.get(reverse("api_project_list")).status_code
+
+
+def _make(client, **data):
+    return client.post(URL, {"action": "create", "name": "script", "scopes": ["read"], **data})
 
 
 def test_the_page_is_for_signed_in_people_only(client):
@@ -30,71 +40,117 @@ def test_the_page_is_for_signed_in_people_only(client):
     response = client.get(URL)
     assert response.status_code == 302
     assert response["Location"].startswith(reverse("login"))
-    assert client.post(URL, {"action": "rotate"}).status_code == 302
-    assert not Token.objects.exists()
+    assert _make(client).status_code == 302
+    assert not ApiToken.objects.exists()
 
 
 @pytest.mark.parametrize("persona", ["ops", "approver", "lead", "member", "outsider"])
 def test_everyone_makes_their_own_token_shown_once(request, persona):
     user = request.getfixturevalue(persona)
     client = login(user)
-    assert "You have no API token." in client.get(URL).content.decode()
+    assert "No tokens." in client.get(URL).content.decode()
 
-    made = client.post(URL, {"action": "rotate"})
+    made = _make(client, expires_in_days=30)
 
     assert made.status_code == 200
     assert made["Cache-Control"].startswith("max-age=0")
     key = _shown_key(made)
-    assert key == Token.objects.get(user=user).key
+    token = ApiToken.objects.get(user=user)
+    assert key and key not in str(ApiToken.objects.values_list())  # stored as a digest only
+    assert token.digest == token_digest(key) and token.scopes == ["read"]
+    assert abs(token.expires_at - (timezone.now() + timedelta(days=30))) < timedelta(minutes=1)
     assert _api_status(key) == 200
+    assert _api_status(key, "Token") == 200
     later = client.get(URL)
     assert _shown_key(later) is None and key not in later.content.decode()
-    assert "You have a token" in later.content.decode()
+    assert token.prefix in later.content.decode()
 
 
-def test_replacing_stops_the_old_key(lead):
-    client = login(lead)
-    old = _shown_key(client.post(URL, {"action": "rotate"}))
+def test_the_expiry_defaults_to_90_days_and_is_capped(member, settings):
+    client = login(member)
+    _make(client)
+    token = ApiToken.objects.get(user=member)
+    assert abs(token.expires_at - (timezone.now() + timedelta(days=90))) < timedelta(minutes=1)
+    settings.ARBITER_TOKEN_MAX_DAYS = 30
+    response = _make(client, expires_in_days=31)
+    assert response.status_code == 200 and _shown_key(response) is None
+    assert "The token was not made." in response.content.decode()
+    assert ApiToken.objects.filter(user=member).count() == 1
 
-    new = _shown_key(client.post(URL, {"action": "rotate"}))
 
-    assert new and new != old
-    assert Token.objects.filter(user=lead).count() == 1
-    assert _api_status(old) == 401
-    assert _api_status(new) == 200
+def test_a_token_needs_a_scope(member):
+    response = _make(login(member), scopes=[])
+    assert _shown_key(response) is None
+    assert not ApiToken.objects.exists()
 
 
 def test_revoking_stops_the_key(member):
     client = login(member)
-    key = _shown_key(client.post(URL, {"action": "rotate"}))
+    key = _shown_key(_make(client))
+    token = ApiToken.objects.get(user=member)
 
-    response = client.post(URL, {"action": "revoke"}, follow=True)
+    response = client.post(URL, {"action": "revoke", "token": token.pk}, follow=True)
 
-    assert "Your API token was revoked." in response.content.decode()
-    assert not Token.objects.filter(user=member).exists()
+    assert "The token was revoked." in response.content.decode()
+    token.refresh_from_db()
+    assert token.revoked_at is not None and token.revoked_by == member
     assert _api_status(key) == 401
 
 
-def test_nobody_makes_or_revokes_a_token_for_someone_else(ops, member, ci_token):
-    """The page takes no user: whatever is posted, only the signed-in person's token moves."""
+def test_an_expired_token_is_refused(member):
+    client = login(member)
+    key = _shown_key(_make(client))
+    token = ApiToken.objects.get(user=member)
+    past = timezone.now() - timedelta(days=1)
+    ApiToken.objects.filter(pk=token.pk).update(
+        created_at=past - timedelta(days=90), expires_at=past
+    )
+    response = APIClient().get(reverse("api_project_list"), HTTP_AUTHORIZATION=f"Bearer {key}")
+    assert response.status_code == 401
+    assert response.headers["WWW-Authenticate"] == 'Bearer realm="api"'
+    assert "expired" in str(response.json())
+
+
+def test_a_tampered_secret_is_refused(member):
+    key = _shown_key(_make(login(member)))
+    assert key is not None
+    assert _api_status(key[:-1] + ("A" if key[-1] != "A" else "B")) == 401
+
+
+def test_nobody_revokes_a_token_of_someone_else(ops, member, ci_token):
+    """Only the signed-in person's own tokens are listed and revocable."""
+    _make(login(member))
+    theirs = ApiToken.objects.get(user=member)
     client = login(ops)
-    client.post(URL, {"action": "rotate", "user": member.pk, "username": member.username})
-    assert not Token.objects.filter(user=member).exists()
-    assert Token.objects.filter(user=ops).exists()
+    assert client.post(URL, {"action": "revoke", "token": theirs.pk}).status_code == 404
+    assert client.post(URL, {"action": "revoke", "token": ci_token.pk}).status_code == 404
+    theirs.refresh_from_db()
+    ci_token.refresh_from_db()
+    assert theirs.revoked_at is None and ci_token.revoked_at is None
+    assert _make(client, user=member.pk).status_code == 200
+    assert ApiToken.objects.filter(user=member).count() == 1
 
-    client.post(URL, {"action": "revoke", "user": ci_token.user_id})
-    assert Token.objects.filter(pk=ci_token.pk).exists()
-    assert not Token.objects.filter(user=ops).exists()
+
+def test_last_use_is_recorded_once_a_minute(member, django_assert_num_queries):
+    key = _shown_key(_make(login(member)))
+    assert key is not None
+    _api_status(key)
+    token = ApiToken.objects.select_related("usage").get(user=member)
+    first = token.usage.last_used_at
+    assert token.usage.last_used_address == "127.0.0.1"
+    _api_status(key)
+    token.usage.refresh_from_db()
+    assert token.usage.last_used_at == first
 
 
-@pytest.mark.parametrize("action", ["", "delete-all", "create"])
+@pytest.mark.parametrize("action", ["", "delete-all", "rotate"])
 def test_an_unknown_action_changes_nothing(member, action):
     client = login(member)
     response = client.post(URL, {"action": action}, follow=True)
 
     assert response.status_code == 200
-    assert "Choose to make, replace or revoke your token." in response.content.decode()
-    assert not Token.objects.exists()
+    assert "Choose to make or revoke a token." in response.content.decode()
+    assert not ApiToken.objects.exists()
 
 
 def test_the_header_links_to_the_token_page(member):

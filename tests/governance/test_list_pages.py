@@ -5,11 +5,10 @@ cost a fixed number of queries; user and project filters search as you type."""
 
 import pytest
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
 
 from governance import services
 from governance.models import User
-from tests.conftest import REASON, login
+from tests.conftest import REASON, login, token_for
 from tests.governance.test_pages import _grow
 
 
@@ -248,8 +247,7 @@ def test_the_lookup_finds_users_and_projects_as_you_type(world, member, api_clie
 def test_the_lookup_is_for_signed_in_users_and_known_kinds(world, member, api_client):
     url = reverse("api_lookup", args=["users"])
     assert api_client.get(url, {"q": "a"}).status_code == 401
-    token = Token.objects.create(user=member)
-    api_client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    api_client.credentials(HTTP_AUTHORIZATION=token_for(member))
     assert api_client.get(reverse("api_lookup", args=["grants"])).status_code == 404
     too_long = api_client.get(url, {"q": "x" * 101})
     assert too_long.status_code == 400 and list(too_long.data["fields"]) == ["q"]

@@ -6,7 +6,6 @@ person's token or password."""
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
 
 from governance import services
 from governance.models import ChangeStatus, RuleChange, SiteRole, User
@@ -259,9 +258,10 @@ def test_the_access_page_is_for_ops(request, world, member, persona):
 
 
 def test_there_is_no_token_admin(ops, member):
-    Token.objects.create(user=member)
+    services.personal_token_create(user=member, name="script", scopes=["read"])
     client = login(ops)
     index = client.get(reverse("admin:index")).content.decode()
     assert "authtoken" not in index
+    assert "apitoken" not in index and "serviceaccount" not in index
     assert client.get("/admin/authtoken/tokenproxy/").status_code == 404
     assert client.get("/admin/authtoken/tokenproxy/add/").status_code == 404

@@ -1,0 +1,153 @@
+"""Who manages which service accounts and tokens, the scoped getters, and token lookup."""
+
+import hashlib
+import hmac
+from typing import Any
+
+from django.db.models import Prefetch, QuerySet
+from django.http import Http404
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from governance.models import (
+    ApiToken,
+    ApiWrite,
+    Membership,
+    Project,
+    ProjectRole,
+    ServiceAccount,
+    TokenScope,
+)
+
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+TOKEN_START = "arb_"
+
+
+def token_digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def required_scope(view: Any, method: str) -> str:
+    """The scope a token needs for ``method`` on ``view`` (contract: a view's
+    ``required_scope``; otherwise ``read`` for safe methods and ``request`` for the rest)."""
+    declared = getattr(view, "required_scope", None)
+    if declared:
+        return str(declared)
+    return TokenScope.READ if method.upper() in SAFE_METHODS else TokenScope.REQUEST
+
+
+def _is_person(user: Any) -> bool:
+    return bool(
+        user is not None
+        and user.is_authenticated
+        and user.is_active
+        and not getattr(user, "is_service_account", False)
+    )
+
+
+def user_may_manage_personal_tokens(user: Any) -> bool:
+    return _is_person(user)
+
+
+def user_may_manage_service_accounts(*, user: Any, project: Project | None) -> bool:
+    """Ops manage every service account; a project's lead those of their project."""
+    if not _is_person(user):
+        return False
+    if user.is_ops:
+        return True
+    return project is not None and (
+        Membership.objects.filter(project=project, user=user, role=ProjectRole.LEAD).exists()
+    )
+
+
+def projects_user_leads(*, user: Any) -> QuerySet[Project]:
+    if not _is_person(user):
+        return Project.objects.none()
+    projects = Project.objects.order_by("name")
+    if user.is_ops:
+        return projects
+    return projects.filter(memberships__user=user, memberships__role=ProjectRole.LEAD).distinct()
+
+
+def _tokens() -> QuerySet[ApiToken]:
+    return ApiToken.objects.select_related("usage", "created_by", "revoked_by").order_by(
+        "-created_at", "-pk"
+    )
+
+
+def service_account_list(*, user: Any) -> QuerySet[ServiceAccount]:
+    """The service accounts ``user`` manages: all for ops, their projects' for a lead."""
+    accounts = ServiceAccount.objects.select_related("user", "project", "created_by").order_by(
+        "project__name", "user__username"
+    )
+    if not _is_person(user):
+        return accounts.none()
+    if user.is_ops:
+        return accounts
+    return accounts.filter(
+        project__in=Membership.objects.filter(user=user, role=ProjectRole.LEAD).values("project")
+    )
+
+
+def service_account_get(*, user: Any, pk: int) -> ServiceAccount:
+    """The one scoped getter of a service account: a 404 for anyone who does not manage it."""
+    account = (
+        service_account_list(user=user)
+        .prefetch_related(Prefetch("user__api_tokens", queryset=_tokens(), to_attr="tokens"))
+        .filter(pk=pk)
+        .first()
+    )
+    if account is None:
+        raise Http404(_("No such service account."))
+    return account
+
+
+def service_account_token_get(*, account: ServiceAccount, pk: int) -> ApiToken:
+    token = _tokens().filter(user_id=account.user_id, pk=pk).first()
+    if token is None:
+        raise Http404(_("No such token."))
+    return token
+
+
+def service_account_writes(
+    *, account: ServiceAccount, limit: int | None = 50
+) -> QuerySet[ApiWrite]:
+    """The account's latest writes through the API, newest first (all with ``limit=None``,
+    for the API's pages)."""
+    writes = (
+        ApiWrite.objects.filter(user_id=account.user_id)
+        .select_related("token")
+        .order_by("-at", "-pk")
+    )
+    return writes if limit is None else writes[:limit]
+
+
+def personal_token_list(*, user: Any) -> QuerySet[ApiToken]:
+    if not _is_person(user):
+        return ApiToken.objects.none()
+    return _tokens().filter(user=user)
+
+
+def personal_token_get(*, user: Any, pk: int) -> ApiToken:
+    """A person's own token; a 404 for anyone else's."""
+    token = personal_token_list(user=user).filter(pk=pk).first()
+    if token is None:
+        raise Http404(_("No such token."))
+    return token
+
+
+def api_token_authenticate(*, key: str) -> tuple[ApiToken | None, str]:
+    """The live token ``key`` names, or ``None`` and why not (one indexed query)."""
+    parts = key.split("_", 2)
+    if not key.startswith(TOKEN_START) or len(parts) != 3 or not parts[1]:
+        return None, _("Invalid token.")
+    token = ApiToken.objects.select_related("user", "usage").filter(prefix=parts[1][:16]).first()
+    if token is None or not hmac.compare_digest(token.digest, token_digest(key)):
+        return None, _("Invalid token.")
+    if token.revoked_at is not None:
+        return None, _("This token was revoked.")
+    if token.expires_at <= timezone.now():
+        return None, _("This token has expired.")
+    if not token.user.is_active:
+        return None, _("The token's account is inactive.")
+    return token, ""

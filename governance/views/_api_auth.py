@@ -1,0 +1,128 @@
+"""API authentication by token, scope enforcement, and the audit of token writes.
+
+- ``ApiTokenAuthentication``: ``Authorization: Bearer <token>`` (or ``Token <token>``); a bad,
+  expired or revoked token, or one of an inactive account, is a 401 with a
+  ``WWW-Authenticate`` challenge.
+- ``TokenScopePermission`` (in ``DEFAULT_PERMISSION_CLASSES``): a token-authenticated request
+  needs the view's ``required_scope`` (default: ``read`` for safe methods, ``request`` for the
+  rest). A signed-in browser session is not limited by scopes.
+- ``ApiWriteAuditMiddleware``: every write made with a token is recorded with its account,
+  token, outcome and the optional ``X-Pipeline-Run-URL``.
+- ``PeopleOnlyBackend``: service accounts never sign in to the pages (nor keep a session).
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib.auth.backends import ModelBackend
+from django.http import HttpRequest, HttpResponse
+from django.utils.translation import gettext as _
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import exceptions
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.permissions import BasePermission
+
+from governance import selectors, services
+from governance.models import ApiToken
+
+KEYWORDS = (b"bearer", b"token")
+CHALLENGE = 'Bearer realm="api"'
+PIPELINE_RUN_HEADER = "HTTP_X_PIPELINE_RUN_URL"
+
+
+def client_address(request: Any) -> str | None:
+    return request.META.get("REMOTE_ADDR") or None
+
+
+class ApiTokenAuthentication(BaseAuthentication):
+    def authenticate(self, request: Any) -> tuple[Any, ApiToken] | None:
+        parts = get_authorization_header(request).split()
+        if not parts or parts[0].lower() not in KEYWORDS:
+            return None
+        if len(parts) != 2:
+            raise exceptions.AuthenticationFailed(
+                _("Invalid Authorization header: give one token after the keyword.")
+            )
+        try:
+            key = parts[1].decode("ascii")
+        except UnicodeError as error:
+            raise exceptions.AuthenticationFailed(_("Invalid token.")) from error
+        token, problem = selectors.api_token_authenticate(key=key)
+        if token is None:
+            raise exceptions.AuthenticationFailed(problem)
+        address = client_address(request)
+        services.api_token_touch(token=token, address=address)
+        # For the audit middleware, which sees the Django request, not DRF's.
+        request._request.arbiter_api_token = token
+        return token.user, token
+
+    def authenticate_header(self, request: Any) -> str:
+        return CHALLENGE
+
+
+class ApiTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
+    """The token in the OpenAPI schema: an HTTP bearer scheme."""
+
+    target_class = "governance.views._api_auth.ApiTokenAuthentication"
+    name = "tokenAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": str(
+                _(
+                    "An API token (arb_…): 'Authorization: Bearer <token>' ('Token <token>' "
+                    "works too). A token acts within its scopes: read, request, ingest, sync."
+                )
+            ),
+        }
+
+
+class TokenScopePermission(BasePermission):
+    """Contract A: a token acts only within its scopes."""
+
+    message = _("This token does not have the scope this operation needs.")
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        token = request.auth
+        if not isinstance(token, ApiToken):
+            return True
+        scope = selectors.required_scope(view, request.method or "GET")
+        if token.has_scope(scope):
+            return True
+        self.message = _("This token lacks the “%(scope)s” scope that this operation needs.") % {
+            "scope": scope
+        }
+        return False
+
+
+class ApiWriteAuditMiddleware:
+    """After a write made with a token: one ``ApiWrite`` row (account, token, outcome, run)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        token = getattr(request, "arbiter_api_token", None)
+        if token is not None and request.method not in selectors.SAFE_METHODS:
+            services.api_write_record(
+                token=token,
+                method=request.method or "",
+                path=request.path,
+                status_code=response.status_code,
+                pipeline_run_url=request.META.get(PIPELINE_RUN_HEADER, ""),
+                address=client_address(request),
+            )
+        return response
+
+
+class PeopleOnlyBackend(ModelBackend):
+    """The model backend for people only: a service account's user can neither sign in nor
+    be loaded from a session."""
+
+    def user_can_authenticate(self, user: Any) -> bool:
+        if getattr(user, "is_service_account", False):
+            return False
+        return super().user_can_authenticate(user)
