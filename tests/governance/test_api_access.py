@@ -100,7 +100,10 @@ def test_unknown_object_is_404(world, api_client, member, route, arg):
 
 
 @pytest.mark.parametrize("route", LIST_ROUTES)
-def test_lists_are_read_only(world, api_client, ops, route):
+def test_lists_change_only_through_proposals(world, api_client, ops, route):
+    """POST on a rule list proposes a rule change (an empty one is a 400); PUT is no verb."""
     api_client.force_login(ops)
     response = api_client.post(reverse(route), {}, format="json")
-    assert response.status_code == 405
+    assert response.status_code == 400
+    assert "reason" in response.json()["fields"]
+    assert api_client.put(reverse(route), {}, format="json").status_code == 405
