@@ -18,8 +18,9 @@ while it is still right. It is right while
   the beat task records it, so the compiled rules are valid only until the earliest
   ``starts_at``/``ends_at``/``revoked_at`` after the instant they were compiled at.
 
-The workload evidence (running GPUs) is read per request (one indexed query); the project
-is read through the scoped getter by the caller.
+The workload evidence (running GPUs) is read per request, in the same query as the
+fingerprint; the project is read through the scoped getter by the caller. So a warm answer
+costs the project and that one query, whatever the size of the organisation.
 """
 
 from __future__ import annotations
@@ -168,21 +169,35 @@ def placement_cache_clear() -> None:
         _compiled = None
 
 
-def _fingerprint() -> tuple[Any, ...]:
-    """The newest history row of every governed model placement reads, and the newest
-    rules revision: one query of index-only lookups (``MAX`` of a primary key each)."""
+def _read(project_id: int | None = None, flavor_id: int | None = None) -> tuple[Any, ...]:
+    """One query: the fingerprint, then the GPUs the project's running jobs hold of
+    ``flavor_id`` and without a flavor (``None`` each when not asked).
+
+    The fingerprint is the newest history row of every governed model placement reads and
+    the newest rules revision (``MAX`` of a primary key each: an index lookup)."""
     tables = [
         (model.history.model._meta.db_table, "history_id")  # type: ignore[attr-defined]
         for model in FINGERPRINT_MODELS
     ]
     tables.append((RulesRevision._meta.db_table, "id"))
     quote = connection.ops.quote_name
-    sql = "SELECT " + ", ".join(
-        f"(SELECT MAX({quote(column)}) FROM {quote(table)})" for table, column in tables
-    )
+    columns = [f"(SELECT MAX({quote(column)}) FROM {quote(table)})" for table, column in tables]
+    params: list[Any] = []
+    if project_id is not None:
+        jobs = (
+            f"SELECT SUM({quote('gpus')}) FROM {quote(WorkloadJob._meta.db_table)} "
+            f"WHERE {quote('project_id')} = %s AND {quote('state')} = %s AND {quote('flavor_id')}"
+        )
+        columns.append(f"({jobs} = %s)")
+        columns.append(f"({jobs} IS NULL)")
+        params += [project_id, JobState.RUNNING.value, flavor_id or 0]
+        params += [project_id, JobState.RUNNING.value]
     with connection.cursor() as cursor:
-        cursor.execute(sql)
+        cursor.execute("SELECT " + ", ".join(columns), params)
         return tuple(cursor.fetchone() or ())
+
+
+FINGERPRINT_SIZE = len(FINGERPRINT_MODELS) + 1
 
 
 def _next_grant_boundary(now: datetime) -> datetime | None:
@@ -287,9 +302,12 @@ def _compile_kueue(
 
 def compiled_placement(*, now: datetime | None = None) -> Compiled:
     """The compiled organisation, rebuilt when a rule changed or a grant boundary passed."""
-    global _compiled
     now = now or timezone.now()
-    fingerprint = _fingerprint()
+    return _current(_read(), now)
+
+
+def _current(fingerprint: tuple[Any, ...], now: datetime) -> Compiled:
+    global _compiled
     current = _compiled
     if _usable(current, fingerprint, now):
         return current  # type: ignore[return-value]
@@ -317,15 +335,24 @@ def _refusal(code: str, detail: str) -> dict[str, str]:
     return {"code": code, "detail": detail}
 
 
-def _running_gpus(project: Project) -> dict[int | None, int]:
-    """GPUs the project's running jobs hold, per flavor id (``None``: untyped)."""
-    rows = (
-        WorkloadJob.objects.filter(project=project, state=JobState.RUNNING)
-        .order_by()
-        .values_list("flavor_id")
-        .annotate(total=Sum("gpus"))
-    )
-    return {flavor_id: int(total or 0) for flavor_id, total in rows}
+def _running_gpus(project: Project, flavor_id: int | None) -> tuple[int, int]:
+    """GPUs the project's running jobs hold of ``flavor_id``, and without a flavor."""
+    jobs = WorkloadJob.objects.filter(project=project, state=JobState.RUNNING).order_by()
+    typed = jobs.filter(flavor_id=flavor_id).aggregate(total=Sum("gpus"))["total"]
+    untyped = jobs.filter(flavor__isnull=True).aggregate(total=Sum("gpus"))["total"]
+    return int(typed or 0), int(untyped or 0)
+
+
+def _flavor_guess(compiled: Compiled | None, slug: str, flavor: str | None) -> int | None:
+    """The flavor the answer will be about, as far as the last compiled rules tell."""
+    if compiled is None:
+        return None
+    if flavor:
+        known = compiled.flavors.get(flavor)
+        return known.pk if known else None
+    effective = compiled.projects.get(slug)
+    ids = {q.quota.flavor_id for q in effective.quotas} if effective else set()
+    return next(iter(ids)) if len(ids) == 1 else None
 
 
 def _quota_maximum(quota: EffectiveQuota, capacities: dict[tuple[int, int], int]) -> int:
@@ -359,7 +386,10 @@ def placement(
     it may right now (``refusals`` say why not). Raises ``PlacementInputError`` for a tier or
     flavor that does not exist, or a missing flavor the project's quotas do not settle."""
     now = now or timezone.now()
-    compiled = compiled_placement(now=now)
+    guess = _flavor_guess(_compiled, project.slug, flavor)
+    row = _read(project.pk, guess)
+    compiled = _current(row[:FINGERPRINT_SIZE], now)
+    running_typed, untyped_running = int(row[-2] or 0), int(row[-1] or 0)
     effective = compiled.projects.get(project.slug)
     errors: dict[str, str] = {}
     chosen_tier: PriorityTier | None = None
@@ -428,8 +458,9 @@ def placement(
                 )
             )
 
-    running = _running_gpus(project)
-    untyped_running = running.get(None, 0)
+    if chosen_flavor is not None and chosen_flavor.pk != guess:
+        # The rules were compiled anew and name another flavor: read its jobs (rare).
+        running_typed, untyped_running = _running_gpus(project, chosen_flavor.pk)
     headroom: dict[str, Any] | None = None
     flavor_quotas: list[EffectiveQuota] = []
     if chosen_flavor is None:
@@ -450,7 +481,7 @@ def placement(
                 )
             )
         else:
-            used = running.get(chosen_flavor.pk, 0)
+            used = running_typed
             # Jobs reported without a flavor hold the project's only flavor, if it has one.
             if len(project_flavors) == 1:
                 used += untyped_running

@@ -318,8 +318,8 @@ def test_refusals_are_translated(client, place):
 def test_a_handful_of_queries_once_compiled(client, place, django_assert_num_queries):
     _get(client, project="vision", tier="key", gpus=1, flavor="t4")  # compiles
 
-    # The project (scoped getter), the fingerprint, the running GPUs.
-    with django_assert_num_queries(3):
+    # The project (scoped getter), then the fingerprint with the running GPUs.
+    with django_assert_num_queries(2):
         response = _get(client, project="vision", tier="key", gpus=1, flavor="t4")
     assert response.status_code == 200
 
@@ -357,3 +357,25 @@ def test_a_grant_applies_at_its_start_before_the_beat_task_records_it(place):
     assert before["allowed"] is False
     assert at_start["allowed"] is True
     assert after_end["allowed"] is False
+
+
+def test_the_answer_has_the_documented_shape(client, place):
+    from queues.apis.placement import PlacementApi
+
+    for params in (
+        {"project": "vision", "tier": "key", "gpus": 2, "flavor": "a100-80g"},
+        {"project": "vision", "tier": "production", "gpus": 20, "flavor": "h100-80g"},
+        {"project": "speech", "gpus": 1},
+    ):
+        body = _get(client, **params).json()
+        answer = placement(
+            project=place.vision if params["project"] == "vision" else place.speech,
+            gpus=params["gpus"],
+            tier=params.get("tier"),
+            flavor=params.get("flavor"),
+        )
+        shaped = PlacementApi.OutputSerializer(answer).data
+        assert set(body) == set(shaped)
+        assert {k: v for k, v in body.items() if k != "at"} == {
+            k: v for k, v in shaped.items() if k != "at"
+        }
