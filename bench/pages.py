@@ -65,6 +65,7 @@ from governance.models import (  # noqa: E402
     RuleChange,
     RuleEdit,
     SiteRole,
+    Terms,
     User,
 )
 
@@ -128,14 +129,16 @@ class Org:
         self.request_model = approval_services.request_create(
             user=self.ops,
             project=project,
-            kind=RequestKind.QUOTA_EXCEPTION,
+            terms=Terms(
+                kind=RequestKind.QUOTA_EXCEPTION,
+                starts_at=now + timedelta(days=1),
+                ends_at=now + timedelta(days=3),
+                pool=self.pools[0],
+                flavor=self.flavors[0],
+                extra_gpus=4,
+            ),
             justification="Benchmark",
             business_impact="Benchmark",
-            starts_at=now + timedelta(days=1),
-            ends_at=now + timedelta(days=3),
-            pool=self.pools[0],
-            flavor=self.flavors[0],
-            extra_gpus=4,
             submit=True,
         )
 
@@ -235,7 +238,7 @@ class Org:
             [
                 UpgradeRequest(
                     **{**_fields(self.request_model), "project_id": project.pk},
-                    state=states[index % 3],
+                    stage=states[index % 3],
                 )
                 for index, project in enumerate(projects)
             ],
@@ -257,7 +260,7 @@ def _fields(obj) -> dict:  # type: ignore[no-untyped-def]
     return {
         field.attname: getattr(obj, field.attname)
         for field in obj._meta.concrete_fields
-        if not field.primary_key and field.attname not in ("state",)
+        if not field.primary_key and field.attname not in ("state", "stage")
     }
 
 

@@ -14,6 +14,7 @@ urlpatterns = [
         name="api_workload_events",
     ),
     path("api/v1/jobs/<str:job_id>/wait/", apis.JobWaitApi.as_view(), name="api_job_wait"),
+    path("api/v1/placement/", apis.PlacementApi.as_view(), name="api_placement"),
     path("alerts/", views.alert_list, name="alert_list"),
     path("alerts/read/", views.alerts_read, name="alerts_read"),
     path("clusters/", views.cluster_list, name="cluster_list"),

@@ -334,6 +334,15 @@ def _no_api_throttling(settings):
     cache.clear()
 
 
+@pytest.fixture(autouse=True)
+def _placement_cache_clear():
+    """Placement keeps the compiled rules per process; each test starts from its own rules
+    (a rolled-back test database may give the next test the same history ids)."""
+    from queues.selectors.placement import placement_cache_clear
+
+    placement_cache_clear()
+
+
 # Tests that need PostgreSQL's row locks (they skip on SQLite, fail in CI without it).
 POSTGRES_MODULES = {
     "test_quota_concurrency.py",

@@ -458,6 +458,7 @@ class SyncRunDetailApi(APIView):
         return Response(SyncRunOutputSerializer(run).data)
 
 
+from .placement import PlacementApi  # noqa: E402
 from .workload import JobWaitApi, WorkloadEventIngestApi  # noqa: E402
 
 __all__ = [
@@ -465,6 +466,7 @@ __all__ = [
     "ClusterListApi",
     "ClusterSyncApi",
     "JobWaitApi",
+    "PlacementApi",
     "SyncRunDetailApi",
     "WorkloadEventIngestApi",
 ]
