@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from django.utils.translation import gettext_lazy as _
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance.apis._common import NOT_FOUND
+from governance.apis._common import BAD_FILTER, NOT_FOUND
 from governance.selectors import project_get
 from queues.selectors.placement import PlacementInputError, Refusal, placement
 
@@ -268,7 +268,7 @@ class PlacementApi(APIView):
         parameters=[InputSerializer],
         responses={
             200: OutputSerializer,
-            400: OpenApiResponse(description=_("A parameter is missing or wrong (per field).")),
+            400: BAD_FILTER,
             404: NOT_FOUND,
         },
         examples=[
@@ -286,7 +286,11 @@ class PlacementApi(APIView):
             ),
             OpenApiExample(
                 "Bad parameters",
-                value={"gpus": ["A valid integer is required."]},
+                value={
+                    "error": "invalid",
+                    "detail": "A valid integer is required.",
+                    "fields": {"gpus": ["A valid integer is required."]},
+                },
                 response_only=True,
                 status_codes=["400"],
             ),

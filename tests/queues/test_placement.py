@@ -285,7 +285,8 @@ def test_bad_parameters_are_a_400_naming_the_field(client, place, params, field)
     response = _get(client, **params)
 
     assert response.status_code == 400
-    assert field in response.json()
+    assert response.json()["error"] == "invalid"
+    assert field in response.json()["fields"]
 
 
 def test_an_unknown_project_is_a_404_and_anonymous_is_a_401(client, api_client, place):
