@@ -32,6 +32,7 @@ from governance.apis._common import (
     Conflict,
     ETagMixin,
     LimitOffsetPagination,
+    captured_example,
     error_response,
     get_paginated_response,
     parse_filters,
@@ -182,6 +183,7 @@ class RequestListApi(APIView):
 
     @extend_schema(
         operation_id="requests_list",
+        examples=[captured_example("requests_list")],
         tags=["requests"],
         summary=_("List requests"),
         parameters=[FilterSerializer],
@@ -201,6 +203,7 @@ class RequestListApi(APIView):
 class RequestDetailApi(APIView):
     @extend_schema(
         operation_id="requests_retrieve",
+        examples=[captured_example("requests_retrieve")],
         tags=["requests"],
         summary=_("Show a request with its evidence and timeline"),
         responses={200: RequestDetailOutputSerializer, 404: NOT_FOUND},
@@ -215,6 +218,7 @@ class InboxApi(APIView):
 
     @extend_schema(
         operation_id="inbox_list",
+        examples=[captured_example("inbox_list")],
         tags=["requests"],
         summary=_("Requests waiting for my decision, the oldest first"),
         responses={200: InboxOutputSerializer(many=True)},
@@ -238,6 +242,7 @@ class NotificationCountsApi(APIView):
 
     @extend_schema(
         operation_id="notification_counts",
+        examples=[captured_example("notification_counts")],
         tags=["requests"],
         summary=_("My unread notifications and pending decisions"),
         responses={200: OutputSerializer},
@@ -329,11 +334,11 @@ class GrantListApi(ETagMixin, APIView):
 
     @extend_schema(
         operation_id="grants_list",
+        examples=[captured_example("grants_list"), GRANT_EXAMPLE],
         tags=["grants"],
         summary=_("List grants; with at, those in force at that instant"),
         parameters=[FilterSerializer],
         responses={200: GrantOutputSerializer(many=True), 400: BAD_FILTER},
-        examples=[GRANT_EXAMPLE],
     )
     def get(self, request: Request) -> Response:
         filters = parse_filters(self.FilterSerializer, request)
@@ -349,10 +354,10 @@ class GrantListApi(ETagMixin, APIView):
 class GrantDetailApi(ETagMixin, APIView):
     @extend_schema(
         operation_id="grants_retrieve",
+        examples=[captured_example("grants_retrieve"), GRANT_EXAMPLE],
         tags=["grants"],
         summary=_("Show a grant"),
         responses={200: GrantOutputSerializer, 404: NOT_FOUND},
-        examples=[GRANT_EXAMPLE],
     )
     def get(self, request: Request, pk: int) -> Response:
         return Response(GrantOutputSerializer(selectors.grant_get(user=request.user, pk=pk)).data)
@@ -370,11 +375,11 @@ class ProjectGrantListApi(ETagMixin, APIView):
 
     @extend_schema(
         operation_id="projects_grants_list",
+        examples=[captured_example("projects_grants_list"), GRANT_EXAMPLE],
         tags=["grants"],
         summary=_("A project's grants in force at an instant or still to start, by end"),
         parameters=[FilterSerializer],
         responses={200: GrantOutputSerializer(many=True), 400: BAD_FILTER, 404: NOT_FOUND},
-        examples=[GRANT_EXAMPLE],
     )
     def get(self, request: Request, slug: str) -> Response:
         project = project_get(user=request.user, slug=slug)
@@ -588,6 +593,7 @@ def _action_schema(operation_id: str, summary: Any, body: Any) -> Any:
             403: FORBIDDEN,
             404: NOT_FOUND,
         },
+        examples=[captured_example("requests_retrieve", "The request")],
     )
 
 

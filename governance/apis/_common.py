@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import NON_FIELD_ERRORS
@@ -434,3 +435,15 @@ def page_example(name: str, *rows: dict[str, Any]) -> OpenApiExample:
 
 def response_example(name: str, value: dict[str, Any]) -> OpenApiExample:
     return OpenApiExample(name, response_only=True, value=value)
+
+
+# Answers of the read operations on the demo data (``make run``), captured from the API
+# itself: the schema shows each read with a real example.
+_CAPTURED: dict[str, Any] = json.loads(
+    (Path(__file__).with_name("examples.json")).read_text(encoding="utf-8")
+)
+
+
+def captured_example(operation_id: str, name: str = "On the demo data") -> OpenApiExample:
+    """The answer ``operation_id`` gave on the demo data, as the schema's example."""
+    return OpenApiExample(name, response_only=True, value=_CAPTURED[operation_id])

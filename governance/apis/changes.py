@@ -34,6 +34,8 @@ from ._common import (
     NOT_FOUND,
     ETagMixin,
     LimitOffsetPagination,
+    captured_example,
+    change_example,
     error_response,
     parse_filters,
     sort_filter,
@@ -176,6 +178,7 @@ class RuleChangeListApi(ETagMixin, APIView):
 
     @extend_schema(
         operation_id="changes_list",
+        examples=[captured_example("changes_list")],
         tags=["changes"],
         summary=_("List rule changes, newest first, each with its edits"),
         parameters=[FilterSerializer],
@@ -196,6 +199,7 @@ class RuleChangeListApi(ETagMixin, APIView):
 class RuleChangeDetailApi(ETagMixin, APIView):
     @extend_schema(
         operation_id="changes_retrieve",
+        examples=[captured_example("changes_retrieve")],
         tags=["changes"],
         summary=_("Show a rule change with its edits"),
         responses={200: ChangeOutputSerializer, 404: NOT_FOUND},
@@ -291,6 +295,7 @@ class RuleChangeProposeApi(APIView):
 
     @extend_schema(
         operation_id="changes_propose",
+        examples=[change_example()],
         tags=["changes"],
         summary=_("Propose a rule change"),
         request=InputSerializer,
@@ -339,6 +344,7 @@ class RuleChangeApproveApi(_DecisionApi):
 
     @extend_schema(
         operation_id="changes_approve",
+        examples=[change_example("Approved", status="approved", approved_by="ops2")],
         tags=["changes"],
         summary=_("Approve a proposed change (never your own)"),
         request=NoteInputSerializer,
@@ -354,6 +360,9 @@ class RuleChangeRejectApi(_DecisionApi):
 
     @extend_schema(
         operation_id="changes_reject",
+        examples=[
+            change_example("Rejected", status="rejected", closed_by="ops2", close_note="Not now")
+        ],
         tags=["changes"],
         summary=_("Reject a proposed or approved change, with a note"),
         request=NoteInputSerializer,
@@ -369,6 +378,7 @@ class RuleChangeWithdrawApi(_DecisionApi):
 
     @extend_schema(
         operation_id="changes_withdraw",
+        examples=[change_example("Withdrawn", status="withdrawn", closed_by="ops")],
         tags=["changes"],
         summary=_("Withdraw a change that is not applied yet"),
         request=NoteInputSerializer,
@@ -386,6 +396,9 @@ class RuleChangeApplyApi(_DecisionApi):
 
     @extend_schema(
         operation_id="changes_apply",
+        examples=[
+            change_example("Applied", status="applied", approved_by="ops2", applied_by="ops")
+        ],
         tags=["changes"],
         summary=_("Apply an approved change: every edit in one transaction (ops)"),
         request=None,
@@ -420,6 +433,7 @@ class RuleChangeRollbackApi(APIView):
 
     @extend_schema(
         operation_id="changes_rollback",
+        examples=[change_example("A rollback", rollback_of=12)],
         tags=["changes"],
         summary=_("Propose a change that rolls an applied change back"),
         request=InputSerializer,

@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 from governance.models import GrantKind
 from governance.selectors import effective_rules, project_get
 
-from ._common import BAD_FILTER, NOT_FOUND, ETagMixin, parse_filters
+from ._common import BAD_FILTER, NOT_FOUND, ETagMixin, captured_example, parse_filters
 
 
 class ProjectEffectiveRulesApi(ETagMixin, APIView):
@@ -60,6 +60,7 @@ class ProjectEffectiveRulesApi(ETagMixin, APIView):
 
     @extend_schema(
         operation_id="projects_effective_rules",
+        examples=[captured_example("projects_effective_rules")],
         tags=["projects"],
         summary=_("The rules in force for a project, grants included"),
         parameters=[FilterSerializer],

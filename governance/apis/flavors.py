@@ -15,6 +15,7 @@ from ._common import (
     NOT_FOUND,
     ETagMixin,
     LimitOffsetPagination,
+    captured_example,
     get_paginated_response,
     parse_filters,
     pool_use_serializer,
@@ -47,6 +48,7 @@ class FlavorListApi(ETagMixin, APIView):
 
     @extend_schema(
         operation_id="flavors_list",
+        examples=[captured_example("flavors_list")],
         tags=["flavors"],
         summary=_("List GPU flavors"),
         parameters=[FilterSerializer],
@@ -82,6 +84,7 @@ class FlavorDetailApi(ETagMixin, APIView):
 
     @extend_schema(
         operation_id="flavors_retrieve",
+        examples=[captured_example("flavors_retrieve")],
         tags=["flavors"],
         summary=_("Show a GPU flavor with its capacity in each pool"),
         responses={200: OutputSerializer, 404: NOT_FOUND},

@@ -18,7 +18,13 @@ from rest_framework.views import APIView
 
 from governance.selectors import project_lookup, user_can_read_rules, user_lookup
 
-from ._common import BAD_FILTER, LimitOffsetPagination, get_paginated_response, parse_filters
+from ._common import (
+    BAD_FILTER,
+    LimitOffsetPagination,
+    captured_example,
+    get_paginated_response,
+    parse_filters,
+)
 
 
 class LookupPagination(LimitOffsetPagination):
@@ -68,6 +74,7 @@ class LookupApi(APIView):
 
     @extend_schema(
         operation_id="lookup_list",
+        examples=[captured_example("lookup_list")],
         tags=["lookup"],
         summary=_("Suggestions for a filter field: users or projects matching q"),
         parameters=[

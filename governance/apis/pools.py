@@ -15,6 +15,7 @@ from ._common import (
     NOT_FOUND,
     ETagMixin,
     LimitOffsetPagination,
+    captured_example,
     get_paginated_response,
     parse_filters,
     pool_use_serializer,
@@ -56,6 +57,7 @@ class PoolListApi(ETagMixin, APIView):
 
     @extend_schema(
         operation_id="pools_list",
+        examples=[captured_example("pools_list")],
         tags=["pools"],
         summary=_("List pools"),
         parameters=[FilterSerializer],
@@ -86,6 +88,7 @@ class PoolDetailApi(ETagMixin, APIView):
 
     @extend_schema(
         operation_id="pools_retrieve",
+        examples=[captured_example("pools_retrieve")],
         tags=["pools"],
         summary=_("Show a pool with its capacity and guarantees per flavor"),
         responses={200: OutputSerializer, 404: NOT_FOUND},

@@ -19,6 +19,7 @@ from ._common import (
     NOT_FOUND,
     ETagMixin,
     LimitOffsetPagination,
+    captured_example,
     get_paginated_response,
     parse_filters,
     search_param,
@@ -59,6 +60,7 @@ class PreemptionClassListApi(ETagMixin, APIView):
 
     @extend_schema(
         operation_id="preemption_classes_list",
+        examples=[captured_example("preemption_classes_list")],
         tags=["preemption-classes"],
         summary=_("List preemption classes"),
         parameters=[FilterSerializer],
@@ -97,6 +99,7 @@ class PreemptionClassDetailApi(ETagMixin, APIView):
 
     @extend_schema(
         operation_id="preemption_classes_retrieve",
+        examples=[captured_example("preemption_classes_retrieve")],
         tags=["preemption-classes"],
         summary=_("Show a preemption class"),
         responses={200: OutputSerializer, 404: NOT_FOUND},

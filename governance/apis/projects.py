@@ -22,6 +22,8 @@ from ._common import (
     NOT_FOUND,
     ETagMixin,
     LimitOffsetPagination,
+    captured_example,
+    change_example,
     get_paginated_response,
     parse_filters,
     search_param,
@@ -80,6 +82,7 @@ class ProjectListApi(ETagMixin, APIView):
 
     @extend_schema(
         operation_id="projects_list",
+        examples=[captured_example("projects_list")],
         tags=["projects"],
         summary=_("List projects"),
         parameters=[FilterSerializer],
@@ -135,6 +138,7 @@ class ProjectDetailApi(ETagMixin, APIView):
 
     @extend_schema(
         operation_id="projects_retrieve",
+        examples=[captured_example("projects_retrieve")],
         tags=["projects"],
         summary=_("Show a project with its members and quotas"),
         responses={200: OutputSerializer, 404: NOT_FOUND},
@@ -154,6 +158,7 @@ class ProjectMemberListApi(ETagMixin, APIView):
 
     @extend_schema(
         operation_id="projects_members_list",
+        examples=[captured_example("projects_members_list")],
         tags=["projects"],
         summary=_("List a project's members, leads first"),
         responses={200: MembershipOutputSerializer(many=True), 404: NOT_FOUND},
@@ -182,7 +187,8 @@ class ProjectMemberListApi(ETagMixin, APIView):
                     "username": "lead",
                     "role": "lead",
                 },
-            )
+            ),
+            change_example(),
         ],
     )
     def post(self, request: Request, slug: str) -> Response:
@@ -206,7 +212,8 @@ class ProjectMemberDetailApi(APIView):
                 "Remove",
                 request_only=True,
                 value={"reason": "Left the team."},
-            )
+            ),
+            change_example("The proposed removal"),
         ],
     )
     def delete(self, request: Request, slug: str, username: str) -> Response:

@@ -41,7 +41,7 @@ from governance.services.changes import (
     create_required_fields,
 )
 
-from ._common import NOT_FOUND
+from ._common import NOT_FOUND, change_example
 from .changes import BAD_INPUT, FORBIDDEN, ChangeOutputSerializer, _change_response
 
 PROPOSED = OpenApiResponse(
@@ -165,7 +165,10 @@ def propose_create(model: type[models.Model], *, tag: str) -> Callable[..., Resp
         summary=_("Propose creating one (a rule change someone else approves)"),
         request=input_serializer,
         responses=PROPOSAL_RESPONSES,
-        examples=[OpenApiExample("Create", request_only=True, value=CREATE_EXAMPLES[model])],
+        examples=[
+            OpenApiExample("Create", request_only=True, value=CREATE_EXAMPLES[model]),
+            change_example("The proposed creation"),
+        ],
     )
     def post(self: Any, request: Request) -> Response:
         serializer = input_serializer(data=request.data)
@@ -204,7 +207,10 @@ def propose_edit(
         summary=_("Propose a change of the fields given (a rule change someone else approves)"),
         request=input_serializer,
         responses=PROPOSAL_RESPONSES,
-        examples=[OpenApiExample("Edit", request_only=True, value=EDIT_EXAMPLES[model])],
+        examples=[
+            OpenApiExample("Edit", request_only=True, value=EDIT_EXAMPLES[model]),
+            change_example(),
+        ],
     )
     def patch(self: Any, request: Request, **kwargs: Any) -> Response:
         obj = get(user=request.user, for_edit=True, **{key: kwargs[key]})
@@ -246,7 +252,7 @@ def propose_delete(
         summary=_("Propose deleting it (refused while anything still uses it)"),
         request=input_serializer,
         responses=PROPOSAL_RESPONSES,
-        examples=[DELETE_EXAMPLE],
+        examples=[DELETE_EXAMPLE, change_example("The proposed deletion")],
     )
     def delete(self: Any, request: Request, **kwargs: Any) -> Response:
         obj = get(user=request.user, for_edit=True, **{key: kwargs[key]})

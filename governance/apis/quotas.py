@@ -15,6 +15,7 @@ from ._common import (
     NOT_FOUND,
     ETagMixin,
     LimitOffsetPagination,
+    captured_example,
     get_paginated_response,
     parse_filters,
     slug_filter,
@@ -60,6 +61,7 @@ class QuotaListApi(ETagMixin, APIView):
 
     @extend_schema(
         operation_id="quotas_list",
+        examples=[captured_example("quotas_list")],
         tags=["quotas"],
         summary=_("List quotas"),
         parameters=[FilterSerializer],
@@ -80,6 +82,7 @@ class QuotaDetailApi(ETagMixin, APIView):
 
     @extend_schema(
         operation_id="quotas_retrieve",
+        examples=[captured_example("quotas_retrieve")],
         tags=["quotas"],
         summary=_("Show a quota"),
         responses={200: OutputSerializer, 404: NOT_FOUND},

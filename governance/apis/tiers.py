@@ -16,6 +16,7 @@ from ._common import (
     ETagMixin,
     LimitOffsetPagination,
     boolean_filter,
+    captured_example,
     get_paginated_response,
     parse_filters,
     search_param,
@@ -70,6 +71,7 @@ class TierListApi(ETagMixin, APIView):
 
     @extend_schema(
         operation_id="tiers_list",
+        examples=[captured_example("tiers_list")],
         tags=["tiers"],
         summary=_("List priority tiers, highest first"),
         parameters=[FilterSerializer],
@@ -90,6 +92,7 @@ class TierDetailApi(ETagMixin, APIView):
 
     @extend_schema(
         operation_id="tiers_retrieve",
+        examples=[captured_example("tiers_retrieve")],
         tags=["tiers"],
         summary=_("Show a priority tier"),
         responses={200: OutputSerializer, 404: NOT_FOUND},

@@ -197,6 +197,13 @@ class PersonalTokenCreateApi(APIView):
 class PersonalTokenRevokeApi(APIView):
     @extend_schema(
         operation_id="tokens_revoke",
+        examples=[
+            OpenApiExample(
+                "Revoked",
+                value={**TOKEN_EXAMPLE, "revoked_at": "2026-12-02T08:00:00Z"},
+                response_only=True,
+            )
+        ],
         tags=["tokens"],
         summary=_("Revoke one of your personal tokens (it stops at once)"),
         request=None,
@@ -373,6 +380,13 @@ class ServiceAccountTokenCreateApi(APIView):
 class ServiceAccountTokenRevokeApi(APIView):
     @extend_schema(
         operation_id="service_accounts_tokens_revoke",
+        examples=[
+            OpenApiExample(
+                "Revoked",
+                value={**TOKEN_EXAMPLE, "revoked_at": "2026-12-02T08:00:00Z"},
+                response_only=True,
+            )
+        ],
         tags=["service accounts"],
         summary=_("Revoke a service account's token (it stops at once)"),
         request=None,

@@ -8,14 +8,25 @@ it through the change endpoints. Reading a cluster runs no scheduler command.
 from typing import Any
 
 from django.utils.translation import gettext_lazy as _
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiResponse,
+    extend_schema,
+    inline_serializer,
+)
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance.apis import get_paginated_response
-from governance.apis._common import NOT_FOUND, LimitOffsetPagination, error_response
+from governance.apis._common import (
+    NOT_FOUND,
+    LimitOffsetPagination,
+    captured_example,
+    change_example,
+    error_response,
+)
 from governance.apis.changes import BAD_INPUT, ChangeOutputSerializer
 from governance.apis.changes import _change_response as change_response
 from governance.models import Pool, TokenScope
@@ -61,6 +72,49 @@ class SyncRunOutputSerializer(serializers.Serializer):
 
     class Meta:
         ref_name = "SyncRun"
+
+
+SYNC_RUN_EXAMPLE = {
+    "id": 41,
+    "trigger": "manual",
+    "status": "succeeded",
+    "progress": "",
+    "attempts": 1,
+    "revision": 17,
+    "plan": {"creates": [], "updates": [], "deletes": [], "conflicts": []},
+    "result": {"applied": 3},
+    "error": "",
+    "created_at": "2026-12-01T08:00:00Z",
+    "started_at": "2026-12-01T08:00:01Z",
+    "finished_at": "2026-12-01T08:00:04Z",
+    "duration_seconds": 3.2,
+}
+CLUSTER_EXAMPLE = {
+    "name": "hpc",
+    "backend": "slurm",
+    "slurm_cluster": "hpc",
+    "slurm_conf": "/etc/slurm/slurm.conf",
+    "slurm_bin_dir": "",
+    "command_timeout": 30,
+    "kube_api_server": "",
+    "kube_ca_bundle": "",
+    "kube_credentials_file": "",
+    "kube_namespace_template": "{project}",
+    "enabled": True,
+    "pools": ["training", "inference"],
+    "sync_due": False,
+    "applied_revision": 17,
+    "applied_at": "2026-12-01T08:00:04Z",
+    "reachable": True,
+    "error": "",
+    "checked_at": "2026-12-01T07:59:00Z",
+    "scheduler_version": "slurm 22.05.8",
+    "tracked_resources": ["cpu", "mem", "gres/gpu", "gres/gpu:a100"],
+    "drift_checked_at": "2026-12-01T08:00:04Z",
+    "drift": [],
+    "slurm_conf_lines": ["AccountingStorageTRES=gres/gpu,gres/gpu:a100,gres/gpu:h100"],
+    "runs": [SYNC_RUN_EXAMPLE],
+}
 
 
 CHANGE_META_FIELDS = (
@@ -213,6 +267,7 @@ class ClusterListApi(APIView):
 
     @extend_schema(
         operation_id="clusters_list",
+        examples=[captured_example("clusters_list")],
         tags=["clusters"],
         summary=_("List clusters"),
         responses={200: OutputSerializer(many=True), 403: FORBIDDEN},
@@ -228,6 +283,7 @@ class ClusterListApi(APIView):
 
     @extend_schema(
         operation_id="clusters_create",
+        examples=[change_example()],
         tags=["clusters"],
         summary=_("Propose a new cluster (a rule change another ops user approves)"),
         request=InputSerializer,
@@ -321,6 +377,7 @@ class ClusterDetailApi(APIView):
 
     @extend_schema(
         operation_id="clusters_retrieve",
+        examples=[OpenApiExample("A Slurm cluster", response_only=True, value=CLUSTER_EXAMPLE)],
         tags=["clusters"],
         summary=_("Show a cluster: settings, last check, sync due, drift, recent runs"),
         responses={200: OutputSerializer, 403: FORBIDDEN, 404: NOT_FOUND},
@@ -340,6 +397,7 @@ class ClusterDetailApi(APIView):
 
     @extend_schema(
         operation_id="clusters_partial_update",
+        examples=[change_example()],
         tags=["clusters"],
         summary=_("Propose a change of a cluster's settings, pools or enabled state"),
         request=UpdateInputSerializer,
@@ -363,6 +421,7 @@ class ClusterDetailApi(APIView):
 
     @extend_schema(
         operation_id="clusters_destroy",
+        examples=[change_example()],
         tags=["clusters"],
         summary=_("Propose deleting a cluster"),
         request=DeleteInputSerializer,
@@ -394,6 +453,11 @@ class ClusterCheckApi(APIView):
 
     @extend_schema(
         operation_id="clusters_check",
+        examples=[
+            OpenApiExample(
+                "Queued", response_only=True, value={"queued": True}, status_codes=["202"]
+            )
+        ],
         tags=["clusters"],
         summary=_("Check the connection now (queued for a worker; the cluster shows the result)"),
         request=None,
@@ -419,6 +483,10 @@ class ClusterSyncApi(APIView):
 
     @extend_schema(
         operation_id="clusters_sync",
+        examples=[
+            OpenApiExample("Sync now", request_only=True, value={"dry_run": False}),
+            OpenApiExample("The run", response_only=True, value=SYNC_RUN_EXAMPLE),
+        ],
         tags=["clusters"],
         summary=_("Sync a cluster now, or dry run"),
         request=InputSerializer,
@@ -448,6 +516,7 @@ class SyncRunDetailApi(APIView):
 
     @extend_schema(
         operation_id="clusters_runs_retrieve",
+        examples=[OpenApiExample("A finished run", response_only=True, value=SYNC_RUN_EXAMPLE)],
         tags=["clusters"],
         summary=_("Show a sync run with its plan and progress"),
         responses={200: SyncRunOutputSerializer, 403: FORBIDDEN, 404: NOT_FOUND},

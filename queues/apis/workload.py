@@ -7,6 +7,7 @@ from typing import Any
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import (
+    OpenApiExample,
     OpenApiParameter,
     extend_schema,
     inline_serializer,
@@ -127,6 +128,42 @@ class WorkloadEventIngestApi(APIView):
 
     @extend_schema(
         operation_id="workload_events_ingest",
+        examples=[
+            OpenApiExample(
+                "A pod that cannot be scheduled",
+                request_only=True,
+                value={
+                    "events": [
+                        {
+                            "event_id": "k8s-ev-9f2c",
+                            "source": "k8s",
+                            "job_id": "vision/train-42",
+                            "kind": "pending",
+                            "time": "2026-12-01T08:00:00Z",
+                            "scheduler": "kueue",
+                            "reason": "QuotaReserved",
+                            "message": "couldn't assign flavors to pod set main",
+                            "project": "vision",
+                            "gpus": 8,
+                            "flavor": "a100-80g",
+                        }
+                    ]
+                },
+            ),
+            OpenApiExample(
+                "Stored",
+                response_only=True,
+                value={
+                    "received": 1,
+                    "stored": 1,
+                    "duplicates": 0,
+                    "jobs_created": 1,
+                    "jobs_updated": 0,
+                    "unclassified": 0,
+                    "by_category": {"quota": 1},
+                },
+            ),
+        ],
         tags=["workload"],
         summary=gettext_lazy("Report workload events in bulk (idempotent per event id)"),
         description=gettext_lazy(
@@ -219,6 +256,39 @@ class JobWaitApi(APIView):
 
     @extend_schema(
         operation_id="jobs_wait_retrieve",
+        examples=[
+            OpenApiExample(
+                "Waiting on its quota",
+                response_only=True,
+                value={
+                    "source": "hpc",
+                    "job_id": "48213",
+                    "project": "vision",
+                    "tier": "key",
+                    "user": "member",
+                    "state": "pending",
+                    "gpus": 8,
+                    "flavor": "a100-80g",
+                    "constraints": "",
+                    "queue": "gpu",
+                    "qos": "key",
+                    "account": "training.vision",
+                    "submitted_at": "2026-12-01T07:40:00Z",
+                    "reason": "QOSGrpGRES",
+                    "message": "",
+                    "category": "quota",
+                    "category_label": "Quota limit",
+                    "category_text": "The project uses all the GPUs its quota allows.",
+                    "clears_by_itself": True,
+                    "waited_seconds": 1200,
+                    "next_step": "Wait for the project's running jobs to end, or ask for more.",
+                    "action_url": "/requests/new/?project=vision&kind=quota_exception",
+                    "quota": None,
+                    "jobs_ahead": [],
+                    "pool_free": [],
+                },
+            )
+        ],
         tags=["workload"],
         summary=gettext_lazy("Why is this job waiting: category, evidence and next step"),
         parameters=[

@@ -141,3 +141,28 @@ def test_docs_load_swagger_ui_from_local_static_files_only(member):
     script = client.get(reverse("api_docs"), {"script": ""})
     assert script.status_code == 200
     assert reverse("api_schema") in script.content.decode()
+
+
+def test_every_operation_has_an_example(schema):
+    """Each operation shows an example of its body or of its successful answer."""
+    without = []
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            bodies = list(operation.get("requestBody", {}).get("content", {}).values())
+            for code, response in operation["responses"].items():
+                if code.startswith("2"):
+                    bodies += list(response.get("content", {}).values())
+            if not any(body.get("examples") for body in bodies):
+                without.append(f"{method.upper()} {path}")
+    assert without == []
+
+
+def test_errors_have_one_documented_shape(schema):
+    error = schema["components"]["schemas"]["Error"]
+    assert set(error["properties"]) == {"error", "detail", "fields"}
+    create = schema["paths"]["/api/v1/requests/create/"]["post"]
+    assert "409" in create["responses"]
+    assert any(p["name"] == "Idempotency-Key" for p in create["parameters"])
+    quota = schema["paths"]["/api/v1/quotas/{id}/"]["get"]
+    assert "304" in quota["responses"]
+    assert any(p["name"] == "If-None-Match" for p in quota["parameters"])
