@@ -6,6 +6,7 @@ from django.core.exceptions import NON_FIELD_ERRORS
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse, inline_serializer
 from rest_framework import exceptions, serializers
 from rest_framework import pagination as drf_pagination
@@ -18,7 +19,24 @@ from rest_framework.views import APIView
 if TYPE_CHECKING:
     from django_stubs_ext import StrOrPromise
 
-from governance.selectors import Sorts, sort_choices
+from governance.selectors import Sorts, required_scope, sort_choices
+
+
+class ScopedAutoSchema(AutoSchema):
+    """drf-spectacular's schema, and each operation says the token scope it needs (the
+    description's last line, and ``x-token-scope``)."""
+
+    def get_operation(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        operation = super().get_operation(*args, **kwargs)
+        if operation is None:
+            return None
+        scope = required_scope(self.view, self.method)
+        line = _("Token scope: %(scope)s.") % {"scope": scope}
+        operation["description"] = "\n\n".join(
+            part for part in (operation.get("description", ""), str(line)) if part
+        )
+        operation["x-token-scope"] = scope
+        return operation
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
