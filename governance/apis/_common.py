@@ -33,7 +33,7 @@ class ScopedAutoSchema(AutoSchema):
         scope = required_scope(self.view, self.method)
         line = _("Token scope: %(scope)s.") % {"scope": scope}
         operation["description"] = "\n\n".join(
-            part for part in (operation.get("description", ""), str(line)) if part
+            str(part) for part in (operation.get("description", ""), line) if part
         )
         operation["x-token-scope"] = scope
         return operation

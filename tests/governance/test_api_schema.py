@@ -34,7 +34,8 @@ def test_schema_is_valid_openapi(schema):
 def test_schema_has_every_api_path(schema):
     expected = {documented_path(str(pattern.pattern)) for pattern in api_patterns}
 
-    assert len(expected) == 22  # 21 + the lookup for search-as-you-type filters
+    # 21 + the lookup for search-as-you-type filters + 10 for tokens and service accounts
+    assert len(expected) == 32
     assert expected <= set(schema["paths"])
 
 
@@ -47,6 +48,10 @@ def test_every_operation_is_named_tagged_and_authenticated(schema):
         # The rules are read-only; they change only through a rule change's steps.
         if path.startswith("/api/v1/changes/") and path != "/api/v1/changes/{id}/":
             expected = ["get"] if path == "/api/v1/changes/" else ["post"]
+        elif path.startswith(("/api/v1/tokens/", "/api/v1/service-accounts/")):
+            # Tokens and service accounts: made, revoked, deactivated by POST.
+            writes = ("/create/", "/revoke/", "/deactivate/")
+            expected = ["post"] if path.endswith(writes) else ["get"]
         else:
             expected = ["get"]
         assert list(operations) == expected, path
@@ -55,7 +60,7 @@ def test_every_operation_is_named_tagged_and_authenticated(schema):
         assert operation["tags"], path
         assert {"tokenAuth": []} in operation["security"], path
         assert {} not in operation["security"], path  # no anonymous access
-    assert len(operation_ids) == len(set(operation_ids)) == 22
+    assert len(operation_ids) == len(set(operation_ids)) == 32
 
 
 def test_list_operations_document_filters_and_pages(schema):

@@ -94,7 +94,12 @@ def test_ops_make_a_site_wide_account_that_acts_as_ops_but_never_decides(world, 
 
 
 def test_a_service_account_never_signs_in(world, ci_user):
-    assert not Client().login(username="ci-pipeline", password="")
+    ci_user.set_password("a-password-it-never-has")
+    ci_user.save()
+    response = Client().post(
+        reverse("login"), {"username": "ci-pipeline", "password": "a-password-it-never-has"}
+    )
+    assert response.status_code == 200 and "_auth_user_id" not in response.client.session
     client = Client()
     client.force_login(ci_user)  # even a forged session is not honoured
     assert client.get(reverse("home")).status_code == 302
