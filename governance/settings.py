@@ -365,7 +365,8 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.MultiPartParser",
     ],
     "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # drf-spectacular's, with the token scope each operation needs.
+    "DEFAULT_SCHEMA_CLASS": "governance.apis._common.ScopedAutoSchema",
     "EXCEPTION_HANDLER": "governance.apis.exception_handler",
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }

@@ -28,7 +28,25 @@ from rest_framework.views import APIView
 if TYPE_CHECKING:
     from django_stubs_ext import StrOrPromise
 
-from governance.selectors import Sorts, sort_choices
+from governance.selectors import Sorts, required_scope, sort_choices
+
+
+class ScopedAutoSchema(AutoSchema):
+    """drf-spectacular's schema, and each operation says the token scope it needs (the
+    description's last line, and ``x-token-scope``)."""
+
+    def get_operation(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        operation = super().get_operation(*args, **kwargs)
+        if operation is None:
+            return None
+        scope = required_scope(self.view, self.method)
+        line = _("Token scope: %(scope)s.") % {"scope": scope}
+        operation["description"] = "\n\n".join(
+            str(part) for part in (operation.get("description", ""), line) if part
+        )
+        operation["x-token-scope"] = scope
+        return operation
+
 
 # One error format for every API response that is not a success:
 # ``{"error": <code>, "detail": <text>, "fields": {<name>: [<message>, ...]}}``.
@@ -148,7 +166,7 @@ def error_response(description: Any, *, example: dict[str, Any] | None = None) -
     return OpenApiResponse(response=ErrorSerializer, description=description, examples=examples)
 
 
-class ETagSchema(AutoSchema):
+class ETagSchema(ScopedAutoSchema):
     """A read with an ETag: ``If-None-Match`` and the 304 answer in the schema."""
 
     def get_override_parameters(self) -> list[Any]:

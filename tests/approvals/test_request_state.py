@@ -143,6 +143,7 @@ def test_filtering_by_state_costs_a_fixed_number_of_queries(
 ):
     if api:
         api_client.credentials(HTTP_AUTHORIZATION=token_for(ops))
+        api_client.get(reverse(route))  # the token's first use in a minute records it
         client = api_client
     else:
         client = login(ops)
