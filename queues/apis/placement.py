@@ -265,6 +265,16 @@ class PlacementApi(APIView):
         operation_id="placement_retrieve",
         tags=["placement"],
         summary=_("Where and how to submit a job, and whether it may run now"),
+        description=_(
+            "For each Slurm cluster that serves the project's quota of the flavor: the "
+            "account, QOS and the exact sbatch options; for each Kubernetes cluster with "
+            "Kueue: the namespace, the LocalQueue and the labels to put on the workload. "
+            "'allowed' says whether the job may run right now; each refusal has a code "
+            "(tier_not_allowed, tier_retired, over_job_cap, over_maximum, unknown_flavor, "
+            "no_quota, no_tier, no_cluster) and a message in the caller's language. The "
+            "headroom counts the GPUs the project's running jobs hold now against its "
+            "guarantee and maximum, grants included."
+        ),
         parameters=[InputSerializer],
         responses={
             200: OutputSerializer,

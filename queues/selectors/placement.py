@@ -25,6 +25,7 @@ costs the project and that one query, whatever the size of the organisation.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -169,31 +170,39 @@ def placement_cache_clear() -> None:
         _compiled = None
 
 
-def _read(project_id: int | None = None, flavor_id: int | None = None) -> tuple[Any, ...]:
-    """One query: the fingerprint, then the GPUs the project's running jobs hold of
-    ``flavor_id`` and without a flavor (``None`` each when not asked).
-
-    The fingerprint is the newest history row of every governed model placement reads and
-    the newest rules revision (``MAX`` of a primary key each: an index lookup)."""
+@functools.cache
+def _read_sql() -> tuple[str, str]:
+    """The SQL of ``_read`` without and with the project's jobs (built once: reaching a
+    model's history model through its manager is slow)."""
+    quote = connection.ops.quote_name
     tables = [
         (model.history.model._meta.db_table, "history_id")  # type: ignore[attr-defined]
         for model in FINGERPRINT_MODELS
     ]
     tables.append((RulesRevision._meta.db_table, "id"))
-    quote = connection.ops.quote_name
     columns = [f"(SELECT MAX({quote(column)}) FROM {quote(table)})" for table, column in tables]
-    params: list[Any] = []
-    if project_id is not None:
-        jobs = (
-            f"SELECT SUM({quote('gpus')}) FROM {quote(WorkloadJob._meta.db_table)} "
-            f"WHERE {quote('project_id')} = %s AND {quote('state')} = %s AND {quote('flavor_id')}"
-        )
-        columns.append(f"({jobs} = %s)")
-        columns.append(f"({jobs} IS NULL)")
-        params += [project_id, JobState.RUNNING.value, flavor_id or 0]
-        params += [project_id, JobState.RUNNING.value]
+    jobs = (
+        f"SELECT SUM({quote('gpus')}) FROM {quote(WorkloadJob._meta.db_table)} "
+        f"WHERE {quote('project_id')} = %s AND {quote('state')} = %s AND {quote('flavor_id')}"
+    )
+    fingerprint = "SELECT " + ", ".join(columns)
+    return fingerprint, fingerprint + f", ({jobs} = %s), ({jobs} IS NULL)"
+
+
+def _read(project_id: int | None = None, flavor_id: int | None = None) -> tuple[Any, ...]:
+    """One query: the fingerprint, then the GPUs the project's running jobs hold of
+    ``flavor_id`` and without a flavor (only when a project is given).
+
+    The fingerprint is the newest history row of every governed model placement reads and
+    the newest rules revision (``MAX`` of a primary key each: an index lookup)."""
+    fingerprint_sql, with_jobs_sql = _read_sql()
     with connection.cursor() as cursor:
-        cursor.execute("SELECT " + ", ".join(columns), params)
+        if project_id is None:
+            cursor.execute(fingerprint_sql)
+        else:
+            running = JobState.RUNNING.value
+            params = [project_id, running, flavor_id or 0, project_id, running]
+            cursor.execute(with_jobs_sql, params)
         return tuple(cursor.fetchone() or ())
 
 
