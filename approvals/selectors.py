@@ -524,7 +524,7 @@ def project_grants(*, project: Project, at: datetime) -> list[ProjectGrant]:
     grants = (
         Grant.objects.filter(project=project, ends_at__gt=at)
         .exclude(state__in=[GrantState.REVOKED, GrantState.EXPIRED])
-        .select_related("tier", "pool", "flavor", "preemption_class")
+        .select_related("project", "tier", "pool", "flavor", "preemption_class")
         .order_by("ends_at", "pk")
     )
     requests = {

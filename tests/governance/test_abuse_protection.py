@@ -91,6 +91,7 @@ def test_a_token_over_its_rate_gets_429_with_retry_after(throttled, ci_token, ci
     refused = client.get(reverse("api_tier_list"))
     assert refused.status_code == 429
     assert int(refused["Retry-After"]) > 0
+    assert refused.json()["error"] == "throttled" and refused.json()["fields"] == {}
 
 
 def test_a_user_over_their_rate_gets_429_whatever_the_credentials(throttled, member):

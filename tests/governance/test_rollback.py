@@ -202,9 +202,13 @@ def test_history_and_changes_cannot_be_changed_through_any_page_or_api(world, op
         for url in (
             reverse("api_change_detail", args=[change.pk]),
             reverse("api_change_list"),
-            reverse("api_quota_detail", args=[world.vision_a100.pk]),
+            reverse("api_quota_history", args=[world.vision_a100.pk]),
         ):
             assert getattr(api, method)(url, content_type="application/json").status_code == 405
+        # A rule's PATCH and DELETE only propose a change (here without a reason: a 400).
+        quota = reverse("api_quota_detail", args=[world.vision_a100.pk])
+        answer = getattr(api, method)(quota, content_type="application/json").status_code
+        assert answer == (400 if method in ("patch", "delete") else 405)
         assert getattr(ops, method)(reverse("change_detail", args=[change.pk])).status_code in (
             200,
             405,
