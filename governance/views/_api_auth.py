@@ -34,6 +34,14 @@ def client_address(request: Any) -> str | None:
     return request.META.get("REMOTE_ADDR") or None
 
 
+def scope_problem(token: ApiToken, view: Any, method: str) -> str:
+    """Why ``token`` may not call ``method`` on ``view`` (its scope), or "" when it may."""
+    scope = selectors.required_scope(view, method)
+    if token.has_scope(scope):
+        return ""
+    return _("This token lacks the “%(scope)s” scope that this operation needs.") % {"scope": scope}
+
+
 class ApiTokenAuthentication(BaseAuthentication):
     def authenticate(self, request: Any) -> tuple[Any, ApiToken] | None:
         parts = get_authorization_header(request).split()
@@ -54,6 +62,13 @@ class ApiTokenAuthentication(BaseAuthentication):
         services.api_token_touch(token=token, address=address)
         # For the audit middleware, which sees the Django request, not DRF's.
         request._request.arbiter_api_token = token
+        # The scope is checked here too, so that a view which replaces the default permission
+        # classes still cannot be called beyond a token's scopes.
+        view = (getattr(request, "parser_context", None) or {}).get("view")
+        if view is not None:
+            problem = scope_problem(token, view, request.method or "GET")
+            if problem:
+                raise exceptions.PermissionDenied(problem)
         return token.user, token
 
     def authenticate_header(self, request: Any) -> str:
@@ -88,13 +103,11 @@ class TokenScopePermission(BasePermission):
         token = request.auth
         if not isinstance(token, ApiToken):
             return True
-        scope = selectors.required_scope(view, request.method or "GET")
-        if token.has_scope(scope):
-            return True
-        self.message = _("This token lacks the “%(scope)s” scope that this operation needs.") % {
-            "scope": scope
-        }
-        return False
+        problem = scope_problem(token, view, request.method or "GET")
+        if problem:
+            self.message = problem
+            return False
+        return True
 
 
 class ApiWriteAuditMiddleware:

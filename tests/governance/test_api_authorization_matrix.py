@@ -308,3 +308,28 @@ def test_a_person_with_the_same_scopes_may_decide(scene):
     client = _client(scene, "ops")
     url = f"/api/v1/requests/{scene['vision_request'].pk}/approve/"
     assert _call(client, "POST", url, {"comment": "ok"}).status_code == 200
+
+
+def test_a_view_with_its_own_permission_classes_still_needs_the_scope(world, ci_user):
+    """The scope is enforced by the authentication too: a view that replaces the default
+    permission classes (say, ``AllowAny``) cannot be called beyond a token's scopes."""
+    from rest_framework.permissions import AllowAny
+    from rest_framework.response import Response
+    from rest_framework.test import APIRequestFactory
+    from rest_framework.views import APIView
+
+    class Probe(APIView):
+        permission_classes = [AllowAny]
+
+        def get(self, request):
+            return Response({"ok": True})
+
+        def post(self, request):
+            return Response({"ok": True})
+
+    header = token_for(ci_user, TokenScope.READ)
+    factory = APIRequestFactory()
+    assert Probe.as_view()(factory.get("/probe/", HTTP_AUTHORIZATION=header)).status_code == 200
+    refused = Probe.as_view()(factory.post("/probe/", {}, HTTP_AUTHORIZATION=header))
+    assert refused.status_code == 403
+    assert "request" in str(refused.data["detail"])
