@@ -200,8 +200,8 @@ def _read(project_id: int | None = None, flavor_id: int | None = None) -> tuple[
         if project_id is None:
             cursor.execute(fingerprint_sql)
         else:
-            running = JobState.RUNNING.value
-            params = [project_id, running, flavor_id or 0, project_id, running]
+            running = str(JobState.RUNNING.value)
+            params: list[int | str] = [project_id, running, flavor_id or 0, project_id, running]
             cursor.execute(with_jobs_sql, params)
         return tuple(cursor.fetchone() or ())
 
@@ -318,11 +318,11 @@ def compiled_placement(*, now: datetime | None = None) -> Compiled:
 def _current(fingerprint: tuple[Any, ...], now: datetime) -> Compiled:
     global _compiled
     current = _compiled
-    if _usable(current, fingerprint, now):
-        return current  # type: ignore[return-value]
+    if current is not None and _usable(current, fingerprint, now):
+        return current
     with _lock:
         current = _compiled
-        if not _usable(current, fingerprint, now):
+        if current is None or not _usable(current, fingerprint, now):
             current = _compile(fingerprint, now)
             _compiled = current
         return current
@@ -622,21 +622,21 @@ def _routes(
                     "sbatch": " ".join(options),
                 }
             )
-    for target in compiled.kueue:
-        for pool in target.pools:
+    for kube in compiled.kueue:
+        for pool in kube.pools:
             if not by_pool.get(pool.pk):
                 continue
-            found = target.local_queues.get(cluster_queue_name(slug, pool.slug))
+            found = kube.local_queues.get(cluster_queue_name(slug, pool.slug))
             if found is None:
                 continue
             namespace, local_queue = found
             labels = {QUEUE_NAME_LABEL: local_queue}
-            priority_class = target.priority_classes.get(tier.slug) if tier else None
+            priority_class = kube.priority_classes.get(tier.slug) if tier else None
             if priority_class:
                 labels[PRIORITY_CLASS_LABEL] = priority_class
             kueue.append(
                 {
-                    "cluster": target.cluster.name,
+                    "cluster": kube.cluster.name,
                     "pool": pool.slug,
                     "namespace": namespace,
                     "local_queue": local_queue,
