@@ -190,6 +190,9 @@ api_patterns = [
     ),
 ]
 
+# An API address that matches no operation answers in the API's error format.
+handler404 = "governance.views._common.page_not_found"
+
 urlpatterns = [
     path("", include("reports.urls")),
     path("", include(page_patterns)),

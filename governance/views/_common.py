@@ -6,10 +6,11 @@ from typing import Any
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.views import defaults
 
 from governance import forms, selectors, services
 
@@ -233,3 +234,15 @@ def propose_title(obj: models.Model) -> str:
         "kind": obj._meta.verbose_name,
         "object": obj,
     }
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """``handler404``: under ``/api/`` a JSON error in the API's one format (an address that
+    matches no operation), elsewhere Django's page (``404.html``)."""
+    if request.path.startswith("/api/"):
+        from django.http import JsonResponse
+
+        from governance.apis._common import error_body  # the API's one error format
+
+        return JsonResponse(error_body(404, {"detail": _("Not found.")}, Http404()), status=404)
+    return defaults.page_not_found(request, exception)

@@ -87,3 +87,10 @@ def test_http404_is_404():
 
 def test_other_exceptions_are_left_to_django():
     assert handle(RuntimeError("boom")) is None
+
+
+def test_an_api_address_that_matches_nothing_is_a_json_404(client):
+    response = client.get("/api/v1/changes/null,null/")
+    assert response.status_code == 404
+    assert response.json() == {"error": "not_found", "detail": "Not found.", "fields": {}}
+    assert "text/html" in client.get("/no-such-page/")["Content-Type"]
