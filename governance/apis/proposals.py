@@ -107,6 +107,20 @@ class _RuleFieldsSerializer(serializers.ModelSerializer):
         return []
 
 
+# Whole numbers stay in a 32-bit column; a number of days stays within ten years (a review
+# cycle of 10**18 days would overflow the date it sets).
+INT_MAX = 2**31 - 1
+DAYS_MAX = 3650
+
+
+def _field_kwargs(model: type[models.Model], name: str, required: set[str]) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"required": name in required, "validators": []}
+    field = model._meta.get_field(name)
+    if isinstance(field, models.IntegerField):
+        kwargs["max_value"] = DAYS_MAX if name.endswith("_days") else INT_MAX
+    return kwargs
+
+
 def rule_input_serializer(
     model: type[models.Model], fields: tuple[str, ...], *, ref_name: str, partial: bool
 ) -> type[serializers.ModelSerializer]:
@@ -119,9 +133,7 @@ def rule_input_serializer(
             "model": model,
             "fields": (*META_FIELDS, *fields),
             "ref_name": ref_name,
-            "extra_kwargs": {
-                name: {"required": name in required, "validators": []} for name in fields
-            },
+            "extra_kwargs": {name: _field_kwargs(model, name, required) for name in fields},
         },
     )
     return type(  # type: ignore[return-value]
