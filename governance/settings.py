@@ -326,6 +326,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "queues.tasks.workload_checks",
         "schedule": timedelta(minutes=1),
     },
+    # The monthly review: the previous calendar month, built on the 1st (once; see
+    # reports.services.review_request_scheduled).
+    "monthly-review": {
+        "task": "reports.tasks.monthly_review_schedule",
+        "schedule": crontab(minute=30, hour=0, day_of_month="1"),
+    },
     "scheduler-drift-check": {
         "task": "queues.tasks.drift_check_clusters",
         "schedule": timedelta(minutes=15),

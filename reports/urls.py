@@ -5,4 +5,26 @@ from reports import views
 urlpatterns = [
     path("", views.home, name="home"),
     path("vendor/plotly-<str:version>.min.js", views.plotly_js, name="plotly_js"),
+    path("monthly-reviews/", views.report_list, name="report_list"),
+    path("monthly-reviews/compare/", views.report_compare, name="report_compare"),
+    path("monthly-reviews/<int:pk>/", views.report_detail, name="report_detail"),
+    path("monthly-reviews/<int:pk>/status/", views.report_status, name="report_status"),
+    path("monthly-reviews/<int:pk>/print/", views.report_print, name="report_print"),
+    path("monthly-reviews/<int:pk>/csv/", views.report_csv, name="report_csv"),
+    path("monthly-reviews/<int:pk>/csv/<slug:key>/", views.report_csv, name="report_table_csv"),
+    path(
+        "monthly-reviews/<int:pk>/projects/<slug:slug>/",
+        views.report_project,
+        name="report_project",
+    ),
+    path(
+        "monthly-reviews/<int:pk>/projects/<slug:slug>/csv/",
+        views.report_csv,
+        name="report_project_csv",
+    ),
+    path(
+        "monthly-reviews/<int:pk>/projects/<slug:slug>/csv/<slug:key>/",
+        views.report_csv,
+        name="report_project_table_csv",
+    ),
 ]
