@@ -22,7 +22,7 @@ from governance.views.paging import paginate
 from reports import selectors, services
 from reports.forms import CompareForm, ReviewRequestForm
 from reports.models import MonthlyReview
-from reports.selectors import reviews as review_selectors
+from reports.selectors import stored_reviews as review_selectors
 
 # plotly.js as the installed plotly package ships it: no CDN, and always the version the
 # Python figures are built for.

@@ -32,7 +32,7 @@ def user_can_read_reviews(user: Any) -> bool:
 
 def led_project_slugs(*, user: Any) -> set[str]:
     return set(
-        Membership.objects.filter(member=user, role=ProjectRole.LEAD).values_list(
+        Membership.objects.filter(user=user, role=ProjectRole.LEAD).values_list(
             "project__slug", flat=True
         )
     )
