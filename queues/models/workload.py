@@ -148,6 +148,10 @@ class WorkloadJob(models.Model):
             models.Index(fields=["state", "category"], name="job_state_category"),
             models.Index(fields=["project", "ended_at"], name="job_project_ended"),
             models.Index(fields=["cluster", "state"], name="job_cluster_state"),
+            # The review's waits read the jobs submitted in a window (reports.selectors).
+            models.Index(fields=["submitted_at"], name="job_submitted"),
+            # The hourly rollup rereads the jobs changed since its watermark.
+            models.Index(fields=["last_event_at"], name="job_last_event"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["source", "job_id"], name="job_unique_per_source"),

@@ -1,0 +1,111 @@
+"""Reads for the home page: what each role needs to see first, and the figures for it."""
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import plotly.graph_objects as go
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from governance import selectors as governance
+from governance.models import Membership, PriorityTier, ProjectRole, Quota, User
+from queues.selectors import jobs_by_project
+
+
+@dataclass(frozen=True)
+class ProjectSummary:
+    """What a project is allowed now, as the effective rules say (grants included): its tier,
+    every tier below, its quotas."""
+
+    membership: Membership
+    tier: PriorityTier | None
+    tier_is_default: bool
+    tier_raised_by_grant: bool
+    allowed_tiers: list[PriorityTier]
+    quotas: list[Quota]
+    # Running and waiting jobs (``queues.selectors.jobs_by_project``).
+    jobs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def project(self) -> Any:
+        return self.membership.project
+
+    @property
+    def is_lead(self) -> bool:
+        return self.membership.role == ProjectRole.LEAD
+
+
+def project_summaries(*, user: User) -> list[ProjectSummary]:
+    """One summary per project ``user`` belongs to (a fixed number of queries)."""
+    memberships = list(governance.user_memberships(user=user))
+    if not memberships:
+        return []
+    rules = governance.effective_rules(
+        at=timezone.now(),
+        project_slugs=[membership.project.slug for membership in memberships],
+    )
+    quotas: dict[int, list[Quota]] = defaultdict(list)
+    for quota in governance.quotas_for_projects(
+        project_ids=[membership.project_id for membership in memberships]
+    ):
+        quotas[quota.project_id].append(quota)
+    jobs = jobs_by_project(project_ids=[membership.project_id for membership in memberships])
+    summaries = []
+    for membership in memberships:
+        effective = rules.projects[membership.project.slug]
+        base = membership.project.tier or rules.default_tier
+        summaries.append(
+            ProjectSummary(
+                membership=membership,
+                tier=effective.tier,
+                tier_is_default=membership.project.tier is None and effective.tier == base,
+                tier_raised_by_grant=effective.tier != base,
+                allowed_tiers=list(effective.allowed_tiers),
+                quotas=quotas[membership.project_id],
+                jobs=jobs.get(membership.project_id, {}),
+            )
+        )
+    return summaries
+
+
+def pool_usage_figure(*, usage: list[governance.PoolFlavorUse]) -> dict[str, Any]:
+    """A grouped bar chart of capacity against what is committed, per pool and flavor.
+
+    Returned as plain JSON data (``fig.to_json()`` parsed), ready for ``json_script``.
+    """
+    labels = [f"{use.pool.name} · {use.flavor.name}" for use in usage]
+    figure = go.Figure(
+        data=[
+            go.Bar(
+                name=_("Capacity"),
+                x=labels,
+                y=[use.capacity for use in usage],
+                marker_color="#94a3b8",
+            ),
+            go.Bar(
+                name=_("Guaranteed to projects"),
+                x=labels,
+                y=[use.guaranteed for use in usage],
+                marker_color="#2563eb",
+            ),
+            go.Bar(
+                name=_("Held by child pools"),
+                x=labels,
+                y=[use.child_capacity for use in usage],
+                marker_color="#0d9488",
+            ),
+        ],
+        layout=go.Layout(
+            barmode="group",
+            height=360,
+            margin={"l": 48, "r": 16, "t": 16, "b": 64},
+            legend={"orientation": "h", "y": -0.2},
+            yaxis={"title": {"text": _("GPUs")}, "rangemode": "tozero", "gridcolor": "#e2e8f0"},
+            plot_bgcolor="#ffffff",
+            paper_bgcolor="#ffffff",
+            font={"family": "system-ui, -apple-system, 'Segoe UI', sans-serif", "size": 13},
+        ),
+    )
+    return json.loads(figure.to_json())
