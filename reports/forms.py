@@ -45,8 +45,9 @@ class ReviewRequestForm(forms.Form):
             except ValueError:
                 self.add_error("month", _("Write the month as YYYY-MM, for example 2026-11."))
                 return data
-            following = first.replace(year=first.year + first.month // 12,
-                                      month=first.month % 12 + 1)
+            following = first.replace(
+                year=first.year + first.month // 12, month=first.month % 12 + 1
+            )
             data["window"] = (first, following)
         elif data.get("start") and data.get("end"):
             if data["end"] < data["start"]:

@@ -76,6 +76,9 @@ class MonthlyReview(models.Model):
     def __str__(self) -> str:
         return f"{self.window_label} v{self.version}"
 
+    def get_absolute_url(self) -> str:
+        return reverse("report_detail", args=[self.pk])
+
     @property
     def window_label(self) -> str:
         from django.utils import timezone
@@ -98,6 +101,3 @@ class MonthlyReview(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in (ReviewStatus.DONE, ReviewStatus.FAILED)
-
-    def get_absolute_url(self) -> str:
-        return reverse("report_detail", args=[self.pk])

@@ -13,7 +13,6 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -171,7 +170,7 @@ def review_build(*, review_id: int, now: datetime | None = None) -> MonthlyRevie
     _review_progress(review_id=review_id, progress=0, status=ReviewStatus.BUILDING)
     scope = {"start": review.start, "end": review.end}
     try:
-        metrics = selectors.review_metrics(  # type: ignore[attr-defined]
+        metrics = selectors.review_metrics(
             **scope, pool=review.pool or None, project=review.project or None
         )
         projects = [row["project"] for row in metrics["service"]["by_project"]]
@@ -183,7 +182,7 @@ def review_build(*, review_id: int, now: datetime | None = None) -> MonthlyRevie
         _review_progress(review_id=review_id, progress=100 // steps)
         project_metrics = {}
         for number, slug in enumerate(slugs, start=2):
-            project_metrics[slug] = selectors.review_metrics(  # type: ignore[attr-defined]
+            project_metrics[slug] = selectors.review_metrics(
                 **scope, pool=review.pool or None, project=slug
             )
             _review_progress(review_id=review_id, progress=100 * number // steps)

@@ -134,8 +134,8 @@ def _add_errors(form: Any, error: ValidationError) -> None:
             for message in errors:
                 form.add_error(field if field in form.fields else None, message)
     else:
-        for message in error.messages:
-            form.add_error(None, message)
+        for text in error.messages:
+            form.add_error(None, text)
 
 
 def _review_context(review: MonthlyReview, project: str | None) -> dict[str, Any]:

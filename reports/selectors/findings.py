@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from governance import selectors as governance
-from governance.models import PriorityTier, Project, Quota
+from governance.models import Project, Quota
 from queues.models import Alert, AlertKind
 
 # Starved: received less than this share of its guaranteed GPU-hours while waiting on quota
@@ -59,8 +59,7 @@ FINDING_TEXTS = {
         "%(threshold)s minutes (p90 wait: %(p90)s minutes)."
     ),
     FindingKind.EXCEPTIONS_OVER_POLICY: _(
-        "%(project)s asked for %(count)s exceptions; the approval policy allows %(limit)s a "
-        "month."
+        "%(project)s asked for %(count)s exceptions; the approval policy allows %(limit)s a month."
     ),
     FindingKind.TIER_REVIEW_OVERDUE: _("The review of the tier %(tier)s was due on %(due)s."),
     FindingKind.QUOTA_REVIEW_OVERDUE: _("The review of the quota %(quota)s was due on %(due)s."),
@@ -111,7 +110,7 @@ def _service_findings(metrics: dict[str, Any]) -> list[dict[str, Any]]:
     findings = []
     rows = metrics["service"]["by_project"]
     quotas = _quota_pks()
-    waiting_pools = {}
+    waiting_pools: dict[str | None, set[str]] = {}
     for row in rows:
         if row["quota_wait_hours"] > 0:
             waiting_pools.setdefault(row["pool"], set()).add(row["project"])
@@ -204,7 +203,7 @@ def _review_findings_overdue(*, on: Any) -> list[dict[str, Any]]:
         findings.append(
             _finding(
                 FindingKind.TIER_REVIEW_OVERDUE,
-                {"tier": tier.name, "due": tier.next_review_on.isoformat()},
+                {"tier": tier.name, "due": str(tier.next_review_on)},
                 evidence=("tier_detail", [tier.slug], ""),
                 propose=("review_tier", [tier.slug]),
             )
@@ -288,5 +287,3 @@ def finding_text(finding: dict[str, Any]) -> str:
 def finding_title(finding: dict[str, Any]) -> str:
     return str(FINDING_TITLES.get(finding["kind"], finding["kind"]))
 
-
-__all__ = ["PriorityTier", "finding_text", "finding_title", "review_findings"]

@@ -649,8 +649,12 @@ def review_compare(*, a: MonthlyReview, b: MonthlyReview) -> list[tuple[str, lis
     sections: list[tuple[str, list[Delta]]] = []
 
     overall = [
-        _delta(_("Jobs"), ma["waits"]["overall"]["jobs"], mb["waits"]["overall"]["jobs"],
-               higher_is_worse=None),
+        _delta(
+            _("Jobs"),
+            ma["waits"]["overall"]["jobs"],
+            mb["waits"]["overall"]["jobs"],
+            higher_is_worse=None,
+        ),
     ]
     for key, label in (
         ("waiting_at_end", _("Still waiting at the end")),
@@ -693,15 +697,30 @@ def review_compare(*, a: MonthlyReview, b: MonthlyReview) -> list[tuple[str, lis
         (
             _("Capacity"),
             [
-                _delta(_("Available (GPU-hours)"), cap_a["available_gpu_hours"],
-                       cap_b["available_gpu_hours"], higher_is_worse=None),
-                _delta(_("Allocated (GPU-hours)"), cap_a["allocated_gpu_hours"],
-                       cap_b["allocated_gpu_hours"], higher_is_worse=False),
-                _delta(_("Idle (GPU-hours)"), cap_a["idle_gpu_hours"], cap_b["idle_gpu_hours"],
-                       higher_is_worse=True),
-                _delta(_("Idle while a project waited on quota"),
-                       cap_a["idle_while_quota_waiting_gpu_hours"],
-                       cap_b["idle_while_quota_waiting_gpu_hours"], higher_is_worse=True),
+                _delta(
+                    _("Available (GPU-hours)"),
+                    cap_a["available_gpu_hours"],
+                    cap_b["available_gpu_hours"],
+                    higher_is_worse=None,
+                ),
+                _delta(
+                    _("Allocated (GPU-hours)"),
+                    cap_a["allocated_gpu_hours"],
+                    cap_b["allocated_gpu_hours"],
+                    higher_is_worse=False,
+                ),
+                _delta(
+                    _("Idle (GPU-hours)"),
+                    cap_a["idle_gpu_hours"],
+                    cap_b["idle_gpu_hours"],
+                    higher_is_worse=True,
+                ),
+                _delta(
+                    _("Idle while a project waited on quota"),
+                    cap_a["idle_while_quota_waiting_gpu_hours"],
+                    cap_b["idle_while_quota_waiting_gpu_hours"],
+                    higher_is_worse=True,
+                ),
             ],
         )
     )
@@ -728,8 +747,12 @@ def review_compare(*, a: MonthlyReview, b: MonthlyReview) -> list[tuple[str, lis
             _("Preemptions, exceptions and findings"),
             [
                 _delta(_("Preemptions"), pre_a["count"], pre_b["count"], higher_is_worse=True),
-                _delta(_("GPU-hours lost"), pre_a["gpu_hours_lost"], pre_b["gpu_hours_lost"],
-                       higher_is_worse=True),
+                _delta(
+                    _("GPU-hours lost"),
+                    pre_a["gpu_hours_lost"],
+                    pre_b["gpu_hours_lost"],
+                    higher_is_worse=True,
+                ),
                 _delta(_("Exceptions requested"), exc_a, exc_b, higher_is_worse=True),
                 _delta(_("Findings"), len(a.findings), len(b.findings), higher_is_worse=True),
             ],

@@ -112,24 +112,49 @@ def sample_metrics(
             "by_pool": [wait_stats(300, 120.0, 5400.0, pool="training", name="Training")],
             "by_flavor": [wait_stats(300, 120.0, 5400.0, flavor="a100-80g", name="A100 80G")],
             "by_category": [
-                {"category": "quota_limit", "label": "Quota limit", "jobs": 40,
-                 "wait_seconds": 72000.0},
-                {"category": "resource_shortage", "label": "Resource shortage", "jobs": 10,
-                 "wait_seconds": 3600.0},
+                {
+                    "category": "quota_limit",
+                    "label": "Quota limit",
+                    "jobs": 40,
+                    "wait_seconds": 72000.0,
+                },
+                {
+                    "category": "resource_shortage",
+                    "label": "Resource shortage",
+                    "jobs": 10,
+                    "wait_seconds": 3600.0,
+                },
             ],
             "daily_by_tier": [
-                {"day": start.date().isoformat(), "tier": "key", "p50": 300.0, "p90": 7000.0,
-                 "p99": 7100.0, "jobs": 50},
-                {"day": start.date().isoformat(), "tier": "regular", "p50": 60.0, "p90": 900.0,
-                 "p99": 950.0, "jobs": 100},
+                {
+                    "day": start.date().isoformat(),
+                    "tier": "key",
+                    "p50": 300.0,
+                    "p90": 7000.0,
+                    "p99": 7100.0,
+                    "jobs": 50,
+                },
+                {
+                    "day": start.date().isoformat(),
+                    "tier": "regular",
+                    "p50": 60.0,
+                    "p90": 900.0,
+                    "p99": 950.0,
+                    "jobs": 100,
+                },
             ],
         },
         "service": {"by_project": service},
         "capacity": {
             "total": capacity(round(64 * hours, 2), 1650.0, 310.5),
             "by_pool_flavor": [
-                {**capacity(round(64 * hours, 2), 1650.0, 310.5), "pool": "training",
-                 "flavor": "a100-80g", "pool_name": "Training", "flavor_name": "A100 80G"}
+                {
+                    **capacity(round(64 * hours, 2), 1650.0, 310.5),
+                    "pool": "training",
+                    "flavor": "a100-80g",
+                    "pool_name": "Training",
+                    "flavor_name": "A100 80G",
+                }
             ],
             "daily": [
                 {"day": start.date().isoformat(), **capacity(1536.0, 800.0, 310.5)},
@@ -137,25 +162,52 @@ def sample_metrics(
         },
         "exceptions": {
             "by_project_kind": [
-                {"project": "vision", "name": "Vision", "kind": "queue_jump", "requested": 5,
-                 "approved": 3, "rejected": 2, "gpu_hours": 96.0}
+                {
+                    "project": "vision",
+                    "name": "Vision",
+                    "kind": "queue_jump",
+                    "requested": 5,
+                    "approved": 3,
+                    "rejected": 2,
+                    "gpu_hours": 96.0,
+                }
             ],
             "policy_monthly_limit": 3,
             "over_policy": [{"project": "vision", "name": "Vision", "count": 5, "limit": 3}],
         },
         "preemptions": {
-            "total": {"count": 4, "gpu_hours_lost": 12.5, "restart_p50_seconds": 600.0,
-                      "failures": 2, "requeues": 4},
+            "total": {
+                "count": 4,
+                "gpu_hours_lost": 12.5,
+                "restart_p50_seconds": 600.0,
+                "failures": 2,
+                "requeues": 4,
+            },
             "by_tier_class": [
-                {"tier": "regular", "preemption_class": "allowed", "count": 4,
-                 "gpu_hours_lost": 12.5, "restart_p50_seconds": 600.0}
+                {
+                    "tier": "regular",
+                    "preemption_class": "allowed",
+                    "count": 4,
+                    "gpu_hours_lost": 12.5,
+                    "restart_p50_seconds": 600.0,
+                }
             ],
         },
         "timeline": [
-            {"at": start.replace(day=10).isoformat(), "kind": "change",
-             "title": "Raise Vision's guarantee", "object": "Quota", "id": 1},
-            {"at": start.replace(day=12).isoformat(), "kind": "grant",
-             "title": "Queue jump for Vision", "object": "Vision", "id": 1},
+            {
+                "at": start.replace(day=10).isoformat(),
+                "kind": "change",
+                "title": "Raise Vision's guarantee",
+                "object": "Quota",
+                "id": 1,
+            },
+            {
+                "at": start.replace(day=12).isoformat(),
+                "kind": "grant",
+                "title": "Queue jump for Vision",
+                "object": "Vision",
+                "id": 1,
+            },
         ],
     }
     return copy.deepcopy(metrics)

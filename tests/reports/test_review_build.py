@@ -84,7 +84,9 @@ def test_a_failed_build_is_recorded_and_can_run_again(ops, world, monkeypatch, f
     assert services.review_build(review_id=review.pk).status == ReviewStatus.DONE
 
 
-def test_the_task_is_idempotent(ops, world, fake_metrics, eager, django_capture_on_commit_callbacks):
+def test_the_task_is_idempotent(
+    ops, world, fake_metrics, eager, django_capture_on_commit_callbacks
+):
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         review = services.review_request(user=ops, start=START, end=END)
     assert len(callbacks) == 1  # queued once the request committed

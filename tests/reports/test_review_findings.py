@@ -92,9 +92,7 @@ def test_overdue_reviews_and_unenforced_rules_are_findings(ops, world, fake_metr
     }
 
 
-def test_findings_are_frozen_data_put_into_words_in_the_readers_language(
-    ops, world, fake_metrics
-):
+def test_findings_are_frozen_data_put_into_words_in_the_readers_language(ops, world, fake_metrics):
     from django.utils import translation
 
     review = _build(ops)

@@ -50,7 +50,7 @@ def test_the_dashboard_shows_figures_tables_findings_and_csv_links(ops, built):
     assert "Starved project" in findings and "Hoarded guarantee" in findings
     assert "Waits over the tier's threshold" in findings
     assert "Exceptions over the policy's count" in findings
-    assert reverse("quota_edit", args=[built.metrics and 1 or 1])[:8] in findings
+    assert reverse("quota_edit", args=[(built.metrics and 1) or 1])[:8] in findings
     assert reverse("tier_edit", args=["key"]) in findings
     assert "Propose a change" in findings
 
@@ -87,7 +87,9 @@ def test_the_lead_reads_their_project_view_only(lead, member, outsider, ops, bui
     assert "Speech" not in page.split('id="findings"')[1].split("</section>")[0]
     assert login(lead).get(reverse("report_project", args=[built.pk, "speech"])).status_code == 403
     assert login(lead).get(reverse("report_detail", args=[built.pk])).status_code == 403
-    assert login(member).get(reverse("report_project", args=[built.pk, "vision"])).status_code == 403
+    assert (
+        login(member).get(reverse("report_project", args=[built.pk, "vision"])).status_code == 403
+    )
     assert login(outsider).get(reverse("report_list")).status_code == 403
     assert login(ops).get(reverse("report_project", args=[built.pk, "nobody"])).status_code == 404
     assert login(ops).get(reverse("report_detail", args=[built.pk + 99])).status_code == 404
@@ -105,15 +107,21 @@ def _csv(response) -> list[list[str]]:
 def test_each_figure_and_the_whole_review_download_as_csv(ops, lead, built):
     client = login(ops)
     rows = _csv(client.get(reverse("report_table_csv", args=[built.pk, "waits_by_tier"])))
-    assert rows[0][:5] == ["Tier", "Jobs", "Still waiting at the end", "p50 wait (min)",
-                           "p90 wait (min)"]
+    assert rows[0][:5] == [
+        "Tier",
+        "Jobs",
+        "Still waiting at the end",
+        "p50 wait (min)",
+        "p90 wait (min)",
+    ]
     assert rows[1][:5] == ["Key project", "100", "0", "5.0", "120.0"]
     whole = _csv(client.get(reverse("report_csv", args=[built.pk])))
     sections = {row[0] for row in whole if row}
     assert {"waits_by_tier", "service", "idle", "exceptions", "findings"} <= sections
     assert client.get(reverse("report_table_csv", args=[built.pk, "nope"])).status_code == 404
-    mine = _csv(login(lead).get(reverse("report_project_table_csv",
-                                        args=[built.pk, "vision", "service"])))
+    mine = _csv(
+        login(lead).get(reverse("report_project_table_csv", args=[built.pk, "vision", "service"]))
+    )
     assert [row[0] for row in mine[1:]] == ["Vision"]
 
 
