@@ -1,6 +1,6 @@
 from django.urls import path
 
-from reports import views
+from reports import apis, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -8,7 +8,11 @@ urlpatterns = [
     path("monthly-reviews/", views.report_list, name="report_list"),
     path("monthly-reviews/compare/", views.report_compare, name="report_compare"),
     path("monthly-reviews/<int:pk>/", views.report_detail, name="report_detail"),
-    path("monthly-reviews/<int:pk>/status/", views.report_status, name="report_status"),
+    path(
+        "api/v1/reviews/<int:pk>/status/",
+        apis.ReviewStatusApi.as_view(),
+        name="api_review_status",
+    ),
     path("monthly-reviews/<int:pk>/print/", views.report_print, name="report_print"),
     path("monthly-reviews/<int:pk>/csv/", views.report_csv, name="report_csv"),
     path("monthly-reviews/<int:pk>/csv/<slug:key>/", views.report_csv, name="report_table_csv"),

@@ -10,7 +10,7 @@ import plotly
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -196,24 +196,6 @@ def report_print(request: HttpRequest, pk: int) -> HttpResponse:
     if not review.is_built:
         raise Http404(_("The review is not built yet."))
     return render(request, "reports/review_print.html", _review_context(review, None))
-
-
-@require_GET
-@login_required
-def report_status(request: HttpRequest, pk: int) -> JsonResponse:
-    """The build's progress, for whatever watches it (the progress page refreshes itself)."""
-    user = governance.signed_in_user(request)
-    review = review_selectors.review_get(user=user, pk=pk)
-    return JsonResponse(
-        {
-            "id": review.pk,
-            "status": review.status,
-            "progress": review.progress,
-            "built_at": review.built_at.isoformat() if review.built_at else None,
-            "error": review.error,
-            "url": review.get_absolute_url(),
-        }
-    )
 
 
 def _csv_response(rows: list[list[Any]], filename: str) -> HttpResponse:

@@ -286,4 +286,3 @@ def finding_text(finding: dict[str, Any]) -> str:
 
 def finding_title(finding: dict[str, Any]) -> str:
     return str(FINDING_TITLES.get(finding["kind"], finding["kind"]))
-

@@ -77,7 +77,7 @@ def test_a_queued_review_shows_its_progress_and_refreshes(ops, world, fake_metri
     page = _page(ops, reverse("report_detail", args=[review.pk]))
     assert '<meta http-equiv="refresh" content="3">' in page
     assert 'role="progressbar"' in page
-    status = login(ops).get(reverse("report_status", args=[review.pk])).json()
+    status = login(ops).get(reverse("api_review_status", args=[review.pk])).json()
     assert status["status"] == "queued" and status["progress"] == 0
 
 
