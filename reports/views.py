@@ -198,12 +198,21 @@ def report_print(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "reports/review_print.html", _review_context(review, None))
 
 
+def _cell(value: Any) -> Any:
+    """A CSV cell; text that a spreadsheet would run as a formula is quoted as text."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
 def _csv_response(rows: list[list[Any]], filename: str) -> HttpResponse:
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     response.write("\ufeff")  # spreadsheets read the Chinese headers as UTF-8
     writer = csv.writer(response)
-    writer.writerows(["" if value is None else value for value in row] for row in rows)
+    writer.writerows([_cell(value) for value in row] for row in rows)
     return response
 
 

@@ -147,3 +147,20 @@ def test_the_home_page_links_to_the_latest_review(ops, lead, built):
     page = _page(ops, reverse("home"))
     assert reverse("report_detail", args=[built.pk]) in page
     assert reverse("report_project", args=[built.pk, "vision"]) in _page(lead, reverse("home"))
+
+
+def test_csv_cells_that_look_like_formulas_are_quoted(ops, world, monkeypatch):
+    from reports import selectors
+    from tests.reports.conftest import sample_metrics
+
+    def evil(**kwargs):
+        metrics = sample_metrics(**kwargs)
+        metrics["timeline"][0]["title"] = '=HYPERLINK("http://example.com")'
+        return metrics
+
+    monkeypatch.setattr(selectors, "review_metrics", evil, raising=False)
+    review = services.review_build(
+        review_id=services.review_request(user=ops, start=START, end=END).pk
+    )
+    rows = _csv(login(ops).get(reverse("report_table_csv", args=[review.pk, "timeline"])))
+    assert rows[1][2] == '\'=HYPERLINK("http://example.com")'
