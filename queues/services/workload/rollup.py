@@ -76,9 +76,9 @@ def job_intervals(
     if not events:
         start = _ts(job.started_at)
         submit = _ts(job.submitted_at)
-        run = [(start, end if end is not None else cutoff)] if start is not None else []
+        ran = [(start, end if end is not None else cutoff)] if start is not None else []
         wait_end = start if start is not None else (end if end is not None else cutoff)
-        return _clip(run, cutoff), _clip([(submit, wait_end)], cutoff)
+        return _clip(ran, cutoff), _clip([(submit, wait_end)], cutoff)
     run: list[tuple[float | None, float | None]] = []
     wait: list[tuple[float | None, float | None]] = []
     running: float | None = None
@@ -143,13 +143,15 @@ def _add(
 
 def _pool_maps() -> tuple[dict[tuple[int, int], int], dict[int, int]]:
     by_quota = {
-        (row["project_id"], row["flavor_id"]): row["pool"]
-        for row in Quota.objects.values("project_id", "flavor_id").annotate(pool=Min("pool_id"))
+        (row["project_id"], row["flavor_id"]): row["pool_min"]
+        for row in Quota.objects.order_by()
+        .values("project_id", "flavor_id")
+        .annotate(pool_min=Min("pool_id"))
     }
     by_cluster = {
-        row["pk"]: row["pool"]
-        for row in Cluster.objects.values("pk").annotate(pool=Min("pools__id"))
-        if row["pool"] is not None
+        row["pk"]: row["pool_min"]
+        for row in Cluster.objects.order_by().values("pk").annotate(pool_min=Min("pools__id"))
+        if row["pool_min"] is not None
     }
     return by_quota, by_cluster
 
@@ -174,10 +176,12 @@ def _apply(deltas: dict[tuple[int, Key], list[float]]) -> int:
         return 0
     hours = {datetime.fromtimestamp(hour, tz=UTC) for hour, _ in changed}
     existing: dict[tuple[int, Key], WorkloadHour] = {}
-    for row in WorkloadHour.objects.filter(hour__in=hours).select_for_update():
-        key = (int(row.hour.timestamp()), (row.pool_id, row.flavor_id, row.project_id, row.tier_id))
-        existing[key] = row
-    to_create, to_update, to_delete = [], [], []
+    for stored in WorkloadHour.objects.filter(hour__in=hours).select_for_update():
+        dims: Key = (stored.pool_id, stored.flavor_id, stored.project_id, stored.tier_id)
+        existing[(int(stored.hour.timestamp()), dims)] = stored
+    to_create: list[WorkloadHour] = []
+    to_update: list[WorkloadHour] = []
+    to_delete: list[int] = []
     for (hour, key), (gpu, wait) in changed.items():
         row = existing.get((hour, key))
         if row is None:
