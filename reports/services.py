@@ -69,8 +69,10 @@ def review_request(
     now = now or timezone.now()
     if end <= start:
         raise ValidationError({"end": _("The window must end after it starts.")})
-    if start > now:
-        raise ValidationError({"start": _("The window has not started yet.")})
+    if end > now:
+        raise ValidationError(
+            {"end": _("The window has not ended yet: a review freezes a window that is over.")}
+        )
     _check_scope(pool=pool, project=project)
     window = {"start": start, "end": end, "pool": pool, "project": project}
     # The versions of a window are numbered under a lock of the rows already there; the unique

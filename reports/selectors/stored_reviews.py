@@ -18,7 +18,8 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 
-from governance.models import Membership, ProjectRole
+from governance.models import GrantKind, Membership, ProjectRole
+from queues.models import WaitCategory
 from reports.models import MonthlyReview, ReviewStatus
 from reports.selectors.findings import finding_text, finding_title
 
@@ -209,7 +210,7 @@ def review_tables(*, metrics: dict[str, Any], project: str | None = None) -> dic
             _("Waits by category"),
             [(_("Category"), False), (_("Jobs"), True), (_("Waiting (hours)"), True)],
             [
-                [row["label"], row["jobs"], round(row["wait_seconds"] / 3600, 2)]
+                [_category_label(row), row["jobs"], round(row["wait_seconds"] / 3600, 2)]
                 for row in waits["by_category"]
             ],
         ),
@@ -312,7 +313,7 @@ def review_tables(*, metrics: dict[str, Any], project: str | None = None) -> dic
             [
                 [
                     row["name"],
-                    row["kind"],
+                    _kind_label(row["kind"]),
                     row["requested"],
                     row["approved"],
                     row["rejected"],
@@ -333,6 +334,16 @@ def review_tables(*, metrics: dict[str, Any], project: str | None = None) -> dic
         ),
     ]
     return {table.key: table for table in tables}
+
+
+def _category_label(row: dict[str, Any]) -> str:
+    """The wait category in the reader's language (the stored label is the builder's)."""
+    labels = dict(WaitCategory.choices)
+    return str(labels.get(row["category"], row.get("label") or row["category"]))
+
+
+def _kind_label(kind: str) -> str:
+    return str(dict(GrantKind.choices).get(kind, kind))
 
 
 def _tier_names(metrics: dict[str, Any]) -> dict[Any, str]:

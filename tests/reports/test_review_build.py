@@ -64,6 +64,9 @@ def test_only_ops_request_and_the_window_is_checked(member, ops, world):
         services.review_request(user=ops, start=END, end=START)
     assert "end" in error.value.message_dict
     with pytest.raises(ValidationError) as error:
+        services.review_request(user=ops, start=START, end=datetime(2999, 1, 1, tzinfo=UTC))
+    assert "has not ended yet" in error.value.message_dict["end"][0]
+    with pytest.raises(ValidationError) as error:
         services.review_request(user=ops, start=START, end=END, pool="nowhere")
     assert "pool" in error.value.message_dict
 
