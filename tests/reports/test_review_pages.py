@@ -33,7 +33,7 @@ def _page(user, url, **options) -> str:
     return html.unescape(response.content.decode())
 
 
-def test_the_dashboard_shows_figures_tables_findings_and_csv_links(ops, built):
+def test_the_dashboard_shows_figures_tables_findings_and_csv_links(ops, world, built):
     page = _page(ops, reverse("report_detail", args=[built.pk]))
     for figure in ("waits", "service", "lending", "idle", "preemptions", "exceptions"):
         data = json.loads(
