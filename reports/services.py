@@ -17,6 +17,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from governance.models import Pool, Project, User
+from queues.services.workload.rollup import workload_hours_roll_up
 from reports import selectors
 from reports.models import MonthlyReview, ReviewStatus
 from reports.selectors.findings import review_findings
@@ -172,6 +173,9 @@ def review_build(*, review_id: int, now: datetime | None = None) -> MonthlyRevie
     _review_progress(review_id=review_id, progress=0, status=ReviewStatus.BUILDING)
     scope = {"start": review.start, "end": review.end}
     try:
+        # The service and capacity figures read the hourly rollup: bring it up to date first
+        # (incremental and idempotent; beat keeps it nearly current, so this is little work).
+        workload_hours_roll_up()
         metrics = selectors.review_metrics(
             **scope, pool=review.pool or None, project=review.project or None
         )

@@ -162,6 +162,7 @@ def report_detail(request: HttpRequest, pk: int) -> HttpResponse:
         return render(request, "reports/review_progress.html", {"review": review})
     context = _review_context(review, None)
     context["versions"] = review_selectors.review_versions(review=review)
+    context["projects"] = review_selectors.review_projects(metrics=review.metrics)
     context["choices"] = [
         choice for choice in review_selectors.review_choices() if choice.pk != review.pk
     ]

@@ -21,7 +21,8 @@ from queues.models import Alert, AlertKind
 STARVED_SHARE = 0.5
 STARVED_MIN_WAIT_HOURS = 1.0
 # Hoarded: at least this share of the guaranteed GPU-hours sat idle (neither used nor lent)
-# while another project of the pool waited on quota.
+# while another project of the pool waited on quota (and the project itself did not: idle
+# guarantee of a project that waited on quota is a rule not working, not hoarding).
 HOARDED_IDLE_SHARE = 0.5
 
 
@@ -142,7 +143,8 @@ def _service_findings(metrics: dict[str, Any]) -> list[dict[str, Any]]:
             )
         idle = guaranteed - row["within_guarantee_gpu_hours"] - row["lent_gpu_hours"]
         others_waited = waiting_pools.get(row["pool"], set()) - {row["project"]}
-        if idle >= HOARDED_IDLE_SHARE * guaranteed and others_waited:
+        waited_itself = row["quota_wait_hours"] >= STARVED_MIN_WAIT_HOURS
+        if idle >= HOARDED_IDLE_SHARE * guaranteed and others_waited and not waited_itself:
             findings.append(
                 _finding(
                     FindingKind.HOARDED,

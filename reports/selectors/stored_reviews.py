@@ -79,6 +79,15 @@ def latest_review() -> MonthlyReview | None:
     )
 
 
+def review_projects(*, metrics: dict[str, Any]) -> list[tuple[str, str]]:
+    """(slug, name) of every project the review has numbers on, by name."""
+    names = {}
+    for row in metrics["service"]["by_project"] + metrics["waits"]["by_project"]:
+        if row.get("project"):
+            names[row["project"]] = row["name"]
+    return sorted(names.items(), key=lambda item: item[1])
+
+
 def review_versions(*, review: MonthlyReview) -> list[MonthlyReview]:
     return list(
         MonthlyReview.objects.filter(
@@ -503,47 +512,52 @@ def review_figures(*, metrics: dict[str, Any], project: str | None = None) -> di
 
     service_rows = [row for row in metrics["service"]["by_project"] if mine(row)]
     labels = [f"{row['name']} · {row['pool'] or '–'}" for row in service_rows]
+
+    # Horizontal bars: project names stay readable however many there are.
+    def height_for(bars_per_row: int) -> int:
+        return max(240, 110 + (12 * bars_per_row + 14) * len(labels))
+
+    def bars(name: str, values: list[float], color: str) -> go.Bar:
+        return go.Bar(name=name, y=labels, x=values, orientation="h", marker_color=color)
+
+    def by_project_layout(x_title: str, barmode: str, bars_per_row: int) -> go.Layout:
+        layout = _layout(y_title="", height=height_for(bars_per_row), barmode=barmode)
+        layout.update(
+            xaxis={"title": {"text": x_title}, "gridcolor": "#e2e8f0"},
+            yaxis={"autorange": "reversed", "automargin": True, "dtick": 1},
+            legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"},
+            margin={"l": 16, "r": 16, "t": 40, "b": 48},
+        )
+        return layout
+
     service = go.Figure(
         data=[
-            go.Bar(
-                name=_("GPU-hours received"),
-                x=labels,
-                y=[row["gpu_hours"] for row in service_rows],
-                marker_color="#2563eb",
+            bars(_("GPU-hours received"), [r["gpu_hours"] for r in service_rows], "#2563eb"),
+            bars(
+                _("GPU-hours guaranteed"),
+                [r["guaranteed_gpu_hours"] for r in service_rows],
+                "#94a3b8",
             ),
-            go.Bar(
-                name=_("GPU-hours guaranteed"),
-                x=labels,
-                y=[row["guaranteed_gpu_hours"] for row in service_rows],
-                marker_color="#94a3b8",
-            ),
-            go.Bar(
-                name=_("Used within the guarantee"),
-                x=labels,
-                y=[row["within_guarantee_gpu_hours"] for row in service_rows],
-                marker_color="#0d9488",
+            bars(
+                _("Used within the guarantee"),
+                [r["within_guarantee_gpu_hours"] for r in service_rows],
+                "#0d9488",
             ),
         ],
-        layout=_layout(y_title=_("GPU-hours"), barmode="group"),
+        layout=by_project_layout(_("GPU-hours"), "group", 3),
     )
     figures["service"] = _as_json(service)
 
     lending = go.Figure(
         data=[
-            go.Bar(
-                name=_("Borrowed (GPU-hours)"),
-                x=labels,
-                y=[row["borrowed_gpu_hours"] for row in service_rows],
-                marker_color="#d97706",
+            bars(
+                _("Borrowed (GPU-hours)"),
+                [r["borrowed_gpu_hours"] for r in service_rows],
+                "#d97706",
             ),
-            go.Bar(
-                name=_("Lent (GPU-hours)"),
-                x=labels,
-                y=[-row["lent_gpu_hours"] for row in service_rows],
-                marker_color="#0d9488",
-            ),
+            bars(_("Lent (GPU-hours)"), [-r["lent_gpu_hours"] for r in service_rows], "#0d9488"),
         ],
-        layout=_layout(y_title=_("GPU-hours (lent below zero)"), barmode="relative"),
+        layout=by_project_layout(_("GPU-hours (lent below zero)"), "relative", 1),
     )
     figures["lending"] = _as_json(lending)
 
