@@ -100,7 +100,7 @@ def review_request(
 
 
 @transaction.atomic
-def review_request_scheduled(*, today: date) -> MonthlyReview | None:
+def review_request_scheduled(*, today: date, now: datetime | None = None) -> MonthlyReview | None:
     """The monthly schedule: queue the previous calendar month's site-wide review, unless the
     schedule already did (safe to run any number of times)."""
     year, month = previous_month(today=today)
@@ -110,7 +110,7 @@ def review_request_scheduled(*, today: date) -> MonthlyReview | None:
     ).exclude(status=ReviewStatus.FAILED)
     if done.exists():
         return None
-    return review_request(user=None, start=start, end=end)
+    return review_request(user=None, start=start, end=end, now=now)
 
 
 @transaction.atomic

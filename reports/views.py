@@ -138,7 +138,9 @@ def _add_errors(form: Any, error: ValidationError) -> None:
             form.add_error(None, text)
 
 
-def _review_context(review: MonthlyReview, project: str | None) -> dict[str, Any]:
+def _review_context(
+    review: MonthlyReview, project: str | None, *, can_edit_rules: bool = True
+) -> dict[str, Any]:
     metrics = review.project_metrics[project] if project else review.metrics
     tables = review_selectors.review_tables(metrics=metrics, project=project)
     figures = review_selectors.review_figures(metrics=metrics, project=project)
@@ -148,7 +150,9 @@ def _review_context(review: MonthlyReview, project: str | None) -> dict[str, Any
         "metrics": metrics,
         "tables": tables,
         "figures": figures,
-        "findings": review_selectors.review_findings_shown(review=review, project=project),
+        "findings": review_selectors.review_findings_shown(
+            review=review, project=project, can_edit_rules=can_edit_rules
+        ),
         **_figure_context(),
     }
 
@@ -176,7 +180,7 @@ def report_project(request: HttpRequest, pk: int, slug: str) -> HttpResponse:
     review = review_selectors.review_get(user=user, pk=pk, project=slug)
     if not review.is_built:
         return render(request, "reports/review_progress.html", {"review": review})
-    context = _review_context(review, slug)
+    context = _review_context(review, slug, can_edit_rules=user.is_ops)
     context["project_name"] = next(
         (
             row["name"]

@@ -391,29 +391,37 @@ def _url(name: str, args: list[Any]) -> str | None:
 
 
 def review_findings_shown(
-    *, review: MonthlyReview, project: str | None = None
+    *, review: MonthlyReview, project: str | None = None, can_edit_rules: bool = True
 ) -> list[dict[str, Any]]:
-    """The frozen findings in words, with their links (only ``project``'s when given)."""
+    """The frozen findings in words, with their links (only ``project``'s when given). Ops
+    propose a rule change on the rule's edit page; a lead (``can_edit_rules`` false) asks for
+    one with a request for the project."""
     shown = []
     for finding in review.findings:
         if project is not None and finding.get("project") != project:
             continue
         evidence = finding["evidence"]
         if evidence["url"] == "report_detail":
-            if project is None:
-                evidence_url = f"#{evidence['anchor']}" if evidence["anchor"] else ""
-            else:
-                evidence_url = f"#{evidence['anchor']}" if evidence["anchor"] else ""
+            evidence_url = f"#{evidence['anchor']}" if evidence["anchor"] else ""
         else:
             evidence_url = _url(evidence["url"], evidence["args"]) or ""
         propose = finding.get("propose")
+        if propose and not can_edit_rules:
+            slug = finding.get("project") or project
+            propose = None
+            if slug:
+                propose = {"url": "request_create", "args": [], "query": f"?project={slug}"}
         shown.append(
             {
                 "kind": finding["kind"],
                 "title": finding_title(finding),
                 "text": finding_text(finding),
                 "evidence_url": evidence_url,
-                "propose_url": _url(propose["url"], propose["args"]) if propose else None,
+                "propose_url": (
+                    (_url(propose["url"], propose["args"]) or "") + propose.get("query", "")
+                    if propose
+                    else None
+                ),
             }
         )
     return shown

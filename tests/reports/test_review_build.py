@@ -108,7 +108,9 @@ def test_the_schedule_builds_the_previous_month_once(world, fake_metrics, monkey
     assert review is not None and review.requested_by is None
     assert (review.start, review.end) == services.month_window(year=2026, month=10)
     assert services.review_request_scheduled(today=date(2026, 11, 1)) is None
-    january = services.review_request_scheduled(today=date(2027, 1, 1))
+    january = services.review_request_scheduled(
+        today=date(2027, 1, 1), now=datetime(2027, 1, 1, 0, 30, tzinfo=UTC)
+    )
     assert january is not None
     assert january.start == services.month_window(year=2026, month=12)[0]
     assert january.end.month == 1 and january.end.year == 2027

@@ -84,6 +84,9 @@ def test_a_queued_review_shows_its_progress_and_refreshes(ops, world, fake_metri
 def test_the_lead_reads_their_project_view_only(lead, member, outsider, ops, built):
     page = _page(lead, reverse("report_project", args=[built.pk, "vision"]))
     assert "Vision" in page and "Starved project" in page
+    # A lead cannot edit the rules: they ask for a change with a request for the project.
+    assert f'href="{reverse("request_create")}?project=vision"' in page
+    assert "/edit/" not in page.split('id="findings"')[1].split("</section>")[0]
     assert "Speech" not in page.split('id="findings"')[1].split("</section>")[0]
     assert login(lead).get(reverse("report_project", args=[built.pk, "speech"])).status_code == 403
     assert login(lead).get(reverse("report_detail", args=[built.pk])).status_code == 403
