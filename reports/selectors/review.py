@@ -438,8 +438,8 @@ def _service_and_capacity(scope: _Scope, t: dict[str, str]) -> tuple[dict, dict]
         scope.params,
     )
     results: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
-    for row in rows:
-        results[row[0]].append(row[1:])
+    for line in fetched:
+        results[line[0]].append(line[1:])
     usage = [(p, pool, fl, a, b, c, d) for _day, p, pool, fl, a, b, c, d in results["usage"]]
     usage += [(p, pool, fl, 0, 0, 0, d) for _day, p, pool, fl, _a, _b, _c, d in results["lent"]]
     factors = [(pool, fl, a) for _day, _p, pool, fl, a, _b, _c, _d in results["factor"]]
