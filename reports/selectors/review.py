@@ -222,9 +222,10 @@ def _waits(scope: _Scope, t: dict[str, str]) -> dict[str, Any]:
         f"CASE WHEN started < {end} THEN started "
         f"WHEN started IS NULL AND ended_at < {end} THEN ended_at ELSE {end} END"
     )
+    materialized = "MATERIALIZED " if _sql.is_postgres() else ""
     ctes = (
         f"WITH {_job_pool_ctes(t)}, "
-        f"j1 AS (SELECT j.project_id, j.tier_id, j.flavor_id, "
+        f"j1 AS {materialized}(SELECT j.project_id, j.tier_id, j.flavor_id, "
         f"COALESCE(qp.pool_id, cp.pool_id) AS pool_id, j.category, j.submitted_at, "
         f"{first_start} AS started, j.ended_at, tr.wait_alert_minutes AS alert "
         f"FROM {t['job']} j LEFT JOIN qp ON qp.project_id = j.project_id "
@@ -239,19 +240,20 @@ def _waits(scope: _Scope, t: dict[str, str]) -> dict[str, Any]:
         f"wo AS (SELECT w.*, CASE WHEN alert IS NOT NULL AND wait > alert * 60 THEN 1 ELSE 0 "
         f"END AS over_ FROM w) "
     )
+    # One statement: the percentile sets, then the categories (count and total wait).
     rows = fetch(
         ctes
         + percentile_sets(
             source="wo", value="wait", sets=WAIT_SETS, extra=", SUM(censored), SUM(over_)"
-        ),
+        )
+        + " UNION ALL SELECT 'category', category, NULL, COUNT(*), NULL, NULL, NULL, SUM(wait), "
+        "NULL, NULL FROM wo GROUP BY category",
         scope.params,
-    )
-    categories = fetch(
-        ctes + "SELECT category, COUNT(*), SUM(wait) FROM wo GROUP BY category", scope.params
     )
     by_set: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
     for row in rows:
         by_set[row[0]].append(row)
+    categories = [(row[1], row[3], row[7]) for row in by_set["category"]]
 
     tiers: dict[int | None, PriorityTier] = {tier.pk: tier for tier in PriorityTier.objects.all()}
     projects: dict[int | None, Project] = {
@@ -400,35 +402,49 @@ def _hour_ctes(scope: _Scope, t: dict[str, str]) -> str:
 
 def _service_and_capacity(scope: _Scope, t: dict[str, str]) -> tuple[dict, dict]:
     ctes = "WITH " + _hour_ctes(scope, t) + " "
+
     # Per project, pool and flavor: used, within, borrowed, the lent correction over the hours
     # the project ran (factor × (l − lendable)), the hours waiting on quota.
-    usage = fetch(
-        ctes + "SELECT hp.project_id, hp.pool_id, hp.flavor_id, SUM(hp.used), SUM(hp.within_), "
-        "SUM(hp.borrowed), SUM(hf3.factor * (hp.l - hp.lendable)) FROM hp JOIN hf3 "
-        "ON hf3.hour = hp.hour AND hf3.pool_id = hp.pool_id AND hf3.flavor_id = hp.flavor_id "
-        "GROUP BY hp.project_id, hp.pool_id, hp.flavor_id",
-        scope.params,
-    )
-    # Per pool and flavor: Σ factor over the hours (lent by a project that ran nothing that
-    # hour = its whole lendable guarantee × factor).
-    factors = fetch(
-        ctes + "SELECT pool_id, flavor_id, SUM(factor) FROM hf3 GROUP BY pool_id, flavor_id",
-        scope.params,
-    )
-    quota_wait_hours = fetch(
-        ctes + "SELECT project_id, pool_id, COUNT(*) FROM (SELECT hour, project_id, pool_id "
-        "FROM h GROUP BY hour, project_id, pool_id HAVING SUM(qwait) > 0) AS waiting_ "
-        "GROUP BY project_id, pool_id",
-        scope.params,
-    )
-    # Per day, pool and flavor: used, used up to capacity, idle in the hours with quota waits.
-    daily = fetch(
-        ctes + f"SELECT {day_of('hour')} AS day, pool_id, flavor_id, SUM(used), "
-        f"SUM({least('used', 'c')}), "
-        f"SUM(CASE WHEN qwait > 0 THEN {greatest('0', 'c - used')} ELSE 0 END) "
+    def f(value: str) -> str:
+        return f"CAST({value} AS DOUBLE PRECISION)"
+
+    capped = f"SUM({least('used', 'c')})"
+    idle_waiting = f"SUM(CASE WHEN qwait > 0 THEN {greatest('0', 'c - used')} ELSE 0 END)"
+    # One statement, four results told apart by their first column:
+    # - "usage" per project, pool and flavor: used, within, borrowed;
+    # - "lent" per project, pool and flavor: the lent correction over the hours the project
+    #   ran (factor × (l − lendable));
+    # - "factor" per pool and flavor: Σ factor over the hours (a project that ran nothing in
+    #   an hour lent its whole lendable guarantee × factor);
+    # - "qwait" per project and pool: hours with a job waiting on quota;
+    # - "daily" per day, pool and flavor: used, used up to capacity, idle while quota-waiting.
+    rows = fetch(
+        ctes + f"SELECT 'usage', NULL, project_id, pool_id, flavor_id, {f('SUM(used)')}, "
+        f"{f('SUM(within_)')}, {f('SUM(borrowed)')}, NULL FROM hp "
+        "GROUP BY project_id, pool_id, flavor_id "
+        # Only the hours in which someone borrowed beyond the unguaranteed capacity (few).
+        f"UNION ALL SELECT 'lent', NULL, hp.project_id, hp.pool_id, hp.flavor_id, NULL, NULL, "
+        f"NULL, {f('SUM(hf3.factor * (hp.l - hp.lendable))')} FROM hf3 JOIN hp "
+        "ON hp.hour = hf3.hour AND hp.pool_id = hf3.pool_id AND hp.flavor_id = hf3.flavor_id "
+        "WHERE hf3.factor > 0 GROUP BY hp.project_id, hp.pool_id, hp.flavor_id "
+        f"UNION ALL SELECT 'factor', NULL, NULL, pool_id, flavor_id, {f('SUM(factor)')}, NULL, "
+        "NULL, NULL FROM hf3 GROUP BY pool_id, flavor_id "
+        f"UNION ALL SELECT 'qwait', NULL, project_id, pool_id, NULL, {f('COUNT(*)')}, NULL, NULL, "
+        "NULL FROM (SELECT hour, project_id, pool_id FROM h GROUP BY hour, project_id, pool_id "
+        "HAVING SUM(qwait) > 0) AS waiting_ GROUP BY project_id, pool_id "
+        f"UNION ALL SELECT 'daily', {day_of('hour')}, NULL, pool_id, flavor_id, "
+        f"{f('SUM(used)')}, {f(capped)}, {f(idle_waiting)}, NULL "
         f"FROM hf3 GROUP BY {day_of('hour')}, pool_id, flavor_id",
         scope.params,
     )
+    results: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
+    for line in fetched:
+        results[line[0]].append(line[1:])
+    usage = [(p, pool, fl, a, b, c, d) for _day, p, pool, fl, a, b, c, d in results["usage"]]
+    usage += [(p, pool, fl, 0, 0, 0, d) for _day, p, pool, fl, _a, _b, _c, d in results["lent"]]
+    factors = [(pool, fl, a) for _day, _p, pool, fl, a, _b, _c, _d in results["factor"]]
+    quota_wait_hours = [(p, pool, a) for _day, p, pool, _fl, a, _b, _c, _d in results["qwait"]]
+    daily = [(day, pool, fl, a, b, c) for day, _p, pool, fl, a, b, c, _d in results["daily"]]
 
     n_hours = len(scope.hours)
     quotas = list(
@@ -678,7 +694,8 @@ def _preemptions(scope: _Scope, t: dict[str, str]) -> dict[str, Any]:
         f"SUM(CASE WHEN e.kind = '{EventKind.ENDED.value}' AND e.state IN ({failed}) "
         f"THEN 1 ELSE 0 END), SUM(CASE WHEN e.kind = '{EventKind.REQUEUED.value}' THEN 1 "
         f"ELSE 0 END) FROM {t['event']} e {job_scope} "
-        f"AND e.kind IN ('{EventKind.ENDED.value}', '{EventKind.REQUEUED.value}')",
+        f"AND (e.kind = '{EventKind.REQUEUED.value}' "
+        f"OR (e.kind = '{EventKind.ENDED.value}' AND e.state IN ({failed})))",
         scope.params,
     )
     median = {
@@ -770,7 +787,10 @@ def review_metrics(
     with transaction.atomic():
         if _sql.is_postgres():
             with connection.cursor() as cursor:
+                # Sorting a month of waits in memory; and no JIT: compiling the plan costs
+                # more than running it (the estimates of the per-job subqueries are high).
                 cursor.execute("SET LOCAL work_mem = '256MB'")
+                cursor.execute("SET LOCAL jit = off")
         waits = _waits(scope, t)
         service, capacity = _service_and_capacity(scope, t)
         exceptions = _exceptions(scope, t)
