@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from queues.models import EventKind, JobState
 from queues.services.workload.ingest import JobEvent, events_ingest
 from reports import services
+from reports.models import ReviewStatus
 
 START = datetime(2026, 10, 1, tzinfo=UTC)
 END = datetime(2026, 11, 1, tzinfo=UTC)
@@ -39,6 +40,7 @@ def test_a_built_review_does_not_change_when_later_evidence_arrives(ops, world):
     first = services.review_build(
         review_id=services.review_request(user=ops, start=START, end=END).pk
     )
+    assert first.status == ReviewStatus.DONE, first.error
     frozen = (first.metrics, first.project_metrics, first.findings, first.built_at)
     assert first.metrics["waits"]["overall"]["jobs"] == 1
     assert first.metrics["waits"]["overall"]["p50"] == 600
@@ -51,6 +53,7 @@ def test_a_built_review_does_not_change_when_later_evidence_arrives(ops, world):
     second = services.review_build(
         review_id=services.review_request(user=ops, start=START, end=END).pk
     )
+    assert second.status == ReviewStatus.DONE, second.error
     assert second.version == 2
     assert second.metrics["waits"]["overall"]["jobs"] == 2
     assert second.metrics["waits"]["overall"]["p50"] == 1800
