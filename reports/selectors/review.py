@@ -408,8 +408,8 @@ def _service_and_capacity(scope: _Scope, t: dict[str, str]) -> tuple[dict, dict]
     def f(value: str) -> str:
         return f"CAST({value} AS DOUBLE PRECISION)"
 
-    capped = f"SUM({least('used', 'c')})"
-    idle_waiting = f"SUM(CASE WHEN qwait > 0 THEN {greatest('0', 'c - used')} ELSE 0 END)"
+    capped_sql = f"SUM({least('used', 'c')})"
+    idle_waiting_sql = f"SUM(CASE WHEN qwait > 0 THEN {greatest('0', 'c - used')} ELSE 0 END)"
     # One statement, four results told apart by their first column:
     # - "usage" per project, pool and flavor: used, within, borrowed;
     # - "lent" per project, pool and flavor: the lent correction over the hours the project
@@ -418,7 +418,7 @@ def _service_and_capacity(scope: _Scope, t: dict[str, str]) -> tuple[dict, dict]
     #   an hour lent its whole lendable guarantee × factor);
     # - "qwait" per project and pool: hours with a job waiting on quota;
     # - "daily" per day, pool and flavor: used, used up to capacity, idle while quota-waiting.
-    rows = fetch(
+    fetched = fetch(
         ctes + f"SELECT 'usage', NULL, project_id, pool_id, flavor_id, {f('SUM(used)')}, "
         f"{f('SUM(within_)')}, {f('SUM(borrowed)')}, NULL FROM hp "
         "GROUP BY project_id, pool_id, flavor_id "
@@ -433,7 +433,7 @@ def _service_and_capacity(scope: _Scope, t: dict[str, str]) -> tuple[dict, dict]
         "NULL FROM (SELECT hour, project_id, pool_id FROM h GROUP BY hour, project_id, pool_id "
         "HAVING SUM(qwait) > 0) AS waiting_ GROUP BY project_id, pool_id "
         f"UNION ALL SELECT 'daily', {day_of('hour')}, NULL, pool_id, flavor_id, "
-        f"{f('SUM(used)')}, {f(capped)}, {f(idle_waiting)}, NULL "
+        f"{f('SUM(used)')}, {f(capped_sql)}, {f(idle_waiting_sql)}, NULL "
         f"FROM hf3 GROUP BY {day_of('hour')}, pool_id, flavor_id",
         scope.params,
     )

@@ -29,7 +29,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Min, Q
+from django.db.models import Min
 from django.utils import timezone
 
 from governance.models import Quota
@@ -223,16 +223,22 @@ def workload_hours_roll_up(
     RollupState.objects.get_or_create(name=ROLLUP_NAME)
     state = RollupState.objects.select_for_update().get(name=ROLLUP_NAME)
     lookback = timedelta(hours=getattr(settings, "ARBITER_ROLLUP_LOOKBACK_HOURS", 6))
-    jobs = WorkloadJob.objects.all()
-    if state.watermark is not None:
-        jobs = jobs.filter(
-            Q(last_event_at__gt=state.watermark - lookback)
-            | Q(state__in=ACTIVE_STATES)
-            | Q(rollup__open=True)
+    # Three index reads, not one OR over the whole table: the jobs changed since the
+    # watermark (job_last_event), the active ones (job_state_category), and those whose last
+    # contribution was still open (job_rollup_open).
+    if state.watermark is None:
+        ids = list(WorkloadJob.objects.order_by("pk").values_list("pk", flat=True))
+    else:
+        changed = WorkloadJob.objects.filter(last_event_at__gt=state.watermark - lookback)
+        active = WorkloadJob.objects.filter(state__in=ACTIVE_STATES)
+        still_open = WorkloadJobRollup.objects.filter(open=True)
+        ids = sorted(
+            set(changed.values_list("pk", flat=True))
+            | set(active.values_list("pk", flat=True))
+            | set(still_open.values_list("job_id", flat=True))
         )
     by_quota, by_cluster = _pool_maps()
     counts = {"jobs": 0, "changed": 0, "hours": 0}
-    ids = list(jobs.order_by("pk").values_list("pk", flat=True))
     for offset in range(0, len(ids), batch_size):
         batch_ids = ids[offset : offset + batch_size]
         batch = list(WorkloadJob.objects.filter(pk__in=batch_ids).order_by("pk"))
