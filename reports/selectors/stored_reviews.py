@@ -402,7 +402,13 @@ def review_findings_shown(
             continue
         evidence = finding["evidence"]
         if evidence["url"] == "report_detail":
-            evidence_url = f"#{evidence['anchor']}" if evidence["anchor"] else ""
+            # The section of the dashboard (of the project's view, which shows lending with
+            # its service) that holds the numbers.
+            anchor = evidence["anchor"]
+            if project is None:
+                evidence_url = reverse("report_detail", args=[review.pk]) + f"#{anchor}"
+            else:
+                evidence_url = "#" + ("service" if anchor == "lending" else anchor)
         else:
             evidence_url = _url(evidence["url"], evidence["args"]) or ""
         propose = finding.get("propose")

@@ -32,7 +32,9 @@ def test_service_wait_and_exception_findings_in_words_with_links(ops, world, fak
         "Vision received 1,000 GPU-hours in training against 17,856 guaranteed, while it waited "
         "on quota for 120 hours."
     )
-    assert starved["evidence_url"] == "#service"
+    assert starved["evidence_url"] == reverse("report_detail", args=[review.pk]) + "#service"
+    mine = review_findings_shown(review=review, project="vision")
+    assert mine[0]["evidence_url"] == "#service"
     assert starved["propose_url"] == reverse("quota_edit", args=[world.vision_a100.pk])
     hoarded = shown["hoarded"]
     assert "Speech" in hoarded["text"] and "sat idle" in hoarded["text"]
