@@ -31,7 +31,8 @@ def param(moment: datetime) -> Any:
 def seconds_between(later: str, earlier: str) -> str:
     """SQL for ``later − earlier`` in seconds (float)."""
     if is_postgres():
-        return f"EXTRACT(EPOCH FROM (({later}) - ({earlier})))::float8"
+        # date_part is double precision; EXTRACT is numeric (several times slower).
+        return f"date_part('epoch', ({later}) - ({earlier}))"
     # julianday() is a double of days: round to the millisecond its error (~1e-5 s) away.
     return f"ROUND((julianday({later}) - julianday({earlier})) * 86400.0, 3)"
 
@@ -39,7 +40,8 @@ def seconds_between(later: str, earlier: str) -> str:
 def day_of(moment: str) -> str:
     """SQL for the UTC day of a timestamp, as ``YYYY-MM-DD``."""
     if is_postgres():
-        return f"to_char(({moment}) AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+        # A date (ISO text once cast, per group: far cheaper than to_char per row).
+        return f"CAST(({moment}) AT TIME ZONE 'UTC' AS date)"
     return f"substr({moment}, 1, 10)"
 
 

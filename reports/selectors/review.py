@@ -222,7 +222,7 @@ def _waits(scope: _Scope, t: dict[str, str]) -> dict[str, Any]:
         f"CASE WHEN started < {end} THEN started "
         f"WHEN started IS NULL AND ended_at < {end} THEN ended_at ELSE {end} END"
     )
-    materialized = "MATERIALIZED " if _sql.is_postgres() else ""
+    materialized = ""  # inlined: one materialization (wo) of a month of waits is enough
     ctes = (
         f"WITH {_job_pool_ctes(t)}, "
         f"j1 AS {materialized}(SELECT j.project_id, j.tier_id, j.flavor_id, "
@@ -432,7 +432,7 @@ def _service_and_capacity(scope: _Scope, t: dict[str, str]) -> tuple[dict, dict]
         f"UNION ALL SELECT 'qwait', NULL, project_id, pool_id, NULL, {f('COUNT(*)')}, NULL, NULL, "
         "NULL FROM (SELECT hour, project_id, pool_id FROM h GROUP BY hour, project_id, pool_id "
         "HAVING SUM(qwait) > 0) AS waiting_ GROUP BY project_id, pool_id "
-        f"UNION ALL SELECT 'daily', {day_of('hour')}, NULL, pool_id, flavor_id, "
+        f"UNION ALL SELECT 'daily', CAST({day_of('hour')} AS TEXT), NULL, pool_id, flavor_id, "
         f"{f('SUM(used)')}, {f(capped_sql)}, {f(idle_waiting_sql)}, NULL "
         f"FROM hf3 GROUP BY {day_of('hour')}, pool_id, flavor_id",
         scope.params,
@@ -599,10 +599,10 @@ def _exceptions(scope: _Scope, t: dict[str, str]) -> dict[str, Any]:
         scope.params,
     )
     monthly = fetch(
-        f"SELECT r.project_id, substr({day_of('r.decided_at')}, 1, 7) AS month, COUNT(*) "
+        f"SELECT r.project_id, substr(CAST({day_of('r.decided_at')} AS TEXT), 1, 7), COUNT(*) "
         f"FROM {t['request']} r WHERE {approved} AND r.decided_at >= {ts('start')} "
         f"AND r.decided_at < {ts('end')}{filters} "
-        f"GROUP BY r.project_id, substr({day_of('r.decided_at')}, 1, 7)",
+        f"GROUP BY r.project_id, substr(CAST({day_of('r.decided_at')} AS TEXT), 1, 7)",
         scope.params,
     )
     projects = {project.pk: project for project in Project.objects.all()}
