@@ -15,6 +15,7 @@ $PY manage.py migrate --noinput
 $PY manage.py seed_demo
 $PY manage.py seed_demo_approvals
 $PY manage.py seed_demo_workload
+$PY manage.py seed_demo_reviews
 
 worker="" web=""
 stop() {

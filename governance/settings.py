@@ -290,6 +290,9 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_RESULT_EXPIRES = timedelta(days=1)
 CELERY_TIMEZONE = TIME_ZONE
+# The hourly workload rollup rereads jobs changed this long before its watermark (evidence
+# that arrives late), see queues.services.workload.rollup.
+ARBITER_ROLLUP_LOOKBACK_HOURS = int(os.environ.get("ARBITER_ROLLUP_LOOKBACK_HOURS", "6"))
 CELERY_BEAT_SCHEDULE = {
     "review-reminders": {
         "task": "governance.tasks.review_reminders_send",
@@ -331,6 +334,17 @@ CELERY_BEAT_SCHEDULE = {
     "workload-checks": {
         "task": "queues.tasks.workload_checks",
         "schedule": timedelta(minutes=1),
+    },
+    # The monthly review: the previous calendar month, built on the 1st (once; see
+    # reports.services.review_request_scheduled).
+    "monthly-review": {
+        "task": "reports.tasks.monthly_review_schedule",
+        "schedule": crontab(minute=30, hour=0, day_of_month="1"),
+    },
+    # The review's hourly pre-aggregate of the workload evidence (incremental, idempotent).
+    "workload-hours-roll-up": {
+        "task": "queues.tasks.workload_hours_roll_up",
+        "schedule": timedelta(minutes=5),
     },
     "scheduler-drift-check": {
         "task": "queues.tasks.drift_check_clusters",

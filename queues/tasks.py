@@ -81,3 +81,14 @@ def workload_checks() -> dict[str, dict[str, int]]:
         "waits": services.wait_alerts_check(),
         "rules": services.rules_check(),
     }
+
+
+@shared_task
+def workload_hours_roll_up(until: str | None = None) -> dict[str, int]:
+    """Periodic: bring the hourly workload rollup (the review's pre-aggregate) up to date.
+    Idempotent (each job's contribution is applied as a difference); ``until`` is ISO 8601."""
+    from django.utils.dateparse import parse_datetime
+
+    from queues.services.workload.rollup import workload_hours_roll_up as roll_up
+
+    return roll_up(until=parse_datetime(until) if until else None)

@@ -1,8 +1,34 @@
 from django.urls import path
 
-from reports import views
+from reports import apis, views
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("vendor/plotly-<str:version>.min.js", views.plotly_js, name="plotly_js"),
+    path("monthly-reviews/", views.report_list, name="report_list"),
+    path("monthly-reviews/compare/", views.report_compare, name="report_compare"),
+    path("monthly-reviews/<int:pk>/", views.report_detail, name="report_detail"),
+    path(
+        "api/v1/reviews/<int:pk>/status/",
+        apis.ReviewStatusApi.as_view(),
+        name="api_review_status",
+    ),
+    path("monthly-reviews/<int:pk>/print/", views.report_print, name="report_print"),
+    path("monthly-reviews/<int:pk>/csv/", views.report_csv, name="report_csv"),
+    path("monthly-reviews/<int:pk>/csv/<slug:key>/", views.report_csv, name="report_table_csv"),
+    path(
+        "monthly-reviews/<int:pk>/projects/<slug:slug>/",
+        views.report_project,
+        name="report_project",
+    ),
+    path(
+        "monthly-reviews/<int:pk>/projects/<slug:slug>/csv/",
+        views.report_csv,
+        name="report_project_csv",
+    ),
+    path(
+        "monthly-reviews/<int:pk>/projects/<slug:slug>/csv/<slug:key>/",
+        views.report_csv,
+        name="report_project_table_csv",
+    ),
 ]

@@ -1,19 +1,28 @@
-"""The home page: per role, what needs attention first."""
+"""The home page (per role, what needs attention first) and the stored monthly reviews."""
 
+import csv
 import gzip
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import plotly
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
 from governance import selectors as governance
-from reports import selectors
+from governance.views.paging import paginate
+from reports import selectors, services
+from reports.forms import CompareForm, ReviewRequestForm
+from reports.models import MonthlyReview
+from reports.selectors import stored_reviews as review_selectors
 
 # plotly.js as the installed plotly package ships it: no CDN, and always the version the
 # Python figures are built for.
@@ -43,6 +52,8 @@ def home(request: HttpRequest) -> HttpResponse:
             owned_due=governance.tiers_due_for_review(today=today).filter(owner=user),
         )
     summaries = selectors.project_summaries(user=user)
+    if context.get("is_ops") or any(summary.is_lead for summary in summaries):
+        context["latest_review"] = review_selectors.latest_review()
     context.update(
         led_projects=[summary for summary in summaries if summary.is_lead],
         member_projects=[summary for summary in summaries if not summary.is_lead],
@@ -68,3 +79,196 @@ def plotly_js(request: HttpRequest, version: str) -> HttpResponse:
     response["Cache-Control"] = "public, max-age=31536000, immutable"
     response["Vary"] = "Accept-Encoding"
     return response
+
+
+# ---------------------------------------------------------------------------- stored reviews
+
+
+def _figure_context() -> dict[str, Any]:
+    return {"plotly_src": reverse("plotly_js", args=[PLOTLY_VERSION])}
+
+
+@login_required
+def report_list(request: HttpRequest) -> HttpResponse:
+    """Every stored review (ops), or the built ones whose project views a lead may read; ops
+    ask for a new one here."""
+    user = governance.signed_in_user(request)
+    reviews = review_selectors.review_list(user=user)
+    form = ReviewRequestForm(request.POST or None) if user.is_ops else None
+    status = 200
+    if request.method == "POST":
+        if form is None:
+            raise PermissionDenied(_("Only ops may build a review."))
+        if form.is_valid():
+            start, end = form.cleaned_data["window"]
+            pool, project = form.cleaned_data["pool"], form.cleaned_data["project"]
+            try:
+                review = services.review_request(
+                    user=user,
+                    start=start,
+                    end=end,
+                    pool=pool.slug if pool else "",
+                    project=project.slug if project else "",
+                )
+            except ValidationError as error:
+                _add_errors(form, error)
+                status = 400
+            else:
+                messages.success(request, _("The review is queued; this page shows its progress."))
+                return redirect(review.get_absolute_url())
+        else:
+            status = 400
+    context = {
+        "reviews": paginate(request, reviews),
+        "form": form,
+        "led_projects": sorted(review_selectors.led_project_slugs(user=user)),
+        "is_ops": user.is_ops,
+        "choices": review_selectors.review_choices() if user.is_ops else [],
+    }
+    return render(request, "reports/review_list.html", context, status=status)
+
+
+def _add_errors(form: Any, error: ValidationError) -> None:
+    if hasattr(error, "error_dict"):
+        for field, errors in error.error_dict.items():
+            for message in errors:
+                form.add_error(field if field in form.fields else None, message)
+    else:
+        for text in error.messages:
+            form.add_error(None, text)
+
+
+def _review_context(
+    review: MonthlyReview, project: str | None, *, can_edit_rules: bool = True
+) -> dict[str, Any]:
+    metrics = review.project_metrics[project] if project else review.metrics
+    tables = review_selectors.review_tables(metrics=metrics, project=project)
+    figures = review_selectors.review_figures(metrics=metrics, project=project)
+    return {
+        "review": review,
+        "project": project,
+        "metrics": metrics,
+        "tables": tables,
+        "figures": figures,
+        "findings": review_selectors.review_findings_shown(
+            review=review, project=project, can_edit_rules=can_edit_rules
+        ),
+        **_figure_context(),
+    }
+
+
+@login_required
+def report_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """The review's dashboard once built; before that, its progress (refreshing itself)."""
+    user = governance.signed_in_user(request)
+    review = review_selectors.review_get(user=user, pk=pk)
+    if not review.is_built:
+        return render(request, "reports/review_progress.html", {"review": review})
+    context = _review_context(review, None)
+    context["versions"] = review_selectors.review_versions(review=review)
+    context["projects"] = review_selectors.review_projects(metrics=review.metrics)
+    context["choices"] = [
+        choice for choice in review_selectors.review_choices() if choice.pk != review.pk
+    ]
+    return render(request, "reports/review_detail.html", context)
+
+
+@login_required
+def report_project(request: HttpRequest, pk: int, slug: str) -> HttpResponse:
+    """One project's view of a review, for its leads (and ops)."""
+    user = governance.signed_in_user(request)
+    review = review_selectors.review_get(user=user, pk=pk, project=slug)
+    if not review.is_built:
+        return render(request, "reports/review_progress.html", {"review": review})
+    context = _review_context(review, slug, can_edit_rules=user.is_ops)
+    context["project_name"] = next(
+        (
+            row["name"]
+            for row in review.metrics["service"]["by_project"]
+            + review.metrics["waits"]["by_project"]
+            if row["project"] == slug
+        ),
+        slug,
+    )
+    return render(request, "reports/review_project.html", context)
+
+
+@login_required
+def report_print(request: HttpRequest, pk: int) -> HttpResponse:
+    """The whole review on one printable page (tables and findings; print CSS)."""
+    user = governance.signed_in_user(request)
+    review = review_selectors.review_get(user=user, pk=pk)
+    if not review.is_built:
+        raise Http404(_("The review is not built yet."))
+    return render(request, "reports/review_print.html", _review_context(review, None))
+
+
+def _cell(value: Any) -> Any:
+    """A CSV cell; text that a spreadsheet would run as a formula is quoted as text."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
+def _csv_response(rows: list[list[Any]], filename: str) -> HttpResponse:
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response.write("\ufeff")  # spreadsheets read the Chinese headers as UTF-8
+    writer = csv.writer(response)
+    writer.writerows([_cell(value) for value in row] for row in rows)
+    return response
+
+
+@login_required
+def report_csv(
+    request: HttpRequest, pk: int, key: str | None = None, slug: str | None = None
+) -> HttpResponse:
+    """The whole review as one CSV, or one figure's table (``key``); a project's view with
+    ``slug``."""
+    user = governance.signed_in_user(request)
+    review = review_selectors.review_get(user=user, pk=pk, project=slug)
+    if not review.is_built:
+        raise Http404(_("The review is not built yet."))
+    stem = f"review-{review.pk}-v{review.version}" + (f"-{slug}" if slug else "")
+    if key is None:
+        rows = review_selectors.review_csv_rows(review=review, project=slug)
+        return _csv_response(rows, f"{stem}.csv")
+    metrics = review.project_metrics[slug] if slug else review.metrics
+    table = review_selectors.review_tables(metrics=metrics, project=slug).get(key)
+    if table is None:
+        raise Http404(_("The review has no such table."))
+    return _csv_response([table.columns, *table.rows], f"{stem}-{key}.csv")
+
+
+@login_required
+def report_compare(request: HttpRequest) -> HttpResponse:
+    """Two built reviews side by side, the changes highlighted."""
+    user = governance.signed_in_user(request)
+    form = CompareForm(request.GET)
+    if not form.is_valid():
+        return render(
+            request,
+            "reports/review_compare.html",
+            {"form": form, "choices": review_selectors.review_choices()},
+            status=400,
+        )
+    a = review_selectors.review_get(user=user, pk=form.cleaned_data["a"])
+    b = review_selectors.review_get(user=user, pk=form.cleaned_data["b"])
+    if not (a.is_built and b.is_built):
+        form.add_error(None, _("Only built reviews can be compared."))
+        return render(
+            request,
+            "reports/review_compare.html",
+            {"form": form, "choices": review_selectors.review_choices()},
+            status=400,
+        )
+    context = {
+        "form": form,
+        "a": a,
+        "b": b,
+        "sections": review_selectors.review_compare(a=a, b=b),
+        "choices": review_selectors.review_choices(),
+    }
+    return render(request, "reports/review_compare.html", context)

@@ -578,6 +578,7 @@ class AlertRecipient(models.Model):
 
 
 # Workload evidence (jobs and their events) lives in its own module.
+from .rollup import RollupState, WorkloadHour, WorkloadJobRollup  # noqa: E402
 from .workload import (  # noqa: E402
     ACTIVE_STATES,
     FINISHED_STATES,
@@ -602,11 +603,14 @@ __all__ = [
     "CollectorState",
     "EventKind",
     "JobState",
+    "RollupState",
     "SyncRun",
     "SyncStatus",
     "SyncTrigger",
     "WaitCategory",
     "WorkloadEvent",
+    "WorkloadHour",
     "WorkloadJob",
+    "WorkloadJobRollup",
     "slurm_name_validator",
 ]

@@ -1,0 +1,317 @@
+"""Benchmark: the monthly review's metrics (``reports.selectors.review_metrics``) at scale.
+
+Run on demand on PostgreSQL (not part of the test suite), from the repository root:
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/arbiter DJANGO_DEBUG=1 \\
+        nice .venv/bin/python bench/review.py [--month-jobs 1000000] [--history-months 9]
+
+It builds 100 projects (4 tiers, 2 pools × 2 flavors, 20,000 GPUs) through the governance
+services in a throwaway test database, then generates with set-based SQL
+(``generate_series``; no Python loop over rows):
+
+1. the reviewed month (October 2026): ``--month-jobs`` jobs submitted in it, with waits and
+   run times drawn from exponential distributions, 20 % of waits on quota, 1 % preempted
+   (preempted, requeued, restarted), 2 % failed, the last hours' jobs still waiting at the
+   month's end; with their events (submitted, started, ended: 3–6 per job);
+2. the hourly rollup (``queues.WorkloadHour``) of those jobs, set-based, with the same
+   definition as ``queues.services.workload.rollup`` (GPU-seconds run, quota-waiting
+   job-seconds per hour × pool × flavor × project × tier);
+
+and times ``review_metrics`` for the month (the median of 3 runs, after one warm-up) and for
+one week of it. Then it adds ``--history-months`` earlier months of as many jobs each (only
+the jobs' rare events: preemptions, requeues, failures), 10 M stored jobs by default, and
+times the same reviews again: the cost must follow the window, not the history.
+
+It prints the figures and writes them to ``bench/results/review-<timestamp>.json``; the test
+database is dropped at the end.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governance.settings")
+os.environ.setdefault("DJANGO_DEBUG", "1")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.db import connection  # noqa: E402
+
+from governance import services as rules  # noqa: E402
+from governance.models import PreemptionKind, SiteRole, User  # noqa: E402
+from reports.selectors import review_metrics  # noqa: E402
+
+MONTH = datetime(2026, 10, 1, tzinfo=UTC)
+MONTH_END = datetime(2026, 11, 1, tzinfo=UTC)
+PROJECTS = 100
+
+
+def build() -> dict[str, list[int]]:
+    """Rules through the services: pools, flavors, tiers, projects and their quotas."""
+    ops = User.objects.create_user(username="bench-ops", site_role=SiteRole.OPS)
+    kw = {"user": ops, "reason": "benchmark"}
+    flavors = [
+        rules.flavor_create(**kw, slug=slug, name=slug.upper(), gpu_model=slug, memory_gb=80)
+        for slug in ("a100", "h100")
+    ]
+    pools = [rules.pool_create(**kw, slug=f"pool{n}", name=f"Pool {n}") for n in range(2)]
+    for pool in pools:
+        rules.pool_capacity_set(**kw, pool=pool, flavor=flavors[0], gpus=6000)
+        rules.pool_capacity_set(**kw, pool=pool, flavor=flavors[1], gpus=4000)
+    common = {"eligibility": "Any", "confirmed_by": "Ops", "review_cycle_days": 90, "owner": ops}
+    tiers = [
+        rules.tier_create(
+            **kw, **common, slug=f"t{n}", name=f"T{n}", score=10 * n, scheduler_value=n
+        )
+        for n in range(1, 5)
+    ]
+    for tier in tiers:
+        rules.tier_update(tier=tier, **kw, data={"wait_alert_minutes": 60})
+    klass = rules.preemption_class_create(
+        **kw, slug="ok", name="OK", kind=PreemptionKind.ALLOWED, business_impact="-"
+    )
+    project_ids, tier_ids, pool_ids = [], [], []
+    for n in range(PROJECTS):
+        project = rules.project_create(**kw, slug=f"p{n}", name=f"P{n}", tier=tiers[n % 4])
+        for flavor in flavors:
+            rules.quota_create(
+                **kw,
+                project=project,
+                pool=pools[n % 2],
+                flavor=flavor,
+                guarantee=60 if flavor == flavors[0] else 40,
+                preemption_class=klass,
+            )
+        project_ids.append(project.pk)
+        tier_ids.append(tiers[n % 4].pk)
+        pool_ids.append(pools[n % 2].pk)
+    return {
+        "projects": project_ids,
+        "tiers": tier_ids,
+        "pools": pool_ids,
+        "flavors": [flavor.pk for flavor in flavors],
+    }
+
+
+def _array(values: list[int]) -> str:
+    return "ARRAY[" + ",".join(str(v) for v in values) + "]"
+
+
+def generate_jobs(ids: dict[str, list[int]], start: datetime, end: datetime, count: int,
+                  tag: str, cut: datetime) -> None:  # fmt: skip
+    """``count`` jobs submitted evenly over ``[start, end)``, in submit order (one INSERT)."""
+    seconds = (end - start).total_seconds()
+    sql = f"""
+    INSERT INTO queues_workloadjob (source, job_id, name, user_name, queue, qos, account, gpus,
+        constraints, state, exit_code, reason, message, category, preemptions,
+        gpu_seconds_lost, requeues, waited_seconds, last_event_at, project_id, tier_id,
+        flavor_id, submitted_at, started_at, ended_at)
+    SELECT 'bench', '{tag}-' || g, '', '', '', '', '', gpus, '',
+        CASE WHEN started > %(cut)s THEN 'pending' WHEN ended > %(cut)s THEN 'running'
+             WHEN r3 < 0.02 THEN 'failed' ELSE 'completed' END,
+        '', '', '', CASE WHEN r2 < 0.2 THEN 'quota' ELSE 'resource' END,
+        CASE WHEN r3 BETWEEN 0.02 AND 0.03 THEN 1 ELSE 0 END, 0,
+        CASE WHEN r3 BETWEEN 0.02 AND 0.03 THEN 1 ELSE 0 END, 0,
+        LEAST(CASE WHEN ended <= %(cut)s THEN ended WHEN started <= %(cut)s THEN started
+                   ELSE submitted END, %(cut)s),
+        p, t, f, submitted,
+        CASE WHEN started > %(cut)s THEN NULL ELSE started END,
+        CASE WHEN ended > %(cut)s THEN NULL ELSE ended END
+    FROM (
+        SELECT g, gpus, r2, r3, p, t, f, submitted, started,
+               started + make_interval(secs => -ln(1 - random()) * 7200) AS ended
+        FROM (
+            SELECT g, (ARRAY[1,1,2,4,8])[1 + (g * 7) %% 5] AS gpus, random() AS r2,
+                   random() AS r3,
+                   ({_array(ids["projects"])})[1 + (g * 31) %% {PROJECTS}] AS p,
+                   ({_array(ids["tiers"])})[1 + (g * 31) %% {PROJECTS}] AS t,
+                   ({_array(ids["flavors"])})[1 + (g / 3) %% 2] AS f,
+                   submitted,
+                   submitted + make_interval(secs => -ln(1 - random())
+                       * (ARRAY[3600, 1800, 900, 300])[1 + ((g * 31) %% {PROJECTS}) %% 4])
+                       AS started
+            FROM (SELECT g, %(start)s::timestamptz
+                         + make_interval(secs => (g - 1) * {seconds / count}) AS submitted
+                  FROM generate_series(1, {count}) AS g) AS s
+        ) AS a
+    ) AS b
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"start": start, "cut": cut})
+
+
+def generate_events(after: int, full: bool) -> None:
+    """Events of the jobs with ids above ``after``: every change (``full``) or the rare ones."""
+    common = "(job_id, source, event_id, time, kind, state, reason, message, category, gpus)"
+    with connection.cursor() as cursor:
+        if full:
+            cursor.execute(
+                f"INSERT INTO queues_workloadevent {common} "
+                f"SELECT id, 'bench', job_id || '-s', submitted_at, 'submitted', 'pending', '', "
+                f"'', category, gpus FROM queues_workloadjob WHERE id > {after}"
+            )
+            cursor.execute(
+                f"INSERT INTO queues_workloadevent {common} "
+                f"SELECT id, 'bench', job_id || '-r', started_at, 'started', 'running', '', '', "
+                f"'', gpus FROM queues_workloadjob WHERE id > {after} "
+                f"AND started_at IS NOT NULL"
+            )
+            cursor.execute(
+                f"INSERT INTO queues_workloadevent {common} "
+                f"SELECT id, 'bench', job_id || '-e', ended_at, 'ended', state, '', '', '', gpus "
+                f"FROM queues_workloadjob WHERE id > {after} AND ended_at IS NOT NULL "
+                f"AND state <> 'failed'"
+            )
+        cursor.execute(
+            f"INSERT INTO queues_workloadevent {common} "
+            f"SELECT id, 'bench', job_id || '-f', ended_at, 'ended', 'failed', '', '', '', gpus "
+            f"FROM queues_workloadjob WHERE id > {after} AND state = 'failed'"
+        )
+        # A preempted job: its first run started 1 h before the recorded start (which is the
+        # restart), was preempted 30 min later and requeued at once (30 min to restart).
+        moves = [
+            ("-p0", "started", "running", "started_at - interval '1 hour'"),
+            ("-p1", "preempted", "preempted", "started_at - interval '30 minutes'"),
+            ("-p2", "requeued", "pending", "started_at - interval '30 minutes'"),
+        ]
+        if not full:
+            moves.append(("-p3", "started", "running", "started_at"))
+        for suffix, kind, state, at in moves:
+            cursor.execute(
+                f"INSERT INTO queues_workloadevent {common} "
+                f"SELECT id, 'bench', job_id || '{suffix}', {at}, '{kind}', '{state}', '', '', "
+                f"'', gpus FROM queues_workloadjob WHERE id > {after} "
+                f"AND preemptions > 0 AND started_at IS NOT NULL"
+            )
+
+
+def generate_hours(after: int, cut: datetime) -> None:
+    """The hourly rollup of the jobs with ids above ``after``, set-based (the rollup's
+    definition)."""
+    sql = f"""
+    WITH qp AS (SELECT project_id, flavor_id, MIN(pool_id) AS pool_id FROM governance_quota
+                GROUP BY project_id, flavor_id),
+    j AS (SELECT j.*, qp.pool_id FROM queues_workloadjob j JOIN qp
+          ON qp.project_id = j.project_id AND qp.flavor_id = j.flavor_id
+          WHERE j.id > {after}),
+    parts AS (
+        SELECT h AS hour, pool_id, flavor_id, project_id, tier_id,
+               gpus * EXTRACT(EPOCH FROM LEAST(COALESCE(ended_at, %(cut)s), h + interval '1 hour')
+                                        - GREATEST(started_at, h)) AS gs, 0 AS ws
+        FROM j, generate_series(date_trunc('hour', started_at),
+                                COALESCE(ended_at, %(cut)s), interval '1 hour') AS h
+        WHERE started_at IS NOT NULL AND h < COALESCE(ended_at, %(cut)s)
+        UNION ALL
+        SELECT h, pool_id, flavor_id, project_id, tier_id, 0,
+               EXTRACT(EPOCH FROM LEAST(COALESCE(started_at, ended_at, %(cut)s),
+                                        h + interval '1 hour') - GREATEST(submitted_at, h))
+        FROM j, generate_series(date_trunc('hour', submitted_at),
+                                COALESCE(started_at, ended_at, %(cut)s), interval '1 hour') AS h
+        WHERE category = 'quota' AND h < COALESCE(started_at, ended_at, %(cut)s)
+    )
+    INSERT INTO queues_workloadhour (hour, pool_id, flavor_id, project_id, tier_id, gpu_seconds,
+                                     quota_wait_seconds)
+    SELECT hour, pool_id, flavor_id, project_id, tier_id, ROUND(SUM(gs))::bigint,
+           ROUND(SUM(ws))::bigint
+    FROM parts GROUP BY hour, pool_id, flavor_id, project_id, tier_id
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"cut": cut})
+
+
+def analyze() -> None:
+    with connection.cursor() as cursor:
+        for table in ("queues_workloadjob", "queues_workloadevent", "queues_workloadhour"):
+            cursor.execute(f"VACUUM ANALYZE {table}")
+
+
+def max_id() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT COALESCE(MAX(id), 0) FROM queues_workloadjob")
+        return int(cursor.fetchone()[0])
+
+
+def count(table: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*) FROM {table}")
+        return int(cursor.fetchone()[0])
+
+
+def timed(start: datetime, end: datetime, runs: int = 3) -> dict[str, float]:
+    review_metrics(start=start, end=end)  # warm-up
+    times = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        review = review_metrics(start=start, end=end)
+        times.append(time.perf_counter() - began)
+    return {
+        "seconds_median": round(statistics.median(times), 3),
+        "seconds_min": round(min(times), 3),
+        "jobs_in_window": review["waits"]["overall"]["jobs"],
+        "overall_p90": review["waits"]["overall"]["p90"],
+    }
+
+
+def checkpoint(label: str) -> dict[str, object]:
+    row = {
+        "stored": label,
+        "jobs": count("queues_workloadjob"),
+        "events": count("queues_workloadevent"),
+        "hour_rows": count("queues_workloadhour"),
+        "month": timed(MONTH, MONTH_END),
+        "week": timed(MONTH + timedelta(days=7), MONTH + timedelta(days=14)),
+    }
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--month-jobs", type=int, default=1_000_000)
+    parser.add_argument("--history-months", type=int, default=9, choices=range(10))
+    parser.add_argument("--keep", action="store_true", help="Keep the test database.")
+    args = parser.parse_args()
+    if connection.vendor != "postgresql":
+        sys.exit("bench/review.py needs PostgreSQL (DATABASE_URL).")
+    test_db = connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    results: dict = {"database": connection.vendor, "month_jobs": args.month_jobs, "runs": []}
+    try:
+        ids = build()
+        began = time.perf_counter()
+        generate_jobs(ids, MONTH, MONTH_END, args.month_jobs, "m0", MONTH_END)
+        generate_events(0, full=True)
+        generate_hours(0, MONTH_END)
+        analyze()
+        results["generate_month_seconds"] = round(time.perf_counter() - began, 1)
+        results["runs"].append(checkpoint("month only"))
+        if args.history_months:
+            began = time.perf_counter()
+            after = max_id()
+            start = datetime(2026, 10 - args.history_months, 1, tzinfo=UTC)
+            generate_jobs(ids, start, MONTH, args.month_jobs * args.history_months, "h", MONTH_END)
+            print("history jobs generated", flush=True)
+            generate_events(after, full=False)
+            generate_hours(after, MONTH_END)
+            analyze()
+            results["generate_history_seconds"] = round(time.perf_counter() - began, 1)
+            results["runs"].append(checkpoint(f"month + {args.history_months} months of history"))
+    finally:
+        if not args.keep:
+            connection.creation.destroy_test_db(test_db, verbosity=0)
+    out = ROOT / "bench" / "results" / f"review-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"written to {out.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

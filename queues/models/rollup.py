@@ -1,0 +1,97 @@
+"""Hourly pre-aggregate of the workload evidence, for the monthly review.
+
+``WorkloadHour`` holds, per UTC hour × pool × flavor × project × tier, the GPU-seconds that
+ran and the job-seconds spent waiting on quota. The review's service, borrowing/lending and
+idle-capacity figures read it, so their cost grows with the window (hours × keys), never with
+the stored history of jobs. ``queues.services.workload.rollup.workload_hours_roll_up``
+maintains it incrementally: it rereads the jobs changed since its watermark (and every job
+still open), and applies the difference between what each job contributes now and what it
+contributed last time (``WorkloadJobRollup``, one row per job), so running it twice changes
+nothing. Not governed: derived data.
+"""
+
+from django.db import models
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+
+from governance.models import GpuFlavor, Pool, PriorityTier, Project
+
+from .workload import WorkloadJob
+
+
+class WorkloadHour(models.Model):
+    """One hour of one (pool, flavor, project, tier): GPU-seconds run, job-seconds on quota."""
+
+    id = models.BigAutoField(primary_key=True)
+    hour = models.DateTimeField(_("hour"), help_text=_("Start of the UTC hour."))
+    pool = models.ForeignKey(
+        Pool, verbose_name=_("pool"), on_delete=models.CASCADE, null=True, related_name="+"
+    )
+    flavor = models.ForeignKey(
+        GpuFlavor, verbose_name=_("flavor"), on_delete=models.CASCADE, null=True, related_name="+"
+    )
+    project = models.ForeignKey(
+        Project, verbose_name=_("project"), on_delete=models.CASCADE, null=True, related_name="+"
+    )
+    tier = models.ForeignKey(
+        PriorityTier, verbose_name=_("tier"), on_delete=models.CASCADE, null=True, related_name="+"
+    )
+    gpu_seconds = models.BigIntegerField(_("GPU-seconds run"), default=0)
+    quota_wait_seconds = models.BigIntegerField(_("job-seconds waiting on quota"), default=0)
+
+    class Meta:
+        ordering = ["hour", "id"]
+        verbose_name = _("workload hour")
+        verbose_name_plural = _("workload hours")
+        indexes = [models.Index(fields=["hour"], name="workload_hour_hour")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(gpu_seconds__gte=0, quota_wait_seconds__gte=0),
+                name="workload_hour_non_negative",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.hour:%Y-%m-%d %H}:00 {self.project_id}/{self.flavor_id}"
+
+
+class WorkloadJobRollup(models.Model):
+    """What one job last contributed to ``WorkloadHour`` (so a re-run applies only a delta)."""
+
+    job = models.OneToOneField(
+        WorkloadJob,
+        verbose_name=_("job"),
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="rollup",
+    )
+    # {"key": [pool, flavor, project, tier], "gpus": n, "run": [[t0, t1], ...],
+    #  "quota_wait": [[t0, t1], ...]} with epoch seconds.
+    contribution = models.JSONField(_("contribution"), default=dict)
+    open = models.BooleanField(_("still open"), default=False)
+
+    class Meta:
+        verbose_name = _("job rollup")
+        verbose_name_plural = _("job rollups")
+        indexes = [
+            models.Index(fields=["job"], condition=Q(open=True), name="job_rollup_open"),
+        ]
+
+    def __str__(self) -> str:
+        return f"rollup of {self.job_id}"
+
+
+class RollupState(models.Model):
+    """The rollup's watermark: jobs whose ``last_event_at`` is after it are reread."""
+
+    name = models.CharField(_("name"), max_length=50, unique=True)
+    watermark = models.DateTimeField(_("watermark"), null=True, blank=True)
+    last_run_at = models.DateTimeField(_("last run"), null=True, blank=True)
+    last_counts = models.JSONField(_("last counts"), default=dict, blank=True)
+
+    class Meta:
+        verbose_name = _("rollup state")
+        verbose_name_plural = _("rollup states")
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.watermark or '-'}"

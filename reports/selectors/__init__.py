@@ -1,0 +1,6 @@
+"""Reads of the ``reports`` app: the home page and the monthly review's metrics."""
+
+from .home import ProjectSummary, pool_usage_figure, project_summaries
+from .review import review_metrics
+
+__all__ = ["ProjectSummary", "pool_usage_figure", "project_summaries", "review_metrics"]

@@ -1,0 +1,290 @@
+"""Findings in words, drawn from a review's metrics at build time (and frozen with it).
+
+A finding is stored as data — its kind, the figures it quotes, where its evidence is and which
+page proposes the change — and put into words when shown, in the reader's language
+(``finding_text``). The thresholds are the ones below; they are part of what a review means.
+"""
+
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from governance import selectors as governance
+from governance.models import Project, Quota
+from queues.models import Alert, AlertKind
+
+# Starved: received less than this share of its guaranteed GPU-hours while waiting on quota
+# for at least STARVED_MIN_WAIT_HOURS.
+STARVED_SHARE = 0.5
+STARVED_MIN_WAIT_HOURS = 1.0
+# Hoarded: at least this share of the guaranteed GPU-hours sat idle (neither used nor lent)
+# while another project of the pool waited on quota (and the project itself did not: idle
+# guarantee of a project that waited on quota is a rule not working, not hoarding).
+HOARDED_IDLE_SHARE = 0.5
+
+
+class FindingKind:
+    STARVED = "starved"
+    HOARDED = "hoarded"
+    TIER_OVER_THRESHOLD = "tier_over_threshold"
+    EXCEPTIONS_OVER_POLICY = "exceptions_over_policy"
+    TIER_REVIEW_OVERDUE = "tier_review_overdue"
+    QUOTA_REVIEW_OVERDUE = "quota_review_overdue"
+    RULE_NOT_ENFORCED = "rule_not_enforced"
+
+
+FINDING_TITLES = {
+    FindingKind.STARVED: _("Starved project"),
+    FindingKind.HOARDED: _("Hoarded guarantee"),
+    FindingKind.TIER_OVER_THRESHOLD: _("Waits over the tier's threshold"),
+    FindingKind.EXCEPTIONS_OVER_POLICY: _("Exceptions over the policy's count"),
+    FindingKind.TIER_REVIEW_OVERDUE: _("Tier review overdue"),
+    FindingKind.QUOTA_REVIEW_OVERDUE: _("Quota review overdue"),
+    FindingKind.RULE_NOT_ENFORCED: _("Rule not enforced by the scheduler"),
+}
+
+FINDING_TEXTS = {
+    FindingKind.STARVED: _(
+        "%(project)s received %(gpu_hours)s GPU-hours in %(pool)s against %(guaranteed)s "
+        "guaranteed, while it waited on quota for %(wait_hours)s hours."
+    ),
+    FindingKind.HOARDED: _(
+        "%(idle)s of the %(guaranteed)s GPU-hours guaranteed to %(project)s in %(pool)s sat "
+        "idle while other projects of the pool waited on quota."
+    ),
+    FindingKind.TIER_OVER_THRESHOLD: _(
+        "%(over)s of %(jobs)s jobs of the tier %(tier)s waited longer than its threshold of "
+        "%(threshold)s minutes (p90 wait: %(p90)s minutes)."
+    ),
+    FindingKind.EXCEPTIONS_OVER_POLICY: _(
+        "%(project)s asked for %(count)s exceptions; the approval policy allows %(limit)s a month."
+    ),
+    FindingKind.TIER_REVIEW_OVERDUE: _("The review of the tier %(tier)s was due on %(due)s."),
+    FindingKind.QUOTA_REVIEW_OVERDUE: _("The review of the quota %(quota)s was due on %(due)s."),
+    FindingKind.RULE_NOT_ENFORCED: _(
+        "On cluster %(cluster)s, %(project)s: %(rule)s (an open alert since %(since)s)."
+    ),
+}
+
+
+def _num(value: float) -> str:
+    return f"{value:,.1f}".rstrip("0").rstrip(".") if value % 1 else f"{value:,.0f}"
+
+
+def _minutes(seconds: float | None) -> str:
+    return "–" if seconds is None else _num(round(seconds / 60, 1))
+
+
+def _finding(
+    kind: str,
+    params: dict[str, Any],
+    *,
+    evidence: tuple[str, list[Any], str],
+    propose: tuple[str, list[Any]] | None,
+    project: str | None = None,
+) -> dict[str, Any]:
+    """``evidence``: (URL name, its args, the anchor on the review page ("" for none));
+    ``propose``: the page that proposes the change (URL name and args)."""
+    return {
+        "kind": kind,
+        "params": params,
+        "project": project,
+        "evidence": {"url": evidence[0], "args": evidence[1], "anchor": evidence[2]},
+        "propose": {"url": propose[0], "args": propose[1]} if propose else None,
+    }
+
+
+def _quota_pks() -> dict[tuple[str, str], int]:
+    """(project slug, pool slug) → the first quota's id (the page that proposes an edit)."""
+    found: dict[tuple[str, str], int] = {}
+    for project, pool, pk in Quota.objects.order_by("pk").values_list(
+        "project__slug", "pool__slug", "pk"
+    ):
+        found.setdefault((project, pool), pk)
+    return found
+
+
+def _service_findings(metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    findings = []
+    rows = metrics["service"]["by_project"]
+    quotas = _quota_pks()
+    waiting_pools: dict[str | None, set[str]] = {}
+    for row in rows:
+        if row["quota_wait_hours"] > 0:
+            waiting_pools.setdefault(row["pool"], set()).add(row["project"])
+    for row in rows:
+        guaranteed = row["guaranteed_gpu_hours"]
+        if guaranteed <= 0:
+            continue
+        pool_name = row["pool"] or "–"
+        quota = quotas.get((row["project"], row["pool"] or ""))
+        propose = ("quota_edit", [quota]) if quota else ("project_detail", [row["project"]])
+        if (
+            row["quota_wait_hours"] >= STARVED_MIN_WAIT_HOURS
+            and row["gpu_hours"] < STARVED_SHARE * guaranteed
+        ):
+            findings.append(
+                _finding(
+                    FindingKind.STARVED,
+                    {
+                        "project": row["name"],
+                        "pool": pool_name,
+                        "gpu_hours": _num(row["gpu_hours"]),
+                        "guaranteed": _num(guaranteed),
+                        "wait_hours": _num(row["quota_wait_hours"]),
+                    },
+                    evidence=("report_detail", [], "service"),
+                    propose=propose,
+                    project=row["project"],
+                )
+            )
+        idle = guaranteed - row["within_guarantee_gpu_hours"] - row["lent_gpu_hours"]
+        others_waited = waiting_pools.get(row["pool"], set()) - {row["project"]}
+        waited_itself = row["quota_wait_hours"] >= STARVED_MIN_WAIT_HOURS
+        if idle >= HOARDED_IDLE_SHARE * guaranteed and others_waited and not waited_itself:
+            findings.append(
+                _finding(
+                    FindingKind.HOARDED,
+                    {
+                        "project": row["name"],
+                        "pool": pool_name,
+                        "idle": _num(round(idle, 2)),
+                        "guaranteed": _num(guaranteed),
+                    },
+                    evidence=("report_detail", [], "lending"),
+                    propose=propose,
+                    project=row["project"],
+                )
+            )
+    return findings
+
+
+def _wait_findings(metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    findings = []
+    for row in metrics["waits"]["by_tier"]:
+        if row.get("threshold_seconds") is None or not row.get("over_threshold"):
+            continue
+        findings.append(
+            _finding(
+                FindingKind.TIER_OVER_THRESHOLD,
+                {
+                    "tier": row["name"],
+                    "over": row["over_threshold"],
+                    "jobs": row["jobs"],
+                    "threshold": _minutes(row["threshold_seconds"]),
+                    "p90": _minutes(row["p90"]),
+                },
+                evidence=("report_detail", [], "waits"),
+                propose=("tier_edit", [row["tier"]]) if row["tier"] else None,
+            )
+        )
+    return findings
+
+
+def _exception_findings(metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        _finding(
+            FindingKind.EXCEPTIONS_OVER_POLICY,
+            {"project": row["name"], "count": row["count"], "limit": row["limit"]},
+            evidence=("report_detail", [], "exceptions"),
+            propose=("approval_policy_list", []),
+            project=row["project"],
+        )
+        for row in metrics["exceptions"]["over_policy"]
+    ]
+
+
+def _review_findings_overdue(*, on: Any) -> list[dict[str, Any]]:
+    findings = []
+    for tier in governance.tiers_due_for_review(today=on, window_days=0).filter(
+        next_review_on__lt=on
+    ):
+        findings.append(
+            _finding(
+                FindingKind.TIER_REVIEW_OVERDUE,
+                {"tier": tier.name, "due": str(tier.next_review_on)},
+                evidence=("tier_detail", [tier.slug], ""),
+                propose=("review_tier", [tier.slug]),
+            )
+        )
+    for quota in governance.quotas_due_for_review(today=on, window_days=0).filter(
+        next_review_on__lt=on
+    ):
+        assert quota.next_review_on is not None
+        findings.append(
+            _finding(
+                FindingKind.QUOTA_REVIEW_OVERDUE,
+                {"quota": str(quota), "due": quota.next_review_on.isoformat()},
+                evidence=("quota_detail", [quota.pk], ""),
+                propose=("review_quota", [quota.pk]),
+                project=quota.project.slug,
+            )
+        )
+    return findings
+
+
+def _enforcement_findings(*, start: datetime, end: datetime) -> list[dict[str, Any]]:
+    """``rule_not_enforced`` alerts open at some moment of the window."""
+    from queues.selectors import RULE_TEXTS
+
+    alerts = Alert.objects.filter(
+        Q(closed_at=None) | Q(closed_at__gt=start),
+        kind=AlertKind.RULE_NOT_ENFORCED,
+        opened_at__lt=end,
+    ).order_by("opened_at", "pk")
+    projects = dict(Project.objects.values_list("name", "slug"))
+    findings = []
+    for alert in alerts:
+        details = alert.details
+        project = projects.get(details.get("project", ""))
+        findings.append(
+            _finding(
+                FindingKind.RULE_NOT_ENFORCED,
+                {
+                    "cluster": details.get("cluster", "–"),
+                    "project": details.get("project", "–"),
+                    "rule": details.get("rule", ""),
+                    "rule_params": {
+                        key: value for key, value in details.items() if value not in ("", None)
+                    },
+                    "since": timezone.localtime(alert.opened_at).date().isoformat(),
+                    "known_rule": details.get("rule") in RULE_TEXTS,
+                },
+                evidence=("alert_list", [], ""),
+                propose=("project_edit", [project]) if project else ("cluster_list", []),
+                project=project,
+            )
+        )
+    return findings
+
+
+def review_findings(*, metrics: dict[str, Any], start: datetime, end: datetime) -> list[dict]:
+    """Every finding of a review, in a fixed order (the order of the issue)."""
+    on = min(timezone.localdate(), timezone.localtime(end).date())
+    return [
+        *_service_findings(metrics),
+        *_wait_findings(metrics),
+        *_exception_findings(metrics),
+        *_review_findings_overdue(on=on),
+        *_enforcement_findings(start=start, end=end),
+    ]
+
+
+def finding_text(finding: dict[str, Any]) -> str:
+    """The finding in words, in the active language."""
+    from queues.selectors import RULE_TEXTS
+
+    params = dict(finding["params"])
+    if finding["kind"] == FindingKind.RULE_NOT_ENFORCED:
+        rule = params.get("rule", "")
+        rule_params = {key: "–" for key in ("flavor", "job")} | params.get("rule_params", {})
+        params["rule"] = str(RULE_TEXTS[rule]) % rule_params if rule in RULE_TEXTS else rule
+    template = FINDING_TEXTS.get(finding["kind"])
+    return str(template) % params if template else finding["kind"]
+
+
+def finding_title(finding: dict[str, Any]) -> str:
+    return str(FINDING_TITLES.get(finding["kind"], finding["kind"]))
