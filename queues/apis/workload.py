@@ -37,6 +37,9 @@ def per_item(errors: Any, count: int) -> list[Any]:
 
 
 class WorkloadEventIngestApi(APIView):
+    # Contract A: API tokens need the "ingest" scope here (a session is not limited by scopes).
+    required_scope = "ingest"
+
     class EventSerializer(serializers.Serializer):
         event_id = serializers.CharField(
             max_length=200,

@@ -59,14 +59,19 @@ def visible_jobs(*, user: Any) -> QuerySet[WorkloadJob]:
 
 
 def job_get(*, user: Any, job_id: str, source: str = "") -> WorkloadJob:
-    """The job (404 when unknown, ambiguous without a source, or not the user's to see)."""
+    """The job (404 when unknown, ambiguous without a source, or not the user's to see).
+
+    A scheduler that reused the id (Slurm after a reset) has several jobs of that id in one
+    source: the latest submitted is the one meant."""
     jobs = visible_jobs(user=user).filter(job_id=job_id.strip()[:200])
     if source:
         jobs = jobs.filter(source=source)
     found = list(
-        jobs.select_related("project", "tier", "flavor", "cluster").order_by("-last_event_at")[:2]
+        jobs.select_related("project", "tier", "flavor", "cluster").order_by(
+            "-submitted_at", "-last_event_at", "-pk"
+        )[:10]
     )
-    if not found or (len(found) > 1 and not source):
+    if not found or (not source and len({job.source for job in found}) > 1):
         raise Http404
     return found[0]
 
@@ -430,7 +435,10 @@ def project_workload_summary(
 def jobs_status(*, project: Project, job_ids: list[str]) -> list[dict[str, Any]]:
     """For a queue-jump request: each named job's state, and why it waits when it does."""
     found = {
-        job.job_id: job for job in WorkloadJob.objects.filter(project=project, job_id__in=job_ids)
+        job.job_id: job  # the latest job of a reused id wins
+        for job in WorkloadJob.objects.filter(project=project, job_id__in=job_ids).order_by(
+            "submitted_at", "pk"
+        )
     }
     result = []
     for job_id in job_ids:
