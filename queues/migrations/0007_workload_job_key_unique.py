@@ -1,4 +1,5 @@
-"""Jobs are unique per ``(source, key)`` (filled by 0006); the job id stays indexed for search."""
+"""Jobs are unique per ``(source, key)`` (filled by 0006); the job id stays indexed for search;
+a project's recent waits read ``(project, submitted_at)``."""
 
 from django.db import migrations, models
 
@@ -17,5 +18,9 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name="workloadjob",
             index=models.Index(fields=["source", "job_id"], name="job_source_job_id"),
+        ),
+        migrations.AddIndex(
+            model_name="workloadjob",
+            index=models.Index(fields=["project", "submitted_at"], name="job_project_submitted"),
         ),
     ]

@@ -159,6 +159,7 @@ class WorkloadJob(models.Model):
             models.Index(fields=["project", "ended_at"], name="job_project_ended"),
             models.Index(fields=["cluster", "state"], name="job_cluster_state"),
             models.Index(fields=["source", "job_id"], name="job_source_job_id"),
+            models.Index(fields=["project", "submitted_at"], name="job_project_submitted"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["source", "key"], name="job_key_unique_per_source"),
