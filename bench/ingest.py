@@ -16,6 +16,9 @@ It builds 200 projects through the governance services, then for each checkpoint
 2. feeds ``--measure`` new events (synthetic jobs: submitted, pending with a Slurm reason,
    started, ended) through ``events_ingest`` in its batches and times it (building the
    ``JobEvent`` objects is not timed: it is the caller's work);
+   It also counts the CPU time the ingest and its PostgreSQL backend used, so that
+   ``events_per_cpu_second`` gives the rate on an otherwise idle machine (the wall-clock
+   rate on a shared one is lower);
 3. times the per-project reads for the busiest project (a tenth of all jobs): the
    why-is-my-job-waiting page's queries, the project workload page's, and the approver's
    summary over the last day and the last 30 days.
@@ -187,6 +190,18 @@ ORDER BY j.id, k.n
 """
 
 
+def backend_cpu_seconds() -> float:
+    """CPU seconds the PostgreSQL backend serving this connection has used (same host only)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def events_stored() -> int:
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM queues_workloadevent")
@@ -287,13 +302,14 @@ def main() -> None:
                 cursor.execute("VACUUM ANALYZE queues_workloadevent")
             fill_seconds = time.perf_counter() - start
             jobs = args.measure // 4
-            spent, stored = 0.0, 0
+            spent, stored, cpu = 0.0, 0, 0.0
             for offset in range(0, jobs, 12_500):  # 50,000 events built, then ingested
                 count = min(12_500, jobs - offset)
                 batch = list(events(live + offset, count, projects, tiers, flavor, anchor))
-                start = time.perf_counter()
+                start, cpu_start = time.perf_counter(), time.process_time() + backend_cpu_seconds()
                 result = events_ingest(events=batch)
                 spent += time.perf_counter() - start
+                cpu += time.process_time() + backend_cpu_seconds() - cpu_start
                 stored += result.stored
             live += jobs
             row = {
@@ -303,6 +319,10 @@ def main() -> None:
                 "ingested_now": stored,
                 "seconds": round(spent, 2),
                 "events_per_second": round(stored / spent),
+                # Client and database CPU per event: the rate one otherwise idle core pair
+                # would give, whatever else the machine runs (the two work in turn).
+                "cpu_seconds": round(cpu, 2),
+                "events_per_cpu_second": round(stored / cpu) if cpu else None,
                 "load_average": [round(x, 2) for x in os.getloadavg()],
                 **queries(projects[0]),
             }

@@ -128,7 +128,7 @@ class WorkloadEventIngestApi(APIView):
         jobs_updated = serializers.IntegerField()
         unclassified = serializers.IntegerField()
         by_category = serializers.DictField(child=serializers.IntegerField())
-        errors = serializers.ListField(
+        errors = serializers.ListField(  # type: ignore[assignment]
             child=serializers.DictField(child=serializers.CharField()),
             help_text=gettext_lazy("Up to 50 rejected events: source, event_id and error."),
         )
