@@ -118,10 +118,20 @@ class WorkloadEventIngestApi(APIView):
         duplicates = serializers.IntegerField(
             help_text=gettext_lazy("Events whose id was already stored (not stored again).")
         )
+        rejected = serializers.IntegerField(
+            help_text=gettext_lazy(
+                "Events that contradict what is known of their job (for example a start after "
+                "the job ended): not stored, listed in errors."
+            )
+        )
         jobs_created = serializers.IntegerField()
         jobs_updated = serializers.IntegerField()
         unclassified = serializers.IntegerField()
         by_category = serializers.DictField(child=serializers.IntegerField())
+        errors = serializers.ListField(  # type: ignore[assignment]
+            child=serializers.DictField(child=serializers.CharField()),
+            help_text=gettext_lazy("Up to 50 rejected events: source, event_id and error."),
+        )
 
         class Meta:
             ref_name = "WorkloadIngestResult"

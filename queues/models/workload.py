@@ -1,6 +1,8 @@
 """Workload evidence: every job a scheduler ran or kept waiting, and every change of its state.
 
-``WorkloadJob`` is the latest known state of one job (one row per ``(source, job_id)``);
+``WorkloadJob`` is the latest known state of one job (one row per ``(source, key)``: the key is
+the scheduler's job id, or for Slurm ``<id>@<submit epoch>`` since Slurm reuses ids after a
+reset of its state);
 ``WorkloadEvent`` is the append-only record of each change, so waits and usage can be
 recomputed and replayed. ``source`` names where the job lives: a cluster's name for the
 collectors and the ingest API, ``trace:<format>`` for imported traces.
@@ -67,6 +69,14 @@ class WorkloadJob(models.Model):
 
     source = models.CharField(_("source"), max_length=100)
     job_id = models.CharField(_("scheduler job id"), max_length=200)
+    key = models.CharField(
+        _("job key"),
+        max_length=250,
+        help_text=_(
+            "The job's identity within its source: the scheduler's job id, with the submit "
+            "time where the scheduler reuses ids (Slurm: <id>@<submit epoch>)."
+        ),
+    )
     cluster = models.ForeignKey(
         Cluster,
         verbose_name=_("cluster"),
@@ -152,9 +162,11 @@ class WorkloadJob(models.Model):
             models.Index(fields=["submitted_at"], name="job_submitted"),
             # The hourly rollup rereads the jobs changed since its watermark.
             models.Index(fields=["last_event_at"], name="job_last_event"),
+            models.Index(fields=["source", "job_id"], name="job_source_job_id"),
+            models.Index(fields=["project", "submitted_at"], name="job_project_submitted"),
         ]
         constraints = [
-            models.UniqueConstraint(fields=["source", "job_id"], name="job_unique_per_source"),
+            models.UniqueConstraint(fields=["source", "key"], name="job_key_unique_per_source"),
             models.CheckConstraint(condition=Q(state__in=JobState.values), name="job_state_valid"),
             models.CheckConstraint(
                 condition=Q(category__in=[*WaitCategory.values, ""]), name="job_category_valid"

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
+from django.db import connection
 from django.db.models import Count, Q, QuerySet, Sum
 from django.http import Http404
 from django.urls import reverse
@@ -59,14 +60,19 @@ def visible_jobs(*, user: Any) -> QuerySet[WorkloadJob]:
 
 
 def job_get(*, user: Any, job_id: str, source: str = "") -> WorkloadJob:
-    """The job (404 when unknown, ambiguous without a source, or not the user's to see)."""
+    """The job (404 when unknown, ambiguous without a source, or not the user's to see).
+
+    A scheduler that reused the id (Slurm after a reset) has several jobs of that id in one
+    source: the latest submitted is the one meant."""
     jobs = visible_jobs(user=user).filter(job_id=job_id.strip()[:200])
     if source:
         jobs = jobs.filter(source=source)
     found = list(
-        jobs.select_related("project", "tier", "flavor", "cluster").order_by("-last_event_at")[:2]
+        jobs.select_related("project", "tier", "flavor", "cluster").order_by(
+            "-submitted_at", "-last_event_at", "-pk"
+        )[:10]
     )
-    if not found or (len(found) > 1 and not source):
+    if not found or (not source and len({job.source for job in found}) > 1):
         raise Http404
     return found[0]
 
@@ -375,21 +381,36 @@ def recent_waits(
     return result
 
 
+USAGE_SQL = """
+SELECT COALESCE(SUM(gpus * GREATEST(0, EXTRACT(EPOCH FROM
+    LEAST(COALESCE(ended_at, %(until)s), %(until)s) - GREATEST(started_at, %(since)s)))), 0)
+FROM queues_workloadjob
+WHERE project_id = %(project)s AND started_at < %(until)s
+    AND (ended_at IS NULL OR ended_at > %(since)s)
+"""
+
+
 def usage_over(*, project: Project, since: datetime, until: datetime) -> dict[str, float]:
-    """GPU-hours the project's jobs ran between ``since`` and ``until`` and the mean GPUs in use."""
-    jobs = (
-        WorkloadJob.objects.filter(project=project, started_at__lt=until)
-        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since))
-        .values_list("gpus", "started_at", "ended_at")
-    )
+    """GPU-hours the project's jobs ran between ``since`` and ``until`` and the mean GPUs in use
+    (summed in the database on PostgreSQL: a month of a large pool is ~10^5 jobs)."""
     seconds = 0.0
-    for gpus, started, ended in jobs.iterator():
-        if started is None:
-            continue
-        start = max(started, since)
-        end = min(ended or until, until)
-        if end > start:
-            seconds += gpus * (end - start).total_seconds()
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(USAGE_SQL, {"project": project.pk, "since": since, "until": until})
+            seconds = float(cursor.fetchone()[0])
+    else:
+        jobs = (
+            WorkloadJob.objects.filter(project=project, started_at__lt=until)
+            .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since))
+            .values_list("gpus", "started_at", "ended_at")
+        )
+        for gpus, started, ended in jobs.iterator():
+            if started is None:
+                continue
+            start = max(started, since)
+            end = min(ended or until, until)
+            if end > start:
+                seconds += gpus * (end - start).total_seconds()
     span = max((until - since).total_seconds(), 1)
     return {"gpu_hours": round(seconds / 3600, 1), "mean_gpus": round(seconds / span, 2)}
 
@@ -430,7 +451,10 @@ def project_workload_summary(
 def jobs_status(*, project: Project, job_ids: list[str]) -> list[dict[str, Any]]:
     """For a queue-jump request: each named job's state, and why it waits when it does."""
     found = {
-        job.job_id: job for job in WorkloadJob.objects.filter(project=project, job_id__in=job_ids)
+        job.job_id: job  # the latest job of a reused id wins
+        for job in WorkloadJob.objects.filter(project=project, job_id__in=job_ids).order_by(
+            "submitted_at", "pk"
+        )
     }
     result = []
     for job_id in job_ids:

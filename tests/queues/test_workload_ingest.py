@@ -184,3 +184,23 @@ def test_events_of_the_same_second_replay_in_life_order(world):
     ]
     events_ingest(events=events)
     assert WorkloadJob.objects.get(job_id="7").state == JobState.CANCELLED
+
+
+def test_api_rejects_a_contradictory_event_alone_and_says_why(world, ops_api):
+    events = [
+        item(event_id="a1", job_id="ns/x", kind="started", time="2026-11-01T08:00:00Z"),
+        item(
+            event_id="a2",
+            job_id="ns/x",
+            kind="ended",
+            state="completed",
+            time="2026-11-01T09:00:00Z",
+        ),
+        item(event_id="a3", job_id="ns/x", kind="started", time="2026-11-01T10:00:00Z"),
+    ]
+    response = post(ops_api, events)
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert (body["stored"], body["rejected"]) == (2, 1)
+    assert body["errors"][0]["event_id"] == "a3" and "ended" in body["errors"][0]["error"]
+    assert WorkloadJob.objects.get(job_id="ns/x").state == JobState.COMPLETED

@@ -32,7 +32,7 @@ def _ops() -> list[User]:
 
 
 def job_alert_key(job: WorkloadJob) -> str:
-    return f"job:{job.cluster_id or job.source}:{job.job_id}"
+    return f"job:{job.cluster_id or job.source}:{job.key}"
 
 
 def _minutes(seconds: float) -> int:
@@ -71,6 +71,7 @@ def wait_alerts_check(*, now: datetime | None = None) -> dict[str, int]:
             now=now,
             details={
                 "job": job.job_id,
+                "key": job.key,
                 "source": job.source,
                 "project": job.project.name if job.project else job.account,
                 "tier": tier.name,
@@ -88,7 +89,8 @@ def wait_alerts_check(*, now: datetime | None = None) -> dict[str, int]:
     for alert in open_alerts:
         found = (
             WorkloadJob.objects.filter(
-                source=alert.details.get("source", ""), job_id=alert.details.get("job", "")
+                source=alert.details.get("source", ""),
+                key=alert.details.get("key") or alert.details.get("job", ""),
             )
             .only("state", "started_at", "ended_at", "pending_since", "tier_id")
             .first()

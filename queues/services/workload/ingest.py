@@ -1,11 +1,21 @@
-"""Recording workload events: batched, idempotent per event id.
+"""Recording workload events: batched, set-based, idempotent per event id.
 
-``events_ingest`` takes events in any order and number. Per chunk of ``BATCH`` events it
-reads the event ids already stored and the jobs concerned (two queries), replays the new
-events on the jobs in time order, upserts the jobs in one statement and inserts the events in
-one statement that skips ids already present (``ON CONFLICT DO NOTHING``): a million events
-take a few hundred transactions, not a million, and sending the same events twice stores
-them once.
+``events_ingest`` takes events in any order and number and works per chunk of ``BATCH``
+events, in one transaction per chunk (a million events take a few hundred transactions):
+
+1. two reads: the event ids of the chunk already stored, and the jobs the chunk concerns
+   (on PostgreSQL with one array parameter each, ``= ANY(%s)``);
+2. one pass in Python over the new events in time order, on plain rows (no model instances,
+   no query per event): each job's new state, and each event's row;
+3. two writes: the jobs upserted in one statement, the events inserted in one statement that
+   skips ids already present (``ON CONFLICT DO NOTHING``, so two ingests racing on the same
+   events store them once). On PostgreSQL both go through ``COPY`` into temporary tables.
+
+A job is identified by ``(source, key)``; ``key`` is the scheduler's job id unless the
+caller says otherwise (the Slurm collector appends the submit time, since Slurm reuses job
+ids after its state is reset). An event that contradicts what is known of its job (a start
+after the job ended, a time without a zone, an unknown kind) is rejected and counted in
+``rejected``, with its error: bad input never stops the batch.
 """
 
 from __future__ import annotations
@@ -16,10 +26,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import DataError, IntegrityError, connection, transaction
+from django.utils.translation import gettext as _
 
 from governance.models import GpuFlavor, PriorityTier, Project
 from queues.models import (
+    FINISHED_STATES,
     Cluster,
     EventKind,
     JobState,
@@ -31,6 +43,7 @@ from queues.models import (
 from .classify import KUEUE, QuotaPosition, Verdict, classify
 
 BATCH = 5000
+MAX_ERRORS = 50  # error details kept per ingest (all are counted)
 
 # The state a kind of event leaves the job in, when the event does not say.
 KIND_STATES = {
@@ -46,17 +59,19 @@ KIND_STATES = {
 KIND_ORDER = {kind: n for n, kind in enumerate(EventKind)}
 # Descriptive fields an event may carry; a blank value never erases a known one.
 DESCRIPTIVE = ("name", "user_name", "queue", "qos", "account", "constraints")
-JOB_UPDATE_FIELDS = [
-    "cluster",
+FINISHED = frozenset(FINISHED_STATES)
+# The job columns the ingest writes, as attribute names (``project_id``...) in table order.
+JOB_FIELDS = (
+    "cluster_id",
     "name",
-    "project",
+    "project_id",
     "user_name",
-    "tier",
+    "tier_id",
     "queue",
     "qos",
     "account",
     "gpus",
-    "flavor",
+    "flavor_id",
     "constraints",
     "submitted_at",
     "eligible_at",
@@ -74,9 +89,90 @@ JOB_UPDATE_FIELDS = [
     "requeues",
     "waited_seconds",
     "last_event_at",
-]
+)
+IDENTITY = ("source", "key", "job_id")
+EVENT_COLUMNS = (
+    "source",
+    "event_id",
+    "time",
+    "kind",
+    "state",
+    "reason",
+    "message",
+    "category",
+    "gpus",
+)
 
-PositionFor = Callable[[WorkloadJob], QuotaPosition | None]
+
+class JobRow:
+    """A job's state while a chunk is replayed: a plain row, cheaper than a model instance.
+
+    Has the attribute names of ``WorkloadJob`` (``project_id``, ``flavor_id``, ``gpus``...),
+    so a ``PositionFor`` reads either."""
+
+    __slots__ = ("pk", *IDENTITY, *JOB_FIELDS)
+
+    pk: int | None
+    source: str
+    key: str
+    job_id: str
+    cluster_id: int | None
+    name: str
+    project_id: int | None
+    user_name: str
+    tier_id: int | None
+    queue: str
+    qos: str
+    account: str
+    gpus: int
+    flavor_id: int | None
+    constraints: str
+    submitted_at: datetime | None
+    eligible_at: datetime | None
+    pending_since: datetime | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    state: str
+    exit_code: str
+    reason: str
+    message: str
+    category: str
+    clears_by_itself: bool | None
+    preemptions: int
+    gpu_seconds_lost: int
+    requeues: int
+    waited_seconds: int
+    last_event_at: datetime
+
+    @classmethod
+    def new(cls, *, source: str, key: str, job_id: str, at: datetime) -> JobRow:
+        row = cls()
+        row.pk, row.source, row.key, row.job_id = None, source, key, job_id
+        for name in ("cluster_id", "project_id", "tier_id", "flavor_id", "eligible_at"):
+            setattr(row, name, None)
+        for name in ("started_at", "ended_at", "clears_by_itself"):
+            setattr(row, name, None)
+        for name in (*DESCRIPTIVE, "exit_code", "reason", "message", "category"):
+            setattr(row, name, "")
+        for name in ("gpus", "preemptions", "gpu_seconds_lost", "requeues", "waited_seconds"):
+            setattr(row, name, 0)
+        row.state = JobState.PENDING
+        row.submitted_at = row.pending_since = row.last_event_at = at
+        return row
+
+    @classmethod
+    def stored(cls, values: Iterable[Any]) -> JobRow:
+        """From the values of ``("pk", *IDENTITY, *JOB_FIELDS)``, as read from the table."""
+        row = cls()
+        for name, value in zip(cls.__slots__, values, strict=True):
+            setattr(row, name, value)
+        return row
+
+    def values(self) -> list[Any]:
+        return [getattr(self, name) for name in (*IDENTITY, *JOB_FIELDS)]
+
+
+PositionFor = Callable[[Any], QuotaPosition | None]
 
 
 @dataclass
@@ -111,6 +207,9 @@ class JobEvent:
     # False when the source cannot tell how long the job waited (traces without start times):
     # the job's wait is then not counted, rather than made up.
     waits_known: bool = True
+    # The job's identity within its source when the scheduler's id is not enough (Slurm
+    # reuses ids): ``<id>@<submit epoch>``. Empty: the job id.
+    job_key: str = ""
 
 
 @dataclass
@@ -118,43 +217,85 @@ class IngestResult:
     received: int = 0
     stored: int = 0
     duplicates: int = 0
+    rejected: int = 0
     jobs_created: int = 0
     jobs_updated: int = 0
     unclassified: int = 0
     by_category: dict[str, int] = field(default_factory=dict)
+    errors: list[dict[str, str]] = field(default_factory=list)
 
     def add(self, other: IngestResult) -> None:
-        for name in ("received", "stored", "duplicates", "jobs_created", "jobs_updated"):
+        for name in (
+            "received",
+            "stored",
+            "duplicates",
+            "rejected",
+            "jobs_created",
+            "jobs_updated",
+            "unclassified",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.unclassified += other.unclassified
         for key, value in other.by_category.items():
             self.by_category[key] = self.by_category.get(key, 0) + value
+        self.errors.extend(other.errors[: max(0, MAX_ERRORS - len(self.errors))])
+
+    def reject(self, event: JobEvent, error: str) -> None:
+        self.rejected += 1
+        if len(self.errors) < MAX_ERRORS:
+            source, event_id = getattr(event, "source", ""), getattr(event, "event_id", "")
+            self.errors.append({"source": str(source), "event_id": str(event_id), "error": error})
 
     def as_dict(self) -> dict[str, object]:
         return {
             "received": self.received,
             "stored": self.stored,
             "duplicates": self.duplicates,
+            "rejected": self.rejected,
             "jobs_created": self.jobs_created,
             "jobs_updated": self.jobs_updated,
             "unclassified": self.unclassified,
             "by_category": dict(sorted(self.by_category.items())),
+            "errors": list(self.errors),
         }
+
+
+class Contradiction(Exception):
+    """An event that cannot be true of its job as known (or is malformed)."""
 
 
 def events_ingest(
     *, events: Iterable[JobEvent], position_for: PositionFor | None = None, batch: int = BATCH
 ) -> IngestResult:
-    """Store the events and bring their jobs up to date; return what was stored."""
+    """Store the events and bring their jobs up to date; return what was stored.
+
+    Never raises on bad events: each is rejected and counted. Should the database still
+    refuse a chunk, its events are retried one by one and only the refused ones rejected.
+    """
     result = IngestResult()
     chunk: list[JobEvent] = []
     for event in events:
         chunk.append(event)
         if len(chunk) >= batch:
-            result.add(_ingest_chunk(chunk, position_for))
+            result.add(_ingest_safely(chunk, position_for))
             chunk = []
     if chunk:
-        result.add(_ingest_chunk(chunk, position_for))
+        result.add(_ingest_safely(chunk, position_for))
+    return result
+
+
+def _ingest_safely(chunk: list[JobEvent], position_for: PositionFor | None) -> IngestResult:
+    for _attempt in range(2):  # the second sees what a concurrent ingest stored meanwhile
+        try:
+            return _ingest_chunk(chunk, position_for)
+        except (IntegrityError, DataError):
+            pass
+    result = IngestResult()
+    for event in chunk:  # only when the database refuses the chunk twice: find the culprits
+        try:
+            result.add(_ingest_chunk([event], position_for))
+        except (IntegrityError, DataError) as error:
+            result.received += 1
+            result.reject(event, str(error).splitlines()[0][:300])
     return result
 
 
@@ -162,60 +303,71 @@ def _seconds(start: datetime | None, end: datetime) -> int:
     return max(0, int((end - start).total_seconds())) if start else 0
 
 
+def _malformed(event: JobEvent) -> str:
+    """Why an event cannot be replayed at all, or ``""``."""
+    if not (event.source and event.event_id and event.job_id):
+        return _("An event needs a source, an event id and a job id.")
+    if event.kind not in KIND_ORDER:
+        return _("Unknown event kind “%(kind)s”.") % {"kind": event.kind}
+    for moment in (event.time, event.submitted_at, event.eligible_at):
+        if moment is not None and (not isinstance(moment, datetime) or moment.tzinfo is None):
+            return _("Times need a time zone.")
+    if event.gpus is not None and event.gpus < 0:
+        return _("GPUs cannot be negative.")
+    return ""
+
+
 @transaction.atomic
 def _ingest_chunk(chunk: list[JobEvent], position_for: PositionFor | None) -> IngestResult:
     result = IngestResult(received=len(chunk))
-    # Drop repeats inside the chunk, then the ids already stored.
+    # Drop malformed events and repeats inside the chunk, then the ids already stored.
     unique: dict[tuple[str, str], JobEvent] = {}
     for event in chunk:
+        problem = _malformed(event)
+        if problem:
+            result.reject(event, problem)
+            continue
         unique.setdefault((event.source, event.event_id), event)
     by_source: dict[str, list[JobEvent]] = defaultdict(list)
     for event in unique.values():
         by_source[event.source].append(event)
     stored: set[tuple[str, str]] = set()
-    jobs: dict[tuple[str, str], WorkloadJob] = {}
+    jobs: dict[tuple[str, str], JobRow] = {}
     for source, items in by_source.items():
-        ids = [event.event_id for event in items]
-        stored.update(
-            (source, eid)
-            for eid in WorkloadEvent.objects.filter(source=source, event_id__in=ids).values_list(
-                "event_id", flat=True
-            )
-        )
-        job_ids = {event.job_id for event in items}
-        for job in WorkloadJob.objects.filter(source=source, job_id__in=job_ids):
-            jobs[(source, job.job_id)] = job
+        keys = list({event.job_key or event.job_id for event in items})
+        for row in _stored_jobs(source, keys):
+            jobs[(source, row.key)] = row
+        # Only the events of stored jobs can be stored already (every event has its job).
+        ids = [event.event_id for event in items if (source, event.job_key or event.job_id) in jobs]
+        if ids:
+            stored.update((source, event_id) for event_id in _stored_event_ids(source, ids))
     fresh = [event for key, event in unique.items() if key not in stored]
-    result.duplicates = len(chunk) - len(fresh)
+    result.duplicates = len(unique) - len(fresh)
     if not fresh:
         return result
     fresh.sort(key=lambda event: (event.time, KIND_ORDER[event.kind], event.event_id))
     existing = set(jobs)
-    touched: dict[tuple[str, str], WorkloadJob] = {}
-    event_rows: list[tuple[tuple[str, str], tuple[Any, ...]]] = []
+    touched: dict[tuple[str, str], JobRow] = {}
+    event_rows: list[tuple[JobRow, tuple[Any, ...]]] = []
+    verdicts: dict[tuple[str, str, str], Verdict] = {}
     for event in fresh:
-        key = (event.source, event.job_id)
-        found = jobs.get(key)
-        if found is None:
-            job = WorkloadJob(
-                source=event.source,
-                job_id=event.job_id,
-                state=JobState.PENDING,
-                submitted_at=event.submitted_at or event.time,
-                pending_since=event.submitted_at or event.time,
-                last_event_at=event.time,
-            )
-            jobs[key] = job
-        else:
-            job = found
-        verdict = _apply(job, event, position_for)
-        touched[key] = job
+        key = (event.source, event.job_key or event.job_id)
+        job = jobs.get(key)
+        if job is None:
+            at = event.submitted_at or event.time
+            job = JobRow.new(source=key[0], key=key[1], job_id=event.job_id, at=at)
+        try:
+            verdict = _apply(job, event, position_for, verdicts)
+        except Contradiction as why:
+            result.reject(event, str(why))
+            continue
+        jobs[key] = touched[key] = job
         if verdict is not None:
             result.by_category[verdict.category] = result.by_category.get(verdict.category, 0) + 1
             result.unclassified += int(not verdict.known)
         event_rows.append(
             (
-                key,
+                job,
                 (
                     event.source,
                     event.event_id[:200],
@@ -231,107 +383,172 @@ def _ingest_chunk(chunk: list[JobEvent], position_for: PositionFor | None) -> In
         )
     rows = list(touched.values())
     if connection.vendor == "postgresql":
-        _pg_store(rows, [(touched[key], values) for key, values in event_rows])
+        _pg_store(rows, event_rows)
     else:
-        WorkloadJob.objects.bulk_create(
-            rows,
-            update_conflicts=True,
-            unique_fields=["source", "job_id"],
-            update_fields=JOB_UPDATE_FIELDS,
-        )
-        if any(job.pk is None for job in rows):  # databases that do not return upserted ids
-            _fill_pks(rows)
-        WorkloadEvent.objects.bulk_create(
-            [
-                WorkloadEvent(
-                    job_id=touched[key].pk, **dict(zip(EVENT_COLUMNS, values, strict=True))
-                )
-                for key, values in event_rows
-            ],
-            ignore_conflicts=True,
-        )
+        _orm_store(rows, event_rows)
     result.stored = len(event_rows)
     result.jobs_created = len(set(touched) - existing)
     result.jobs_updated = len(set(touched) & existing)
     return result
 
 
-EVENT_COLUMNS = (
-    "source",
-    "event_id",
-    "time",
-    "kind",
-    "state",
-    "reason",
-    "message",
-    "category",
-    "gpus",
-)
+def _stored_event_ids(source: str, ids: list[str]) -> list[str]:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT event_id FROM queues_workloadevent "
+                "WHERE source = %s AND event_id = ANY(%s::varchar[])",
+                [source, ids],
+            )
+            return [row[0] for row in cursor.fetchall()]
+    return list(
+        WorkloadEvent.objects.filter(source=source, event_id__in=ids).values_list(
+            "event_id", flat=True
+        )
+    )
 
 
-def _pg_store(jobs: list[WorkloadJob], events: list[tuple[WorkloadJob, tuple[Any, ...]]]) -> None:
-    """PostgreSQL: ``COPY`` the jobs and events into temporary tables, then one upsert and one
-    ``INSERT … ON CONFLICT DO NOTHING`` (no per-row ORM work: the ingest benchmark's path)."""
-    fields: list[Any] = []
-    for name in ["source", "job_id", *JOB_UPDATE_FIELDS]:
-        fields.append(WorkloadJob._meta.get_field(name))
-    columns: list[str] = [str(field.column) for field in fields]
-    names = ", ".join(columns)
-    event_names = ", ".join(("job_id", *EVENT_COLUMNS))
-    updates = ", ".join(f"{column} = EXCLUDED.{column}" for column in columns[2:])
+def _stored_jobs(source: str, keys: list[str]) -> list[JobRow]:
+    names = ("pk", *IDENTITY, *JOB_FIELDS)
+    if connection.vendor == "postgresql":
+        columns = ", ".join("id" if name == "pk" else name for name in names)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {columns} FROM queues_workloadjob "
+                "WHERE source = %s AND key = ANY(%s::varchar[])",
+                [source, keys],
+            )
+            return [JobRow.stored(values) for values in cursor.fetchall()]
+    rows = WorkloadJob.objects.filter(source=source, key__in=keys).values_list(*names)
+    return [JobRow.stored(values) for values in rows]
+
+
+def _pg_store(jobs: list[JobRow], events: list[tuple[JobRow, tuple[Any, ...]]]) -> None:
+    """PostgreSQL: new jobs get their ids from the sequence and are ``COPY``-ed in; known jobs
+    are ``COPY``-ed into a temporary table and updated in one statement; the events are
+    ``COPY``-ed in. No per-row SQL. The reads before made sure no id is stored yet; should a
+    concurrent ingest store one meanwhile, the unique constraint refuses the chunk and
+    ``events_ingest`` runs it again (it then sees the other's rows)."""
+    names = ", ".join((*IDENTITY, *JOB_FIELDS))
+    new = [job for job in jobs if job.pk is None]
+    known = [job for job in jobs if job.pk is not None]
     with connection.cursor() as cursor:
-        cursor.execute(
-            "CREATE TEMP TABLE IF NOT EXISTS arbiter_job_in ON COMMIT DELETE ROWS AS "
-            f"SELECT {names} FROM queues_workloadjob WITH NO DATA"
-        )
-        cursor.execute(
-            "CREATE TEMP TABLE IF NOT EXISTS arbiter_event_in ON COMMIT DELETE ROWS AS "
-            f"SELECT {event_names} FROM queues_workloadevent WITH NO DATA"
-        )
-        cursor.execute("TRUNCATE arbiter_job_in, arbiter_event_in")
-        with cursor.copy(f"COPY arbiter_job_in ({names}) FROM STDIN") as copy:
-            for job in jobs:
-                copy.write_row([getattr(job, field.attname) for field in fields])
-        cursor.execute(
-            f"INSERT INTO queues_workloadjob ({names}) SELECT {names} FROM arbiter_job_in "
-            f"ON CONFLICT (source, job_id) DO UPDATE SET {updates} RETURNING id, source, job_id"
-        )
-        ids = {(source, job_id): pk for pk, source, job_id in cursor.fetchall()}
-        for job in jobs:
-            job.pk = ids[(job.source, job.job_id)]
-        with cursor.copy(f"COPY arbiter_event_in ({event_names}) FROM STDIN") as copy:
+        if new:
+            cursor.execute(
+                "SELECT nextval(pg_get_serial_sequence('queues_workloadjob', 'id')) "
+                "FROM generate_series(1, %s)",
+                [len(new)],
+            )
+            for job, (pk,) in zip(new, cursor.fetchall(), strict=True):
+                job.pk = pk
+            with cursor.copy(f"COPY queues_workloadjob (id, {names}) FROM STDIN") as copy:
+                for job in new:
+                    copy.write_row([job.pk, *job.values()])
+        if known:
+            cursor.execute(
+                "CREATE TEMP TABLE IF NOT EXISTS arbiter_job_in ON COMMIT DELETE ROWS AS "
+                f"SELECT id, {names} FROM queues_workloadjob WITH NO DATA"
+            )
+            cursor.execute("TRUNCATE arbiter_job_in")
+            with cursor.copy(f"COPY arbiter_job_in (id, {names}) FROM STDIN") as copy:
+                for job in known:
+                    copy.write_row([job.pk, *job.values()])
+            updates = ", ".join(f"{column} = t.{column}" for column in ("job_id", *JOB_FIELDS))
+            cursor.execute(
+                f"UPDATE queues_workloadjob AS j SET {updates} "
+                "FROM arbiter_job_in AS t WHERE j.id = t.id"
+            )
+        event_names = ", ".join(("job_id", *EVENT_COLUMNS))
+        with cursor.copy(f"COPY queues_workloadevent ({event_names}) FROM STDIN") as copy:
             for job, values in events:
                 copy.write_row((job.pk, *values))
-        cursor.execute(
-            f"INSERT INTO queues_workloadevent ({event_names}) SELECT {event_names} "
-            "FROM arbiter_event_in ON CONFLICT (source, event_id) DO NOTHING"
-        )
 
 
-def _fill_pks(rows: list[WorkloadJob]) -> None:
-    by_source: dict[str, list[WorkloadJob]] = defaultdict(list)
-    for row in rows:
-        by_source[row.source].append(row)
-    for source, items in by_source.items():
+def _orm_store(jobs: list[JobRow], events: list[tuple[JobRow, tuple[Any, ...]]]) -> None:
+    """Other databases (SQLite in development and tests): the same two writes through the ORM."""
+    names = (*IDENTITY, *JOB_FIELDS)
+    models = [WorkloadJob(**dict(zip(names, job.values(), strict=True))) for job in jobs]
+    WorkloadJob.objects.bulk_create(
+        models,
+        update_conflicts=True,
+        unique_fields=["source", "key"],
+        update_fields=["job_id", *(name.removesuffix("_id") for name in JOB_FIELDS)],
+    )
+    by_source: dict[str, list[JobRow]] = defaultdict(list)
+    for job in jobs:
+        by_source[job.source].append(job)
+    for source, items in by_source.items():  # SQLite does not return upserted ids
         pks = dict(
-            WorkloadJob.objects.filter(
-                source=source, job_id__in=[row.job_id for row in items]
-            ).values_list("job_id", "pk")
+            WorkloadJob.objects.filter(source=source, key__in=[job.key for job in items])
+            .values_list("key", "pk")
+            .iterator()
         )
-        for row in items:
-            row.pk = pks[row.job_id]
+        for job in items:
+            job.pk = pks[job.key]
+    WorkloadEvent.objects.bulk_create(
+        [
+            WorkloadEvent(job_id=job.pk or 0, **dict(zip(EVENT_COLUMNS, values, strict=True)))
+            for job, values in events
+        ],
+        ignore_conflicts=True,
+    )
 
 
-def _apply(job: WorkloadJob, event: JobEvent, position_for: PositionFor | None) -> Verdict | None:
-    """Replay one event on the job; return the wait verdict of a pending event."""
+def _verdict(
+    event: JobEvent,
+    job: JobRow,
+    position_for: PositionFor | None,
+    verdicts: dict[tuple[str, str, str], Verdict],
+) -> Verdict:
+    if position_for and event.scheduler == KUEUE:  # depends on the project's position
+        position = position_for(job)
+        return classify(
+            scheduler=event.scheduler, reason=event.reason, message=event.message, position=position
+        )
+    memo = (event.scheduler, event.reason, event.message)
+    verdict = verdicts.get(memo)
+    if verdict is None:
+        verdict = verdicts[memo] = classify(
+            scheduler=event.scheduler, reason=event.reason, message=event.message
+        )
+    return verdict
+
+
+def _apply(
+    job: JobRow,
+    event: JobEvent,
+    position_for: PositionFor | None,
+    verdicts: dict[tuple[str, str, str], Verdict],
+) -> Verdict | None:
+    """Replay one event on the job; return the wait verdict of a pending event.
+
+    Raises ``Contradiction`` (before changing anything) when the event cannot be true of
+    the job as known: a start after the job ended, for instance a reused scheduler job id."""
+    kind = event.kind
+    current = event.time >= job.last_event_at
+    if (
+        kind in (EventKind.STARTED, EventKind.RESUMED)
+        and current
+        and job.state in FINISHED
+        and job.ended_at is not None
+        and event.time > job.ended_at
+    ):
+        raise Contradiction(
+            _("Job %(job)s started after it had ended: a different job with the same id?")
+            % {"job": job.job_id}
+        )
     for name in DESCRIPTIVE:
         value = getattr(event, name)
         if value:
             setattr(job, name, value[:500] if name == "constraints" else value[:200])
-    for name in ("cluster", "project", "tier", "flavor"):
-        value = getattr(event, name)
-        if value is not None:
-            setattr(job, name, value)
+    if event.cluster is not None:
+        job.cluster_id = event.cluster.pk
+    if event.project is not None:
+        job.project_id = event.project.pk
+    if event.tier is not None:
+        job.tier_id = event.tier.pk
+    if event.flavor is not None:
+        job.flavor_id = event.flavor.pk
     if event.gpus is not None:
         job.gpus = event.gpus
     if event.submitted_at and (job.submitted_at is None or event.submitted_at < job.submitted_at):
@@ -339,22 +556,18 @@ def _apply(job: WorkloadJob, event: JobEvent, position_for: PositionFor | None) 
     if event.eligible_at:
         job.eligible_at = event.eligible_at
     verdict = None
-    if event.kind in (EventKind.SUBMITTED, EventKind.PENDING) and event.reason:
-        position = position_for(job) if position_for and event.scheduler == KUEUE else None
-        verdict = classify(
-            scheduler=event.scheduler, reason=event.reason, message=event.message, position=position
-        )
+    if kind in (EventKind.SUBMITTED, EventKind.PENDING) and event.reason:
+        verdict = _verdict(event, job, position_for, verdicts)
         if event.category:
             verdict = Verdict(event.category, verdict.clears_by_itself, verdict.reason)
-    elif event.kind == EventKind.SUBMITTED and event.category:
+    elif kind == EventKind.SUBMITTED and event.category:
         verdict = Verdict(event.category, None, "")
-    if event.time < job.last_event_at:
+    if not current:
         return verdict  # an older event, kept in the log; the job already knows better
     job.last_event_at = event.time
     was = job.state
-    kind = event.kind
     if kind in (EventKind.SUBMITTED, EventKind.PENDING):
-        if was not in (JobState.PENDING,) and kind == EventKind.PENDING:
+        if was != JobState.PENDING and kind == EventKind.PENDING:
             job.pending_since = event.time
         job.state = JobState.PENDING
         if job.pending_since is None:
@@ -381,6 +594,7 @@ def _apply(job: WorkloadJob, event: JobEvent, position_for: PositionFor | None) 
         job.requeues += 1
         job.state = JobState.PENDING
         job.pending_since = event.time
+        job.ended_at, job.exit_code = None, ""  # the run ended, the job did not
     elif kind == EventKind.ENDED:
         if was == JobState.PENDING and event.waits_known:
             job.waited_seconds += _seconds(job.pending_since, event.time)

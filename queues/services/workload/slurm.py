@@ -16,7 +16,7 @@ import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -163,6 +163,56 @@ class Names:
         }
 
 
+class JobKeys:
+    """Which job a Slurm record belongs to: ``<id>@<submit epoch>``, since Slurm reuses job
+    ids after its state is reset.
+
+    A requeued job keeps its job id but Slurm resets its submit time, so a record joins the
+    latest job with its id while that job may still run again (pending, running, suspended,
+    preempted, or failed with its node); a record whose job id belongs only to finished jobs
+    starts a new job.
+    """
+
+    OPEN = frozenset(
+        {
+            JobState.PENDING,
+            JobState.RUNNING,
+            JobState.SUSPENDED,
+            JobState.PREEMPTED,
+            JobState.NODE_FAIL,
+        }
+    )
+
+    def __init__(self, stored: Iterable[WorkloadJob]) -> None:
+        # Per job id: [key, submitted_at, still open] of each job, latest submit last.
+        self.jobs: dict[str, list[list[Any]]] = {}
+        for job in sorted(stored, key=lambda job: (job.submitted_at or EPOCH, job.pk)):
+            self.jobs.setdefault(job.job_id, []).append(
+                [job.key, job.submitted_at, job.state in self.OPEN]
+            )
+
+    def key(self, job_id: str, submit: datetime) -> str:
+        exact = f"{job_id}@{_epoch(submit)}"
+        lineage = self.jobs.setdefault(job_id, [])
+        for entry in lineage:
+            if entry[0] == exact:
+                return exact
+        if lineage:
+            latest = lineage[-1]
+            if latest[2] and (latest[1] is None or submit >= latest[1]):
+                return str(latest[0])
+        lineage.append([exact, submit, True])
+        return exact
+
+    def close(self, job_id: str, key: str) -> None:
+        for entry in self.jobs.get(job_id, []):
+            if entry[0] == key:
+                entry[2] = False
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def _job_fields(
     source: str,
     cluster: Cluster,
@@ -205,7 +255,11 @@ def squeue_events(
     names: Names,
     known: dict[str, WorkloadJob],
     now: datetime,
+    keys: JobKeys | None = None,
 ) -> list[JobEvent]:
+    """Events of the queue's pending, running and suspended jobs (``known``: stored jobs by
+    key, to record a pending reason only when it changed)."""
+    keys = keys or JobKeys(known.values())
     events = []
     for row in rows:
         job_id, state, reason, account, qos, user, partition, gres, nodes, features = row[:10]
@@ -225,17 +279,18 @@ def squeue_events(
             gres,
             nodes,
         )
-        common["submitted_at"] = submit
-        stored = known.get(job_id)
+        key = keys.key(job_id, submit)
+        common.update(submitted_at=submit, job_key=key)
+        stored = known.get(key)
         events.append(
-            JobEvent(event_id=f"{job_id}:submit", time=submit, kind=EventKind.SUBMITTED, **common)
+            JobEvent(event_id=f"{key}:submit", time=submit, kind=EventKind.SUBMITTED, **common)
         )
         if state == "PENDING":
             token = slurm_reason_token(reason)
             if stored is None or stored.state != JobState.PENDING or stored.reason != token:
                 events.append(
                     JobEvent(
-                        event_id=f"{job_id}:pending:{token}:{_epoch(now)}",
+                        event_id=f"{key}:pending:{token}:{_epoch(now)}",
                         time=max(now, submit),
                         kind=EventKind.PENDING,
                         reason=reason,
@@ -245,7 +300,7 @@ def squeue_events(
         elif state in RUNNING_LIKE and start is not None:
             events.append(
                 JobEvent(
-                    event_id=f"{job_id}:start:{_epoch(start)}",
+                    event_id=f"{key}:start:{_epoch(start)}",
                     time=start,
                     kind=EventKind.STARTED,
                     **common,
@@ -254,7 +309,7 @@ def squeue_events(
         elif state == "SUSPENDED" and (stored is None or stored.state != JobState.SUSPENDED):
             events.append(
                 JobEvent(
-                    event_id=f"{job_id}:suspend:{_epoch(now)}",
+                    event_id=f"{key}:suspend:{_epoch(now)}",
                     time=now,
                     kind=EventKind.SUSPENDED,
                     **common,
@@ -264,9 +319,16 @@ def squeue_events(
 
 
 def sacct_events(
-    rows: list[list[str]], *, source: str, cluster: Cluster, names: Names, active: set[str]
+    rows: list[list[str]],
+    *,
+    source: str,
+    cluster: Cluster,
+    names: Names,
+    active: set[str],
+    keys: JobKeys | None = None,
 ) -> list[JobEvent]:
     """Events of finished jobs and of each earlier run of requeued jobs (``sacct -D``)."""
+    keys = keys or JobKeys([])
     seen: dict[str, int] = {}
     for row in rows:
         seen[row[0]] = seen.get(row[0], 0) + 1
@@ -279,7 +341,10 @@ def sacct_events(
         state = state_text.split()[0] if state_text.strip() else ""
         runs[job_id] = runs.get(job_id, 0) + 1
         later_run = runs[job_id] < seen[job_id] or job_id in active
-        if submit is None or (state in ("PENDING", "RUNNING", "REQUEUED") and end is None):
+        if submit is None:
+            continue
+        key = keys.key(job_id, submit)
+        if state in ("PENDING", "RUNNING", "REQUEUED") and end is None:
             continue
         common = _job_fields(
             source,
@@ -295,15 +360,15 @@ def sacct_events(
             tres,
             nodes,
         )
-        common.update(submitted_at=submit, eligible_at=eligible)
+        common.update(submitted_at=submit, eligible_at=eligible, job_key=key)
         events.append(
-            JobEvent(event_id=f"{job_id}:submit", time=submit, kind=EventKind.SUBMITTED, **common)
+            JobEvent(event_id=f"{key}:submit", time=submit, kind=EventKind.SUBMITTED, **common)
         )
         if start is None and _null(reason) and end is not None:
             # Gave up (or was cancelled) while pending: the reason it last waited for.
             events.append(
                 JobEvent(
-                    event_id=f"{job_id}:pending:{slurm_reason_token(reason)}:sacct",
+                    event_id=f"{key}:pending:{slurm_reason_token(reason)}:sacct",
                     time=submit,
                     kind=EventKind.PENDING,
                     reason=reason,
@@ -313,7 +378,7 @@ def sacct_events(
         if start is not None:
             events.append(
                 JobEvent(
-                    event_id=f"{job_id}:start:{_epoch(start)}",
+                    event_id=f"{key}:start:{_epoch(start)}",
                     time=start,
                     kind=EventKind.STARTED,
                     **common,
@@ -324,7 +389,7 @@ def sacct_events(
         if state == "PREEMPTED":
             events.append(
                 JobEvent(
-                    event_id=f"{job_id}:preempted:{_epoch(end)}",
+                    event_id=f"{key}:preempted:{_epoch(end)}",
                     time=end,
                     kind=EventKind.PREEMPTED,
                     reason="Preempted",
@@ -334,7 +399,7 @@ def sacct_events(
         if state == "REQUEUED" or (state in ("PREEMPTED", "NODE_FAIL") and later_run):
             events.append(
                 JobEvent(
-                    event_id=f"{job_id}:requeue:{_epoch(end)}",
+                    event_id=f"{key}:requeue:{_epoch(end)}",
                     time=end,
                     kind=EventKind.REQUEUED,
                     reason=state,
@@ -342,9 +407,11 @@ def sacct_events(
                 )
             )
         elif state in FINAL or (state == "PREEMPTED" and not later_run):
+            if state not in ("PREEMPTED", "NODE_FAIL") or not later_run:
+                keys.close(job_id, key)
             events.append(
                 JobEvent(
-                    event_id=f"{job_id}:end:{_epoch(end)}",
+                    event_id=f"{key}:end:{_epoch(end)}",
                     time=end,
                     kind=EventKind.ENDED,
                     state=FINAL.get(state, JobState.PREEMPTED),
@@ -436,11 +503,25 @@ def collect_cluster(
     ]
     names = Names.for_cluster(cluster)
     ids = [row[0] for row in queue_rows]
-    known = {job.job_id: job for job in WorkloadJob.objects.filter(source=source, job_id__in=ids)}
-    events = squeue_events(
-        queue_rows, source=source, cluster=cluster, names=names, known=known, now=now
+    stored = list(
+        WorkloadJob.objects.filter(
+            source=source, job_id__in={*ids, *(row[0] for row in sacct_rows)}
+        ).only("pk", "key", "job_id", "submitted_at", "state", "reason")
     )
-    events += sacct_events(sacct_rows, source=source, cluster=cluster, names=names, active=set(ids))
+    keys = JobKeys(stored)
+    # Accounting first: it tells a requeued job (same job) from a reused id (a new job).
+    events = sacct_events(
+        sacct_rows, source=source, cluster=cluster, names=names, active=set(ids), keys=keys
+    )
+    events += squeue_events(
+        queue_rows,
+        source=source,
+        cluster=cluster,
+        names=names,
+        known={job.key: job for job in stored},
+        now=now,
+        keys=keys,
+    )
     ingest = events_ingest(events=events)
     result = CollectResult(
         cluster=source,
