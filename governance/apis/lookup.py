@@ -1,4 +1,5 @@
-"""Search-as-you-type for filter fields: users by username or name, projects by slug or name.
+"""Search-as-you-type for filter fields: users by the start of their username or name,
+projects by the start of their slug or a part of their name.
 
 ``static/js/lookup.js`` asks ``/api/v1/lookup/<kind>/?q=`` as the user types and offers the
 answers as suggestions of a text input, so no page lists every user or project. Any signed-in
@@ -54,7 +55,10 @@ class LookupApi(APIView):
         q = serializers.CharField(
             required=False,
             max_length=100,
-            help_text=_("The start of a username or slug, or a part of a name."),
+            help_text=_(
+                "The start of a username, a first or last name or a slug, or a part of a "
+                "project's name."
+            ),
         )
 
     class OutputSerializer(serializers.Serializer):

@@ -72,6 +72,8 @@ class Quota(models.Model):
         ordering = ["project__name", "pool__name", "flavor__name"]
         verbose_name = _("quota")
         verbose_name_plural = _("quotas")
+        # Counts the projects of a pool from the index alone (the pool list).
+        indexes = [models.Index(fields=["pool", "project"], name="quota_pool_project")]
         constraints = [
             models.UniqueConstraint(
                 fields=["project", "pool", "flavor"], name="quota_unique_project_pool_flavor"

@@ -148,8 +148,9 @@ def project_list(
         member_count=Coalesce(
             Subquery(
                 Membership.objects.filter(project=OuterRef("pk"))
+                .order_by()
                 .values("project")
-                .annotate(total=Count("pk"))
+                .annotate(total=Count("*"))
                 .values("total")
             ),
             0,
@@ -157,6 +158,7 @@ def project_list(
         guaranteed_gpus=Coalesce(
             Subquery(
                 Quota.objects.filter(project=OuterRef("pk"))
+                .order_by()
                 .values("project")
                 .annotate(total=Sum("guarantee"))
                 .values("total")
@@ -206,6 +208,7 @@ def pool_list(
         project_count=Coalesce(
             Subquery(
                 Quota.objects.filter(pool=OuterRef("pk"))
+                .order_by()
                 .values("pool")
                 .annotate(total=Count("project", distinct=True))
                 .values("total")
@@ -264,8 +267,9 @@ def preemption_class_list(
         quota_count=Coalesce(
             Subquery(
                 Quota.objects.filter(preemption_class=OuterRef("pk"))
+                .order_by()
                 .values("preemption_class")
-                .annotate(total=Count("pk"))
+                .annotate(total=Count("*"))
                 .values("total")
             ),
             0,
@@ -383,11 +387,12 @@ def quotas_for_projects(*, project_ids: list[int]) -> QuerySet[Quota]:
 
 
 def user_lookup(*, q: str | None = None) -> QuerySet[User]:
-    """Active users whose username starts with ``q`` or whose name contains it."""
+    """Active users whose username, first name or last name starts with ``q`` (a prefix,
+    so that an index finds them and counts them at any number of users)."""
     users = User.objects.filter(is_active=True)
     if q:
         users = users.filter(
-            Q(username__istartswith=q) | Q(first_name__icontains=q) | Q(last_name__icontains=q)
+            Q(username__istartswith=q) | Q(first_name__istartswith=q) | Q(last_name__istartswith=q)
         )
     return users.order_by("username", "pk")
 

@@ -245,6 +245,26 @@ def test_the_lookup_finds_users_and_projects_as_you_type(world, member, api_clie
     assert [row["value"] for row in by_name["results"]] == ["speech"]
 
 
+def test_the_user_lookup_matches_the_start_of_a_username_or_name(
+    world, member, api_client, django_assert_num_queries
+):
+    """A prefix of the username, the first or the last name (an index finds and counts
+    those at any number of users), in any case; not a part inside a name."""
+    User.objects.create_user(username="mlin", first_name="Mei", last_name="Lindqvist")
+    User.objects.create_user(username="old-lin", last_name="Lin", is_active=False)
+    api_client.force_authenticate(member)
+    url = reverse("api_lookup", args=["users"])
+    for q in ("mli", "MEI", "lindq"):
+        assert [row["value"] for row in api_client.get(url, {"q": q}).data["results"]] == [
+            "mlin"
+        ], q
+    assert api_client.get(url, {"q": "dqvist"}).data["count"] == 0  # inside a name
+    assert api_client.get(url, {"q": "lin"}).data["count"] == 1  # active users only
+    # the count and the page, whatever the number of users
+    with django_assert_num_queries(2):
+        api_client.get(url, {"q": "m"})
+
+
 def test_the_lookup_is_for_signed_in_users_and_known_kinds(world, member, api_client):
     url = reverse("api_lookup", args=["users"])
     assert api_client.get(url, {"q": "a"}).status_code == 401
