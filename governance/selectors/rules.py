@@ -337,7 +337,9 @@ def pool_usage() -> list[PoolFlavorUse]:
     )
     guaranteed = {
         (row["pool"], row["flavor"]): row["total"]
-        for row in Quota.objects.values("pool", "flavor").annotate(total=Sum("guarantee"))
+        for row in Quota.objects.order_by()
+        .values("pool", "flavor")
+        .annotate(total=Sum("guarantee"))
     }
     children: dict[tuple[int, int], int] = {}
     for capacity in capacities:
