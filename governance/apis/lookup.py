@@ -4,7 +4,8 @@ projects by the start of their slug or a part of their name.
 ``static/js/lookup.js`` asks ``/api/v1/lookup/<kind>/?q=`` as the user types and offers the
 answers as suggestions of a text input, so no page lists every user or project. Any signed-in
 user may ask (users and projects are visible to every member of the organisation); answers
-are paged with ``limit`` and ``offset``, at most ``LookupPagination.max_limit`` at a time.
+are paged with ``limit`` and ``offset``, at most ``LookupPagination.max_limit`` at a time, and
+``count`` says how many match, up to ``LookupPagination.max_count``.
 """
 
 from typing import Any
@@ -25,6 +26,12 @@ from ._common import BAD_FILTER, LimitOffsetPagination, get_paginated_response, 
 class LookupPagination(LimitOffsetPagination):
     default_limit = 10
     max_limit = 20
+    max_count = 1000
+
+    def get_count(self, queryset: Any) -> int:
+        """The matches, counted up to ``max_count``: suggestions need no more, and counting
+        every match of a short prefix would read as many rows as the table holds."""
+        return int(queryset[: self.max_count].count())
 
 
 class _UserSerializer(serializers.Serializer):
@@ -74,6 +81,7 @@ class LookupApi(APIView):
         operation_id="lookup_list",
         tags=["lookup"],
         summary=_("Suggestions for a filter field: users or projects matching q"),
+        description=_("The count of matches stops at 1,000: type more to narrow them."),
         parameters=[
             OpenApiParameter(
                 "kind",

@@ -8,6 +8,7 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
 from governance import services
+from governance.apis.lookup import LookupPagination
 from governance.models import User
 from tests.conftest import REASON, login
 from tests.governance.test_pages import _grow
@@ -263,6 +264,18 @@ def test_the_user_lookup_matches_the_start_of_a_username_or_name(
     # the count and the page, whatever the number of users
     with django_assert_num_queries(2):
         api_client.get(url, {"q": "m"})
+
+
+def test_the_lookup_counts_matches_up_to_a_bound(world, member, api_client, monkeypatch):
+    """A short prefix may match every user: the count stops at ``max_count`` (1,000; 5 here)
+    so that it never reads the whole table; the suggestions are the first matches still."""
+    monkeypatch.setattr(LookupPagination, "max_count", 5)
+    User.objects.bulk_create([User(username=f"bulk-{index:02d}") for index in range(8)])
+    api_client.force_authenticate(member)
+    found = api_client.get(reverse("api_lookup", args=["users"]), {"q": "bulk", "limit": 3}).data
+    assert found["count"] == 5
+    assert [row["value"] for row in found["results"]] == ["bulk-00", "bulk-01", "bulk-02"]
+    assert found["next"] is not None
 
 
 def test_the_lookup_is_for_signed_in_users_and_known_kinds(world, member, api_client):
