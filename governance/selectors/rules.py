@@ -32,7 +32,7 @@ from governance.models import (
     User,
 )
 
-from .lists import Sorts, search_filter, sorted_by
+from .lists import KeysFirstQuerySet, Sorts, search_filter, sorted_by
 
 M = TypeVar("M", bound=models.Model)
 
@@ -294,7 +294,9 @@ def quota_list(
     preemption_class: PreemptionClass | None = None,
     sort: str | None = None,
 ) -> QuerySet[Quota]:
-    quotas = Quota.objects.select_related("project", "pool", "flavor", "preemption_class")
+    quotas = KeysFirstQuerySet(Quota).select_related(
+        "project", "pool", "flavor", "preemption_class"
+    )
     for name, value in (
         ("project", project),
         ("pool", pool),

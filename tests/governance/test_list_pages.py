@@ -9,7 +9,8 @@ from rest_framework.authtoken.models import Token
 
 from governance import services
 from governance.apis.lookup import LookupPagination
-from governance.models import User
+from governance.models import Quota, User
+from governance.selectors import QUOTA_SORTS, quota_list
 from tests.conftest import REASON, login
 from tests.governance.test_pages import _grow
 
@@ -303,3 +304,22 @@ def test_user_and_project_filters_are_text_inputs_that_search_as_you_type(world,
     quotas = login(member).get(reverse("quota_list"), {"project": "vision"}).content.decode()
     assert f'data-lookup="{reverse("api_lookup", args=["projects"])}"' in quotas
     assert 'value="vision"' in quotas  # the filter keeps what was typed
+
+
+# --- pages read their keys first ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sort", ["project", "pool", "-guarantee", "next_review_on"])
+def test_a_page_of_quotas_is_the_slice_of_the_sorted_list(world, sort, django_assert_num_queries):
+    """The quota list picks a page's keys in a subquery (``KeysFirstQuerySet``): the same
+    rows in the same order as slicing the plainly sorted list, in one query."""
+    _grow(world, 6)
+    plain = list(Quota.objects.order_by(*QUOTA_SORTS[sort][1]))
+    assert len(plain) > 6
+    for start, stop in [(0, 4), (3, 7), (5, 50)]:
+        with django_assert_num_queries(1):
+            page = list(quota_list(sort=sort)[start:stop])
+        assert page == plain[start:stop]
+        assert [q.project.name for q in page] == [q.project.name for q in plain[start:stop]]
+    assert list(quota_list(sort=sort)) == plain
+    assert quota_list(sort=sort)[2] == plain[2]
