@@ -294,7 +294,7 @@ def quota_list(
     preemption_class: PreemptionClass | None = None,
     sort: str | None = None,
 ) -> QuerySet[Quota]:
-    quotas = KeysFirstQuerySet(Quota).select_related(
+    quotas: QuerySet[Quota] = KeysFirstQuerySet(Quota).select_related(
         "project", "pool", "flavor", "preemption_class"
     )
     for name, value in (
