@@ -14,10 +14,15 @@ The measure is interleaved: for each list page and API list (and the detail page
 a list), signed in as ops, one request at each size in turn, round after round (one warm-up
 round, then ``--rounds``), each size on its own open connection; so a busy machine slows every
 size alike instead of whichever ran last. Per target and size it reports the median and the
-fastest time, the number of SQL queries and the size of the response, and the ratio of the
-largest size to the smallest; it prints a table, flags the misses and writes the figures to
-``bench/results/pages-<timestamp>.json``. Target: the median time, the queries and the size at
-the largest size within 1.5× of the smallest, and no page over 150 KB.
+fastest time, the median CPU-and-query time (this process's CPU time plus the time of the
+queries: less sensitive to other load), the number of SQL queries and the size of the
+response; and the ratios of the largest size to the smallest: of the medians, paired (the
+median of the round-by-round ratios, requests made moments apart), of the fastest times and
+of the CPU-and-query times. It prints a table, flags the misses and writes the figures to
+``bench/results/pages-<timestamp>.json`` (not with ``--only``). Target: the median time, the
+queries and the size at the largest size within 1.5× of the smallest, and no page over
+150 KB. A median ratio over 1.5× whose paired or CPU-and-query ratio is within it is marked
+``noise`` (the machine's load, not the code): run again, with ``--only`` and more rounds.
 
 The organisation per project: 3 members (a lead and two members, each a user of their own), 2
 quotas (one in each of the 2 pools, one of each of the 2 flavors); plus 4 tiers, 2 preemption

@@ -332,16 +332,24 @@ class PoolFlavorUse:
         return round(100 * self.committed / self.capacity) if self.capacity else 0
 
 
-def pool_usage() -> list[PoolFlavorUse]:
-    """Capacity against guarantees and child pools, per pool and flavor (three queries)."""
-    capacities = list(
-        PoolCapacity.objects.select_related("pool", "flavor").order_by("pool__name", "flavor__name")
+def pool_usage(*, pool: Pool | None = None, flavor: GpuFlavor | None = None) -> list[PoolFlavorUse]:
+    """Capacity against guarantees and child pools, per pool and flavor (three queries);
+    only ``pool``'s or ``flavor``'s when given, so that a page about one of them sums only
+    its quotas (from the ``quota_usage`` index)."""
+    capacities_query = PoolCapacity.objects.select_related("pool", "flavor").order_by(
+        "pool__name", "flavor__name"
     )
+    quotas = Quota.objects.order_by()
+    if pool is not None:  # the pool's own capacities, and its children's (committed to them)
+        capacities_query = capacities_query.filter(Q(pool=pool) | Q(pool__parent=pool))
+        quotas = quotas.filter(pool=pool)
+    if flavor is not None:
+        capacities_query = capacities_query.filter(flavor=flavor)
+        quotas = quotas.filter(flavor=flavor)
+    capacities = list(capacities_query)
     guaranteed = {
         (row["pool"], row["flavor"]): row["total"]
-        for row in Quota.objects.order_by()
-        .values("pool", "flavor")
-        .annotate(total=Sum("guarantee"))
+        for row in quotas.values("pool", "flavor").annotate(total=Sum("guarantee"))
     }
     children: dict[tuple[int, int], int] = {}
     for capacity in capacities:
@@ -357,6 +365,7 @@ def pool_usage() -> list[PoolFlavorUse]:
             child_capacity=children.get((capacity.pool_id, capacity.flavor_id), 0),
         )
         for capacity in capacities
+        if pool is None or capacity.pool_id == pool.pk
     ]
 
 

@@ -7,9 +7,9 @@ import pytest
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
-from governance import services
+from governance import selectors, services
 from governance.apis.lookup import LookupPagination
-from governance.models import Quota, User
+from governance.models import GpuFlavor, Pool, Quota, User
 from governance.selectors import QUOTA_SORTS, quota_list
 from tests.conftest import REASON, login
 from tests.governance.test_pages import _grow
@@ -323,3 +323,19 @@ def test_a_page_of_quotas_is_the_slice_of_the_sorted_list(world, sort, django_as
         assert [q.project.name for q in page] == [q.project.name for q in plain[start:stop]]
     assert list(quota_list(sort=sort)) == plain
     assert quota_list(sort=sort)[2] == plain[2]
+
+
+def test_pool_usage_narrowed_to_a_pool_or_flavor_is_that_part_of_the_whole(world):
+    """Pages about one pool or flavor sum only its quotas: the same figures as the whole."""
+    _grow(world, 3)
+    whole = selectors.pool_usage()
+    assert any(use.child_capacity for use in whole)  # child pools are counted
+    for pool in Pool.objects.all():
+        assert selectors.pool_usage(pool=pool) == [u for u in whole if u.pool == pool]
+    for flavor in GpuFlavor.objects.all():
+        assert selectors.pool_usage(flavor=flavor) == [u for u in whole if u.flavor == flavor]
+    quota = Quota.objects.first()
+    assert quota is not None
+    assert selectors.pool_usage(pool=quota.pool, flavor=quota.flavor) == [
+        u for u in whole if u.pool == quota.pool and u.flavor == quota.flavor
+    ]
