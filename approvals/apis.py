@@ -226,7 +226,7 @@ class InboxApi(APIView):
     def get(self, request: Request) -> Response:
         return get_paginated_response(
             serializer_class=InboxOutputSerializer,
-            queryset=selectors.inbox(user=request.user),  # type: ignore[arg-type]
+            queryset=selectors.inbox(user=request.user),
             request=request,
             view=self,
         )

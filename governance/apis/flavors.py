@@ -91,5 +91,5 @@ class FlavorDetailApi(ETagMixin, APIView):
     )
     def get(self, request: Request, slug: str) -> Response:
         flavor = flavor_get(user=request.user, slug=slug)
-        pools = [use for use in pool_usage() if use.flavor.pk == flavor.pk]
+        pools = pool_usage(flavor=flavor)
         return Response(self.OutputSerializer({"flavor": flavor, "pools": pools}).data)

@@ -1,9 +1,11 @@
-"""Search-as-you-type for filter fields: users by username or name, projects by slug or name.
+"""Search-as-you-type for filter fields: users by the start of their username or name,
+projects by the start of their slug or a part of their name.
 
 ``static/js/lookup.js`` asks ``/api/v1/lookup/<kind>/?q=`` as the user types and offers the
 answers as suggestions of a text input, so no page lists every user or project. Any signed-in
 user may ask (users and projects are visible to every member of the organisation); answers
-are paged with ``limit`` and ``offset``, at most ``LookupPagination.max_limit`` at a time.
+are paged with ``limit`` and ``offset``, at most ``LookupPagination.max_limit`` at a time, and
+``count`` says how many match, up to ``LookupPagination.max_count``.
 """
 
 from typing import Any
@@ -30,6 +32,12 @@ from ._common import (
 class LookupPagination(LimitOffsetPagination):
     default_limit = 10
     max_limit = 20
+    max_count = 1000
+
+    def get_count(self, queryset: Any) -> int:
+        """The matches, counted up to ``max_count``: suggestions need no more, and counting
+        every match of a short prefix would read as many rows as the table holds."""
+        return int(queryset[: self.max_count].count())
 
 
 class _UserSerializer(serializers.Serializer):
@@ -60,7 +68,10 @@ class LookupApi(APIView):
         q = serializers.CharField(
             required=False,
             max_length=100,
-            help_text=_("The start of a username or slug, or a part of a name."),
+            help_text=_(
+                "The start of a username, a first or last name or a slug, or a part of a "
+                "project's name."
+            ),
         )
 
     class OutputSerializer(serializers.Serializer):
@@ -77,6 +88,7 @@ class LookupApi(APIView):
         examples=[captured_example("lookup_list")],
         tags=["lookup"],
         summary=_("Suggestions for a filter field: users or projects matching q"),
+        description=_("The count of matches stops at 1,000: type more to narrow them."),
         parameters=[
             OpenApiParameter(
                 "kind",

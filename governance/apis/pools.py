@@ -95,5 +95,5 @@ class PoolDetailApi(ETagMixin, APIView):
     )
     def get(self, request: Request, slug: str) -> Response:
         pool = pool_get(user=request.user, slug=slug)
-        capacities = [use for use in pool_usage() if use.pool.pk == pool.pk]
+        capacities = pool_usage(pool=pool)
         return Response(self.OutputSerializer({"pool": pool, "capacities": capacities}).data)

@@ -72,6 +72,12 @@ class Quota(models.Model):
         ordering = ["project__name", "pool__name", "flavor__name"]
         verbose_name = _("quota")
         verbose_name_plural = _("quotas")
+        indexes = [
+            # Counts the projects of a pool from the index alone (the pool list).
+            models.Index(fields=["pool", "project"], name="quota_pool_project"),
+            # Sums the guarantees per pool and flavor from the index alone (pool usage).
+            models.Index(fields=["pool", "flavor", "guarantee"], name="quota_usage"),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["project", "pool", "flavor"], name="quota_unique_project_pool_flavor"

@@ -6,10 +6,11 @@ both show the same rows in the same order. ``sort`` names one of the list's ``SO
 empty one is the list's first (default) order.
 """
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.db import models
 from django.db.models import Q, QuerySet
+from django.db.models.query import ModelIterable
 from django.utils.functional import Promise
 
 M = TypeVar("M", bound=models.Model)
@@ -44,3 +45,26 @@ def search_filter(queryset: QuerySet[M], *, query: str | None, fields: list[str]
     for field in fields:
         condition |= Q(**{f"{field}__icontains": query})
     return queryset.filter(condition)
+
+
+class KeysFirstQuerySet(QuerySet[M]):
+    """A queryset whose pages pick their rows' keys first, in a subquery, then read the rows.
+
+    For a list sorted on a column of a joined table (quotas by guarantee, then by project
+    name) the database sorts every matching row before it can return a page; with the
+    related rows of ``select_related`` in each, that sort is wide. A slice of this queryset
+    is ``pk IN (the keys of the slice, sorted narrow) `` in the same order: one query still,
+    the same rows in the same order, and only the page's rows joined and read in full.
+    """
+
+    def __getitem__(self, k: Any) -> Any:
+        if (
+            not isinstance(k, slice)
+            or k.step is not None
+            or self._result_cache is not None
+            or self._iterable_class is not ModelIterable
+            or self.query.is_sliced
+        ):
+            return super().__getitem__(k)
+        keys = self.values("pk")[k]
+        return self.filter(pk__in=keys)

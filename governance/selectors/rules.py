@@ -32,7 +32,7 @@ from governance.models import (
     User,
 )
 
-from .lists import Sorts, search_filter, sorted_by
+from .lists import KeysFirstQuerySet, Sorts, search_filter, sorted_by
 
 M = TypeVar("M", bound=models.Model)
 
@@ -148,8 +148,9 @@ def project_list(
         member_count=Coalesce(
             Subquery(
                 Membership.objects.filter(project=OuterRef("pk"))
+                .order_by()
                 .values("project")
-                .annotate(total=Count("pk"))
+                .annotate(total=Count("*"))
                 .values("total")
             ),
             0,
@@ -157,6 +158,7 @@ def project_list(
         guaranteed_gpus=Coalesce(
             Subquery(
                 Quota.objects.filter(project=OuterRef("pk"))
+                .order_by()
                 .values("project")
                 .annotate(total=Sum("guarantee"))
                 .values("total")
@@ -206,6 +208,7 @@ def pool_list(
         project_count=Coalesce(
             Subquery(
                 Quota.objects.filter(pool=OuterRef("pk"))
+                .order_by()
                 .values("pool")
                 .annotate(total=Count("project", distinct=True))
                 .values("total")
@@ -264,8 +267,9 @@ def preemption_class_list(
         quota_count=Coalesce(
             Subquery(
                 Quota.objects.filter(preemption_class=OuterRef("pk"))
+                .order_by()
                 .values("preemption_class")
-                .annotate(total=Count("pk"))
+                .annotate(total=Count("*"))
                 .values("total")
             ),
             0,
@@ -290,7 +294,9 @@ def quota_list(
     preemption_class: PreemptionClass | None = None,
     sort: str | None = None,
 ) -> QuerySet[Quota]:
-    quotas = Quota.objects.select_related("project", "pool", "flavor", "preemption_class")
+    quotas: QuerySet[Quota] = KeysFirstQuerySet(Quota).select_related(
+        "project", "pool", "flavor", "preemption_class"
+    )
     for name, value in (
         ("project", project),
         ("pool", pool),
@@ -326,14 +332,24 @@ class PoolFlavorUse:
         return round(100 * self.committed / self.capacity) if self.capacity else 0
 
 
-def pool_usage() -> list[PoolFlavorUse]:
-    """Capacity against guarantees and child pools, per pool and flavor (three queries)."""
-    capacities = list(
-        PoolCapacity.objects.select_related("pool", "flavor").order_by("pool__name", "flavor__name")
+def pool_usage(*, pool: Pool | None = None, flavor: GpuFlavor | None = None) -> list[PoolFlavorUse]:
+    """Capacity against guarantees and child pools, per pool and flavor (three queries);
+    only ``pool``'s or ``flavor``'s when given, so that a page about one of them sums only
+    its quotas (from the ``quota_usage`` index)."""
+    capacities_query = PoolCapacity.objects.select_related("pool", "flavor").order_by(
+        "pool__name", "flavor__name"
     )
+    quotas = Quota.objects.order_by()
+    if pool is not None:  # the pool's own capacities, and its children's (committed to them)
+        capacities_query = capacities_query.filter(Q(pool=pool) | Q(pool__parent=pool))
+        quotas = quotas.filter(pool=pool)
+    if flavor is not None:
+        capacities_query = capacities_query.filter(flavor=flavor)
+        quotas = quotas.filter(flavor=flavor)
+    capacities = list(capacities_query)
     guaranteed = {
         (row["pool"], row["flavor"]): row["total"]
-        for row in Quota.objects.values("pool", "flavor").annotate(total=Sum("guarantee"))
+        for row in quotas.values("pool", "flavor").annotate(total=Sum("guarantee"))
     }
     children: dict[tuple[int, int], int] = {}
     for capacity in capacities:
@@ -349,6 +365,7 @@ def pool_usage() -> list[PoolFlavorUse]:
             child_capacity=children.get((capacity.pool_id, capacity.flavor_id), 0),
         )
         for capacity in capacities
+        if pool is None or capacity.pool_id == pool.pk
     ]
 
 
@@ -383,11 +400,12 @@ def quotas_for_projects(*, project_ids: list[int]) -> QuerySet[Quota]:
 
 
 def user_lookup(*, q: str | None = None) -> QuerySet[User]:
-    """Active users whose username starts with ``q`` or whose name contains it."""
+    """Active users whose username, first name or last name starts with ``q`` (a prefix,
+    so that an index finds them and counts them at any number of users)."""
     users = User.objects.filter(is_active=True)
     if q:
         users = users.filter(
-            Q(username__istartswith=q) | Q(first_name__icontains=q) | Q(last_name__icontains=q)
+            Q(username__istartswith=q) | Q(first_name__istartswith=q) | Q(last_name__istartswith=q)
         )
     return users.order_by("username", "pk")
 

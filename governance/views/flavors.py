@@ -36,7 +36,7 @@ def flavor_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "governance/flavor_detail.html",
         flavor,
         "detail",
-        usage=[use for use in selectors.pool_usage() if use.flavor.pk == flavor.pk],
+        usage=selectors.pool_usage(flavor=flavor),
         quotas=paginate(request, selectors.quota_list(flavor=flavor)),
     )
 

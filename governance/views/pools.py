@@ -39,7 +39,7 @@ def pool_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "governance/pool_detail.html",
         pool,
         "detail",
-        usage=[use for use in selectors.pool_usage() if use.pool.pk == pool.pk],
+        usage=selectors.pool_usage(pool=pool),
         children=selectors.pool_list(parent=pool),
         quotas=paginate(request, selectors.quota_list(pool=pool)),
     )
@@ -77,7 +77,7 @@ def pool_edit(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def pool_capacity_edit(request: HttpRequest, slug: str) -> HttpResponse:
     pool = selectors.pool_get(user=request.user, slug=slug, for_edit=True)
-    usage = [use for use in selectors.pool_usage() if use.pool.pk == pool.pk]
+    usage = selectors.pool_usage(pool=pool)
     initial = {}
     flavor_slug = request.GET.get("flavor")
     current = next((use for use in usage if use.flavor.slug == flavor_slug), None)

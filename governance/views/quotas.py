@@ -35,11 +35,7 @@ def quota_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "governance/quota_detail.html",
         quota,
         "detail",
-        usage=[
-            use
-            for use in selectors.pool_usage()
-            if use.pool.pk == quota.pool_id and use.flavor.pk == quota.flavor_id
-        ],
+        usage=selectors.pool_usage(pool=quota.pool, flavor=quota.flavor),
     )
 
 

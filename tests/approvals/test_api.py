@@ -48,8 +48,8 @@ def test_the_list_filters(world, policies, lead, approver, api_client):
     [
         # token with its user, count, the page, approvals, approvers
         ("api_request_list", 5),
-        # token with its user, pending requests, approvals, approvers
-        ("api_inbox", 4),
+        # token with its user, count, pending requests, approvals, approvers
+        ("api_inbox", 5),
     ],
 )
 def test_lists_cost_a_fixed_number_of_queries(

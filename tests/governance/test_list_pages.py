@@ -6,8 +6,10 @@ cost a fixed number of queries; user and project filters search as you type."""
 import pytest
 from django.urls import reverse
 
-from governance import services
-from governance.models import User
+from governance import selectors, services
+from governance.apis.lookup import LookupPagination
+from governance.models import GpuFlavor, Pool, Quota, User
+from governance.selectors import QUOTA_SORTS, quota_list
 from tests.conftest import REASON, login, token_for
 from tests.governance.test_pages import _grow
 
@@ -244,6 +246,38 @@ def test_the_lookup_finds_users_and_projects_as_you_type(world, member, api_clie
     assert [row["value"] for row in by_name["results"]] == ["speech"]
 
 
+def test_the_user_lookup_matches_the_start_of_a_username_or_name(
+    world, member, api_client, django_assert_num_queries
+):
+    """A prefix of the username, the first or the last name (an index finds and counts
+    those at any number of users), in any case; not a part inside a name."""
+    User.objects.create_user(username="mlin", first_name="Mei", last_name="Lindqvist")
+    User.objects.create_user(username="old-lin", last_name="Lin", is_active=False)
+    api_client.force_authenticate(member)
+    url = reverse("api_lookup", args=["users"])
+    for q in ("mli", "MEI", "lindq"):
+        assert [row["value"] for row in api_client.get(url, {"q": q}).data["results"]] == [
+            "mlin"
+        ], q
+    assert api_client.get(url, {"q": "dqvist"}).data["count"] == 0  # inside a name
+    assert api_client.get(url, {"q": "lin"}).data["count"] == 1  # active users only
+    # the count and the page, whatever the number of users
+    with django_assert_num_queries(2):
+        api_client.get(url, {"q": "m"})
+
+
+def test_the_lookup_counts_matches_up_to_a_bound(world, member, api_client, monkeypatch):
+    """A short prefix may match every user: the count stops at ``max_count`` (1,000; 5 here)
+    so that it never reads the whole table; the suggestions are the first matches still."""
+    monkeypatch.setattr(LookupPagination, "max_count", 5)
+    User.objects.bulk_create([User(username=f"bulk-{index:02d}") for index in range(8)])
+    api_client.force_authenticate(member)
+    found = api_client.get(reverse("api_lookup", args=["users"]), {"q": "bulk", "limit": 3}).data
+    assert found["count"] == 5
+    assert [row["value"] for row in found["results"]] == ["bulk-00", "bulk-01", "bulk-02"]
+    assert found["next"] is not None
+
+
 def test_the_lookup_is_for_signed_in_users_and_known_kinds(world, member, api_client):
     url = reverse("api_lookup", args=["users"])
     assert api_client.get(url, {"q": "a"}).status_code == 401
@@ -268,3 +302,38 @@ def test_user_and_project_filters_are_text_inputs_that_search_as_you_type(world,
     quotas = login(member).get(reverse("quota_list"), {"project": "vision"}).content.decode()
     assert f'data-lookup="{reverse("api_lookup", args=["projects"])}"' in quotas
     assert 'value="vision"' in quotas  # the filter keeps what was typed
+
+
+# --- pages read their keys first ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sort", ["project", "pool", "-guarantee", "next_review_on"])
+def test_a_page_of_quotas_is_the_slice_of_the_sorted_list(world, sort, django_assert_num_queries):
+    """The quota list picks a page's keys in a subquery (``KeysFirstQuerySet``): the same
+    rows in the same order as slicing the plainly sorted list, in one query."""
+    _grow(world, 6)
+    plain = list(Quota.objects.order_by(*QUOTA_SORTS[sort][1]))
+    assert len(plain) > 6
+    for start, stop in [(0, 4), (3, 7), (5, 50)]:
+        with django_assert_num_queries(1):
+            page = list(quota_list(sort=sort)[start:stop])
+        assert page == plain[start:stop]
+        assert [q.project.name for q in page] == [q.project.name for q in plain[start:stop]]
+    assert list(quota_list(sort=sort)) == plain
+    assert quota_list(sort=sort)[2] == plain[2]
+
+
+def test_pool_usage_narrowed_to_a_pool_or_flavor_is_that_part_of_the_whole(world):
+    """Pages about one pool or flavor sum only its quotas: the same figures as the whole."""
+    _grow(world, 3)
+    whole = selectors.pool_usage()
+    assert any(use.child_capacity for use in whole)  # child pools are counted
+    for pool in Pool.objects.all():
+        assert selectors.pool_usage(pool=pool) == [u for u in whole if u.pool == pool]
+    for flavor in GpuFlavor.objects.all():
+        assert selectors.pool_usage(flavor=flavor) == [u for u in whole if u.flavor == flavor]
+    quota = Quota.objects.first()
+    assert quota is not None
+    assert selectors.pool_usage(pool=quota.pool, flavor=quota.flavor) == [
+        u for u in whole if u.pool == quota.pool and u.flavor == quota.flavor
+    ]
