@@ -1,5 +1,6 @@
 """People and service accounts, and their site-wide role."""
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractUser
 from django.db import models
 from django.db.models import Q
@@ -28,6 +29,13 @@ class User(AbstractUser):
 
     site_role = models.CharField(
         _("site role"), max_length=16, choices=SiteRole.choices, default=SiteRole.MEMBER
+    )
+    language = models.CharField(
+        _("language"),
+        max_length=16,
+        blank=True,
+        choices=settings.LANGUAGES,
+        help_text=_("The language of the mails Arbiter sends; empty: the site's language."),
     )
 
     history = HistoricalRecords(

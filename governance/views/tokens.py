@@ -1,11 +1,15 @@
-"""The signed-in person's own API token: make, replace or revoke it; the key is shown once."""
+"""The signed-in person's own settings: the API token (make, replace or revoke it; the key is
+shown once) and the language (the switch at the top right)."""
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+from django.views.i18n import set_language
 from rest_framework.authtoken.models import Token
 
 from governance import selectors, services
@@ -35,3 +39,14 @@ def api_token(request: HttpRequest) -> HttpResponse:
         "governance/api_token.html",
         {"token": token, "new_key": new_key},
     )
+
+
+@require_POST
+def language_switch(request: HttpRequest) -> HttpResponse:
+    """Django's ``set_language`` (the cookie, then back to the page); for a signed-in person
+    the language is also remembered, so that their mails come in it."""
+    response = set_language(request)
+    language = request.POST.get("language", "")
+    if request.user.is_authenticated and language in dict(settings.LANGUAGES):
+        services.user_language_set(user=selectors.signed_in_user(request), language=language)
+    return response
