@@ -148,7 +148,12 @@ class ProjectCreateForm(ProjectForm):
 
 
 class MembershipSetForm(ReasonForm):
-    member = forms.ModelChoiceField(label=_("User"), queryset=active_users())
+    member = user_lookup_field(
+        _("User"),
+        _("A username: type the start of it, or of the person's name."),
+        queryset=active_users(),
+        required=True,
+    )
     role = forms.ChoiceField(label=_("Role"), choices=ProjectRole.choices)
 
 
@@ -357,6 +362,10 @@ class QuotaForm(RuleForm):
 
 
 class QuotaCreateForm(QuotaForm):
+    project = project_lookup_field(
+        _("Project"), required=True, help_text=_("A project's slug: type the start of it.")
+    )
+
     class Meta(QuotaForm.Meta):
         fields = ["project", "pool", "flavor", *QuotaForm.Meta.fields]
 

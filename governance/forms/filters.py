@@ -6,7 +6,9 @@ rows in the same order. A bad value is a form error shown on the page (never a 5
 
 Menus that would list every user or project (thousands of them) are ``LookupField``: a text
 input for the username or slug, which ``static/js/lookup.js`` turns into a search-as-you-type
-field fed by ``/api/v1/lookup/<kind>/``; without JavaScript it stays a plain text input.
+field fed by ``/api/v1/lookup/<kind>/``; without JavaScript it stays a plain text input. The
+edit and request forms use the same field (their pages render ``form.media``, which loads the
+script); the field's queryset still decides what is accepted.
 """
 
 from typing import Any
@@ -45,6 +47,13 @@ from governance.selectors import (
 SEARCH_MAX_LENGTH = 100
 
 
+class LookupInput(forms.TextInput):
+    """A text input that ``lookup.js`` (its media) turns into a search-as-you-type field."""
+
+    class Media:
+        js = ["js/lookup.js"]
+
+
 class LookupField(forms.ModelChoiceField):
     """One object named by its slug or username, typed (with suggestions), not picked from a
     menu of every row. ``kind`` names the lookup endpoint: ``users`` or ``projects``."""
@@ -55,7 +64,7 @@ class LookupField(forms.ModelChoiceField):
             "error_messages",
             {"invalid_choice": _("Nothing is named “%(value)s”: type a name from the list.")},
         )
-        widget = forms.TextInput(
+        widget = LookupInput(
             attrs={
                 "data-lookup": reverse_lazy("api_lookup", args=[kind]),
                 "autocomplete": "off",
@@ -66,14 +75,31 @@ class LookupField(forms.ModelChoiceField):
         super().__init__(queryset, to_field_name=to_field_name, widget=widget, **kwargs)
 
 
-def user_lookup_field(label: Any, help_text: Any = "") -> LookupField:
+def user_lookup_field(
+    label: Any, help_text: Any = "", *, queryset: QuerySet[Any] | None = None, **kwargs: Any
+) -> LookupField:
+    """A user by username (any user, or one of ``queryset``)."""
     return LookupField(
-        User.objects.all(), kind="users", to_field_name="username", label=label, help_text=help_text
+        User.objects.all() if queryset is None else queryset,
+        kind="users",
+        to_field_name="username",
+        label=label,
+        help_text=help_text,
+        **kwargs,
     )
 
 
-def project_lookup_field(label: Any) -> LookupField:
-    return LookupField(Project.objects.all(), kind="projects", to_field_name="slug", label=label)
+def project_lookup_field(
+    label: Any, *, queryset: QuerySet[Any] | None = None, **kwargs: Any
+) -> LookupField:
+    """A project by slug (any project, or one of ``queryset``)."""
+    return LookupField(
+        Project.objects.all() if queryset is None else queryset,
+        kind="projects",
+        to_field_name="slug",
+        label=label,
+        **kwargs,
+    )
 
 
 def slug_choice(model: type[Model], label: Any, empty_label: Any) -> forms.ModelChoiceField:
