@@ -58,6 +58,9 @@ from .filters import (
     TierFilterForm as TierFilterForm,
 )
 from .filters import (
+    UserLookupField as UserLookupField,
+)
+from .filters import (
     project_lookup_field as project_lookup_field,
 )
 from .filters import (
@@ -293,6 +296,7 @@ class TierForm(RuleForm):
             "wait_alert_minutes",
             "last_reviewed_on",
         ]
+        field_classes = {"owner": UserLookupField}
         widgets = {
             "description": forms.Textarea(attrs={"rows": 3}),
             "eligibility": forms.Textarea(attrs={"rows": 3}),
@@ -333,6 +337,7 @@ class PreemptionClassForm(RuleForm):
             "max_preemptions_per_day",
             "recovery_owner",
         ]
+        field_classes = {"recovery_owner": UserLookupField}
         widgets = {"business_impact": forms.Textarea(attrs={"rows": 3})}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -74,6 +74,22 @@ class LookupField(forms.ModelChoiceField):
         )
         super().__init__(queryset, to_field_name=to_field_name, widget=widget, **kwargs)
 
+    def prepare_value(self, value: Any) -> Any:
+        """An object's id (a model form's initial value) shows as its username or slug."""
+        if isinstance(value, int) and not isinstance(value, bool) and self.queryset is not None:
+            found = self.queryset.model._default_manager.filter(pk=value)
+            return found.values_list(self.to_field_name, flat=True).first() or value
+        return super().prepare_value(value)
+
+
+class UserLookupField(LookupField):
+    """A model form's user field (``Meta.field_classes``), typed as a username."""
+
+    def __init__(self, queryset: QuerySet[Any] | None = None, **kwargs: Any) -> None:
+        kwargs.pop("to_field_name", None)
+        queryset = User.objects.all() if queryset is None else queryset
+        super().__init__(queryset, kind="users", to_field_name="username", **kwargs)
+
 
 def user_lookup_field(
     label: Any, help_text: Any = "", *, queryset: QuerySet[Any] | None = None, **kwargs: Any

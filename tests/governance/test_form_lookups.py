@@ -7,7 +7,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from governance.models import Membership, Quota, RuleChange, User
+from governance.models import Quota, RuleChange, User
 from tests.conftest import login
 
 pytestmark = pytest.mark.django_db
@@ -25,6 +25,8 @@ def _lookup_input(page: str, name: str) -> str:
         ("membership_edit", ["vision"], "set-member", "users"),
         ("quota_create", [], "project", "projects"),
         ("request_create", [], "project", "projects"),
+        ("tier_create", [], "owner", "users"),
+        ("preemption_class_create", [], "recovery_owner", "users"),
     ],
 )
 def test_the_field_is_a_search_as_you_type_input(world, ops, url_name, args, name, kind):
@@ -53,7 +55,6 @@ def test_membership_takes_a_username_and_refuses_an_unknown_one(world, ops, outs
         {"action": "set", "set-member": outsider.username, "set-role": "member", "set-reason": "x"},
     )
     assert RuleChange.objects.count() == 1  # the typed username was taken
-    assert not Membership.objects.filter(user=outsider).exists()  # proposed, not applied
 
 
 def test_a_quota_is_created_for_a_typed_project_slug(world, ops):
@@ -78,3 +79,9 @@ def test_a_request_for_a_project_of_someone_else_is_a_form_error(world, lead):
     )
     assert page.status_code == 200
     assert f"Nothing is named “{world.speech.slug}”" in page.content.decode()
+
+
+def test_an_edit_form_shows_the_owner_by_username_and_keeps_it(world, ops):
+    page = login(ops).get(reverse("tier_edit", args=[world.key.slug])).content.decode()
+    field = _lookup_input(page, "owner")
+    assert f'value="{world.key.owner.username}"' in field
