@@ -82,6 +82,31 @@ class LookupField(forms.ModelChoiceField):
         return super().prepare_value(value)
 
 
+# What each lookup kind finds, and the field that names one.
+LOOKUP_KINDS: dict[str, tuple[type[Model], str]] = {
+    "users": (User, "username"),
+    "projects": (Project, "slug"),
+}
+
+
+def lookup_field(
+    kind: str, label: Any, *, queryset: QuerySet[Any] | None = None, **kwargs: Any
+) -> LookupField:
+    """A ``kind`` object (any, or one of ``queryset``) by its username or slug."""
+    model, name = LOOKUP_KINDS[kind]
+    if queryset is None:
+        queryset = model._default_manager.all()
+    return LookupField(queryset, kind=kind, to_field_name=name, label=label, **kwargs)
+
+
+def user_lookup_field(label: Any, help_text: Any = "", **kwargs: Any) -> LookupField:
+    return lookup_field("users", label, help_text=help_text, **kwargs)
+
+
+def project_lookup_field(label: Any, **kwargs: Any) -> LookupField:
+    return lookup_field("projects", label, **kwargs)
+
+
 class UserLookupField(LookupField):
     """A model form's user field (``Meta.field_classes``), typed as a username."""
 
@@ -89,33 +114,6 @@ class UserLookupField(LookupField):
         kwargs.pop("to_field_name", None)
         queryset = User.objects.all() if queryset is None else queryset
         super().__init__(queryset, kind="users", to_field_name="username", **kwargs)
-
-
-def user_lookup_field(
-    label: Any, help_text: Any = "", *, queryset: QuerySet[Any] | None = None, **kwargs: Any
-) -> LookupField:
-    """A user by username (any user, or one of ``queryset``)."""
-    return LookupField(
-        User.objects.all() if queryset is None else queryset,
-        kind="users",
-        to_field_name="username",
-        label=label,
-        help_text=help_text,
-        **kwargs,
-    )
-
-
-def project_lookup_field(
-    label: Any, *, queryset: QuerySet[Any] | None = None, **kwargs: Any
-) -> LookupField:
-    """A project by slug (any project, or one of ``queryset``)."""
-    return LookupField(
-        Project.objects.all() if queryset is None else queryset,
-        kind="projects",
-        to_field_name="slug",
-        label=label,
-        **kwargs,
-    )
 
 
 def slug_choice(model: type[Model], label: Any, empty_label: Any) -> forms.ModelChoiceField:
