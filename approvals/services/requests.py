@@ -48,12 +48,17 @@ def _locked(request: UpgradeRequest) -> UpgradeRequest:
     )
 
 
-def _require(request: UpgradeRequest, user: User, action: RequestAction, now: datetime) -> None:
-    """Refuse unless ``user`` may do ``action`` now: the same rule the pages ask
-    (``request_action_blocker``); a 403 when they never may, a 400 when not now."""
+def _locked_for(
+    request: UpgradeRequest, user: User, action: RequestAction, now: datetime | None
+) -> tuple[UpgradeRequest, datetime]:
+    """The request locked, and the instant, once ``user`` may do ``action`` now: the same rule
+    the pages ask (``request_action_blocker``); a 403 when they never may, a 400 when not now."""
+    now = now or timezone.now()
+    request = _locked(request)
     blocker = selectors.request_action_blocker(request=request, user=user, action=action, at=now)
     if blocker is not None:
         raise blocker.error()
+    return request, now
 
 
 # --- create and submit ----------------------------------------------------------------------
@@ -141,9 +146,7 @@ def request_submit(
     *, request: UpgradeRequest, user: User, now: datetime | None = None
 ) -> UpgradeRequest:
     """Send a draft to its approvers, with the policy, the evidence and any flag fixed now."""
-    now = now or timezone.now()
-    request = _locked(request)
-    _require(request, user, RequestAction.SUBMIT, now)
+    request, now = _locked_for(request, user, RequestAction.SUBMIT, now)
     check_kind_fields(request, now=now)
     policy = policy_of(request)
     check_time_box(request, policy, now=now)
@@ -216,22 +219,27 @@ def _approvers(request: UpgradeRequest) -> list[User]:
 # --- decisions ------------------------------------------------------------------------------
 
 
+def _decision_add(
+    request: UpgradeRequest, user: User, decision: Decision, comment: str, now: datetime
+) -> Approval:
+    """``user``'s decision on ``request``; nobody decides a request twice (a constraint)."""
+    try:
+        with transaction.atomic():
+            return Approval.objects.create(
+                request=request, approver=user, decision=decision, comment=comment, at=now
+            )
+    except IntegrityError:
+        raise ValidationError(_("You have already decided this request.")) from None
+
+
 @transaction.atomic
 def request_approve(
     *, request: UpgradeRequest, user: User, comment: str = "", now: datetime | None = None
 ) -> UpgradeRequest:
     """Record ``user``'s approval; with enough approvals the request becomes a grant."""
-    now = now or timezone.now()
-    request = _locked(request)
-    _require(request, user, RequestAction.APPROVE, now)
+    request, now = _locked_for(request, user, RequestAction.APPROVE, now)
     comment = (comment or "").strip()
-    try:
-        with transaction.atomic():
-            Approval.objects.create(
-                request=request, approver=user, decision=Decision.APPROVE, comment=comment, at=now
-            )
-    except IntegrityError:
-        raise ValidationError(_("You have already decided this request.")) from None
+    _decision_add(request, user, Decision.APPROVE, comment, now)
     event_add(request=request, actor=user, action=EventAction.APPROVAL, at=now, comment=comment)
     given = request.approvals_given
     if given < request.approvals_required:
@@ -300,19 +308,11 @@ def request_reject(
     *, request: UpgradeRequest, user: User, reason: str, now: datetime | None = None
 ) -> UpgradeRequest:
     """Reject with a reason; one approver's rejection decides the request."""
-    now = now or timezone.now()
-    request = _locked(request)
-    _require(request, user, RequestAction.REJECT, now)
+    request, now = _locked_for(request, user, RequestAction.REJECT, now)
     reason = require_reason(
         reason, message=_("Say why the request is rejected: the requester reads it.")
     )
-    try:
-        with transaction.atomic():
-            Approval.objects.create(
-                request=request, approver=user, decision=Decision.REJECT, comment=reason, at=now
-            )
-    except IntegrityError:
-        raise ValidationError(_("You have already decided this request.")) from None
+    _decision_add(request, user, Decision.REJECT, reason, now)
     request.stage = RequestStage.REJECTED
     request.decided_at = now
     governed_save(request, user=user, reason=reason)
@@ -334,9 +334,7 @@ def request_withdraw(
     *, request: UpgradeRequest, user: User, comment: str = "", now: datetime | None = None
 ) -> UpgradeRequest:
     """The requester (or the project's lead, or ops) takes back a draft or pending request."""
-    now = now or timezone.now()
-    request = _locked(request)
-    _require(request, user, RequestAction.WITHDRAW, now)
+    request, now = _locked_for(request, user, RequestAction.WITHDRAW, now)
     was_submitted = request.stage == RequestStage.SUBMITTED
     comment = (comment or "").strip()
     request.stage = RequestStage.WITHDRAWN
@@ -360,9 +358,7 @@ def request_revoke(
     *, request: UpgradeRequest, user: User, reason: str, now: datetime | None = None
 ) -> UpgradeRequest:
     """Ops end an approved or active request early; its grant is revoked at ``now``."""
-    now = now or timezone.now()
-    request = _locked(request)
-    _require(request, user, RequestAction.REVOKE, now)
+    request, now = _locked_for(request, user, RequestAction.REVOKE, now)
     reason = require_reason(reason)
     assert request.grant is not None  # an approved request has its grant (a constraint)
     # The request is revoked because its grant is: its state follows the grant's.
