@@ -19,7 +19,7 @@ from approvals.models import (
     UpgradeRequest,
 )
 from governance.models import GrantKind, User
-from governance.models.texts import Message, label, message, message_english
+from governance.models.texts import Message, label, mail_language, message, message_english
 
 
 def when_text(value: datetime) -> str:
@@ -58,7 +58,7 @@ def _mail(subject: str, body: str, recipient: str) -> None:
 
 def _mail_for(user: User, notification: Notification) -> tuple[str, str]:
     """The subject and body of ``notification``'s mail, in ``user``'s language."""
-    with override(user.language or settings.LANGUAGE_CODE):
+    with override(mail_language(user)):
         text = notification.body
         body = "\n\n".join(
             [

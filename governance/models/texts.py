@@ -13,6 +13,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
+from django.conf import settings
 from django.utils import formats, timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.functional import Promise
@@ -157,3 +158,8 @@ def message_english(stored: Message) -> str:
     """The message in English: the plain text stored beside it (search, admin, old readers)."""
     with override("en"):
         return _rendered(stored)
+
+
+def mail_language(user: Any) -> str:
+    """The language of the mails to ``user``: the one they chose, else the site's."""
+    return getattr(user, "language", "") or settings.LANGUAGE_CODE

@@ -19,7 +19,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_noop
+from django.utils.translation import gettext_noop, override
 
 from governance.models import (
     PriorityTier,
@@ -31,7 +31,7 @@ from governance.models import (
     RuleChange,
     User,
 )
-from governance.models.texts import label, message, message_english
+from governance.models.texts import label, mail_language, message, message_english
 from governance.selectors import (
     quota_review_recipients,
     quotas_due_for_review,
@@ -156,9 +156,10 @@ def review_reminders_send(*, today: date) -> int:
         for lead in leads[quota.pk]:
             if not lead.email:
                 continue
-            subject, body = _quota_reminder_message(
-                quota=quota, lead=lead, kind=kind, due_on=due_on
-            )
+            with override(mail_language(lead)):
+                subject, body = _quota_reminder_message(
+                    quota=quota, lead=lead, kind=kind, due_on=due_on
+                )
             sent += _send_once(
                 lookup={"quota": quota, "kind": kind, "due_on": due_on, "recipient": lead.email},
                 recipient=lead.email,
@@ -185,7 +186,8 @@ def _tier_reminders_send(*, today: date) -> int:
                 tier.owner.username,
             )
             continue
-        subject, body = _reminder_message(tier=tier, kind=kind, due_on=due_on)
+        with override(mail_language(tier.owner)):
+            subject, body = _reminder_message(tier=tier, kind=kind, due_on=due_on)
         sent += _send_once(
             lookup={"tier": tier, "kind": kind, "due_on": due_on},
             recipient=recipient,
