@@ -77,7 +77,7 @@ class _ApprovalSerializer(serializers.Serializer):
 class _EventSerializer(serializers.Serializer):
     action = serializers.CharField()
     actor = serializers.CharField(source="actor.username")
-    comment = serializers.CharField()
+    comment = serializers.CharField(source="display_comment")
     at = serializers.DateTimeField()
 
     class Meta:
@@ -121,7 +121,7 @@ class RequestOutputSerializer(serializers.Serializer):
     approvals_given = serializers.IntegerField()
     approvals = _ApprovalSerializer(many=True)
     flagged = serializers.BooleanField()
-    flag_reason = serializers.CharField()
+    flag_reason = serializers.CharField(source="display_flag_reason")
     grant = _GrantSerializer(allow_null=True)
     created_at = serializers.DateTimeField()
     submitted_at = serializers.DateTimeField(allow_null=True)

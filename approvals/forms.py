@@ -122,7 +122,12 @@ def terms_fields() -> dict[str, forms.Field]:
 
 
 class RequestForm(ServiceErrorsMixin, forms.Form):
-    project = forms.ModelChoiceField(label=_("Project"), queryset=Project.objects.none())
+    project = project_lookup_field(
+        _("Project"),
+        queryset=Project.objects.none(),
+        required=True,
+        help_text=_("A project's slug: type the start of it."),
+    )
     justification = forms.CharField(
         label=_("Justification"),
         max_length=TEXT_MAX_LENGTH,
@@ -180,10 +185,7 @@ class RequestForm(ServiceErrorsMixin, forms.Form):
         if isinstance(chosen, Project):
             return chosen
         if chosen:
-            try:
-                return projects.select_related("tier").filter(pk=int(chosen)).first()
-            except (TypeError, ValueError):
-                return None
+            return projects.select_related("tier").filter(slug=str(chosen).strip()).first()
         if not self.is_bound:
             only = list(projects.select_related("tier")[:2])
             return only[0] if len(only) == 1 else None

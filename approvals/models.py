@@ -22,6 +22,7 @@ from django.utils.translation import gettext_lazy as _
 from simple_history.models import HistoricalRecords
 
 from governance.models import TIER_KINDS, Grant, GrantKind, GrantTerms, PriorityTier, Project
+from governance.models.texts import message_text
 
 # The kinds of request are the kinds of grant they become.
 RequestKind = GrantKind
@@ -308,6 +309,10 @@ class UpgradeRequest(GrantTerms):
     )
     flagged = models.BooleanField(_("flagged"), default=False)
     flag_reason = models.CharField(_("why flagged"), max_length=300, blank=True)
+    # The same, as a message shown in the reader's language (``display_flag_reason``).
+    flag_message = models.JSONField(
+        _("why flagged (message)"), null=True, blank=True, editable=False
+    )
     evidence = models.JSONField(_("evidence"), default=dict, blank=True)
     grant = models.OneToOneField(
         Grant,
@@ -363,6 +368,11 @@ class UpgradeRequest(GrantTerms):
     @property
     def summary(self) -> str:
         return grant_summary(self)
+
+    @property
+    def display_flag_reason(self) -> str:
+        """Why the request is flagged, in the reader's language."""
+        return message_text(self.flag_message, self.flag_reason)
 
     @property
     def approvals_given(self) -> int:
@@ -438,6 +448,8 @@ class RequestEvent(models.Model):
     )
     action = models.CharField(_("action"), max_length=16, choices=EventAction.choices)
     comment = models.TextField(_("comment"), blank=True)
+    # A comment Arbiter wrote, as a message shown in the reader's language.
+    message = models.JSONField(_("message"), null=True, blank=True, editable=False)
     at = models.DateTimeField(_("at"))
 
     class Meta:
@@ -468,6 +480,11 @@ class RequestEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.request_id}: {self.get_action_display()} by {self.actor}"
+
+    @property
+    def display_comment(self) -> str:
+        """The comment: what someone typed, or Arbiter's own in the reader's language."""
+        return message_text(self.message, self.comment)
 
 
 class Decision(models.TextChoices):
@@ -547,7 +564,11 @@ class Notification(models.Model):
         related_name="notifications",
     )
     event = models.CharField(_("event"), max_length=16, choices=NotificationEvent.choices)
+    # The text in English, as it was mailed to English readers; rows written before
+    # ``message`` existed have only this (in their writer's language).
     text = models.CharField(_("text"), max_length=500)
+    # The message id and its parameters: the text in the reader's language (``body``).
+    message = models.JSONField(_("message"), null=True, blank=True, editable=False)
     link = models.CharField(_("link"), max_length=300)
     created_at = models.DateTimeField(_("created at"))
     read_at = models.DateTimeField(_("read at"), null=True, blank=True)
@@ -571,7 +592,13 @@ class Notification(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.text
+        return self.body
+
+    @property
+    def body(self) -> str:
+        """The text in the active language."""
+        return message_text(self.message, self.text)
+
 
 
 class IdempotencyKey(models.Model):

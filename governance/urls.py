@@ -208,6 +208,7 @@ urlpatterns = [
     path("accounts/token/", views.api_token, name="api_token"),
     # Passwords are set by their owner: change it signed in, or from a reset link by mail.
     path("accounts/", include("django.contrib.auth.urls")),
-    path("i18n/", include("django.conf.urls.i18n")),
+    # The language switch: Django's, and a signed-in person's mails follow it.
+    path("i18n/setlang/", views.language_switch, name="set_language"),
     path("admin/", admin.site.urls),
 ]

@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from approvals import selectors
 from approvals.models import (
@@ -26,6 +27,7 @@ from approvals.models import (
     UpgradeRequest,
 )
 from governance.models import GrantState, Project, SiteRole, Terms, User
+from governance.models.texts import message, message_english
 from governance.services import (
     governed_save,
     grant_create,
@@ -46,12 +48,17 @@ def _locked(request: UpgradeRequest) -> UpgradeRequest:
     )
 
 
-def _require(request: UpgradeRequest, user: User, action: RequestAction, now: datetime) -> None:
-    """Refuse unless ``user`` may do ``action`` now: the same rule the pages ask
-    (``request_action_blocker``); a 403 when they never may, a 400 when not now."""
+def _locked_for(
+    request: UpgradeRequest, user: User, action: RequestAction, now: datetime | None
+) -> tuple[UpgradeRequest, datetime]:
+    """The request locked, and the instant, once ``user`` may do ``action`` now: the same rule
+    the pages ask (``request_action_blocker``); a 403 when they never may, a 400 when not now."""
+    now = now or timezone.now()
+    request = _locked(request)
     blocker = selectors.request_action_blocker(request=request, user=user, action=action, at=now)
     if blocker is not None:
         raise blocker.error()
+    return request, now
 
 
 # --- create and submit ----------------------------------------------------------------------
@@ -105,7 +112,7 @@ def request_create(
         _check_extension(request, extends, user=user, now=now)
     check_kind_fields(request, now=now)
     check_time_box(request, policy_of(request), now=now)
-    governed_save(request, user=user, reason=_("Filed"))
+    governed_save(request, user=user, reason=gettext_noop("Filed"))
     event_add(request=request, actor=user, action=EventAction.CREATED, at=now)
     if extends is not None:
         event_add(
@@ -113,7 +120,7 @@ def request_create(
             actor=user,
             action=EventAction.EXTENDED,
             at=now,
-            comment=_("Extension: request #%(pk)d.") % {"pk": request.pk},
+            said=message(gettext_noop("Extension: request #%(pk)d."), pk=request.pk),
         )
     if submit:
         request = request_submit(request=request, user=user, now=now)
@@ -139,9 +146,7 @@ def request_submit(
     *, request: UpgradeRequest, user: User, now: datetime | None = None
 ) -> UpgradeRequest:
     """Send a draft to its approvers, with the policy, the evidence and any flag fixed now."""
-    now = now or timezone.now()
-    request = _locked(request)
-    _require(request, user, RequestAction.SUBMIT, now)
+    request, now = _locked_for(request, user, RequestAction.SUBMIT, now)
     check_kind_fields(request, now=now)
     policy = policy_of(request)
     check_time_box(request, policy, now=now)
@@ -164,30 +169,35 @@ def request_submit(
     )
     count = request.evidence["exceptions_this_month"]
     request.flagged = count >= policy.monthly_flag_threshold
-    request.flag_reason = (
-        _(
-            "%(project)s already had %(count)d approved exceptions this month; the policy "
-            "flags requests from %(limit)d on."
+    request.flag_message = (
+        message(
+            gettext_noop(
+                "%(project)s already had %(count)d approved exceptions this month; the policy "
+                "flags requests from %(limit)d on."
+            ),
+            project=str(request.project),
+            count=count,
+            limit=policy.monthly_flag_threshold,
         )
-        % {"project": request.project, "count": count, "limit": policy.monthly_flag_threshold}
         if request.flagged
-        else ""
+        else None
+    )
+    request.flag_reason = (
+        message_english(request.flag_message)[:300] if request.flag_message else ""
     )
     request.stage = RequestStage.SUBMITTED
     request.submitted_at = now
-    governed_save(request, user=user, reason=_("Submitted"))
+    governed_save(request, user=user, reason=gettext_noop("Submitted"))
     event_add(request=request, actor=user, action=EventAction.SUBMITTED, at=now)
     notify(
         users=_approvers(request),
         request=request,
         event=NotificationEvent.SUBMITTED,
-        text=_("%(requester)s asks for a %(kind)s for %(project)s: waiting for your decision.")
-        % {
-            "requester": request.requester,
-            "kind": request.get_kind_display().lower(),
-            "project": request.project,
-        },
+        template=gettext_noop(
+            "%(requester)s asks for a %(kind)s for %(project)s: waiting for your decision."
+        ),
         at=now,
+        requester=str(request.requester),
     )
     return request
 
@@ -209,22 +219,27 @@ def _approvers(request: UpgradeRequest) -> list[User]:
 # --- decisions ------------------------------------------------------------------------------
 
 
+def _decision_add(
+    request: UpgradeRequest, user: User, decision: Decision, comment: str, now: datetime
+) -> Approval:
+    """``user``'s decision on ``request``; nobody decides a request twice (a constraint)."""
+    try:
+        with transaction.atomic():
+            return Approval.objects.create(
+                request=request, approver=user, decision=decision, comment=comment, at=now
+            )
+    except IntegrityError:
+        raise ValidationError(_("You have already decided this request.")) from None
+
+
 @transaction.atomic
 def request_approve(
     *, request: UpgradeRequest, user: User, comment: str = "", now: datetime | None = None
 ) -> UpgradeRequest:
     """Record ``user``'s approval; with enough approvals the request becomes a grant."""
-    now = now or timezone.now()
-    request = _locked(request)
-    _require(request, user, RequestAction.APPROVE, now)
+    request, now = _locked_for(request, user, RequestAction.APPROVE, now)
     comment = (comment or "").strip()
-    try:
-        with transaction.atomic():
-            Approval.objects.create(
-                request=request, approver=user, decision=Decision.APPROVE, comment=comment, at=now
-            )
-    except IntegrityError:
-        raise ValidationError(_("You have already decided this request.")) from None
+    _decision_add(request, user, Decision.APPROVE, comment, now)
     event_add(request=request, actor=user, action=EventAction.APPROVAL, at=now, comment=comment)
     given = request.approvals_given
     if given < request.approvals_required:
@@ -232,18 +247,14 @@ def request_approve(
             users=[request.requester],
             request=request,
             event=NotificationEvent.APPROVAL,
-            text=_(
+            template=gettext_noop(
                 "%(approver)s approved your %(kind)s for %(project)s (%(given)d of %(needed)d "
                 "approvals)."
-            )
-            % {
-                "approver": user,
-                "kind": request.get_kind_display().lower(),
-                "project": request.project,
-                "given": given,
-                "needed": request.approvals_required,
-            },
+            ),
             at=now,
+            approver=str(user),
+            given=given,
+            needed=request.approvals_required,
         )
         return request
     return _grant(request, user=user, now=now)
@@ -257,7 +268,7 @@ def _grant(request: UpgradeRequest, *, user: User, now: datetime) -> UpgradeRequ
         )
     grant = grant_create(
         user=user,
-        reason=_("Request #%(pk)d approved: %(justification)s")
+        reason=gettext_noop("Request #%(pk)d approved: %(justification)s")
         % {"pk": request.pk, "justification": request.justification[:200]},
         project=request.project,
         # Approved late: the grant starts now, not in the past the request asked for.
@@ -269,27 +280,25 @@ def _grant(request: UpgradeRequest, *, user: User, now: datetime) -> UpgradeRequ
     request.decided_at = now
     active = grant.state == GrantState.ACTIVE
     request.stage = RequestStage.APPROVED
-    governed_save(request, user=user, reason=_("Approved"))
+    governed_save(request, user=user, reason=gettext_noop("Approved"))
     event_add(request=request, actor=user, action=EventAction.APPROVED, at=now)
     if active:
         event_add(request=request, actor=user, action=EventAction.ACTIVATED, at=now)
-        text = _("Your %(kind)s for %(project)s is approved and in force until %(end)s.")
+        template = gettext_noop(
+            "Your %(kind)s for %(project)s is approved and in force until %(end)s."
+        )
     else:
-        text = _(
+        template = gettext_noop(
             "Your %(kind)s for %(project)s is approved; it starts on %(start)s and ends on %(end)s."
         )
     notify(
         users=[request.requester, *deciders(request)],
         request=request,
         event=NotificationEvent.APPROVED,
-        text=text
-        % {
-            "kind": request.get_kind_display().lower(),
-            "project": request.project,
-            "start": when_text(grant.starts_at),
-            "end": when_text(grant.ends_at),
-        },
+        template=template,
         at=now,
+        start=grant.starts_at,
+        end=grant.ends_at,
     )
     return request
 
@@ -299,19 +308,11 @@ def request_reject(
     *, request: UpgradeRequest, user: User, reason: str, now: datetime | None = None
 ) -> UpgradeRequest:
     """Reject with a reason; one approver's rejection decides the request."""
-    now = now or timezone.now()
-    request = _locked(request)
-    _require(request, user, RequestAction.REJECT, now)
+    request, now = _locked_for(request, user, RequestAction.REJECT, now)
     reason = require_reason(
         reason, message=_("Say why the request is rejected: the requester reads it.")
     )
-    try:
-        with transaction.atomic():
-            Approval.objects.create(
-                request=request, approver=user, decision=Decision.REJECT, comment=reason, at=now
-            )
-    except IntegrityError:
-        raise ValidationError(_("You have already decided this request.")) from None
+    _decision_add(request, user, Decision.REJECT, reason, now)
     request.stage = RequestStage.REJECTED
     request.decided_at = now
     governed_save(request, user=user, reason=reason)
@@ -320,14 +321,10 @@ def request_reject(
         users=[request.requester, *deciders(request)],
         request=request,
         event=NotificationEvent.REJECTED,
-        text=_("%(approver)s rejected the %(kind)s for %(project)s: %(reason)s")
-        % {
-            "approver": user,
-            "kind": request.get_kind_display().lower(),
-            "project": request.project,
-            "reason": reason[:200],
-        },
+        template=gettext_noop("%(approver)s rejected the %(kind)s for %(project)s: %(reason)s"),
         at=now,
+        approver=str(user),
+        reason=reason[:200],
     )
     return request
 
@@ -337,27 +334,21 @@ def request_withdraw(
     *, request: UpgradeRequest, user: User, comment: str = "", now: datetime | None = None
 ) -> UpgradeRequest:
     """The requester (or the project's lead, or ops) takes back a draft or pending request."""
-    now = now or timezone.now()
-    request = _locked(request)
-    _require(request, user, RequestAction.WITHDRAW, now)
+    request, now = _locked_for(request, user, RequestAction.WITHDRAW, now)
     was_submitted = request.stage == RequestStage.SUBMITTED
     comment = (comment or "").strip()
     request.stage = RequestStage.WITHDRAWN
     request.decided_at = now
-    governed_save(request, user=user, reason=comment or _("Withdrawn"))
+    governed_save(request, user=user, reason=comment or gettext_noop("Withdrawn"))
     event_add(request=request, actor=user, action=EventAction.WITHDRAWN, at=now, comment=comment)
     if was_submitted:
         notify(
             users=[*_approvers(request), request.requester],
             request=request,
             event=NotificationEvent.WITHDRAWN,
-            text=_("%(user)s withdrew the %(kind)s for %(project)s.")
-            % {
-                "user": user,
-                "kind": request.get_kind_display().lower(),
-                "project": request.project,
-            },
+            template=gettext_noop("%(user)s withdrew the %(kind)s for %(project)s."),
             at=now,
+            user=str(user),
         )
     return request
 
@@ -367,9 +358,7 @@ def request_revoke(
     *, request: UpgradeRequest, user: User, reason: str, now: datetime | None = None
 ) -> UpgradeRequest:
     """Ops end an approved or active request early; its grant is revoked at ``now``."""
-    now = now or timezone.now()
-    request = _locked(request)
-    _require(request, user, RequestAction.REVOKE, now)
+    request, now = _locked_for(request, user, RequestAction.REVOKE, now)
     reason = require_reason(reason)
     assert request.grant is not None  # an approved request has its grant (a constraint)
     # The request is revoked because its grant is: its state follows the grant's.
@@ -379,13 +368,9 @@ def request_revoke(
         users=[request.requester, *deciders(request)],
         request=request,
         event=NotificationEvent.REVOKED,
-        text=_("%(user)s revoked the %(kind)s for %(project)s: %(reason)s")
-        % {
-            "user": user,
-            "kind": request.get_kind_display().lower(),
-            "project": request.project,
-            "reason": reason[:200],
-        },
+        template=gettext_noop("%(user)s revoked the %(kind)s for %(project)s: %(reason)s"),
         at=now,
+        user=str(user),
+        reason=reason[:200],
     )
     return request

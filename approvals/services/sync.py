@@ -14,7 +14,7 @@ from datetime import datetime
 
 from django.db import transaction
 from django.db.models import F, Q
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from approvals.models import (
     EventAction,
@@ -24,9 +24,10 @@ from approvals.models import (
     UpgradeRequest,
 )
 from approvals.selectors import EXPIRY_WARNING
+from governance.models.texts import message
 from governance.services import grants_transition, system_user
 
-from ._common import deciders, event_add, notify, when_text
+from ._common import deciders, event_add, notify
 
 # The timeline rows that close a request's announcements.
 _CLOSING = (EventAction.EXPIRED, EventAction.REVOKED)
@@ -52,11 +53,6 @@ def requests_sync(*, now: datetime) -> dict[str, int]:
         assert grant is not None
         state = request.state_at(now)
         done = {event.action for event in request.events.all()}
-        values = {
-            "kind": request.get_kind_display().lower(),
-            "project": request.project,
-            "end": when_text(grant.ends_at),
-        }
         started = grant.revoked_at is None or grant.revoked_at > grant.starts_at
         if state == RequestState.ACTIVE and EventAction.ACTIVATED not in done:
             event_add(request=request, actor=actor, action=EventAction.ACTIVATED, at=now)
@@ -64,8 +60,11 @@ def requests_sync(*, now: datetime) -> dict[str, int]:
                 users=[request.requester],
                 request=request,
                 event=NotificationEvent.ACTIVATED,
-                text=_("Your %(kind)s for %(project)s is now in force, until %(end)s.") % values,
+                template=gettext_noop(
+                    "Your %(kind)s for %(project)s is now in force, until %(end)s."
+                ),
                 at=now,
+                end=grant.ends_at,
             )
         elif state == RequestState.EXPIRED:
             if EventAction.ACTIVATED not in done:
@@ -81,8 +80,9 @@ def requests_sync(*, now: datetime) -> dict[str, int]:
                 users=[request.requester, *deciders(request)],
                 request=request,
                 event=NotificationEvent.EXPIRED,
-                text=_("The %(kind)s for %(project)s ended on %(end)s.") % values,
+                template=gettext_noop("The %(kind)s for %(project)s ended on %(end)s."),
                 at=now,
+                end=grant.ends_at,
             )
         elif state == RequestState.REVOKED:
             # Revoked on the grant itself (``request_revoke`` writes its own row).
@@ -90,15 +90,18 @@ def requests_sync(*, now: datetime) -> dict[str, int]:
                 event_add(
                     request=request, actor=actor, action=EventAction.ACTIVATED, at=grant.starts_at
                 )
-            reason = _("The grant was revoked.")
             event_add(
-                request=request, actor=actor, action=EventAction.REVOKED, at=now, comment=reason
+                request=request,
+                actor=actor,
+                action=EventAction.REVOKED,
+                at=now,
+                said=message(gettext_noop("The grant was revoked.")),
             )
             notify(
                 users=[request.requester, *deciders(request)],
                 request=request,
                 event=NotificationEvent.REVOKED,
-                text=_("The %(kind)s for %(project)s was revoked.") % values,
+                template=gettext_noop("The %(kind)s for %(project)s was revoked."),
                 at=now,
             )
         else:
@@ -124,16 +127,12 @@ def requests_sync(*, now: datetime) -> dict[str, int]:
             users=[request.requester, *deciders(request)],
             request=request,
             event=NotificationEvent.ENDING_SOON,
-            text=_(
+            template=gettext_noop(
                 "The %(kind)s for %(project)s ends on %(end)s. Ask for an extension if the "
                 "work needs more time."
-            )
-            % {
-                "kind": request.get_kind_display().lower(),
-                "project": request.project,
-                "end": when_text(request.grant.ends_at),
-            },
+            ),
             at=now,
+            end=request.grant.ends_at,
         )
         moved["reminded"] += 1
     return dict(moved)

@@ -58,6 +58,9 @@ from .filters import (
     TierFilterForm as TierFilterForm,
 )
 from .filters import (
+    UserLookupField as UserLookupField,
+)
+from .filters import (
     project_lookup_field as project_lookup_field,
 )
 from .filters import (
@@ -149,7 +152,12 @@ class ProjectCreateForm(ProjectForm):
 
 
 class MembershipSetForm(ReasonForm):
-    member = forms.ModelChoiceField(label=_("User"), queryset=active_users())
+    member = user_lookup_field(
+        _("User"),
+        _("A username: type the start of it, or of the person's name."),
+        queryset=active_users(),
+        required=True,
+    )
     role = forms.ChoiceField(label=_("Role"), choices=ProjectRole.choices)
 
 
@@ -289,6 +297,7 @@ class TierForm(RuleForm):
             "wait_alert_minutes",
             "last_reviewed_on",
         ]
+        field_classes = {"owner": UserLookupField}
         widgets = {
             "description": forms.Textarea(attrs={"rows": 3}),
             "eligibility": forms.Textarea(attrs={"rows": 3}),
@@ -329,6 +338,7 @@ class PreemptionClassForm(RuleForm):
             "max_preemptions_per_day",
             "recovery_owner",
         ]
+        field_classes = {"recovery_owner": UserLookupField}
         widgets = {"business_impact": forms.Textarea(attrs={"rows": 3})}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -358,6 +368,10 @@ class QuotaForm(RuleForm):
 
 
 class QuotaCreateForm(QuotaForm):
+    project = project_lookup_field(
+        _("Project"), required=True, help_text=_("A project's slug: type the start of it.")
+    )
+
     class Meta(QuotaForm.Meta):
         fields = ["project", "pool", "flavor", *QuotaForm.Meta.fields]
 

@@ -6,7 +6,9 @@ rows in the same order. A bad value is a form error shown on the page (never a 5
 
 Menus that would list every user or project (thousands of them) are ``LookupField``: a text
 input for the username or slug, which ``static/js/lookup.js`` turns into a search-as-you-type
-field fed by ``/api/v1/lookup/<kind>/``; without JavaScript it stays a plain text input.
+field fed by ``/api/v1/lookup/<kind>/``; without JavaScript it stays a plain text input. The
+edit and request forms use the same field (their pages render ``form.media``, which loads the
+script); the field's queryset still decides what is accepted.
 """
 
 from typing import Any
@@ -45,6 +47,13 @@ from governance.selectors import (
 SEARCH_MAX_LENGTH = 100
 
 
+class LookupInput(forms.TextInput):
+    """A text input that ``lookup.js`` (its media) turns into a search-as-you-type field."""
+
+    class Media:
+        js = ["js/lookup.js"]
+
+
 class LookupField(forms.ModelChoiceField):
     """One object named by its slug or username, typed (with suggestions), not picked from a
     menu of every row. ``kind`` names the lookup endpoint: ``users`` or ``projects``."""
@@ -55,7 +64,7 @@ class LookupField(forms.ModelChoiceField):
             "error_messages",
             {"invalid_choice": _("Nothing is named “%(value)s”: type a name from the list.")},
         )
-        widget = forms.TextInput(
+        widget = LookupInput(
             attrs={
                 "data-lookup": reverse_lazy("api_lookup", args=[kind]),
                 "autocomplete": "off",
@@ -65,15 +74,46 @@ class LookupField(forms.ModelChoiceField):
         )
         super().__init__(queryset, to_field_name=to_field_name, widget=widget, **kwargs)
 
+    def prepare_value(self, value: Any) -> Any:
+        """An object's id (a model form's initial value) shows as its username or slug."""
+        if isinstance(value, int) and not isinstance(value, bool) and self.queryset is not None:
+            found = self.queryset.model._default_manager.filter(pk=value)
+            return found.values_list(self.to_field_name, flat=True).first() or value
+        return super().prepare_value(value)
 
-def user_lookup_field(label: Any, help_text: Any = "") -> LookupField:
-    return LookupField(
-        User.objects.all(), kind="users", to_field_name="username", label=label, help_text=help_text
-    )
+
+# What each lookup kind finds, and the field that names one.
+LOOKUP_KINDS: dict[str, tuple[type[Model], str]] = {
+    "users": (User, "username"),
+    "projects": (Project, "slug"),
+}
 
 
-def project_lookup_field(label: Any) -> LookupField:
-    return LookupField(Project.objects.all(), kind="projects", to_field_name="slug", label=label)
+def lookup_field(
+    kind: str, label: Any, *, queryset: QuerySet[Any] | None = None, **kwargs: Any
+) -> LookupField:
+    """A ``kind`` object (any, or one of ``queryset``) by its username or slug."""
+    model, name = LOOKUP_KINDS[kind]
+    if queryset is None:
+        queryset = model._default_manager.all()
+    return LookupField(queryset, kind=kind, to_field_name=name, label=label, **kwargs)
+
+
+def user_lookup_field(label: Any, help_text: Any = "", **kwargs: Any) -> LookupField:
+    return lookup_field("users", label, help_text=help_text, **kwargs)
+
+
+def project_lookup_field(label: Any, **kwargs: Any) -> LookupField:
+    return lookup_field("projects", label, **kwargs)
+
+
+class UserLookupField(LookupField):
+    """A model form's user field (``Meta.field_classes``), typed as a username."""
+
+    def __init__(self, queryset: QuerySet[Any] | None = None, **kwargs: Any) -> None:
+        kwargs.pop("to_field_name", None)
+        queryset = User.objects.all() if queryset is None else queryset
+        super().__init__(queryset, kind="users", to_field_name="username", **kwargs)
 
 
 def slug_choice(model: type[Model], label: Any, empty_label: Any) -> forms.ModelChoiceField:

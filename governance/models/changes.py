@@ -23,7 +23,7 @@ from django.utils.translation import gettext_lazy as _
 from simple_history.models import HistoricalRecords
 from simple_history.signals import pre_create_historical_record
 
-from .texts import stored_text
+from .texts import message_text, stored_text
 
 
 class ChangeStatus(models.TextChoices):
@@ -78,6 +78,9 @@ SCHEDULING_KINDS = frozenset(
 
 class RuleChange(models.Model):
     title = models.CharField(_("title"), max_length=200)
+    # A title Arbiter wrote, as a message shown in the reader's language (``display_title``);
+    # ``title`` holds it in English.
+    title_message = models.JSONField(_("title (message)"), null=True, blank=True, editable=False)
     reason = models.TextField(_("reason"))
     ticket = models.CharField(
         _("ticket or link"), max_length=300, blank=True, help_text=_("A ticket id or a URL.")
@@ -215,7 +218,7 @@ class RuleChange(models.Model):
     @property
     def display_title(self) -> str:
         """The title in the reader's language when Arbiter generated it."""
-        return stored_text(self.title)
+        return message_text(self.title_message, self.title)
 
     @property
     def display_rollback_condition(self) -> str:

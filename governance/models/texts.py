@@ -9,9 +9,15 @@ typed) is shown as it was written.
 """
 
 import re
+from datetime import datetime
 from functools import cache
+from typing import Any
 
-from django.utils.translation import get_language, gettext, gettext_noop
+from django.conf import settings
+from django.utils import formats, timezone
+from django.utils.dateparse import parse_datetime
+from django.utils.functional import Promise
+from django.utils.translation import get_language, gettext, gettext_noop, override
 
 # English templates of stored texts, most specific first. A service that stores one of them
 # writes ``gettext_noop(TEMPLATE) % params`` (or composes it under English).
@@ -23,11 +29,13 @@ TEMPLATES = [
     gettext_noop("capacity of %(flavor)s"),
     gettext_noop("membership of %(user)s"),
     gettext_noop("Roll this rollback back if the reason for change #%(id)d holds again."),
+    gettext_noop("Request #%(pk)d approved: %(justification)s"),
+    gettext_noop("Reviewed (%(outcome)s): %(notes)s"),
     # A generated change title: the objects (names, kept), then the fields that change.
     GENERATED_TITLE,
 ]
-NUMBERS = {"id"}
-NAMES = {"objects", "flavor", "user"}
+NUMBERS = {"id", "pk"}
+NAMES = {"objects", "flavor", "user", "justification", "notes"}
 
 
 @cache
@@ -69,3 +77,89 @@ def stored_text(text: str) -> str:
                 params[name] = stored_text(value)
         return gettext(template) % params
     return text
+
+
+# --- messages: a message id and its parameters, stored as JSON -----------------------------
+#
+# A text a service writes for people to read later (a notification, a timeline comment) is
+# stored as ``message(TEMPLATE, name=value, ...)``: the English template (its message id) and
+# the parameters, rendered in the reader's language when it is read (``message_text``).
+# A parameter is kept as it is (names, numbers, what someone typed), except a datetime (shown
+# in the reader's date format and time zone) and a translatable label or nested message
+# (translated itself).
+
+Message = dict[str, Any]
+
+
+def message(template: str, **params: Any) -> Message:
+    """``template`` (an English message id, marked with ``gettext_noop``) with ``params``."""
+    return {
+        "key": str(template),
+        "params": {name: _encoded(value) for name, value in params.items()},
+    }
+
+
+def label(value: Any, *, lower: bool = False) -> Message:
+    """A translatable label (a choice's label, a ``gettext_lazy`` text) as a parameter,
+    translated when read; ``lower`` lowercases it (as inside a sentence)."""
+    with override("en"):
+        english = str(value)
+    return {"key": english, "params": {}, "lower": lower}
+
+
+def _encoded(value: Any) -> Any:
+    if isinstance(value, dict) and "key" in value:
+        return value
+    if isinstance(value, datetime):
+        return {"when": value.isoformat()}
+    if isinstance(value, Promise):
+        return label(value)
+    if isinstance(value, list | tuple):
+        return {"join": [_encoded(item) for item in value]}
+    if isinstance(value, bool | int | float | str) or value is None:
+        return value
+    return str(value)
+
+
+def _decoded(value: Any) -> Any:
+    if isinstance(value, dict) and "when" in value:
+        moment = parse_datetime(value["when"])
+        if moment is None:
+            raise ValueError(value["when"])
+        return formats.date_format(timezone.localtime(moment), "DATETIME_FORMAT")
+    if isinstance(value, dict) and "join" in value:
+        # Translators: between the items of a list inside a sentence ("A, B").
+        return gettext(", ").join(str(_decoded(item)) for item in value["join"])
+    if isinstance(value, dict):
+        return _rendered(value)
+    return value
+
+
+def _rendered(stored: Message) -> str:
+    params = {name: _decoded(value) for name, value in (stored.get("params") or {}).items()}
+    text = gettext(stored["key"])
+    text = text % params if params else text
+    return text.lower() if stored.get("lower") else text
+
+
+def message_text(stored: Message | None, fallback: str = "") -> str:
+    """The stored ``message`` in the active language; ``fallback`` (the text as it was stored
+    before messages, in English or in its writer's language) when there is none or it no
+    longer renders."""
+    if stored:
+        try:
+            return _rendered(stored)
+        except (KeyError, TypeError, ValueError):
+            pass
+    return stored_text(fallback)
+
+
+def message_english(stored: Message) -> str:
+    """The message in English: the plain text stored beside it (search, admin, old readers)."""
+    with override("en"):
+        return _rendered(stored)
+
+
+def mail_language(user: Any) -> str:
+    """The language of the mails to ``user``: the one they chose, else the site's."""
+    return getattr(user, "language", "") or settings.LANGUAGE_CODE

@@ -1,5 +1,6 @@
 """People and service accounts, and their site-wide role."""
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractUser
 from django.db import models
 from django.db.models import Q
@@ -32,6 +33,13 @@ class User(AbstractUser):
     # A service account's user (``governance.models.ServiceAccount``): it authenticates with
     # API tokens only, never signs in to the pages and never approves, rejects or applies.
     is_service_account = models.BooleanField(_("service account"), default=False)
+    language = models.CharField(
+        _("language"),
+        max_length=16,
+        blank=True,
+        choices=settings.LANGUAGES,
+        help_text=_("The language of the mails Arbiter sends; empty: the site's language."),
+    )
 
     history = HistoricalRecords(
         bases=[ChangeLinkedHistory],

@@ -131,7 +131,12 @@ def _history_entries(
             changes = [change for change in changes if not _is_empty(change[2])]
         else:
             delta = record.diff_against(before, excluded_fields=m2m_names)
-            changes = [(change.field, change.old, change.new) for change in delta.changes]
+            # Only the fields people edit: not a message stored beside its text.
+            changes = [
+                (change.field, change.old, change.new)
+                for change in delta.changes
+                if change.field in tracked
+            ]
             for name in m2m_names:
                 old = m2m_values[name].get(before.history_id, frozenset())
                 new = m2m_values[name].get(record.history_id, frozenset())

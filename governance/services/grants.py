@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from governance.models import (
     Grant,
@@ -105,12 +106,12 @@ def grants_transition(*, now: datetime | None = None) -> list[Grant]:
     for grant in due.order_by("pk"):
         if grant.ends_at <= now:
             grant.state = GrantState.EXPIRED
-            governed_save(grant, user=actor, reason=_("The grant's time box ended."))
+            governed_save(grant, user=actor, reason=gettext_noop("The grant's time box ended."))
             trigger = RevisionTrigger.GRANT_ENDED
             changed.append(grant)
         elif grant.state == GrantState.SCHEDULED:
             grant.state = GrantState.ACTIVE
-            governed_save(grant, user=actor, reason=_("The grant's time box began."))
+            governed_save(grant, user=actor, reason=gettext_noop("The grant's time box began."))
             trigger = RevisionTrigger.GRANT_STARTED
             changed.append(grant)
         else:

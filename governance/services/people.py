@@ -9,9 +9,11 @@ take it away.
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from governance.models import SiteRole, User
 
@@ -65,3 +67,15 @@ def user_access_update(*, person: User, user: User, reason: str, data: dict[str,
     if apply_fields(person, data, USER_EDITABLE):
         governed_save(person, user=user, reason=reason)
     return person
+
+
+@transaction.atomic
+def user_language_set(*, user: User, language: str) -> User:
+    """Remember ``user``'s language: the mails Arbiter sends them are in it."""
+    if language not in dict(settings.LANGUAGES):
+        raise ValidationError({"language": _("Choose one of the site's languages.")})
+    user = User.objects.select_for_update().get(pk=user.pk)
+    if user.language != language:
+        user.language = language
+        governed_save(user, user=user, reason=gettext_noop("Chose a language"))
+    return user

@@ -19,6 +19,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop, override
 
 from governance.models import (
     PriorityTier,
@@ -30,6 +31,7 @@ from governance.models import (
     RuleChange,
     User,
 )
+from governance.models.texts import label, mail_language, message, message_english
 from governance.selectors import (
     quota_review_recipients,
     quotas_due_for_review,
@@ -154,9 +156,10 @@ def review_reminders_send(*, today: date) -> int:
         for lead in leads[quota.pk]:
             if not lead.email:
                 continue
-            subject, body = _quota_reminder_message(
-                quota=quota, lead=lead, kind=kind, due_on=due_on
-            )
+            with override(mail_language(lead)):
+                subject, body = _quota_reminder_message(
+                    quota=quota, lead=lead, kind=kind, due_on=due_on
+                )
             sent += _send_once(
                 lookup={"quota": quota, "kind": kind, "due_on": due_on, "recipient": lead.email},
                 recipient=lead.email,
@@ -183,7 +186,8 @@ def _tier_reminders_send(*, today: date) -> int:
                 tier.owner.username,
             )
             continue
-        subject, body = _reminder_message(tier=tier, kind=kind, due_on=due_on)
+        with override(mail_language(tier.owner)):
+            subject, body = _reminder_message(tier=tier, kind=kind, due_on=due_on)
         sent += _send_once(
             lookup={"tier": tier, "kind": kind, "due_on": due_on},
             recipient=recipient,
@@ -242,8 +246,8 @@ def review_record(
             user=user,
             reason=notes,
             edits=[EditSpec(target=tier, field="retired_on", value=today)],
-            title=_("Retire the tier “%(tier)s”") % {"tier": tier.name},
-            rollback_condition=_("Work that needs the tier appears again."),
+            title=message(gettext_noop("Retire the tier “%(tier)s”"), tier=tier.name),
+            rollback_condition=gettext_noop("Work that needs the tier appears again."),
         )
     subject = type(subject).objects.select_for_update().get(pk=subject.pk)
     if review_cycle_days is not None:
@@ -255,8 +259,9 @@ def review_record(
     governed_save(
         subject,
         user=user,
-        reason=_("Reviewed (%(outcome)s): %(notes)s")
-        % {"outcome": outcome.label.lower(), "notes": notes},
+        # Stored in English, shown in the reader's language (governance.models.texts).
+        reason=gettext_noop("Reviewed (%(outcome)s): %(notes)s")
+        % {"outcome": message_english(label(outcome.label)), "notes": notes},
     )
     review = Review(
         tier=tier,

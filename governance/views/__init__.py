@@ -41,7 +41,7 @@ from .projects import (
 )
 from .quotas import quota_create, quota_detail, quota_edit, quota_history, quota_list
 from .tiers import tier_create, tier_detail, tier_edit, tier_history, tier_list
-from .tokens import api_token, service_account_detail, service_account_list
+from .tokens import api_token, language_switch, service_account_detail, service_account_list
 
 __all__ = [
     "ListPage",
@@ -58,6 +58,7 @@ __all__ = [
     "flavor_edit",
     "flavor_history",
     "flavor_list",
+    "language_switch",
     "membership_edit",
     "paginate",
     "person_detail",

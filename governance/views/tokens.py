@@ -1,7 +1,9 @@
 """API token pages: a person's own personal tokens, and the service accounts a lead (of their
 project) or ops manage, with their tokens and their recent writes. A new token's key is shown
-in the one response that made it, never again."""
+in the one response that made it, never again. And the language switch (top right), which
+also remembers a signed-in person's language for their mails."""
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -9,6 +11,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+from django.views.i18n import set_language
 
 from governance import forms, selectors, services
 from governance.models import TokenScope
@@ -170,3 +174,14 @@ def service_account_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "new_token": new_token,
         },
     )
+
+
+@require_POST
+def language_switch(request: HttpRequest) -> HttpResponse:
+    """Django's ``set_language`` (the cookie, then back to the page); for a signed-in person
+    the language is also remembered, so that their mails come in it."""
+    response = set_language(request)
+    language = request.POST.get("language", "")
+    if request.user.is_authenticated and language in dict(settings.LANGUAGES):
+        services.user_language_set(user=selectors.signed_in_user(request), language=language)
+    return response

@@ -13,8 +13,10 @@ from typing import Any
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import override
 
 from governance.models import User
+from governance.models.texts import mail_language
 from queues.models import Alert, AlertKind, AlertRecipient, Cluster
 
 
@@ -115,7 +117,8 @@ def alert_mail_send(*, alert_id: int, now: datetime | None = None) -> int:
             )
             if delivery is None or not delivery.user.email:
                 continue
-            subject, body = alert_text(alert)
+            with override(mail_language(delivery.user)):  # the recipient's language
+                subject, body = alert_text(alert)
             send_mail(f"[Arbiter] {subject}", body, None, [delivery.user.email])
             delivery.mailed_at = now
             delivery.save(update_fields=["mailed_at"])

@@ -73,7 +73,10 @@ def test_every_request_keeps_its_state_and_its_grant():
         assert UpgradeRequest.objects.count() == len(OLD_ROWS)
         assert Grant.objects.count() == 4
         for state, pk in ids.items():
-            request = UpgradeRequest.objects.select_related("grant").get(pk=pk)
+            # Columns of later migrations are not there yet: leave them out.
+            request = (
+                UpgradeRequest.objects.defer("flag_message").select_related("grant").get(pk=pk)
+            )
             assert request.justification == f"Request {state}"
             assert request.state_at(NOW) == RequestState(state), state
             assert request.stage == (

@@ -150,7 +150,7 @@ def test_the_form_files_and_submits(world, policies, lead):
     response = login(lead).post(
         reverse("request_create"),
         {
-            "project": world.vision.pk,
+            "project": world.vision.slug,
             "kind": RequestKind.QUOTA_EXCEPTION,
             "pool": world.training.pk,
             "flavor": world.a100.pk,
@@ -173,7 +173,7 @@ def test_the_form_shows_the_policy_limit_when_too_long(world, policies, lead):
     response = login(lead).post(
         reverse("request_create"),
         {
-            "project": world.vision.pk,
+            "project": world.vision.slug,
             "kind": RequestKind.QUOTA_EXCEPTION,
             "pool": world.training.pk,
             "flavor": world.a100.pk,

@@ -50,7 +50,7 @@ def test_with_several_projects_and_none_chosen_every_tier_is_listed(world, ops):
 def test_a_posted_project_narrows_the_tiers_and_a_bad_one_gives_a_form_error(world, ops):
     client = login(ops)
     posted = client.post(
-        reverse("request_create"), {"project": world.vision.pk, "kind": "priority_upgrade"}
+        reverse("request_create"), {"project": world.vision.slug, "kind": "priority_upgrade"}
     )
     assert posted.status_code == 200
     assert _tier_options(posted.content.decode()) == {str(world.production.pk)}

@@ -17,6 +17,7 @@ from django.core.management import call_command
 from django.utils import translation
 from django.utils.text import capfirst
 
+from approvals.models import Approval, RequestEvent, UpgradeRequest
 from governance.models import (
     GpuFlavor,
     Pool,
@@ -27,6 +28,7 @@ from governance.models import (
     RuleChange,
     User,
 )
+from governance.models.texts import stored_text
 from governance.services.demo import DEMO_PASSWORD
 from tests.governance.test_browser_flows import browser  # noqa: F401  (the fixture)
 
@@ -158,16 +160,37 @@ def _data_texts() -> list[str]:
     """What the demo's people typed (names, descriptions, reasons, titles): shown as typed in
     every language, so not "untranslated"."""
     texts: set[str] = {QUOTA_REASON, TIER_REASON}
-    models = [User, Project, Pool, GpuFlavor, PriorityTier, PreemptionClass, RuleChange]
+    models = [User, Project, Pool, GpuFlavor, PriorityTier, PreemptionClass]
     for model in models:
         names = [
             field.name
             for field in model._meta.get_fields()
             if getattr(field, "get_internal_type", lambda: "")() in ("CharField", "TextField")
-            and field.name not in ("password", "status", "site_role", "kind")
+            and not field.choices  # a vocabulary is shown by its translated label
+            and field.name != "password"
         ]
         for row in model.objects.values_list(*names):
             texts.update(value for value in row if value)
+    # A change's typed texts only: a title or rollback condition Arbiter wrote must show in
+    # the reader's language, so it is not data.
+    for change in RuleChange.objects.all():
+        texts.update(filter(None, [change.reason, change.ticket, change.confirmation_reason]))
+        if change.title_message is None:
+            texts.add(change.title)
+        with translation.override("zh-hans"):
+            generated = stored_text(change.rollback_condition) != change.rollback_condition
+        if not generated:
+            texts.add(change.rollback_condition)
+    # What requesters and approvers typed; not what Arbiter wrote (a stored message).
+    for request in UpgradeRequest.objects.all():
+        texts.update(filter(None, [request.justification, request.business_impact]))
+        texts.update(request.job_ids or [])
+    texts.update(Approval.objects.exclude(comment="").values_list("comment", flat=True))
+    texts.update(
+        RequestEvent.objects.filter(message__isnull=True)
+        .exclude(comment="")
+        .values_list("comment", flat=True)
+    )
     texts.update(str(user) for user in User.objects.all())
     texts.update(str(quota) for quota in Quota.objects.select_related("project", "pool", "flavor"))
     return sorted(texts, key=len, reverse=True)
@@ -203,6 +226,7 @@ def test_the_untranslated_text_check_finds_english(db):
 def demo(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     call_command("seed_demo")
+    call_command("seed_demo_approvals")  # as `make run` loads it: requests and notifications
 
 
 @pytest.mark.parametrize("language", ["en", "zh-hans"])
@@ -299,6 +323,18 @@ def test_the_readme_walkthrough(browser, live_server, demo, language):  # noqa: 
     assert PriorityTier.objects.get(slug="key-project").max_gpus_per_job == 48
     walk.click_link(walk.t("Changes"), within="nav.site-nav")
     walk.shot("changes-after")
+
+    # Beyond the README: what Arbiter wrote itself (notifications, a request's timeline and
+    # flags) reads in the reader's language too.
+    page.locator("nav.site-nav a[href$='/notifications/']").click()  # its name has a count
+    page.wait_for_load_state()
+    walk.shot("notifications")
+    notification = page.locator("main ul.notifications a")
+    assert notification.count() > 0
+    notification.first.click()
+    page.wait_for_load_state()
+    assert "/requests/" in page.url, page.url
+    walk.shot("request")
 
     context.close()
     assert walk.untranslated == {}, walk.untranslated

@@ -1,6 +1,7 @@
 from datetime import timedelta
 
 import pytest
+from django.utils import translation
 
 from governance import services
 from governance.models import ReminderKind, ReviewReminder
@@ -147,3 +148,13 @@ def test_task_calls_the_service_with_today(owned_by_approver, mailoutbox):
     assert review_reminders_send.apply().get() == 1
     assert review_reminders_send.apply().get() == 0
     assert len(mailoutbox) == 1
+
+
+@pytest.mark.django_db
+def test_the_reminder_is_in_the_owners_language(owned_by_approver, approver, today, mailoutbox):
+    services.user_language_set(user=approver, language="zh-hans")
+    assert services.review_reminders_send(today=today) == 1
+    body = mailoutbox[0].body
+    with translation.override("zh-hans"):
+        assert translation.gettext("— Arbiter") in body
+    assert "Hello" not in body

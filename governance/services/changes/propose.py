@@ -9,7 +9,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_noop, override
+from django.utils.translation import gettext_noop
 
 from governance.models import (
     ChangeAction,
@@ -20,7 +20,7 @@ from governance.models import (
     RuleEdit,
     User,
 )
-from governance.models.texts import GENERATED_TITLE
+from governance.models.texts import GENERATED_TITLE, Message, label, message, message_english
 from governance.selectors.changes import (
     current_value,
     model_field,
@@ -141,25 +141,36 @@ def _edit_rows(
     return rows, changed
 
 
-def _default_title(edits: Sequence[EditSpec]) -> str:
-    """The objects and the fields that change, in English: stored so, and shown in the
-    reader's language (``RuleChange.display_title``)."""
-    with override("en"):
-        targets = list(dict.fromkeys(str(edit.target) for edit in edits))
-        fields = list(dict.fromkeys(_field_label(edit) for edit in edits))
-    title = GENERATED_TITLE % {"objects": ", ".join(targets), "fields": ", ".join(fields)}
-    return title[: TITLE_MAX_LENGTH - 1] + "…" if len(title) > TITLE_MAX_LENGTH else title
+def _default_title(edits: Sequence[EditSpec]) -> Message:
+    """The objects and the fields that change, as a message: stored so (and in English in
+    ``title``), and shown in the reader's language (``RuleChange.display_title``)."""
+    targets = list(dict.fromkeys(str(edit.target) for edit in edits))
+    fields = list({repr(label): label for label in map(_field_label, edits)}.values())
+    return message(GENERATED_TITLE, objects=", ".join(targets), fields=fields)
 
 
-def _field_label(edit: EditSpec) -> str:
+def _field_label(edit: EditSpec) -> Any:
     if edit.field == CAPACITY:
-        return _("capacity of %(flavor)s") % {"flavor": edit.key}
+        return message(gettext_noop("capacity of %(flavor)s"), flavor=edit.key)
     if edit.field == MEMBERSHIP:
-        return _("membership of %(user)s") % {"user": edit.key}
+        return message(gettext_noop("membership of %(user)s"), user=edit.key)
     if edit.field == EXISTS:
-        return _("created") if edit.value is not None else _("deleted")
+        return message(
+            gettext_noop("created") if edit.value is not None else gettext_noop("deleted")
+        )
     field = model_field(type(edit.target), edit.field)
-    return str(field.verbose_name) if field is not None else edit.field
+    return label(field.verbose_name) if field is not None else edit.field
+
+
+def _titled(change: RuleChange, title: str | Message) -> None:
+    """Give ``change`` its title: typed text as it is, a message in English beside it."""
+    if isinstance(title, dict):
+        change.title_message = title
+        title = message_english(title)
+    else:
+        change.title_message = None
+    title = title.strip()
+    change.title = title[: TITLE_MAX_LENGTH - 1] + "…" if len(title) > TITLE_MAX_LENGTH else title
 
 
 @transaction.atomic
@@ -168,7 +179,7 @@ def rule_change_create(
     user: User,
     reason: str,
     edits: Sequence[EditSpec],
-    title: str = "",
+    title: str | Message = "",
     ticket: str = "",
     observation_days: int | None = None,
     rollback_condition: str = "",
@@ -198,11 +209,8 @@ def rule_change_create(
             _("Nothing would change: every field already has the value asked for.")
         )
     # A generated title names only the fields that change, not every field of the form.
-    change.title = (title or "").strip() or _default_title(changed)
-    change.full_clean(exclude=["author"])
-    change._history_user = user  # type: ignore[attr-defined]
-    change._change_reason = gettext_noop("Created")  # type: ignore[attr-defined]
-    change.save()
+    _titled(change, title if isinstance(title, dict) or title.strip() else _default_title(changed))
+    governed_save(change, user=user, reason=gettext_noop("Created"))
     for row in rows:
         row.full_clean(exclude=["change", "content_type"], validate_constraints=False)
     RuleEdit.objects.bulk_create(rows)

@@ -15,6 +15,7 @@ from governance.models import (
     RuleEdit,
     User,
 )
+from governance.models.texts import message
 from governance.selectors.changes import rollback_items
 
 from ._state import lock_change, require_action
@@ -76,9 +77,13 @@ def rule_change_rollback(
         user=user,
         reason=reason,
         edits=specs,
-        # Stored in English, shown in the reader's language (governance.models.texts).
+        # Shown in the reader's language (governance.models.texts).
         title=title
-        or gettext_noop("Roll back #%(id)d: %(title)s") % {"id": change.pk, "title": change.title},
+        or message(
+            gettext_noop("Roll back #%(id)d: %(title)s"),
+            id=change.pk,
+            title=change.title_message or change.title,
+        ),
         ticket=ticket or change.ticket,
         observation_days=change.observation_days,
         rollback_condition=gettext_noop(
