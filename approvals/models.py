@@ -600,7 +600,6 @@ class Notification(models.Model):
         return message_text(self.message, self.text)
 
 
-
 class IdempotencyKey(models.Model):
     """A client's ``Idempotency-Key`` for a write through the API, and the answer it got.
 
