@@ -201,6 +201,9 @@ def desired_state(
         elif names:
             default = sorted(names)[0]
         for membership in project.project.memberships.all():
+            # A service account submits nothing to Slurm itself (it acts through the API).
+            if membership.user.is_service_account:
+                continue
             user = membership.user.username.lower()
             if not SLURM_USER.match(user):
                 continue
