@@ -52,7 +52,7 @@ def test_the_page_and_api_ask_for_the_reason(world, policies, lead, ops, api_cli
 
     api_client.force_authenticate(ops)
     url = reverse("api_request_reject", args=[request.pk])
-    assert set(api_client.post(url, {}).json()) == {"reason"}
+    assert set(api_client.post(url, {}).json()["fields"]) == {"reason"}
     response = api_client.post(url, {"reason": "Not this month"})
     assert response.status_code == 200
     assert response.json()["state"] == "rejected"

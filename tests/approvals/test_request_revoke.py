@@ -47,7 +47,7 @@ def test_only_ops_revoke(active, lead, approver):
 def test_the_api_revokes(active, ops, api_client):
     api_client.force_authenticate(ops)
     url = reverse("api_request_revoke", args=[active.pk])
-    assert set(api_client.post(url, {}).json()) == {"reason"}
+    assert set(api_client.post(url, {}).json()["fields"]) == {"reason"}
     response = api_client.post(url, {"reason": "Outage"})
     assert response.status_code == 200
     assert response.json()["grant"]["state"] == "revoked"

@@ -81,6 +81,7 @@ def _running(world, project, gpus, flavor, job="1"):
     WorkloadJob.objects.create(
         source="hpc",
         job_id=job,
+        key=job,
         project=project,
         gpus=gpus,
         flavor=flavor,
