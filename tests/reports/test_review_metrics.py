@@ -53,7 +53,7 @@ def job(world: World, name: str, **fields) -> WorkloadJob:
     fields.setdefault("flavor", world.a100)
     last = fields.get("ended_at") or fields.get("started_at") or fields["submitted_at"]
     return WorkloadJob.objects.create(
-        source="test", job_id=name, name=name, last_event_at=last, **fields
+        source="test", job_id=name, key=name, name=name, last_event_at=last, **fields
     )
 
 
