@@ -39,7 +39,7 @@ def tier_form(tier, minutes, reason):
         "name": tier.name,
         "score": tier.score,
         "scheduler_value": tier.scheduler_value,
-        "owner": tier.owner_id,
+        "owner": tier.owner.username,  # the owner field takes a username (search as you type)
         "eligibility": tier.eligibility,
         "confirmed_by": tier.confirmed_by,
         "review_cycle_days": tier.review_cycle_days,
