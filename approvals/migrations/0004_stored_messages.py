@@ -6,7 +6,8 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('approvals', '0002_request_grant_terms_and_stage'),
+        ('approvals', '0003_request_newest_index'),
+        ('governance', '0012_stored_messages_and_language'),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('queues', '0006_workload_hours_and_review_indexes'),
+        ('queues', '0008_workload_hours_and_review_indexes'),
     ]
 
     operations = [

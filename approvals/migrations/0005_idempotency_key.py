@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('approvals', '0002_request_grant_terms_and_stage'),
+        ('approvals', '0004_stored_messages'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('auth', '0012_alter_user_first_name_max_length'),
-        ('governance', '0008_project_name_index'),
+        ('governance', '0010_newest_first_and_usage_indexes'),
     ]
 
     operations = [

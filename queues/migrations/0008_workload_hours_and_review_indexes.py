@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('governance', '0008_project_name_index'),
-        ('queues', '0005_merge_workload_evidence'),
+        ('queues', '0007_workload_job_key_unique'),
     ]
 
     operations = [

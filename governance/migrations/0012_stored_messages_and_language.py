@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('governance', '0008_project_name_index'),
+        ('governance', '0011_service_accounts_and_api_tokens'),
     ]
 
     operations = [
