@@ -168,3 +168,60 @@ def test_contradictory_or_malformed_events_are_rejected_and_counted_never_raised
     assert job.state == JobState.COMPLETED and job.ended_at == T0 + timedelta(minutes=60)
     assert not WorkloadEvent.objects.filter(event_id__in=["x4", "x5"]).exists()
     assert not WorkloadJob.objects.filter(job_id="10").exists()
+
+
+def test_a_requeued_job_read_again_after_it_finished_stays_one_job(cluster):
+    """Slurm's accounting keeps each run of a requeued job (``sacct -D``): read once while
+    the job was finishing and again later (the overlap of two collections), both runs
+    belong to the same job, and the second read stores nothing."""
+    account = "training.vision"
+    runs = "\n".join(
+        [
+            sacct_row(
+                "44",
+                "REQUEUED",
+                account,
+                "2026-11-01T08:00:00",
+                "2026-11-01T08:00:00",
+                "2026-11-01T08:30:00",
+            ),
+            sacct_row(
+                "44",
+                "COMPLETED",
+                account,
+                "2026-11-01T08:30:01",
+                "2026-11-01T08:30:05",
+                "2026-11-01T09:00:00",
+            ),
+        ]
+    )
+    first = collect_cluster(
+        cluster=cluster, commands=Replay("", runs), now=datetime(2026, 11, 1, 9, 1, tzinfo=UTC)
+    )
+    again = collect_cluster(
+        cluster=cluster, commands=Replay("", runs), now=datetime(2026, 11, 1, 9, 2, tzinfo=UTC)
+    )
+    assert first.ingest.rejected == 0 and first.ingest.jobs_created == 1
+    assert (again.ingest.stored, again.ingest.jobs_created) == (0, 0)
+    job = WorkloadJob.objects.get(job_id="44")
+    assert job.key == f"44@{epoch('2026-11-01T08:00:00')}"
+    assert (job.state, job.requeues) == (JobState.COMPLETED, 1)
+
+
+def test_a_start_in_the_second_of_the_last_reading_ends_the_wait(cluster):
+    """The collector reads the queue at 10:00:00.6 and sees the job pending; Slurm starts it
+    at 10:00:00.8 and prints the start as 10:00:00. The start still ends the wait."""
+    account = "training.vision"
+    pending = Replay(squeue_row("45", "PENDING", "Resources", account, "2026-11-01T09:59:00"), "")
+    collect_cluster(
+        cluster=cluster,
+        commands=pending,
+        now=slurm_time("2026-11-01T10:00:00") + timedelta(microseconds=600_000),
+    )
+    running = Replay(
+        squeue_row("45", "RUNNING", "None", account, "2026-11-01T09:59:00", "2026-11-01T10:00:00"),
+        "",
+    )
+    collect_cluster(cluster=cluster, commands=running, now=slurm_time("2026-11-01T10:00:30"))
+    job = WorkloadJob.objects.get(job_id="45")
+    assert job.state == JobState.RUNNING and job.started_at == slurm_time("2026-11-01T10:00:00")

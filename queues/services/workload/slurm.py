@@ -205,9 +205,18 @@ class JobKeys:
         return exact
 
     def close(self, job_id: str, key: str) -> None:
+        self._mark(job_id, key, still_open=False)
+
+    def reopen(self, job_id: str, key: str) -> None:
+        """A record of an earlier run (requeued, or preempted with a later run): the job goes
+        on, even if it is stored as finished since its last run ended, so the next run's
+        record joins it on every read, not only on the first."""
+        self._mark(job_id, key, still_open=True)
+
+    def _mark(self, job_id: str, key: str, *, still_open: bool) -> None:
         for entry in self.jobs.get(job_id, []):
             if entry[0] == key:
-                entry[2] = False
+                entry[2] = still_open
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -260,6 +269,9 @@ def squeue_events(
     """Events of the queue's pending, running and suspended jobs (``known``: stored jobs by
     key, to record a pending reason only when it changed)."""
     keys = keys or JobKeys(known.values())
+    # Slurm prints whole seconds: an observation at 10:00:00.4 must not come after a start
+    # that Slurm prints as 10:00:00, or the start would look older than the wait it ends.
+    now = now.replace(microsecond=0)
     events = []
     for row in rows:
         job_id, state, reason, account, qos, user, partition, gres, nodes, features = row[:10]
@@ -397,6 +409,7 @@ def sacct_events(
                 )
             )
         if state == "REQUEUED" or (state in ("PREEMPTED", "NODE_FAIL") and later_run):
+            keys.reopen(job_id, key)
             events.append(
                 JobEvent(
                     event_id=f"{key}:requeue:{_epoch(end)}",
