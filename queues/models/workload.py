@@ -156,14 +156,22 @@ class WorkloadJob(models.Model):
         indexes = [
             models.Index(fields=["project", "state"], name="job_project_state"),
             models.Index(fields=["state", "category"], name="job_state_category"),
-            models.Index(fields=["project", "ended_at"], name="job_project_ended"),
+            # A project's GPU-hours over a window: an index-only scan of the jobs that ended in
+            # it or still run (queues.selectors.workload.usage_over).
+            models.Index(
+                fields=["project", "ended_at", "started_at", "gpus"], name="job_project_ended_use"
+            ),
             models.Index(fields=["cluster", "state"], name="job_cluster_state"),
             # The review's waits read the jobs submitted in a window (reports.selectors).
             models.Index(fields=["submitted_at"], name="job_submitted"),
             # The hourly rollup rereads the jobs changed since its watermark.
             models.Index(fields=["last_event_at"], name="job_last_event"),
             models.Index(fields=["source", "job_id"], name="job_source_job_id"),
-            models.Index(fields=["project", "submitted_at"], name="job_project_submitted"),
+            # A project's waits by category over a window, index-only (recent_waits).
+            models.Index(
+                fields=["project", "submitted_at", "category", "waited_seconds"],
+                name="job_project_submitted_waits",
+            ),
         ]
         constraints = [
             models.UniqueConstraint(fields=["source", "key"], name="job_key_unique_per_source"),
