@@ -94,18 +94,9 @@ class _GrantSerializer(serializers.Serializer):
         ref_name = "RequestGrant"
 
 
-class RequestOutputSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    kind = serializers.ChoiceField(choices=RequestKind.choices)
-    state = serializers.ChoiceField(choices=RequestState.choices)
-    project = _NamedSerializer()
-    requester = serializers.CharField(source="requester.username")
-    summary = serializers.SerializerMethodField(help_text=_("What the request asks for."))
-    justification = serializers.CharField()
-    business_impact = serializers.CharField()
-    deadline = serializers.DateTimeField(allow_null=True)
-    starts_at = serializers.DateTimeField()
-    ends_at = serializers.DateTimeField()
+class _TermsOutputSerializer(serializers.Serializer):
+    """The terms a request asks for and its grant carries (``governance.GrantTerms``)."""
+
     tier = serializers.SlugField(source="tier.slug", allow_null=True, default=None)
     pool = serializers.SlugField(source="pool.slug", allow_null=True, default=None)
     flavor = serializers.SlugField(source="flavor.slug", allow_null=True, default=None)
@@ -115,6 +106,20 @@ class RequestOutputSerializer(serializers.Serializer):
         source="preemption_class.slug", allow_null=True, default=None
     )
     job_ids = serializers.ListField(child=serializers.CharField())
+    starts_at = serializers.DateTimeField()
+    ends_at = serializers.DateTimeField()
+
+
+class RequestOutputSerializer(_TermsOutputSerializer):
+    id = serializers.IntegerField()
+    kind = serializers.ChoiceField(choices=RequestKind.choices)
+    state = serializers.ChoiceField(choices=RequestState.choices)
+    project = _NamedSerializer()
+    requester = serializers.CharField(source="requester.username")
+    summary = serializers.SerializerMethodField(help_text=_("What the request asks for."))
+    justification = serializers.CharField()
+    business_impact = serializers.CharField()
+    deadline = serializers.DateTimeField(allow_null=True)
     extends = serializers.IntegerField(source="extends_id", allow_null=True)
     approvers = serializers.SerializerMethodField(help_text=_("Who decides the request."))
     approvals_required = serializers.IntegerField()
@@ -258,7 +263,7 @@ class NotificationCountsApi(APIView):
 # --- grants ---------------------------------------------------------------------------------
 
 
-class GrantOutputSerializer(serializers.Serializer):
+class GrantOutputSerializer(_TermsOutputSerializer):
     id = serializers.IntegerField()
     kind = serializers.ChoiceField(choices=GrantKind.choices)
     state = serializers.ChoiceField(
@@ -266,17 +271,6 @@ class GrantOutputSerializer(serializers.Serializer):
     )
     project = serializers.SlugField(source="project.slug")
     summary = serializers.SerializerMethodField(help_text=_("What the grant changes."))
-    tier = serializers.SlugField(source="tier.slug", allow_null=True, default=None)
-    pool = serializers.SlugField(source="pool.slug", allow_null=True, default=None)
-    flavor = serializers.SlugField(source="flavor.slug", allow_null=True, default=None)
-    extra_gpus = serializers.IntegerField(allow_null=True)
-    lift_borrow_limit = serializers.BooleanField()
-    preemption_class = serializers.SlugField(
-        source="preemption_class.slug", allow_null=True, default=None
-    )
-    job_ids = serializers.ListField(child=serializers.CharField())
-    starts_at = serializers.DateTimeField()
-    ends_at = serializers.DateTimeField()
     revoked_at = serializers.DateTimeField(allow_null=True)
     request = serializers.IntegerField(
         source="request_id", allow_null=True, help_text=_("The request it came from, if any.")
