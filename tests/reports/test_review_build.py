@@ -23,8 +23,9 @@ def test_a_review_is_built_with_its_metrics_findings_and_progress(ops, world, fa
     assert built.built_at is not None and built.requested_by == ops
     assert built.metrics["window"]["start"] == START.isoformat()
     assert set(built.project_metrics) == {"vision", "speech"}
-    # One call for the whole site, one per project.
-    assert [call["project"] for call in fake_metrics] == [None, "speech", "vision"]
+    # One call for the whole site and every project's view.
+    assert fake_metrics == [{"start": START, "end": END, "pool": None, "project": None,
+                             "by_project": True}]  # fmt: skip
     kinds = [finding["kind"] for finding in built.findings]
     assert kinds == ["starved", "hoarded", "tier_over_threshold", "exceptions_over_policy"]
 
@@ -80,7 +81,7 @@ def test_a_failed_build_is_recorded_and_can_run_again(ops, world, monkeypatch, f
         raise RuntimeError("the database went away")
 
     with monkeypatch.context() as patch:
-        patch.setattr(selectors, "review_metrics", broken, raising=False)
+        patch.setattr(selectors, "review_metrics_by_project", broken, raising=False)
         failed = services.review_build(review_id=review.pk)
     assert failed.status == ReviewStatus.FAILED
     assert "the database went away" in failed.error

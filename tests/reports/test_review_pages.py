@@ -154,14 +154,14 @@ def test_the_home_page_links_to_the_latest_review(ops, lead, built):
 
 def test_csv_cells_that_look_like_formulas_are_quoted(ops, world, monkeypatch):
     from reports import selectors
-    from tests.reports.conftest import sample_metrics
+    from tests.reports.conftest import by_project, sample_metrics
 
     def evil(**kwargs):
         metrics = sample_metrics(**kwargs)
         metrics["timeline"][0]["title"] = '=HYPERLINK("http://example.com")'
         return metrics
 
-    monkeypatch.setattr(selectors, "review_metrics", evil, raising=False)
+    monkeypatch.setattr(selectors, "review_metrics_by_project", by_project(evil))
     review = services.review_build(
         review_id=services.review_request(user=ops, start=START, end=END).pk
     )

@@ -1,0 +1,244 @@
+"""Service against guarantees, borrowing, lending and capacity, from the hourly rollup
+``queues.WorkloadHour`` (never the jobs): per hour, project, pool and flavor. Sums are taken
+in double precision (integer GPU-seconds, exact far beyond a year of a large pool), not
+``numeric``, which PostgreSQL computes several times slower."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from governance.models import PoolCapacity, Quota
+
+from .._sql import day_of, fetch, greatest, least, ts
+from ._common import Names, Scope, gh
+
+F = "DOUBLE PRECISION"
+
+
+def _capacity(available: float, allocated: float, idle: float, idle_waiting: float) -> dict:
+    return {
+        "available_gpu_hours": gh(available),
+        "allocated_gpu_hours": gh(allocated),
+        "idle_gpu_hours": gh(idle),
+        "idle_while_quota_waiting_gpu_hours": gh(idle_waiting),
+    }
+
+
+def _hour_ctes(scope: Scope, t: dict[str, str]) -> str:
+    pool_filter = " AND pool_id = %(pool)s" if scope.pool_id is not None else ""
+    quota_filter = " WHERE pool_id = %(pool)s" if scope.pool_id is not None else ""
+    used, g, lend = "h.used", "COALESCE(q.g, 0)", "COALESCE(q.l, 0)"
+    unguaranteed = greatest("0", "COALESCE(cap.c, 0) - COALESCE(qt.g, 0)")
+    excess = greatest("0", f"hf.borrowed - {unguaranteed}")
+    return (
+        f"h AS (SELECT hour, pool_id, flavor_id, project_id, "
+        f"SUM(CAST(gpu_seconds AS {F})) AS used, "
+        f"SUM(CAST(quota_wait_seconds AS {F})) AS qwait FROM {t['hour']} "
+        f"WHERE hour >= {ts('hstart')} AND hour < {ts('end')}{pool_filter} "
+        f"GROUP BY hour, pool_id, flavor_id, project_id), "
+        f"q AS (SELECT project_id, pool_id, flavor_id, CAST(SUM(guarantee) AS {F}) * 3600 AS g, "
+        f"CAST(SUM(CASE WHEN lending_limit IS NULL THEN guarantee ELSE lending_limit END) AS {F}) "
+        f"* 3600 "
+        f"AS l FROM {t['quota']}{quota_filter} GROUP BY project_id, pool_id, flavor_id), "
+        f"qt AS (SELECT pool_id, flavor_id, SUM(g) AS g, SUM(l) AS l FROM q "
+        f"GROUP BY pool_id, flavor_id), "
+        f"cap AS (SELECT pool_id, flavor_id, CAST(SUM(gpus) AS {F}) * 3600 AS c "
+        f"FROM {t['capacity']} "
+        f"GROUP BY pool_id, flavor_id), "
+        f"hp AS (SELECT h.hour, h.pool_id, h.flavor_id, h.project_id, h.used, h.qwait, "
+        f"{g} AS g, {lend} AS l, {least(used, g)} AS within_, "
+        f"{greatest('0', f'{used} - {g}')} AS borrowed, "
+        f"{least(greatest('0', f'{g} - {used}'), lend)} AS lendable "
+        f"FROM h LEFT JOIN q ON q.project_id = h.project_id AND q.pool_id = h.pool_id "
+        f"AND q.flavor_id = h.flavor_id), "
+        f"hf AS (SELECT hour, pool_id, flavor_id, SUM(used) AS used, SUM(borrowed) AS borrowed, "
+        f"SUM(qwait) AS qwait, SUM(l - lendable) AS lend_gap FROM hp "
+        f"GROUP BY hour, pool_id, flavor_id), "
+        f"hf2 AS (SELECT hf.*, COALESCE(cap.c, 0) AS c, "
+        f"COALESCE(qt.l, 0) - hf.lend_gap AS lendable_all, "
+        f"{excess} AS excess FROM hf LEFT JOIN cap ON cap.pool_id = hf.pool_id "
+        f"AND cap.flavor_id = hf.flavor_id LEFT JOIN qt ON qt.pool_id = hf.pool_id "
+        f"AND qt.flavor_id = hf.flavor_id), "
+        f"hf3 AS (SELECT hf2.*, CASE WHEN lendable_all > 0 THEN "
+        f"{least('1.0', 'excess / lendable_all')} ELSE 0 END AS factor FROM hf2)"
+    )
+
+
+def service_and_capacity(
+    scope: Scope, t: dict[str, str], names: Names
+) -> tuple[dict[str, Any], dict[int, list[dict[str, Any]]], dict[str, Any]]:
+    """The service rows (and the same per project id: a project's view keeps the lending
+    computed against every project of the pool) and the capacity."""
+    ctes = "WITH " + _hour_ctes(scope, t) + " "
+
+    # Per project, pool and flavor: used, within, borrowed, the lent correction over the hours
+    # the project ran (factor × (l − lendable)), the hours waiting on quota.
+    def f(value: str) -> str:
+        return f"CAST({value} AS DOUBLE PRECISION)"
+
+    capped_sql = f"SUM({least('used', 'c')})"
+    idle_waiting_sql = f"SUM(CASE WHEN qwait > 0 THEN {greatest('0', 'c - used')} ELSE 0 END)"
+    # One statement, four results told apart by their first column:
+    # - "usage" per project, pool and flavor: used, within, borrowed;
+    # - "lent" per project, pool and flavor: the lent correction over the hours the project
+    #   ran (factor × (l − lendable));
+    # - "factor" per pool and flavor: Σ factor over the hours (a project that ran nothing in
+    #   an hour lent its whole lendable guarantee × factor);
+    # - "qwait" per project and pool: hours with a job waiting on quota;
+    # - "daily" per day, pool and flavor: used, used up to capacity, idle while quota-waiting.
+    fetched = fetch(
+        ctes + f"SELECT 'usage', NULL, project_id, pool_id, flavor_id, {f('SUM(used)')}, "
+        f"{f('SUM(within_)')}, {f('SUM(borrowed)')}, NULL FROM hp "
+        "GROUP BY project_id, pool_id, flavor_id "
+        # Only the hours in which someone borrowed beyond the unguaranteed capacity (few).
+        f"UNION ALL SELECT 'lent', NULL, hp.project_id, hp.pool_id, hp.flavor_id, NULL, NULL, "
+        f"NULL, {f('SUM(hf3.factor * (hp.l - hp.lendable))')} FROM hf3 JOIN hp "
+        "ON hp.hour = hf3.hour AND hp.pool_id = hf3.pool_id AND hp.flavor_id = hf3.flavor_id "
+        "WHERE hf3.factor > 0 GROUP BY hp.project_id, hp.pool_id, hp.flavor_id "
+        f"UNION ALL SELECT 'factor', NULL, NULL, pool_id, flavor_id, {f('SUM(factor)')}, NULL, "
+        "NULL, NULL FROM hf3 GROUP BY pool_id, flavor_id "
+        f"UNION ALL SELECT 'qwait', NULL, project_id, pool_id, NULL, {f('COUNT(*)')}, NULL, NULL, "
+        "NULL FROM (SELECT hour, project_id, pool_id FROM h GROUP BY hour, project_id, pool_id "
+        "HAVING SUM(qwait) > 0) AS waiting_ GROUP BY project_id, pool_id "
+        f"UNION ALL SELECT 'daily', CAST({day_of('hour')} AS TEXT), NULL, pool_id, flavor_id, "
+        f"{f('SUM(used)')}, {f(capped_sql)}, {f(idle_waiting_sql)}, NULL "
+        f"FROM hf3 GROUP BY {day_of('hour')}, pool_id, flavor_id",
+        scope.params,
+    )
+    results: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
+    for line in fetched:
+        results[line[0]].append(line[1:])
+    usage = [(p, pool, fl, a, b, c, d) for _day, p, pool, fl, a, b, c, d in results["usage"]]
+    usage += [(p, pool, fl, 0, 0, 0, d) for _day, p, pool, fl, _a, _b, _c, d in results["lent"]]
+    factors = [(pool, fl, a) for _day, _p, pool, fl, a, _b, _c, _d in results["factor"]]
+    quota_wait_hours = [(p, pool, a) for _day, p, pool, _fl, a, _b, _c, _d in results["qwait"]]
+    daily = [(day, pool, fl, a, b, c) for day, _p, pool, fl, a, b, c, _d in results["daily"]]
+
+    n_hours = len(scope.hours)
+    quotas = list(
+        Quota.objects.filter(
+            **({"pool_id": scope.pool_id} if scope.pool_id is not None else {})
+        ).values("project_id", "pool_id", "flavor_id", "guarantee", "lending_limit")
+    )
+    capacities = list(
+        PoolCapacity.objects.filter(
+            **({"pool_id": scope.pool_id} if scope.pool_id is not None else {})
+        ).values("pool_id", "flavor_id", "gpus")
+    )
+    factor_sum = {(pool, flavor): float(total or 0) for pool, flavor, total in factors}
+
+    # Service rows per (project, pool), flavors summed.
+    rows: dict[tuple[Any, Any], dict[str, float]] = defaultdict(
+        lambda: defaultdict(float)  # type: ignore[arg-type]
+    )
+    for quota in quotas:
+        key = (quota["project_id"], quota["pool_id"])
+        lendable = (
+            quota["lending_limit"] if quota["lending_limit"] is not None else quota["guarantee"]
+        )
+        rows[key]["guarantee"] += quota["guarantee"]
+        rows[key]["lent"] += (
+            lendable * 3600.0 * factor_sum.get((quota["pool_id"], quota["flavor_id"]), 0.0)
+        )
+    for project_id, pool_id, _flavor_id, used, within, borrowed, correction in usage:
+        row = rows[(project_id, pool_id)]
+        row["used"] += float(used or 0)
+        row["within"] += float(within or 0)
+        row["borrowed"] += float(borrowed or 0)
+        row["lent"] -= float(correction or 0)
+    waits = {(project, pool): int(count) for project, pool, count in quota_wait_hours}
+    pool_used: dict[Any, float] = defaultdict(float)
+    for (_project_id, pool_id), row in rows.items():
+        pool_used[pool_id] += row["used"]
+    pool_capacity: dict[Any, int] = defaultdict(int)
+    for item in capacities:
+        pool_capacity[item["pool_id"]] += item["gpus"]
+
+    projects, pools, flavors = names.projects, names.pools, names.flavors
+    service: list[dict[str, Any]] = []
+    per_project: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for (project_id, pool_id), row in rows.items():
+        if project_id is None:
+            continue
+        if scope.project_id is not None and project_id != scope.project_id:
+            continue
+        project = projects[project_id]
+        pool = pools.get(pool_id)
+        guarantee = int(row["guarantee"])
+        item = {
+            "project": project.slug,
+            "name": project.name,
+            "pool": pool.slug if pool else None,
+            "gpu_hours": gh(row["used"]),
+            "share": round(row["used"] / pool_used[pool_id], 4) if pool_used[pool_id] else 0.0,
+            "guarantee_gpus": guarantee,
+            "guarantee_share": (
+                round(guarantee / pool_capacity[pool_id], 4) if pool_capacity[pool_id] else 0.0
+            ),
+            "guaranteed_gpu_hours": round(guarantee * n_hours, 2),
+            "within_guarantee_gpu_hours": gh(row["within"]),
+            "borrowed_gpu_hours": gh(row["borrowed"]),
+            "lent_gpu_hours": gh(max(0.0, row["lent"])),
+            "quota_wait_hours": float(waits.get((project_id, pool_id), 0)),
+        }
+        service.append(item)
+        per_project[project_id].append(item)
+    for items in (service, *per_project.values()):
+        items.sort(key=lambda r: (-float(r["gpu_hours"]), str(r["name"]), str(r["pool"] or "")))
+
+    # Capacity.
+    cap = {(c["pool_id"], c["flavor_id"]): c["gpus"] for c in capacities}
+    keys = set(cap)
+    per_key: dict[tuple[Any, Any], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    per_day: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for day, pool_id, flavor_id, used, used_capped, idle_waiting in daily:
+        if pool_id is None or flavor_id is None:
+            continue
+        keys.add((pool_id, flavor_id))
+        for target in (per_key[(pool_id, flavor_id)], per_day[day]):
+            target[0] += float(used or 0)
+            target[1] += float(used_capped or 0)
+            target[2] += float(idle_waiting or 0)
+    total_gpus = sum(cap.values())
+    by_pool_flavor = []
+    totals = [0.0, 0.0, 0.0, 0.0]
+    for pool_id, flavor_id in keys:
+        available = cap.get((pool_id, flavor_id), 0) * 3600.0 * n_hours
+        used, capped, idle_waiting = per_key[(pool_id, flavor_id)]
+        idle = max(0.0, available - capped)
+        for i, value in enumerate((available, used, idle, idle_waiting)):
+            totals[i] += value
+        pool, flavor = pools[pool_id], flavors[flavor_id]  # type: ignore[index]
+        by_pool_flavor.append(
+            {
+                **_capacity(available, used, idle, idle_waiting),
+                "pool": pool.slug,
+                "flavor": flavor.slug,
+                "pool_name": pool.name,
+                "flavor_name": flavor.name,
+            }
+        )
+    by_pool_flavor.sort(key=lambda r: (r["pool_name"], r["flavor_name"]))
+    hours_per_day: dict[str, int] = defaultdict(int)
+    for hour in scope.hours:
+        hours_per_day[hour.strftime("%Y-%m-%d")] += 1
+    days = []
+    for day in sorted(hours_per_day):
+        available = total_gpus * 3600.0 * hours_per_day[day]
+        used, capped, idle_waiting = per_day.get(day, [0.0, 0.0, 0.0])
+        days.append(
+            {
+                "day": day,
+                "available_gpu_hours": gh(available),
+                "allocated_gpu_hours": gh(used),
+                "idle_gpu_hours": gh(max(0.0, available - capped)),
+                "idle_while_quota_waiting_gpu_hours": gh(idle_waiting),
+            }
+        )
+    capacity: dict[str, Any] = {
+        "total": _capacity(*totals),
+        "by_pool_flavor": by_pool_flavor,
+        "daily": days,
+    }
+    return {"by_project": service}, per_project, capacity
