@@ -87,6 +87,8 @@ def _percentile_sets_postgres(
     all_keys: list[str] = []
     for _name, keys in sets:
         all_keys += [key for key in keys if key not in all_keys]
+    if len({frozenset(keys) for _name, keys in sets}) < len(sets):
+        raise ValueError("Two grouping sets group by the same keys.")
     if all_keys:
         gs = "CASE GROUPING(" + ", ".join(all_keys) + ")"
         for name, keys in sets:
@@ -140,7 +142,7 @@ def percentile_sets(
     ordered: bool = False,
 ) -> str:
     """One query over ``source`` (a subquery or CTE name) giving, for each grouping set
-    ``(name, keys)`` (at most three keys), rows ``(set, k1, k2, k3, n, p50, p90, p99, max,
+    ``(name, keys)`` (at most three keys; no two sets of the same keys), rows ``(set, k1, k2, k3, n, p50, p90, p99, max,
     <extra...>)`` (``k2``/``k3`` NULL when unused).
 
     ``extra`` are further aggregates over the source's columns (e.g. ``SUM(x)``). Keys come

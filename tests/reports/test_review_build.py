@@ -6,10 +6,16 @@ from datetime import UTC, date, datetime
 import pytest
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 
+from governance import services as governance
+from queues.models import JobState
+from queues.services.workload.rollup import workload_hours_roll_up
 from reports import services, tasks
 from reports.models import MonthlyReview, ReviewStatus
+from tests.conftest import REASON
+from tests.reports.test_review_metrics import W0, W1, at, history, job  # noqa: F401
 
 START = datetime(2026, 10, 1, tzinfo=UTC)
 END = datetime(2026, 11, 1, tzinfo=UTC)
@@ -127,3 +133,29 @@ def test_the_beat_schedule_runs_the_monthly_review_on_the_first():
 
     app.loader.import_default_modules()
     assert "reports.tasks.monthly_review_schedule" in app.tasks
+
+
+@pytest.mark.usefixtures("history")
+def test_the_build_reads_every_projects_view_in_a_fixed_number_of_queries(world, ops):
+    def build() -> tuple[MonthlyReview, int]:
+        review = services.review_request(user=ops, start=W0, end=W1)
+        workload_hours_roll_up()  # the rollup's own work is not the build's
+        with CaptureQueriesContext(connection) as queries:
+            built = services.review_build(review_id=review.pk)
+        assert built.status == ReviewStatus.DONE, built.error
+        return built, len(queries)
+
+    first, count = build()
+    assert set(first.project_metrics) == {"vision", "speech"}
+    # Two more projects with jobs in the window: the same number of queries.
+    for slug in ("audio", "robotics"):
+        project = governance.project_create(user=ops, reason=REASON, slug=slug, name=slug)
+        job(world, f"{slug}-1", project=project, gpus=1, submitted_at=at(2), started_at=at(3),
+            ended_at=at(4), state=JobState.COMPLETED)  # fmt: skip
+    second, again = build()
+    assert set(second.project_metrics) == {"vision", "speech", "audio", "robotics"}
+    assert second.project_metrics["audio"]["waits"]["overall"]["jobs"] == 1
+    assert again == count
+    # Pinned: mostly the progress writes (each validated); the metrics are a fixed number of
+    # statements, and PostgreSQL's four are its SET LOCAL settings.
+    assert count == (127 if connection.vendor == "postgresql" else 123)

@@ -38,7 +38,7 @@ from governance import services as governance
 from governance.models import ChangeStatus, RuleChange, User
 from queues.models import EventKind, JobState, WorkloadEvent, WorkloadHour, WorkloadJob
 from queues.services.workload.rollup import workload_hours_roll_up
-from reports.selectors import review_metrics
+from reports.selectors import review_metrics, review_metrics_by_project
 from tests.conftest import REASON, World, with_terms
 
 W0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -406,3 +406,23 @@ def test_the_rollup_is_incremental_and_idempotent(history):
         ]
         == 226.0
     )
+
+
+@pytest.mark.django_db
+def test_each_projects_view_is_the_review_with_the_project_as_scope(history):
+    metrics, views = review_metrics_by_project(start=W0, end=W1)
+    assert metrics == review_metrics(start=W0, end=W1)
+    assert set(views) == {"vision", "speech"}
+    for slug, view in views.items():
+        assert view == review_metrics(start=W0, end=W1, project=slug), slug
+    # Vision's view: its jobs only, the changes and its own grants, its exceptions.
+    vision = views["vision"]
+    assert vision["waits"]["overall"]["jobs"] == 3
+    assert [item["kind"] for item in vision["timeline"]] == ["grant", "grant", "change"]
+    assert vision["preemptions"]["total"]["count"] == 0
+    assert views["speech"]["preemptions"]["total"]["count"] == 1
+    # A pool's review: the same, within the pool.
+    metrics, views = review_metrics_by_project(start=W0, end=W1, pool="training")
+    assert metrics == review_metrics(start=W0, end=W1, pool="training")
+    for slug, view in views.items():
+        assert view == review_metrics(start=W0, end=W1, pool="training", project=slug), slug
