@@ -142,8 +142,8 @@ def percentile_sets(
     ordered: bool = False,
 ) -> str:
     """One query over ``source`` (a subquery or CTE name) giving, for each grouping set
-    ``(name, keys)`` (at most three keys; no two sets of the same keys), rows ``(set, k1, k2, k3, n, p50, p90, p99, max,
-    <extra...>)`` (``k2``/``k3`` NULL when unused).
+    ``(name, keys)`` (at most three keys; no two sets of the same keys), rows ``(set, k1,
+    k2, k3, n, p50, p90, p99, max, <extra...>)`` (unused keys NULL).
 
     ``extra`` are further aggregates over the source's columns (e.g. ``SUM(x)``). Keys come
     back as text (the sets' keys have different types); ``key_id`` reads an id.
