@@ -77,6 +77,10 @@ def _settings() -> None:
             # the plan costs more than running it; and index scans priced as the cached
             # reads they are (the review reads a window: the jobs, then their events by id).
             cursor.execute("SET LOCAL work_mem = '256MB'")
+            # The planner prices each group's array at 8 kB and hashes every set only if they
+            # fit: room for a few thousand groups (the arrays' real size is the window's waits
+            # × the sets; beyond the limit the hash spills to disk, in order).
+            cursor.execute("SET LOCAL hash_mem_multiplier = 8")
             cursor.execute("SET LOCAL jit = off")
             cursor.execute("SET LOCAL random_page_cost = 1.1")
 

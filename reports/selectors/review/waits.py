@@ -58,8 +58,18 @@ def wait_stats(row: tuple[Any, ...] | None) -> dict[str, Any]:
     }
 
 
-def _query(scope: Scope, t: dict[str, str], per_project: bool) -> list[tuple[Any, ...]]:
+def _query(
+    scope: Scope, t: dict[str, str], names: Names, per_project: bool
+) -> list[tuple[Any, ...]]:
     end = ts("end")
+    # The tiers' wait alerts, written into the query (a handful of tiers): cheaper than a join
+    # per job.
+    alerts = [
+        f"WHEN {int(tier_id)} THEN {int(tier.wait_alert_minutes)}"
+        for tier_id, tier in names.tiers.items()
+        if tier_id is not None and tier.wait_alert_minutes is not None
+    ]
+    alert = f"CASE j.tier_id {' '.join(alerts)} END" if alerts else "NULL"
     first_start = (
         f"CASE WHEN j.preemptions > 0 OR j.requeues > 0 THEN COALESCE("
         f"(SELECT MIN(e.time) FROM {t['event']} e WHERE e.job_id = j.id "
@@ -80,10 +90,9 @@ def _query(scope: Scope, t: dict[str, str], per_project: bool) -> list[tuple[Any
         f"WITH {job_pool_ctes(t)}, "
         f"j1 AS (SELECT j.project_id, j.tier_id, j.flavor_id, "
         f"COALESCE(qp.pool_id, cp.pool_id) AS pool_id, j.category, j.submitted_at, "
-        f"{first_start} AS started, j.ended_at, tr.wait_alert_minutes AS alert "
+        f"{first_start} AS started, j.ended_at, {alert} AS alert "
         f"FROM {t['job']} j LEFT JOIN qp ON qp.project_id = j.project_id "
         f"AND qp.flavor_id = j.flavor_id LEFT JOIN cp ON cp.cluster_id = j.cluster_id "
-        f"LEFT JOIN {t['tier']} tr ON tr.id = j.tier_id "
         f"WHERE j.submitted_at >= {ts('start')} AND j.submitted_at < {end}{filters}{once}), "
         f"w AS (SELECT project_id, tier_id, flavor_id, pool_id, category, "
         f"{day_of('submitted_at')} AS day, "
@@ -93,7 +102,12 @@ def _query(scope: Scope, t: dict[str, str], per_project: bool) -> list[tuple[Any
         f"wo AS (SELECT w.*, CASE WHEN alert IS NOT NULL AND wait > alert * 60 THEN 1 ELSE 0 "
         f"END AS over_ FROM w) "
     )
-    sets = WAIT_SETS + (PER_PROJECT_SETS if per_project else ())
+    # Per project, the site's categories are the sums of the projects' (no set of their own).
+    sets = (
+        tuple(item for item in WAIT_SETS if item[0] != "category") + PER_PROJECT_SETS
+        if per_project
+        else WAIT_SETS
+    )
     options: dict[str, Any] = {
         "source": "wo",
         "value": "wait",
@@ -214,7 +228,7 @@ def waits(
 ) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
     """The waits of the scope, and (``per_project``) of each project with jobs in it, as
     ``waits`` would give them with the project as scope."""
-    rows = _query(scope, t, per_project)
+    rows = _query(scope, t, names, per_project)
     by_set: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
     # Per project: the project's sets, keys shifted left (the project's id dropped).
     project_sets: dict[int, dict[str, list[tuple[Any, ...]]]] = defaultdict(
@@ -226,6 +240,8 @@ def waits(
             project_id = key_id(row[1])
             if project_id is not None:
                 project_sets[project_id][name[2:]].append((name[2:], *row[2:4], None, *row[4:]))
+            if name == "p_category":
+                by_set["category"].append(("category", row[2], None, None, *row[4:]))
             continue
         by_set[name].append(row)
         if per_project and name == "project" and key_id(row[1]) is not None:
