@@ -79,7 +79,7 @@ def _shape(
     requeues: int,
     names: Names,
 ) -> dict[str, Any]:
-    by_tier_class = []
+    by_tier_class: list[dict[str, Any]] = []
     total_count, total_lost = 0, 0.0
     for (tier_id, class_id), (count, lost) in counts.items():
         tier, klass = names.tiers.get(tier_id), names.classes.get(class_id)

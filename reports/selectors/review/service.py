@@ -152,8 +152,8 @@ def service_and_capacity(
     for (_project_id, pool_id), row in rows.items():
         pool_used[pool_id] += row["used"]
     pool_capacity: dict[Any, int] = defaultdict(int)
-    for item in capacities:
-        pool_capacity[item["pool_id"]] += item["gpus"]
+    for capacity_row in capacities:
+        pool_capacity[capacity_row["pool_id"]] += capacity_row["gpus"]
 
     projects, pools, flavors = names.projects, names.pools, names.flavors
     service: list[dict[str, Any]] = []
@@ -166,7 +166,7 @@ def service_and_capacity(
         project = projects[project_id]
         pool = pools.get(pool_id)
         guarantee = int(row["guarantee"])
-        item = {
+        item: dict[str, Any] = {
             "project": project.slug,
             "name": project.name,
             "pool": pool.slug if pool else None,
