@@ -30,7 +30,10 @@ guarantee × 3600:
 - *idle* = capacity − used (not below 0) per hour; *idle while quota-waiting*: the idle of the
   hours (per pool and flavor) in which some project had a job waiting on quota.
 
-Capacity is the pools' current capacity (``PoolCapacity``), as GPU-hours over the window.
+Capacity is the one in force hour by hour (``PoolCapacity``'s history: each version holds
+from its date until the next, time-weighted within the hour it changed; a deletion holds 0),
+as GPU-hours over the window; instants before a capacity's first recorded version count at
+today's capacity. Guarantee shares are against today's capacity.
 
 **Exceptions** are the requests submitted in the window (requested; approved and rejected by
 their stage now), per project and kind; an approved quota exception's GPU-hours are its extra

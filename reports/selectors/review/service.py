@@ -6,11 +6,13 @@ in double precision (integer GPU-seconds, exact far beyond a year of a large poo
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from governance.models import PoolCapacity, Quota
 
-from .._sql import day_of, fetch, greatest, least, ts
+from .._sql import day_of, fetch, greatest, least, param, ts
 from ._common import Names, Scope, gh
 
 F = "DOUBLE PRECISION"
@@ -25,7 +27,74 @@ def _capacity(available: float, allocated: float, idle: float, idle_waiting: flo
     }
 
 
-def _hour_ctes(scope: Scope, t: dict[str, str]) -> str:
+def _capacity_in_force(
+    scope: Scope, capacities: Sequence[Mapping[str, Any]]
+) -> dict[tuple[int, int], list[float]]:
+    """Per pool and flavor, the GPU-seconds of capacity in force in each hour of the scope,
+    read from the capacity's history (``HistoricalPoolCapacity``: each version holds from its
+    date until the next; a deletion holds 0), time-weighted within an hour when it changed.
+    Instants before a capacity's first recorded version count at today's capacity (rules
+    entered after the fact, e.g. set up after the evidence they govern)."""
+    pool = {"pool_id": scope.pool_id} if scope.pool_id is not None else {}
+    current = {(row["pool_id"], row["flavor_id"]): row["gpus"] for row in capacities}
+    versions: dict[tuple[int, int], list[tuple[datetime, float]]] = defaultdict(list)
+    history = PoolCapacity.history.model.objects.filter(  # type: ignore[attr-defined]
+        history_date__lt=scope.end, **pool
+    ).order_by("history_date", "history_id")
+    for row in history.values("pool_id", "flavor_id", "gpus", "history_type", "history_date"):
+        gpus = 0 if row["history_type"] == "-" else row["gpus"]
+        versions[(row["pool_id"], row["flavor_id"])].append((row["history_date"], float(gpus)))
+    hourly: dict[tuple[int, int], list[float]] = {}
+    for key in set(current) | set(versions):
+        changes = versions.get(key, [])
+        # The value at each instant: the last version at or before it, else today's.
+        points = [(datetime.min.replace(tzinfo=UTC), float(current.get(key, 0))), *changes]
+        seconds = []
+        at = 0
+        for hour in scope.hours:
+            until = hour + timedelta(hours=1)
+            while at + 1 < len(points) and points[at + 1][0] <= hour:
+                at += 1
+            total, moment, value, step = 0.0, hour, points[at][1], at
+            while step + 1 < len(points) and points[step + 1][0] < until:
+                step += 1
+                total += value * (points[step][0] - moment).total_seconds()
+                moment, value = points[step][0], points[step][1]
+            seconds.append(total + value * (until - moment).total_seconds())
+        hourly[key] = seconds
+    return hourly
+
+
+def _segments_cte(scope: Scope, hourly: dict[tuple[int, int], list[float]]) -> str:
+    """The CTE ``cap(pool_id, flavor_id, h0, h1, c)``: the capacity in GPU-seconds per hour
+    over [h0, h1), one row per run of equal hours (one per pool and flavor unless the
+    capacity changed in the window); its values join the scope's parameters."""
+    rows = ["(NULL, NULL, NULL, NULL, 0.0)"]  # typed even when there is no capacity
+    hours = [*scope.hours, scope.hours[-1] + timedelta(hours=1)] if scope.hours else []
+    for n, ((pool_id, flavor_id), seconds) in enumerate(sorted(hourly.items())):
+        first = 0
+        for i in range(1, len(seconds) + 1):
+            if i < len(seconds) and seconds[i] == seconds[first]:
+                continue
+            name = f"cap{n}_{first}"
+            scope.params.update(
+                {
+                    f"{name}_p": pool_id,
+                    f"{name}_f": flavor_id,
+                    f"{name}_a": param(hours[first]),
+                    f"{name}_b": param(hours[i]),
+                    f"{name}_c": seconds[first],
+                }
+            )
+            rows.append(
+                f"(%({name}_p)s, %({name}_f)s, {ts(name + '_a')}, {ts(name + '_b')}, "
+                f"CAST(%({name}_c)s AS {F}))"
+            )
+            first = i
+    return f"cap(pool_id, flavor_id, h0, h1, c) AS (VALUES {', '.join(rows)})"
+
+
+def _hour_ctes(scope: Scope, t: dict[str, str], segments: str) -> str:
     pool_filter = " AND pool_id = %(pool)s" if scope.pool_id is not None else ""
     quota_filter = " WHERE pool_id = %(pool)s" if scope.pool_id is not None else ""
     used, g, lend = "h.used", "COALESCE(q.g, 0)", "COALESCE(q.l, 0)"
@@ -43,9 +112,7 @@ def _hour_ctes(scope: Scope, t: dict[str, str]) -> str:
         f"AS l FROM {t['quota']}{quota_filter} GROUP BY project_id, pool_id, flavor_id), "
         f"qt AS (SELECT pool_id, flavor_id, SUM(g) AS g, SUM(l) AS l FROM q "
         f"GROUP BY pool_id, flavor_id), "
-        f"cap AS (SELECT pool_id, flavor_id, CAST(SUM(gpus) AS {F}) * 3600 AS c "
-        f"FROM {t['capacity']} "
-        f"GROUP BY pool_id, flavor_id), "
+        f"{segments}, "
         f"hp AS (SELECT h.hour, h.pool_id, h.flavor_id, h.project_id, h.used, h.qwait, "
         f"{g} AS g, {lend} AS l, {least(used, g)} AS within_, "
         f"{greatest('0', f'{used} - {g}')} AS borrowed, "
@@ -58,7 +125,8 @@ def _hour_ctes(scope: Scope, t: dict[str, str]) -> str:
         f"hf2 AS (SELECT hf.*, COALESCE(cap.c, 0) AS c, "
         f"COALESCE(qt.l, 0) - hf.lend_gap AS lendable_all, "
         f"{excess} AS excess FROM hf LEFT JOIN cap ON cap.pool_id = hf.pool_id "
-        f"AND cap.flavor_id = hf.flavor_id LEFT JOIN qt ON qt.pool_id = hf.pool_id "
+        f"AND cap.flavor_id = hf.flavor_id AND hf.hour >= cap.h0 AND hf.hour < cap.h1 "
+        f"LEFT JOIN qt ON qt.pool_id = hf.pool_id "
         f"AND qt.flavor_id = hf.flavor_id), "
         f"hf3 AS (SELECT hf2.*, CASE WHEN lendable_all > 0 THEN "
         f"{least('1.0', 'excess / lendable_all')} ELSE 0 END AS factor FROM hf2)"
@@ -70,7 +138,13 @@ def service_and_capacity(
 ) -> tuple[dict[str, Any], dict[int, list[dict[str, Any]]], dict[str, Any]]:
     """The service rows (and the same per project id: a project's view keeps the lending
     computed against every project of the pool) and the capacity."""
-    ctes = "WITH " + _hour_ctes(scope, t) + " "
+    capacities = list(
+        PoolCapacity.objects.filter(
+            **({"pool_id": scope.pool_id} if scope.pool_id is not None else {})
+        ).values("pool_id", "flavor_id", "gpus")
+    )
+    hourly = _capacity_in_force(scope, capacities)
+    ctes = "WITH " + _hour_ctes(scope, t, _segments_cte(scope, hourly)) + " "
 
     # Per project, pool and flavor: used, within, borrowed, the lent correction over the hours
     # the project ran (factor × (l − lendable)), the hours waiting on quota.
@@ -120,11 +194,6 @@ def service_and_capacity(
         Quota.objects.filter(
             **({"pool_id": scope.pool_id} if scope.pool_id is not None else {})
         ).values("project_id", "pool_id", "flavor_id", "guarantee", "lending_limit")
-    )
-    capacities = list(
-        PoolCapacity.objects.filter(
-            **({"pool_id": scope.pool_id} if scope.pool_id is not None else {})
-        ).values("pool_id", "flavor_id", "gpus")
     )
     factor_sum = {(pool, flavor): float(total or 0) for pool, flavor, total in factors}
 
@@ -187,9 +256,9 @@ def service_and_capacity(
     for items in (service, *per_project.values()):
         items.sort(key=lambda r: (-float(r["gpu_hours"]), str(r["name"]), str(r["pool"] or "")))
 
-    # Capacity.
-    cap = {(c["pool_id"], c["flavor_id"]): c["gpus"] for c in capacities}
-    keys = set(cap)
+    # Capacity: the GPU-seconds in force each hour (from the rules' history).
+    keys = {key for key, seconds in hourly.items() if any(seconds)}
+    keys |= {(c["pool_id"], c["flavor_id"]) for c in capacities}
     per_key: dict[tuple[Any, Any], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     per_day: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     for day, pool_id, flavor_id, used, used_capped, idle_waiting in daily:
@@ -200,11 +269,10 @@ def service_and_capacity(
             target[0] += float(used or 0)
             target[1] += float(used_capped or 0)
             target[2] += float(idle_waiting or 0)
-    total_gpus = sum(cap.values())
     by_pool_flavor = []
     totals = [0.0, 0.0, 0.0, 0.0]
     for pool_id, flavor_id in keys:
-        available = cap.get((pool_id, flavor_id), 0) * 3600.0 * n_hours
+        available = sum(hourly.get((pool_id, flavor_id), ()))
         used, capped, idle_waiting = per_key[(pool_id, flavor_id)]
         idle = max(0.0, available - capped)
         for i, value in enumerate((available, used, idle, idle_waiting)):
@@ -220,12 +288,14 @@ def service_and_capacity(
             }
         )
     by_pool_flavor.sort(key=lambda r: (r["pool_name"], r["flavor_name"]))
-    hours_per_day: dict[str, int] = defaultdict(int)
-    for hour in scope.hours:
-        hours_per_day[hour.strftime("%Y-%m-%d")] += 1
+    available_per_day: dict[str, float] = defaultdict(float)
+    for i, hour in enumerate(scope.hours):
+        available_per_day[hour.strftime("%Y-%m-%d")] += sum(
+            seconds[i] for seconds in hourly.values()
+        )
     days = []
-    for day in sorted(hours_per_day):
-        available = total_gpus * 3600.0 * hours_per_day[day]
+    for day in sorted(available_per_day):
+        available = available_per_day[day]
         used, capped, idle_waiting = per_day.get(day, [0.0, 0.0, 0.0])
         days.append(
             {
