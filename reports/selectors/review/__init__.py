@@ -68,6 +68,7 @@ from .exceptions import exceptions as _exceptions
 from .preemptions import preemptions as _preemptions
 from .service import service_and_capacity
 from .timeline import timeline as _timeline
+from .waits import shape_waits
 from .waits import waits as _waits
 
 __all__ = ["review_metrics", "review_metrics_by_project"]
@@ -124,7 +125,7 @@ def _metrics(
         for project_id, item in names.projects.items()
         if project_id in project_service or project_id in project_waits
     ]
-    empty_waits, _none = _waits_empty(names)
+    empty_waits = shape_waits({}, names)
     views: dict[str, dict[str, Any]] = {}
     for project_id in ids:
         item = names.projects[project_id]
@@ -153,13 +154,6 @@ def _metrics(
             }
         )
     return metrics, views
-
-
-def _waits_empty(names: Names) -> tuple[dict[str, Any], None]:
-    from .waits import _shape
-
-    return _shape({name: [] for name in ("all", "tier", "project", "pool", "flavor",
-                                          "day_tier", "category")}, names), None  # fmt: skip
 
 
 def _no_preemptions() -> dict[str, Any]:

@@ -124,8 +124,10 @@ def _query(
     return fetch(ctes + percentile_sets(**options), scope.params)
 
 
-def _shape(by_set: dict[str, list[tuple[Any, ...]]], names: Names) -> dict[str, Any]:
-    """The waits part of the metrics from the rows of each set (keys in the set's order)."""
+def shape_waits(rows_of: dict[str, list[tuple[Any, ...]]], names: Names) -> dict[str, Any]:
+    """The waits part of the metrics from the rows of each set (keys in the set's order;
+    a set without rows: none)."""
+    by_set: dict[str, list[tuple[Any, ...]]] = defaultdict(list, rows_of)
     tiers, projects = names.tiers, names.projects
     default_tier = names.default_tier
 
@@ -247,5 +249,5 @@ def waits(
         if per_project and name == "project" and key_id(row[1]) is not None:
             project_sets[key_id(row[1])]["project"].append(row)  # type: ignore[index]
             project_sets[key_id(row[1])]["all"].append(row)  # type: ignore[index]
-    shaped = {project_id: _shape(sets, names) for project_id, sets in project_sets.items()}
-    return _shape(by_set, names), shaped
+    shaped = {project_id: shape_waits(sets, names) for project_id, sets in project_sets.items()}
+    return shape_waits(by_set, names), shaped
