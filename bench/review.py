@@ -17,13 +17,16 @@ services in a throwaway test database, then generates with set-based SQL
    definition as ``queues.services.workload.rollup`` (GPU-seconds run, quota-waiting
    job-seconds per hour × pool × flavor × project × tier);
 
-and times ``review_metrics`` for the month (the median of 3 runs, after one warm-up) and for
-one week of it. Then it adds ``--history-months`` earlier months of as many jobs each (only
-the jobs' rare events: preemptions, requeues, failures), 10 M stored jobs by default, and
-times the same reviews again: the cost must follow the window, not the history.
+and times ``review_metrics`` for the month (the median of 3 runs, after one warm-up), the
+build's ``review_metrics_by_project`` for the month (the site and every project's view), and
+``review_metrics`` for one week of it, each with the database backend's CPU seconds and the
+load average next to the wall clock (the machine may be shared). Then it adds
+``--history-months`` earlier months of as many jobs each (only the jobs' rare events:
+preemptions, requeues, failures), 10 M stored jobs by default, and times the same reviews
+again: the cost must follow the window, not the history.
 
 It prints the figures and writes them to ``bench/results/review-<timestamp>.json``; the test
-database is dropped at the end.
+database is dropped at the end, unless ``--keep``; ``--reuse`` times a kept one again.
 """
 
 import argparse
@@ -48,7 +51,7 @@ from django.db import connection  # noqa: E402
 
 from governance import services as rules  # noqa: E402
 from governance.models import PreemptionKind, SiteRole, User  # noqa: E402
-from reports.selectors import review_metrics  # noqa: E402
+from reports.selectors import review_metrics, review_metrics_by_project  # noqa: E402
 
 MONTH = datetime(2026, 10, 1, tzinfo=UTC)
 MONTH_END = datetime(2026, 11, 1, tzinfo=UTC)
@@ -111,11 +114,11 @@ def generate_jobs(ids: dict[str, list[int]], start: datetime, end: datetime, cou
     """``count`` jobs submitted evenly over ``[start, end)``, in submit order (one INSERT)."""
     seconds = (end - start).total_seconds()
     sql = f"""
-    INSERT INTO queues_workloadjob (source, job_id, name, user_name, queue, qos, account, gpus,
+    INSERT INTO queues_workloadjob (source, job_id, key, name, user_name, queue, qos, account, gpus,
         constraints, state, exit_code, reason, message, category, preemptions,
         gpu_seconds_lost, requeues, waited_seconds, last_event_at, project_id, tier_id,
         flavor_id, submitted_at, started_at, ended_at)
-    SELECT 'bench', '{tag}-' || g, '', '', '', '', '', gpus, '',
+    SELECT 'bench', '{tag}-' || g, '{tag}-' || g, '', '', '', '', '', gpus, '',
         CASE WHEN started > %(cut)s THEN 'pending' WHEN ended > %(cut)s THEN 'running'
              WHEN r3 < 0.02 THEN 'failed' ELSE 'completed' END,
         '', '', '', CASE WHEN r2 < 0.2 THEN 'quota' ELSE 'resource' END,
@@ -246,19 +249,51 @@ def count(table: str) -> int:
         return int(cursor.fetchone()[0])
 
 
-def timed(start: datetime, end: datetime, runs: int = 3) -> dict[str, float]:
-    review_metrics(start=start, end=end)  # warm-up
-    times = []
+def _backend_cpu() -> float | None:
+    """CPU seconds the database backend of this connection has used so far (when the database
+    runs on this machine): on a shared machine, a figure that the others' load does not
+    inflate as much as the wall clock."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(start: datetime, end: datetime, runs: int = 3, by_project: bool = False) -> dict:
+    """The median of ``runs`` reviews of [start, end) after a warm-up: ``review_metrics``, or
+    (``by_project``) the build's one call for the site and every project's view."""
+
+    def one() -> dict:
+        if by_project:
+            metrics, views = review_metrics_by_project(start=start, end=end)
+            return {**metrics, "views": len(views)}
+        return review_metrics(start=start, end=end)
+
+    one()  # warm-up
+    times, cpu = [], []
     for _ in range(runs):
+        cpu_before = _backend_cpu()
         began = time.perf_counter()
-        review = review_metrics(start=start, end=end)
+        review = one()
         times.append(time.perf_counter() - began)
-    return {
+        cpu_after = _backend_cpu()
+        if cpu_before is not None and cpu_after is not None:
+            cpu.append(cpu_after - cpu_before)
+    row = {
         "seconds_median": round(statistics.median(times), 3),
         "seconds_min": round(min(times), 3),
+        "database_cpu_seconds_median": round(statistics.median(cpu), 3) if cpu else None,
         "jobs_in_window": review["waits"]["overall"]["jobs"],
         "overall_p90": review["waits"]["overall"]["p90"],
+        "load_average_1min": round(os.getloadavg()[0], 2),
     }
+    if by_project:
+        row["project_views"] = review["views"]
+    return row
 
 
 def checkpoint(label: str) -> dict[str, object]:
@@ -268,6 +303,7 @@ def checkpoint(label: str) -> dict[str, object]:
         "events": count("queues_workloadevent"),
         "hour_rows": count("queues_workloadhour"),
         "month": timed(MONTH, MONTH_END),
+        "month_with_project_views": timed(MONTH, MONTH_END, by_project=True),
         "week": timed(MONTH + timedelta(days=7), MONTH + timedelta(days=14)),
     }
     print(json.dumps(row), flush=True)
@@ -279,9 +315,20 @@ def main() -> None:
     parser.add_argument("--month-jobs", type=int, default=1_000_000)
     parser.add_argument("--history-months", type=int, default=9, choices=range(10))
     parser.add_argument("--keep", action="store_true", help="Keep the test database.")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="Time the database DATABASE_URL names, kept by an earlier --keep run (its "
+        "test_... name), without generating anything.",
+    )
     args = parser.parse_args()
     if connection.vendor != "postgresql":
         sys.exit("bench/review.py needs PostgreSQL (DATABASE_URL).")
+    if args.reuse:
+        results = {"database": connection.vendor, "reused": True, "runs": []}
+        results["runs"].append(checkpoint("as kept"))
+        write(results)
+        return
     test_db = connection.creation.create_test_db(verbosity=0, autoclobber=True)
     results: dict = {"database": connection.vendor, "month_jobs": args.month_jobs, "runs": []}
     try:
@@ -307,6 +354,10 @@ def main() -> None:
     finally:
         if not args.keep:
             connection.creation.destroy_test_db(test_db, verbosity=0)
+    write(results)
+
+
+def write(results: dict) -> None:
     out = ROOT / "bench" / "results" / f"review-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")

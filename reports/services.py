@@ -176,22 +176,19 @@ def review_build(*, review_id: int, now: datetime | None = None) -> MonthlyRevie
         # The service and capacity figures read the hourly rollup: bring it up to date first
         # (incremental and idempotent; beat keeps it nearly current, so this is little work).
         workload_hours_roll_up()
-        metrics = selectors.review_metrics(
-            **scope, pool=review.pool or None, project=review.project or None
-        )
-        projects = [row["project"] for row in metrics["service"]["by_project"]]
-        projects += [row["project"] for row in metrics["waits"]["by_project"]]
-        slugs = sorted({slug for slug in projects if slug})
+        _review_progress(review_id=review_id, progress=20)
+        # The site's (or the pool's) figures and every project's view from the same queries:
+        # their number does not grow with the number of projects.
         if review.project:
-            slugs = [review.project]
-        steps = len(slugs) + 2
-        _review_progress(review_id=review_id, progress=100 // steps)
-        project_metrics = {}
-        for number, slug in enumerate(slugs, start=2):
-            project_metrics[slug] = selectors.review_metrics(
-                **scope, pool=review.pool or None, project=slug
+            metrics = selectors.review_metrics(
+                **scope, pool=review.pool or None, project=review.project
             )
-            _review_progress(review_id=review_id, progress=100 * number // steps)
+            project_metrics = {review.project: metrics}
+        else:
+            metrics, project_metrics = selectors.review_metrics_by_project(
+                **scope, pool=review.pool or None
+            )
+        _review_progress(review_id=review_id, progress=90)
         findings = review_findings(metrics=metrics, start=review.start, end=review.end)
     except Exception as error:
         logger.exception("Review %s: the build failed.", review_id)

@@ -118,8 +118,12 @@ def report_list(request: HttpRequest) -> HttpResponse:
                 return redirect(review.get_absolute_url())
         else:
             status = 400
+    page = paginate(request, reviews)
+    links = review_selectors.review_project_links(user=user, reviews=page.object_list)
+    for review in page.object_list:
+        review.project_links = links.get(review.pk, [])
     context = {
-        "reviews": paginate(request, reviews),
+        "reviews": page,
         "form": form,
         "led_projects": sorted(review_selectors.led_project_slugs(user=user)),
         "is_ops": user.is_ops,

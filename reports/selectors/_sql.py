@@ -10,6 +10,7 @@ each group), so both give the same numbers: for ``n`` values sorted ascending an
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -58,35 +59,112 @@ def greatest(a: str, b: str) -> str:
     return f"(CASE WHEN ({a}) > ({b}) THEN ({a}) ELSE ({b}) END)"
 
 
+def _grouping_mask(keys: Sequence[str], all_keys: Sequence[str]) -> int:
+    """``GROUPING(all_keys...)`` of the set grouped by ``keys`` (a bit set per key left out)."""
+    width = len(all_keys)
+    return sum(1 << (width - 1 - i) for i, key in enumerate(all_keys) if key not in keys)
+
+
+def _interpolated(p: float, arr: str, n: str) -> str:
+    """``percentile_cont(p)`` of the ascending array ``arr`` of ``n`` values, as PostgreSQL
+    computes it (float8 position, then ``lo + proportion × (hi − lo)``)."""
+    pos = f"(CAST({p} AS DOUBLE PRECISION) * ({n} - 1))"
+    lo = f"CAST(floor({pos}) AS INTEGER)"
+    return (
+        f"CASE WHEN {n} = 0 THEN NULL WHEN {lo} + 1 >= {n} THEN {arr}[{lo} + 1] "
+        f"ELSE {arr}[{lo} + 1] + (({pos} - {lo}) * ({arr}[{lo} + 2] - {arr}[{lo} + 1])) END"
+    )
+
+
+def _percentile_sets_postgres(
+    *,
+    source: str,
+    value: str,
+    sets: Sequence[tuple[str, Sequence[str]]],
+    extra: Sequence[str],
+    ordered: bool,
+) -> str:
+    all_keys: list[str] = []
+    for _name, keys in sets:
+        all_keys += [key for key in keys if key not in all_keys]
+    if len({frozenset(keys) for _name, keys in sets}) < len(sets):
+        raise ValueError("Two grouping sets group by the same keys.")
+    if all_keys:
+        gs = "CASE GROUPING(" + ", ".join(all_keys) + ")"
+        for name, keys in sets:
+            gs += f" WHEN {_grouping_mask(keys, all_keys)} THEN '{name}'"
+        gs += " END"
+    else:
+        gs = f"'{sets[0][0]}'"
+    grouping = ", ".join("(" + ", ".join(keys) + ")" for _name, keys in sets)
+    # Every key as text; each set's own keys are picked as k1..k3 in the outer query.
+    columns = [f"{gs} AS gs_", *(f"CAST({key} AS TEXT) AS {key}" for key in all_keys)]
+    columns += [f"{expression} AS x{i}_" for i, expression in enumerate(extra)]
+    picks = []
+    for slot in range(3):
+        cases = [f"WHEN '{name}' THEN {keys[slot]}" for name, keys in sets if len(keys) > slot]
+        picks.append(f"CASE gs_ {' '.join(cases)} END" if cases else "NULL")
+    keys_out = f"{picks[0]} AS k1_, {picks[1]} AS k2_, {picks[2]} AS k3_"
+    extras = "".join(f", x{i}_" for i in range(len(extra)))
+    if not ordered:
+        columns += [
+            "COUNT(*) AS n_",
+            *(
+                f"percentile_cont({p}) WITHIN GROUP (ORDER BY {value}) AS p{i}_"
+                for i, p in enumerate(PERCENTILES)
+            ),
+            f"MAX({value}) AS max_",
+        ]
+        percentiles = ", ".join(f"p{i}_" for i in range(len(PERCENTILES)))
+        return (
+            f"SELECT gs_, {keys_out}, n_, {percentiles}, max_{extras} FROM "
+            f"(SELECT {', '.join(columns)} FROM {source} "
+            f"GROUP BY GROUPING SETS ({grouping})) AS grouped_"
+        )
+    # Each group's values in ascending order; the count and the maximum come with the array
+    # (its length, its last value).
+    columns.append(f"array_agg({value}) AS arr_")
+    percentiles = ", ".join(_interpolated(p, "arr_", "n_") for p in PERCENTILES)
+    return (
+        f"SELECT gs_, {keys_out}, n_, {percentiles}, CASE WHEN n_ > 0 THEN arr_[n_] END"
+        f"{extras} FROM (SELECT grouped_.*, COALESCE(cardinality(arr_), 0) AS n_ FROM "
+        f"(SELECT {', '.join(columns)} FROM (SELECT * FROM {source} ORDER BY {value}) "
+        f"AS sorted_ GROUP BY GROUPING SETS ({grouping})) AS grouped_) AS counted_"
+    )
+
+
 def percentile_sets(
     *,
     source: str,
     value: str,
     sets: Sequence[tuple[str, Sequence[str]]],
-    extra: str = "",
+    extra: Sequence[str] = (),
+    ordered: bool = False,
 ) -> str:
-    """A query over the CTE ``source`` giving, for each grouping set ``(name, keys)``, rows
-    ``(set, k1, k2, n, p50, p90, p99, max, <extra...>)`` (``k1``/``k2`` NULL when unused).
+    """One query over ``source`` (a subquery or CTE name) giving, for each grouping set
+    ``(name, keys)`` (at most three keys; no two sets of the same keys), rows ``(set, k1,
+    k2, k3, n, p50, p90, p99, max, <extra...>)`` (unused keys NULL).
 
-    ``extra`` is a list of further aggregates over the source's columns (e.g. ``, SUM(x)``).
-    Keys come back as text (the sets' keys have different types); ``key_id`` reads an id.
+    ``extra`` are further aggregates over the source's columns (e.g. ``SUM(x)``). Keys come
+    back as text (the sets' keys have different types); ``key_id`` reads an id.
+
+    On PostgreSQL every set comes from one scan, with ``GROUPING SETS``: ``ordered=False``
+    uses ``percentile_cont`` (one sort per set and group); ``ordered=True`` sorts the source
+    once by ``value`` and collects each group's values with ``array_agg`` in that order, so
+    the percentiles are read from each group's array at their ranks. That is only right when
+    the aggregation reads its input in the sorted order (every set hashed, no other sort):
+    ``hashed_in_order`` checks the plan before it runs. SQLite computes the same formula with
+    window functions, one query per set.
     """
+    if is_postgres():
+        return _percentile_sets_postgres(
+            source=source, value=value, sets=sets, extra=extra, ordered=ordered
+        )
     parts = []
+    extras = "".join(f", {expression}" for expression in extra)
     for name, keys in sets:
-        k1 = f"CAST({keys[0]} AS TEXT)" if len(keys) > 0 else "NULL"
-        k2 = f"CAST({keys[1]} AS TEXT)" if len(keys) > 1 else "NULL"
-        group = f"GROUP BY {', '.join(keys)}" if keys else ""
-        if is_postgres():
-            parts.append(
-                f"SELECT '{name}' AS gs, {k1} AS k1, {k2} AS k2, COUNT(*) AS n, "
-                + ", ".join(
-                    f"percentile_cont({p}) WITHIN GROUP (ORDER BY {value})" for p in PERCENTILES
-                )
-                + f", MAX({value}) {extra} FROM {source} {group}"
-            )
-            continue
         partition = f"PARTITION BY {', '.join(keys)}" if keys else ""
-        columns = ", ".join(f"{key} AS k{i + 1}" for i, key in enumerate(keys))
+        columns = ", ".join(f"{key} AS k{i + 1}_" for i, key in enumerate(keys))
         inner = (
             f"SELECT *{', ' + columns if columns else ''}, "
             f"ROW_NUMBER() OVER ({partition} ORDER BY {value}) AS rn_, "
@@ -100,15 +178,51 @@ def percentile_sets(
                 f"SUM(CASE WHEN rn_ = {lo} + 1 THEN ({value}) * (1.0 - ({pos} - {lo})) "
                 f"WHEN rn_ = {lo} + 2 THEN ({value}) * ({pos} - {lo}) ELSE 0 END)"
             )
-        out_k1 = "CAST(k1 AS TEXT)" if len(keys) > 0 else "NULL"
-        out_k2 = "CAST(k2 AS TEXT)" if len(keys) > 1 else "NULL"
+        outs = [f"CAST(k{i + 1}_ AS TEXT)" if len(keys) > i else "NULL" for i in range(3)]
         parts.append(
-            f"SELECT '{name}' AS gs, {out_k1} AS k1, {out_k2} AS k2, COUNT(*) AS n, "
+            f"SELECT '{name}' AS gs_, {', '.join(outs)}, COUNT(*) AS n_, "
             + ", ".join(interpolated)
-            + f", MAX({value}) {extra} FROM ({inner}) AS ranked_ "
-            + (f"GROUP BY {', '.join(f'k{i + 1}' for i in range(len(keys)))}" if keys else "")
+            + f", MAX({value}){extras} FROM ({inner}) AS ranked_ "
+            + (f"GROUP BY {', '.join(f'k{i + 1}_' for i in range(len(keys)))}" if keys else "")
         )
     return " UNION ALL ".join(parts)
+
+
+def hashed_in_order(sql: str, params: dict[str, Any]) -> bool:
+    """Whether PostgreSQL's plan of an ``ordered=True`` ``percentile_sets`` query reads the
+    sorted source in order in every set: one sort in the whole plan (the source's; parallel
+    workers may sort their parts, merged in order by a Gather Merge), every grouping set
+    hashed (or the empty set, read as it comes), no unordered Gather, no partial
+    aggregation."""
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
+        plan = cursor.fetchone()[0]
+    if isinstance(plan, str):
+        plan = json.loads(plan)
+    sorts = 0
+    safe = True
+
+    def walk(node: dict[str, Any]) -> None:
+        nonlocal sorts, safe
+        kind = node.get("Node Type", "")
+        if kind in ("Sort", "Incremental Sort"):
+            sorts += 1
+        if kind == "Gather" or node.get("Partial Mode", "Simple") != "Simple":
+            safe = False  # rows from several processes, or groups merged from parts
+        if kind == "Aggregate" and "Grouping Sets" in node:
+            if node.get("Strategy") not in ("Hashed", "Mixed"):
+                safe = False
+            for grouping_set in node["Grouping Sets"]:
+                if "Sort Key" in grouping_set:
+                    safe = False
+                for keys in grouping_set.get("Group Keys", []):
+                    if keys:
+                        safe = False
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(plan[0]["Plan"])
+    return safe and sorts == 1
 
 
 def key_id(value: Any) -> int | None:

@@ -6,13 +6,14 @@ the same numbers however much evidence arrives later.
 """
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import plotly.graph_objects as go
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
+from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 from django.http import Http404
 from django.urls import NoReverseMatch, reverse
 from django.utils.dateparse import parse_datetime
@@ -67,6 +68,26 @@ def review_list(*, user: Any) -> QuerySet[MonthlyReview]:
     if not led_project_slugs(user=user):
         raise PermissionDenied(_("Only ops and project leads read the reviews."))
     return reviews.filter(status=ReviewStatus.DONE, pool="", project="")
+
+
+def review_project_links(*, user: Any, reviews: Iterable[MonthlyReview]) -> dict[int, list[str]]:
+    """For each built review of ``reviews``, the project views ``user`` may open from the
+    list: their led projects that the review has numbers on (``review_get`` answers 404 for
+    the others). One query for the page, whatever its length."""
+    slugs = sorted(led_project_slugs(user=user))
+    built = [review.pk for review in reviews if review.is_built]
+    if not slugs or not built:
+        return {}
+    has = {
+        f"has_{i}_": ExpressionWrapper(
+            Q(project_metrics__has_key=slug), output_field=BooleanField()
+        )
+        for i, slug in enumerate(slugs)
+    }
+    links: dict[int, list[str]] = {}
+    for row in MonthlyReview.objects.filter(pk__in=built).annotate(**has).values("pk", *has):
+        links[row["pk"]] = [slug for i, slug in enumerate(slugs) if row[f"has_{i}_"]]
+    return links
 
 
 def latest_review() -> MonthlyReview | None:

@@ -213,16 +213,40 @@ def sample_metrics(
     return copy.deepcopy(metrics)
 
 
+def by_project(metrics_of: Any) -> Any:
+    """A stand-in for ``review_metrics_by_project`` from one for ``review_metrics``."""
+
+    def review_metrics_by_project(
+        **kwargs: Any,
+    ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        metrics = metrics_of(**kwargs)
+        slugs = {row["project"] for row in metrics["service"]["by_project"]}
+        slugs |= {row["project"] for row in metrics["waits"]["by_project"]}
+        return metrics, {slug: metrics_of(**kwargs, project=slug) for slug in sorted(slugs)}
+
+    return review_metrics_by_project
+
+
 @pytest.fixture
 def fake_metrics(monkeypatch):
-    """``review_metrics`` answers with ``sample_metrics``; returns the list of its calls."""
+    """``review_metrics`` and ``review_metrics_by_project`` answer with ``sample_metrics``;
+    returns the list of their calls."""
     calls: list[dict[str, Any]] = []
 
     def review_metrics(**kwargs: Any) -> dict[str, Any]:
         calls.append(kwargs)
         return sample_metrics(**kwargs)
 
+    def review_metrics_by_project(
+        **kwargs: Any,
+    ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        calls.append({**kwargs, "project": None, "by_project": True})
+        return by_project(sample_metrics)(**kwargs)
+
     monkeypatch.setattr(selectors, "review_metrics", review_metrics, raising=False)
+    monkeypatch.setattr(
+        selectors, "review_metrics_by_project", review_metrics_by_project, raising=False
+    )
     return calls
 
 

@@ -6,10 +6,16 @@ from datetime import UTC, date, datetime
 import pytest
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 
-from reports import services, tasks
+from governance import services as governance
+from queues.models import JobState
+from queues.services.workload.rollup import workload_hours_roll_up
+from reports import selectors, services, tasks
 from reports.models import MonthlyReview, ReviewStatus
+from tests.conftest import REASON
+from tests.reports.test_review_metrics import W0, W1, at, history, job  # noqa: F401
 
 START = datetime(2026, 10, 1, tzinfo=UTC)
 END = datetime(2026, 11, 1, tzinfo=UTC)
@@ -23,8 +29,9 @@ def test_a_review_is_built_with_its_metrics_findings_and_progress(ops, world, fa
     assert built.built_at is not None and built.requested_by == ops
     assert built.metrics["window"]["start"] == START.isoformat()
     assert set(built.project_metrics) == {"vision", "speech"}
-    # One call for the whole site, one per project.
-    assert [call["project"] for call in fake_metrics] == [None, "speech", "vision"]
+    # One call for the whole site and every project's view.
+    assert fake_metrics == [{"start": START, "end": END, "pool": None, "project": None,
+                             "by_project": True}]  # fmt: skip
     kinds = [finding["kind"] for finding in built.findings]
     assert kinds == ["starved", "hoarded", "tier_over_threshold", "exceptions_over_policy"]
 
@@ -80,7 +87,7 @@ def test_a_failed_build_is_recorded_and_can_run_again(ops, world, monkeypatch, f
         raise RuntimeError("the database went away")
 
     with monkeypatch.context() as patch:
-        patch.setattr(selectors, "review_metrics", broken, raising=False)
+        patch.setattr(selectors, "review_metrics_by_project", broken, raising=False)
         failed = services.review_build(review_id=review.pk)
     assert failed.status == ReviewStatus.FAILED
     assert "the database went away" in failed.error
@@ -126,3 +133,38 @@ def test_the_beat_schedule_runs_the_monthly_review_on_the_first():
 
     app.loader.import_default_modules()
     assert "reports.tasks.monthly_review_schedule" in app.tasks
+
+
+@pytest.mark.usefixtures("history")
+def test_the_build_reads_every_projects_view_in_a_fixed_number_of_queries(
+    world, ops, monkeypatch, django_assert_num_queries
+):
+    # The rollup's own work (it follows the clock: open jobs) is not the build's.
+    workload_hours_roll_up()
+    monkeypatch.setattr(services, "workload_hours_roll_up", lambda: None)
+
+    def build() -> tuple[MonthlyReview, int]:
+        review = services.review_request(user=ops, start=W0, end=W1)
+        with CaptureQueriesContext(connection) as queries:
+            built = services.review_build(review_id=review.pk)
+        assert built.status == ReviewStatus.DONE, built.error
+        return built, len(queries)
+
+    first, count = build()
+    assert set(first.project_metrics) == {"vision", "speech"}
+    # Two more projects with jobs in the window: the same number of queries.
+    for slug in ("audio", "robotics"):
+        project = governance.project_create(user=ops, reason=REASON, slug=slug, name=slug)
+        job(world, f"{slug}-1", project=project, gpus=1, submitted_at=at(2), started_at=at(3),
+            ended_at=at(4), state=JobState.COMPLETED)  # fmt: skip
+    workload_hours_roll_up()
+    second, again = build()
+    assert set(second.project_metrics) == {"vision", "speech", "audio", "robotics"}
+    assert second.project_metrics["audio"]["waits"]["overall"]["jobs"] == 1
+    assert again == count
+    # The metrics of the site and of every project: a fixed number of statements (a savepoint
+    # and its release, the rules' names (5), waits (1), service and capacity (4, the
+    # capacity's history included), exceptions (3), preemptions (1), timeline (3); on
+    # PostgreSQL also the waits' plan check and the four SET LOCAL settings).
+    with django_assert_num_queries(24 if connection.vendor == "postgresql" else 19):
+        selectors.review_metrics_by_project(start=W0, end=W1)

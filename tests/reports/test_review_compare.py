@@ -8,7 +8,7 @@ from django.urls import reverse
 from reports import selectors, services
 from reports.selectors.stored_reviews import review_compare
 from tests.conftest import login
-from tests.reports.conftest import sample_metrics
+from tests.reports.conftest import by_project, sample_metrics
 
 START = datetime(2026, 10, 1, tzinfo=UTC)
 END = datetime(2026, 11, 1, tzinfo=UTC)
@@ -18,7 +18,7 @@ END = datetime(2026, 11, 1, tzinfo=UTC)
 def two_reviews(ops, world, monkeypatch):
     first = services.review_request(user=ops, start=START, end=END)
     with monkeypatch.context() as patch:
-        patch.setattr(selectors, "review_metrics", sample_metrics, raising=False)
+        patch.setattr(selectors, "review_metrics_by_project", by_project(sample_metrics))
         first = services.review_build(review_id=first.pk)
 
     def better(**kwargs):
@@ -30,7 +30,7 @@ def two_reviews(ops, world, monkeypatch):
 
     second = services.review_request(user=ops, start=START, end=END)
     with monkeypatch.context() as patch:
-        patch.setattr(selectors, "review_metrics", better, raising=False)
+        patch.setattr(selectors, "review_metrics_by_project", by_project(better))
         second = services.review_build(review_id=second.pk)
     return first, second
 

@@ -35,10 +35,10 @@ import pytest
 from approvals import services as approvals
 from approvals.models import RequestKind
 from governance import services as governance
-from governance.models import ChangeStatus, RuleChange, User
+from governance.models import ChangeStatus, PoolCapacity, RuleChange, User
 from queues.models import EventKind, JobState, WorkloadEvent, WorkloadHour, WorkloadJob
 from queues.services.workload.rollup import workload_hours_roll_up
-from reports.selectors import review_metrics
+from reports.selectors import review_metrics, review_metrics_by_project
 from tests.conftest import REASON, World, with_terms
 
 W0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -406,3 +406,54 @@ def test_the_rollup_is_incremental_and_idempotent(history):
         ]
         == 226.0
     )
+
+
+@pytest.mark.django_db
+def test_each_projects_view_is_the_review_with_the_project_as_scope(history):
+    metrics, views = review_metrics_by_project(start=W0, end=W1)
+    assert metrics == review_metrics(start=W0, end=W1)
+    assert set(views) == {"vision", "speech"}
+    for slug, view in views.items():
+        assert view == review_metrics(start=W0, end=W1, project=slug), slug
+    # Vision's view: its jobs only, the changes and its own grants, its exceptions.
+    vision = views["vision"]
+    assert vision["waits"]["overall"]["jobs"] == 3
+    assert [item["kind"] for item in vision["timeline"]] == ["grant", "grant", "change"]
+    assert vision["preemptions"]["total"]["count"] == 0
+    assert views["speech"]["preemptions"]["total"]["count"] == 1
+    # A pool's review: the same, within the pool.
+    metrics, views = review_metrics_by_project(start=W0, end=W1, pool="training")
+    assert metrics == review_metrics(start=W0, end=W1, pool="training")
+    for slug, view in views.items():
+        assert view == review_metrics(start=W0, end=W1, pool="training", project=slug), slug
+
+
+@pytest.mark.django_db
+def test_capacity_is_the_one_in_force_hour_by_hour(history, ops):
+    # Training's A100s go from 64 to 48 GPUs at 12:30, within the window (their earlier
+    # versions dated before it): 12 h × 64 + 30 min × 64 + 30 min × 48 + 11 h × 48 = 1352
+    # GPU-h available (today's 48 would say 1152).
+    governance.pool_capacity_set(
+        user=ops, reason=REASON, pool=history.training, flavor=history.a100, gpus=48
+    )
+    versions = PoolCapacity.history.model.objects.filter(
+        pool=history.training, flavor=history.a100
+    ).order_by("history_id")
+    *earlier, last = versions
+    PoolCapacity.history.model.objects.filter(pk__in=[v.pk for v in earlier]).update(
+        history_date=at(-100)
+    )
+    PoolCapacity.history.model.objects.filter(pk=last.pk).update(history_date=at(12.5))
+    capacity = review_metrics(start=W0, end=W1, pool="training")["capacity"]
+    # Nothing ran above 48 GPUs after 12:30: idle 1352 − 226 = 1126. Idle while quota-waiting:
+    # hours 5–6 at 64 GPUs (2 × 48 idle) and hours 20–23 at 48 (4 × 48): 288.
+    assert capacity["total"] == {
+        "available_gpu_hours": 1352.0,
+        "allocated_gpu_hours": 226.0,
+        "idle_gpu_hours": 1126.0,
+        "idle_while_quota_waiting_gpu_hours": 288.0,
+    }
+    assert capacity["daily"][0]["available_gpu_hours"] == 1352.0
+    # The lending of hours 2–3 still sees 64 − 40 = 24 unguaranteed GPUs.
+    service = review_metrics(start=W0, end=W1, pool="training")["service"]["by_project"]
+    assert [row["lent_gpu_hours"] for row in service] == [0.0, 16.0]

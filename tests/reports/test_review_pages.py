@@ -8,6 +8,8 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from reports import services
@@ -154,16 +156,48 @@ def test_the_home_page_links_to_the_latest_review(ops, lead, built):
 
 def test_csv_cells_that_look_like_formulas_are_quoted(ops, world, monkeypatch):
     from reports import selectors
-    from tests.reports.conftest import sample_metrics
+    from tests.reports.conftest import by_project, sample_metrics
 
     def evil(**kwargs):
         metrics = sample_metrics(**kwargs)
         metrics["timeline"][0]["title"] = '=HYPERLINK("http://example.com")'
         return metrics
 
-    monkeypatch.setattr(selectors, "review_metrics", evil, raising=False)
+    monkeypatch.setattr(selectors, "review_metrics_by_project", by_project(evil))
     review = services.review_build(
         review_id=services.review_request(user=ops, start=START, end=END).pk
     )
     rows = _csv(login(ops).get(reverse("report_table_csv", args=[review.pk, "timeline"])))
     assert rows[1][2] == '\'=HYPERLINK("http://example.com")'
+
+
+def test_the_lead_list_links_only_the_project_views_that_open(
+    lead, ops, built, fake_metrics, django_assert_num_queries, client
+):
+    from governance import services as governance
+    from governance.models import ProjectRole
+    from tests.conftest import REASON
+
+    # The lead also leads a project the review has no numbers on: no link to its view (404).
+    audio = governance.project_create(user=ops, reason=REASON, slug="audio", name="Audio")
+    governance.membership_set(
+        user=ops, reason=REASON, project=audio, member=lead, role=ProjectRole.LEAD
+    )
+    assert login(lead).get(reverse("report_project", args=[built.pk, "audio"])).status_code == 404
+    page = _page(lead, reverse("report_list"))
+    assert reverse("report_project", args=[built.pk, "vision"]) in page
+    assert reverse("report_project", args=[built.pk, "audio"]) not in page
+    # Every link of the list opens.
+    links = [href.split('"')[0] for href in page.split('href="')[1:]]
+    links = [href for href in links if href.startswith(reverse("report_list"))]
+    assert links
+    for href in links:
+        assert login(lead).get(href).status_code == 200, href
+    # The links of a page cost one query, however many reviews it lists.
+    client.force_login(lead)
+    with CaptureQueriesContext(connection) as one:
+        assert client.get(reverse("report_list")).status_code == 200
+    services.review_build(review_id=services.review_request(user=ops, start=START, end=END).pk)
+    with django_assert_num_queries(len(one)):
+        page = client.get(reverse("report_list")).content.decode()
+    assert page.count("/vision/") == 2

@@ -1,0 +1,187 @@
+"""The monthly review's metrics for a window (contract B between the reports helpers).
+
+``review_metrics`` returns plain JSON data, every figure computed in the database (a fixed
+number of queries, whatever the size of the window or of the history);
+``review_metrics_by_project`` returns the same and, in the same queries, each project's view
+(what ``review_metrics`` gives with that project as scope), for the review's build:
+
+**Waits** read the jobs *submitted* in ``[start, end)`` (index ``job_submitted``, so the cost
+follows the window). A job's wait is its first start − its submit; when it had not started by
+the window's end it is censored: ``end − submit``, counted in ``waiting_at_end`` and in the
+percentiles at that value (a starving project cannot look good). A job cancelled while
+pending waits until its cancellation. ``over_threshold`` counts waits longer than the tier's
+wait alert (``wait_alert_minutes``). Percentiles are continuous (``percentile_cont``: on
+PostgreSQL from one sort of the window's waits, every grouping set in one pass, see
+``_sql.percentile_sets``).
+
+**Service, borrowing, lending and capacity** read the hourly rollup ``queues.WorkloadHour``
+(hours whose start is in ``(start − 1 h, end)``: the window at hour granularity). Per hour,
+project, pool and flavor, with ``used`` the GPU-seconds that ran and ``G`` the project's
+guarantee × 3600:
+
+- *within guarantee* = min(used, G); *borrowed* = max(0, used − G);
+- *lent*: the GPUs borrowed in an hour first use the pool's unguaranteed capacity
+  (capacity − Σ guarantees); what is borrowed beyond it (``excess``) came out of the idle
+  guarantees of the other projects, and each project lent its part in proportion to its
+  lendable idle guarantee, min(max(0, G − used), lending limit × 3600), so
+  lent = excess × lendable / Σ lendable (Σ over every quota of the pool and flavor, the
+  projects that ran nothing that hour included);
+- *quota wait hours*: hours in which at least one of the project's jobs waited on quota;
+- *idle* = capacity − used (not below 0) per hour; *idle while quota-waiting*: the idle of the
+  hours (per pool and flavor) in which some project had a job waiting on quota.
+
+Capacity is the one in force hour by hour (``PoolCapacity``'s history: each version holds
+from its date until the next, time-weighted within the hour it changed; a deletion holds 0),
+as GPU-hours over the window; instants before a capacity's first recorded version count at
+today's capacity. Guarantee shares are against today's capacity.
+
+**Exceptions** are the requests submitted in the window (requested; approved and rejected by
+their stage now), per project and kind; an approved quota exception's GPU-hours are its extra
+GPUs × its time box. ``policy_monthly_limit`` is the strictest ``monthly_flag_threshold`` of
+the approval policies; ``over_policy`` lists the projects whose approved exceptions in one
+calendar month of the window exceed it.
+
+**Preemptions** are the ``preempted`` events in the window: GPU-hours lost = GPUs × (the
+preemption − the run's last start or resume); time to restart = the next start or resume −
+the preemption (jobs not restarted yet are left out of its median). *Failures* are jobs that
+ended in the window as failed, timed out, out of memory or on a node failure; *requeues* the
+``requeued`` events in the window. The preemption class is the one of the job's quota.
+
+**Timeline**: rule changes applied in the window and grants starting in it, by time.
+
+Scope: ``pool`` limits jobs, hours and capacity to one pool (a job's pool is its project's
+quota pool for its flavor, else its cluster's pool); ``project`` limits jobs, service rows
+and exceptions to one project (capacity stays the pool's).
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, transaction
+
+from .. import _sql
+from ._common import Names, Scope, iso, tables
+from .exceptions import exceptions as _exceptions
+from .preemptions import preemptions as _preemptions
+from .service import service_and_capacity
+from .timeline import timeline as _timeline
+from .waits import shape_waits
+from .waits import waits as _waits
+
+__all__ = ["review_metrics", "review_metrics_by_project"]
+
+
+def _settings() -> None:
+    if _sql.is_postgres():
+        with connection.cursor() as cursor:
+            # Sorting a month of waits and hashing its groups in memory; no JIT: compiling
+            # the plan costs more than running it; and index scans priced as the cached
+            # reads they are (the review reads a window: the jobs, then their events by id).
+            cursor.execute("SET LOCAL work_mem = '256MB'")
+            # The planner prices each group's array at 8 kB and hashes every set only if they
+            # fit: room for a few thousand groups (the arrays' real size is the window's waits
+            # × the sets; beyond the limit the hash spills to disk, in order).
+            cursor.execute("SET LOCAL hash_mem_multiplier = 8")
+            cursor.execute("SET LOCAL jit = off")
+            cursor.execute("SET LOCAL random_page_cost = 1.1")
+
+
+def _metrics(
+    *, start: datetime, end: datetime, pool: str | None, project: str | None, per_project: bool
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    scope = Scope(start=start, end=end, pool=pool, project=project)
+    t = tables()
+    with transaction.atomic():
+        _settings()
+        names = Names.load()
+        waits, project_waits = _waits(scope, t, names, per_project=per_project)
+        service, project_service, capacity = service_and_capacity(scope, t, names)
+        exceptions, project_exceptions = _exceptions(scope, t, names)
+        preemptions, project_preemptions = _preemptions(scope, t, names)
+        timeline = _timeline(scope)
+    window = {
+        "start": iso(start),
+        "end": iso(end),
+        "hours": round((end - start).total_seconds() / 3600, 2),
+    }
+    metrics = {
+        "window": window,
+        "scope": {"pool": pool, "project": project},
+        "waits": waits,
+        "service": service,
+        "capacity": capacity,
+        "exceptions": exceptions,
+        "preemptions": preemptions,
+        "timeline": timeline,
+    }
+    if not per_project:
+        return metrics, {}
+    # The projects the review has numbers on: a service row or jobs in the window.
+    ids = [
+        project_id
+        for project_id, item in names.projects.items()
+        if project_id in project_service or project_id in project_waits
+    ]
+    empty_waits = shape_waits({}, names)
+    views: dict[str, dict[str, Any]] = {}
+    for project_id in ids:
+        item = names.projects[project_id]
+        assert item is not None
+        views[item.slug] = copy.deepcopy(
+            {
+                "window": window,
+                "scope": {"pool": pool, "project": item.slug},
+                "waits": project_waits.get(project_id, empty_waits),
+                "service": {"by_project": project_service.get(project_id, [])},
+                "capacity": capacity,
+                "exceptions": project_exceptions.get(
+                    project_id,
+                    {
+                        "by_project_kind": [],
+                        "policy_monthly_limit": exceptions["policy_monthly_limit"],
+                        "over_policy": [],
+                    },
+                ),
+                "preemptions": project_preemptions.get(project_id, _no_preemptions()),
+                "timeline": [
+                    entry
+                    for entry in timeline
+                    if entry["kind"] != "grant" or entry["object"] == item.slug
+                ],
+            }
+        )
+    return metrics, views
+
+
+def _no_preemptions() -> dict[str, Any]:
+    return {
+        "total": {
+            "count": 0,
+            "gpu_hours_lost": 0.0,
+            "restart_p50_seconds": None,
+            "failures": 0,
+            "requeues": 0,
+        },
+        "by_tier_class": [],
+    }
+
+
+def review_metrics(
+    *, start: datetime, end: datetime, pool: str | None = None, project: str | None = None
+) -> dict[str, Any]:
+    """Every metric of the review for ``[start, end)``, overall and per pool, flavor, tier
+    and project (see the module's docstring for each definition)."""
+    metrics, _views = _metrics(start=start, end=end, pool=pool, project=project, per_project=False)
+    return metrics
+
+
+def review_metrics_by_project(
+    *, start: datetime, end: datetime, pool: str | None = None
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """``review_metrics`` of the window and, from the same queries (their number does not
+    grow with the number of projects), each project's view: for every project with a service
+    row or jobs in the window, what ``review_metrics`` gives with that project as scope."""
+    return _metrics(start=start, end=end, pool=pool, project=None, per_project=True)

@@ -1,0 +1,253 @@
+"""Waits: the jobs submitted in the window, their percentiles overall and per tier, project,
+pool, flavor, category and day × tier (and the same per project, for the build), from one
+scan of the window's jobs."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from django.utils.translation import gettext as _
+
+from queues.models import EventKind, WaitCategory
+
+from .. import _sql
+from .._sql import day_of, fetch, hashed_in_order, key_id, percentile_sets, seconds_between, ts
+from ._common import Names, Scope, job_pool_ctes, r3
+
+# (name, keys): the figures of the whole scope; each also exists per project ("p_" + name,
+# the project's id first), except "project" itself, which is the project's overall row.
+WAIT_SETS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("all", ()),
+    ("tier", ("tier_id",)),
+    ("project", ("project_id",)),
+    ("pool", ("pool_id",)),
+    ("flavor", ("flavor_id",)),
+    ("day_tier", ("day", "tier_id")),
+    ("category", ("category",)),
+)
+PER_PROJECT_SETS = tuple(
+    ("p_" + name, ("project_id", *keys))
+    for name, keys in WAIT_SETS
+    if name not in ("all", "project")
+)
+
+
+def wait_stats(row: tuple[Any, ...] | None) -> dict[str, Any]:
+    """WaitStats from a ``percentile_sets`` row (gs, k1, k2, k3, n, p50, p90, p99, max,
+    censored, over, total)."""
+    if row is None or not row[4]:
+        return {
+            "jobs": 0,
+            "waiting_at_end": 0,
+            "p50": None,
+            "p90": None,
+            "p99": None,
+            "max": None,
+            "over_threshold": 0,
+        }
+    n, p50, p90, p99, high, censored, over = row[4:11]
+    return {
+        "jobs": int(n),
+        "waiting_at_end": int(censored or 0),
+        "p50": r3(p50),
+        "p90": r3(p90),
+        "p99": r3(p99),
+        "max": r3(high),
+        "over_threshold": int(over or 0),
+    }
+
+
+def _query(
+    scope: Scope, t: dict[str, str], names: Names, per_project: bool
+) -> list[tuple[Any, ...]]:
+    end = ts("end")
+    # The tiers' wait alerts, written into the query (a handful of tiers): cheaper than a join
+    # per job.
+    alerts = [
+        f"WHEN {int(tier_id)} THEN {int(tier.wait_alert_minutes)}"
+        for tier_id, tier in names.tiers.items()
+        if tier_id is not None and tier.wait_alert_minutes is not None
+    ]
+    alert = f"CASE j.tier_id {' '.join(alerts)} END" if alerts else "NULL"
+    first_start = (
+        f"CASE WHEN j.preemptions > 0 OR j.requeues > 0 THEN COALESCE("
+        f"(SELECT MIN(e.time) FROM {t['event']} e WHERE e.job_id = j.id "
+        f"AND e.kind = '{EventKind.STARTED.value}'), j.started_at) ELSE j.started_at END"
+    )
+    filters = ""
+    if scope.project_id is not None:
+        filters += " AND j.project_id = %(project)s"
+    pool_filter = " WHERE pool_id = %(pool)s" if scope.pool_id is not None else ""
+    wait_end = (
+        f"CASE WHEN started < {end} THEN started "
+        f"WHEN started IS NULL AND ended_at < {end} THEN ended_at ELSE {end} END"
+    )
+    # PostgreSQL: OFFSET 0 keeps j1 a subquery, so a job's first start (a subquery for the
+    # jobs preempted or requeued) is computed once, not once per use below.
+    once = " OFFSET 0" if _sql.is_postgres() else ""
+    ctes = (
+        f"WITH {job_pool_ctes(t)}, "
+        f"j1 AS (SELECT j.project_id, j.tier_id, j.flavor_id, "
+        f"COALESCE(qp.pool_id, cp.pool_id) AS pool_id, j.category, j.submitted_at, "
+        f"{first_start} AS started, j.ended_at, {alert} AS alert "
+        f"FROM {t['job']} j LEFT JOIN qp ON qp.project_id = j.project_id "
+        f"AND qp.flavor_id = j.flavor_id LEFT JOIN cp ON cp.cluster_id = j.cluster_id "
+        f"WHERE j.submitted_at >= {ts('start')} AND j.submitted_at < {end}{filters}{once}), "
+        f"w AS (SELECT project_id, tier_id, flavor_id, pool_id, category, "
+        f"{day_of('submitted_at')} AS day, "
+        f"{seconds_between(wait_end, 'submitted_at')} AS wait, "
+        f"CASE WHEN started < {end} THEN 0 WHEN started IS NULL AND ended_at < {end} THEN 0 "
+        f"ELSE 1 END AS censored, alert FROM j1{pool_filter}), "
+        f"wo AS (SELECT w.*, CASE WHEN alert IS NOT NULL AND wait > alert * 60 THEN 1 ELSE 0 "
+        f"END AS over_ FROM w) "
+    )
+    # Per project, the site's categories are the sums of the projects' (no set of their own).
+    sets = (
+        tuple(item for item in WAIT_SETS if item[0] != "category") + PER_PROJECT_SETS
+        if per_project
+        else WAIT_SETS
+    )
+    options: dict[str, Any] = {
+        "source": "wo",
+        "value": "wait",
+        "sets": sets,
+        "extra": ("SUM(censored)", "SUM(over_)", "SUM(wait)"),
+    }
+    if _sql.is_postgres():
+        # One sort of the window's waits, every group's values collected in that order: far
+        # cheaper than a percentile sort per set and group. Only when the plan reads the sorted
+        # waits in order (checked); otherwise percentile_cont per group.
+        fast = ctes + percentile_sets(**options, ordered=True)
+        if hashed_in_order(fast, scope.params):
+            return fetch(fast, scope.params)
+    return fetch(ctes + percentile_sets(**options), scope.params)
+
+
+def shape_waits(rows_of: dict[str, list[tuple[Any, ...]]], names: Names) -> dict[str, Any]:
+    """The waits part of the metrics from the rows of each set (keys in the set's order;
+    a set without rows: none)."""
+    by_set: dict[str, list[tuple[Any, ...]]] = defaultdict(list, rows_of)
+    tiers, projects = names.tiers, names.projects
+    default_tier = names.default_tier
+
+    by_tier = []
+    for row in by_set["tier"]:
+        tier = tiers.get(key_id(row[1]))
+        by_tier.append(
+            {
+                **wait_stats(row),
+                "tier": tier.slug if tier else None,
+                "name": tier.name if tier else _("No tier"),
+                "threshold_seconds": (
+                    tier.wait_alert_minutes * 60
+                    if tier is not None and tier.wait_alert_minutes is not None
+                    else None
+                ),
+                "_rank": names.tier_rank(key_id(row[1])),
+            }
+        )
+    by_tier.sort(key=lambda r: r["_rank"])
+
+    by_project = []
+    for row in by_set["project"]:
+        project = projects.get(key_id(row[1]))
+        base = (project.tier or default_tier) if project else None
+        by_project.append(
+            {
+                **wait_stats(row),
+                "project": project.slug if project else None,
+                "name": project.name if project else _("No project"),
+                "tier": base.slug if base else None,
+            }
+        )
+    by_project.sort(
+        key=lambda r: (r["p90"] is None, -(r["p90"] or 0), r["name"], r["project"] or "")
+    )
+
+    def named(rows: list[tuple[Any, ...]], objects: dict, key: str, none: str) -> list[dict]:
+        out = []
+        for row in rows:
+            obj = objects.get(key_id(row[1]))
+            out.append(
+                {
+                    **wait_stats(row),
+                    key: obj.slug if obj else None,
+                    "name": obj.name if obj else none,
+                }
+            )
+        out.sort(key=lambda r: (r[key] is None, r["name"]))
+        return out
+
+    daily = []
+    for row in by_set["day_tier"]:
+        tier = tiers.get(key_id(row[2]))
+        stats = wait_stats(row)
+        daily.append(
+            {
+                "day": str(row[1]),
+                "tier": tier.slug if tier else None,
+                "p50": stats["p50"],
+                "p90": stats["p90"],
+                "p99": stats["p99"],
+                "jobs": stats["jobs"],
+                "_rank": names.tier_rank(key_id(row[2])),
+            }
+        )
+    daily.sort(key=lambda r: (r["day"], r["_rank"]))
+    for item in daily + by_tier:
+        del item["_rank"]
+
+    # Jobs with no category count as unclassified.
+    per_category: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    for row in by_set["category"]:
+        totals = per_category[row[1] or WaitCategory.UNCLASSIFIED.value]
+        totals[0] += int(row[4])
+        totals[1] += float(row[11] or 0)
+    by_category = [
+        {
+            "category": category.value,
+            "label": str(category.label),
+            "jobs": int(per_category[category.value][0]),
+            "wait_seconds": round(per_category[category.value][1], 3),
+        }
+        for category in WaitCategory
+    ]
+    overall = by_set["all"][0] if by_set["all"] else None
+    return {
+        "overall": wait_stats(overall),
+        "by_tier": by_tier,
+        "by_project": by_project,
+        "by_pool": named(by_set["pool"], names.pools, "pool", _("No pool")),
+        "by_flavor": named(by_set["flavor"], names.flavors, "flavor", _("No flavor")),
+        "by_category": by_category,
+        "daily_by_tier": daily,
+    }
+
+
+def waits(
+    scope: Scope, t: dict[str, str], names: Names, *, per_project: bool = False
+) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
+    """The waits of the scope, and (``per_project``) of each project with jobs in it, as
+    ``waits`` would give them with the project as scope."""
+    rows = _query(scope, t, names, per_project)
+    by_set: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
+    # Per project: the project's sets, keys shifted left (the project's id dropped).
+    project_sets: dict[int, dict[str, list[tuple[Any, ...]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for row in rows:
+        name = row[0]
+        if name.startswith("p_"):
+            project_id = key_id(row[1])
+            if project_id is not None:
+                project_sets[project_id][name[2:]].append((name[2:], *row[2:4], None, *row[4:]))
+            if name == "p_category":
+                by_set["category"].append(("category", row[2], None, None, *row[4:]))
+            continue
+        by_set[name].append(row)
+        if per_project and name == "project" and key_id(row[1]) is not None:
+            project_sets[key_id(row[1])]["project"].append(row)  # type: ignore[index]
+            project_sets[key_id(row[1])]["all"].append(row)  # type: ignore[index]
+    shaped = {project_id: shape_waits(sets, names) for project_id, sets in project_sets.items()}
+    return shape_waits(by_set, names), shaped

@@ -1,0 +1,75 @@
+"""The review's percentiles: continuous interpolation (``percentile_cont``), the same
+whichever way the database computes them (on PostgreSQL from one sort of the values read in
+order by every grouping set, or ``percentile_cont`` per group; on SQLite window functions)."""
+
+import math
+import random
+from collections import defaultdict
+
+import pytest
+from django.db import connection
+
+from reports.selectors import _sql
+
+SETS = (("all", ()), ("g", ("g",)), ("h", ("h",)), ("hg", ("h", "g")))
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    position = fraction * (len(ordered) - 1)
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+@pytest.fixture
+def values(db) -> list[tuple[int, int, float]]:
+    """Values in groups of every size from 1 up (a single value, two, many), with ties."""
+    chance = random.Random(7)
+    rows = [(g, h, round(chance.expovariate(1 / 3600), 3)) for g in range(6) for h in range(3)
+            for _ in range(g * g + h)]  # fmt: skip
+    rows += [(9, 0, 5.0)] * 4
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TEMPORARY TABLE review_values (g integer, h integer, v float)")
+        cursor.executemany("INSERT INTO review_values VALUES (%s, %s, %s)", rows)
+    return rows
+
+
+def computed(ordered: bool) -> dict[tuple, tuple]:
+    sql = _sql.percentile_sets(
+        source="review_values", value="v", sets=SETS, extra=("SUM(g)",), ordered=ordered
+    )
+    if ordered:
+        assert _sql.hashed_in_order(sql, {})
+    out = {}
+    for row in _sql.fetch(sql, {}):
+        out[(row[0], row[1], row[2], row[3])] = tuple(
+            None if value is None else round(float(value), 6) for value in row[4:]
+        )
+    return out
+
+
+def expected(rows: list[tuple[int, int, float]]) -> dict[tuple, tuple]:
+    out = {}
+    for name, keys in SETS:
+        groups: dict[tuple, list[tuple[int, int, float]]] = defaultdict(list)
+        for row in rows:
+            groups[tuple(row[0] if key == "g" else row[1] for key in keys)].append(row)
+        for key, members in groups.items():
+            waits = [row[2] for row in members]
+            padded = [str(part) for part in key] + [None] * (3 - len(key))
+            out[(name, *padded)] = (
+                len(waits),
+                *(round(percentile(waits, p), 6) for p in _sql.PERCENTILES),
+                max(waits),
+                sum(row[0] for row in members),
+            )
+    return out
+
+
+def test_percentiles_are_continuous_in_every_set(values):
+    got, want = computed(ordered=False), expected(values)
+    assert set(got) == set(want)
+    for key, figures in want.items():
+        assert got[key] == pytest.approx(figures, abs=1e-6), key
+    if _sql.is_postgres():
+        assert computed(ordered=True) == computed(ordered=False)
