@@ -54,7 +54,6 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
-from rest_framework.authtoken.models import Token  # noqa: E402
 
 from bench.pages import REASON, Org  # noqa: E402
 from governance import services  # noqa: E402
@@ -114,6 +113,7 @@ def build(projects: int, credentials_dir: str) -> tuple[str, list[str]]:
                 WorkloadJob(
                     source="hpc",
                     job_id=f"{index}-{n}",
+                    key=f"{index}-{n}",
                     project=project,
                     gpus=1 + n % 4,
                     flavor=org.flavors[n % 2],
@@ -128,7 +128,8 @@ def build(projects: int, credentials_dir: str) -> tuple[str, list[str]]:
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
     caller = User.objects.get(username="user-0-0")  # a project lead, not ops
-    token = Token.objects.create(user=caller).key
+    # A personal token with the read scope, through our own token service (shown once).
+    token = services.personal_token_create(user=caller, name="bench", scopes=["read"]).key
     rng = random.Random(13)
     tiers = [tier.slug for tier in org.tiers]
     flavors = [flavor.slug for flavor in org.flavors]

@@ -11,8 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance.apis._common import BAD_FILTER, NOT_FOUND
-from governance.selectors import project_get
-from queues.selectors.placement import PlacementInputError, Refusal, placement
+from queues.selectors.placement import PlacementInputError, Refusal, placement_for
 
 MAX_GPUS = 100_000
 
@@ -310,10 +309,12 @@ class PlacementApi(APIView):
         serializer = self.InputSerializer(data=request.query_params)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        project = project_get(user=request.user, slug=data["project"])
         try:
-            answer = placement(
-                project=project,
+            # The project is checked the way the scoped getter ``project_get`` checks it (a
+            # 404 when unknown), in the one query that also reads the fingerprint.
+            answer = placement_for(
+                user=request.user,
+                project=data["project"],
                 gpus=data["gpus"],
                 tier=data.get("tier"),
                 flavor=data.get("flavor"),

@@ -34,6 +34,7 @@ from typing import Any
 
 from django.db import connection
 from django.db.models import Prefetch, Sum, prefetch_related_objects
+from django.http import Http404
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -50,7 +51,12 @@ from governance.models import (
     Quota,
     RulesRevision,
 )
-from governance.selectors import EffectiveProject, EffectiveQuota, effective_rules
+from governance.selectors import (
+    EffectiveProject,
+    EffectiveQuota,
+    effective_rules,
+    user_can_read_rules,
+)
 from queues.models import Cluster, ClusterBackend, JobState, WorkloadJob
 from queues.services.backends import SchedulerError
 from queues.services.kueue.desired import cluster_queue_name, desired_objects
@@ -171,9 +177,11 @@ def placement_cache_clear() -> None:
 
 
 @functools.cache
-def _read_sql() -> tuple[str, str]:
-    """The SQL of ``_read`` without and with the project's jobs (built once: reaching a
-    model's history model through its manager is slow)."""
+def _read_sql() -> dict[str, str]:
+    """The SQL of ``_read`` (built once: reaching a model's history model through its manager
+    is slow): ``fingerprint`` alone; with the project's jobs ``by_id``, or ``by_slug`` (the
+    project found by its slug); ``prepare``, the statement ``by_slug`` prepared on
+    PostgreSQL (``$1`` slug, ``$2`` job state, ``$3`` flavor id)."""
     quote = connection.ops.quote_name
     tables = [
         (model.history.model._meta.db_table, "history_id")  # type: ignore[attr-defined]
@@ -181,28 +189,64 @@ def _read_sql() -> tuple[str, str]:
     ]
     tables.append((RulesRevision._meta.db_table, "id"))
     columns = [f"(SELECT MAX({quote(column)}) FROM {quote(table)})" for table, column in tables]
-    jobs = (
-        f"SELECT SUM({quote('gpus')}) FROM {quote(WorkloadJob._meta.db_table)} "
-        f"WHERE {quote('project_id')} = %s AND {quote('state')} = %s AND {quote('flavor_id')}"
-    )
     fingerprint = "SELECT " + ", ".join(columns)
-    return fingerprint, fingerprint + f", ({jobs} = %s), ({jobs} IS NULL)"
+
+    def with_jobs(project: str, state: str, flavor: str) -> str:
+        jobs = (
+            f"SELECT SUM({quote('gpus')}) FROM {quote(WorkloadJob._meta.db_table)} "
+            f"WHERE {quote('project_id')} = {project} AND {quote('state')} = {state} "
+            f"AND {quote('flavor_id')}"
+        )
+        return fingerprint + f", ({jobs} = {flavor}), ({jobs} IS NULL)"
+
+    def by_slug(slug: str) -> str:
+        return (
+            f"(SELECT {quote('id')} FROM {quote(Project._meta.db_table)} "
+            f"WHERE {quote('slug')} = {slug})"
+        )
+
+    return {
+        "fingerprint": fingerprint,
+        "by_id": with_jobs("%s", "%s", "%s"),
+        "by_slug": with_jobs(by_slug("%s"), "%s", "%s"),
+        "prepare": (
+            f"PREPARE {PREPARED_READ} (text, text, bigint) AS "
+            + with_jobs(by_slug("$1"), "$2", "$3")
+        ),
+    }
 
 
-def _read(project_id: int | None = None, flavor_id: int | None = None) -> tuple[Any, ...]:
+# The name of the prepared ``_read`` on PostgreSQL: planning its dozen subqueries costs more
+# than running them, so each database connection plans it once.
+PREPARED_READ = "arbiter_placement_read"
+
+
+def _read(
+    project_id: int | None = None, flavor_id: int | None = None, *, slug: str | None = None
+) -> tuple[Any, ...]:
     """One query: the fingerprint, then the GPUs the project's running jobs hold of
-    ``flavor_id`` and without a flavor (only when a project is given).
+    ``flavor_id`` and without a flavor (only when a project is given, by id or ``slug``).
 
     The fingerprint is the newest history row of every governed model placement reads and
-    the newest rules revision (``MAX`` of a primary key each: an index lookup)."""
-    fingerprint_sql, with_jobs_sql = _read_sql()
+    the newest rules revision (``MAX`` of a primary key each: an index lookup). On
+    PostgreSQL the query by slug is a statement prepared once per database connection."""
+    sql = _read_sql()
+    running = str(JobState.RUNNING.value)
     with connection.cursor() as cursor:
-        if project_id is None:
-            cursor.execute(fingerprint_sql)
-        else:
-            running = str(JobState.RUNNING.value)
+        if slug is not None and connection.vendor == "postgresql":
+            raw = connection.connection
+            if getattr(connection, "_arbiter_placement_prepared", None) is not raw:
+                # Prepared statements outlive transactions but not the connection.
+                cursor.execute(sql["prepare"])
+                connection._arbiter_placement_prepared = raw  # type: ignore[attr-defined]
+            cursor.execute(f"EXECUTE {PREPARED_READ} (%s, %s, %s)", [slug, running, flavor_id or 0])
+        elif slug is not None:
+            cursor.execute(sql["by_slug"], [slug, running, flavor_id or 0, slug, running])
+        elif project_id is not None:
             params: list[int | str] = [project_id, running, flavor_id or 0, project_id, running]
-            cursor.execute(with_jobs_sql, params)
+            cursor.execute(sql["by_id"], params)
+        else:
+            cursor.execute(sql["fingerprint"])
         return tuple(cursor.fetchone() or ())
 
 
@@ -398,6 +442,44 @@ def placement(
     guess = _flavor_guess(_compiled, project.slug, flavor)
     row = _read(project.pk, guess)
     compiled = _current(row[:FINGERPRINT_SIZE], now)
+    return _answer(compiled, row, guess, project, gpus, tier, flavor, now)
+
+
+def placement_for(
+    *,
+    user: Any,
+    project: str,
+    gpus: int,
+    tier: str | None = None,
+    flavor: str | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """``placement`` of the project whose slug is ``project``, as ``user`` sees it: a 404
+    when it does not exist or ``user`` may not read the rules (as the scoped getter
+    ``project_get`` decides). The project comes from the compiled rules, checked by the
+    same one query that reads the fingerprint and the running GPUs (the API's hot path)."""
+    if not user_can_read_rules(user):
+        raise Http404
+    now = now or timezone.now()
+    guess = _flavor_guess(_compiled, project, flavor)
+    row = _read(None, guess, slug=project)
+    compiled = _current(row[:FINGERPRINT_SIZE], now)
+    effective = compiled.projects.get(project)
+    if effective is None:
+        raise Http404
+    return _answer(compiled, row, guess, effective.project, gpus, tier, flavor, now)
+
+
+def _answer(
+    compiled: Compiled,
+    row: tuple[Any, ...],
+    guess: int | None,
+    project: Project,
+    gpus: int,
+    tier: str | None,
+    flavor: str | None,
+    now: datetime,
+) -> dict[str, Any]:
     running_typed, untyped_running = int(row[-2] or 0), int(row[-1] or 0)
     effective = compiled.projects.get(project.slug)
     errors: dict[str, str] = {}
@@ -662,4 +744,5 @@ __all__ = [
     "compiled_placement",
     "placement",
     "placement_cache_clear",
+    "placement_for",
 ]

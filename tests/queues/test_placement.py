@@ -317,13 +317,31 @@ def test_refusals_are_translated(client, place):
     assert "production" in refusal["detail"] and "may not" not in refusal["detail"]
 
 
-def test_a_handful_of_queries_once_compiled(client, place, django_assert_num_queries):
+def test_one_query_once_compiled(client, place, django_assert_num_queries):
     _get(client, project="vision", tier="key", gpus=1, flavor="t4")  # compiles
 
-    # The project (scoped getter), then the fingerprint with the running GPUs.
-    with django_assert_num_queries(2):
+    # The fingerprint with the project (by its slug) and its running GPUs.
+    with django_assert_num_queries(1):
         response = _get(client, project="vision", tier="key", gpus=1, flavor="t4")
     assert response.status_code == 200
+    with django_assert_num_queries(1):
+        assert _get(client, project="nope", gpus=1).status_code == 404
+
+
+def test_two_queries_with_a_token_and_a_revoked_token_is_refused_at_once(
+    place, api_client, ci_token, django_assert_num_queries
+):
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {ci_token.key}")
+    _get(api_client, project="vision", tier="key", gpus=1, flavor="t4")  # compiles, last use
+
+    # The token (with its last use, written at most once a minute), then the fingerprint.
+    with django_assert_num_queries(2):
+        response = _get(api_client, project="vision", tier="key", gpus=1, flavor="t4")
+    assert response.status_code == 200
+
+    services.api_token_revoke(token=ci_token, user=place.ops, reason="Leaked")
+
+    assert _get(api_client, project="vision", tier="key", gpus=1, flavor="t4").status_code == 401
 
 
 def test_the_compiled_rules_follow_applied_changes(client, place):
