@@ -356,6 +356,23 @@ def test_the_compiled_rules_follow_applied_changes(client, place):
     assert after["allowed"] is True
 
 
+def test_a_grant_made_now_shows_in_the_next_answer(client, place):
+    ask = {"project": "vision", "tier": "production", "gpus": 1, "flavor": "t4"}
+    assert _get(client, **ask).json()["allowed"] is False  # compiled
+
+    now = timezone.now()
+    _grant(
+        place,
+        place.vision,
+        GrantKind.PRIORITY_UPGRADE,
+        start=now - timedelta(minutes=1),
+        end=now + timedelta(hours=2),
+        tier=place.production,
+    )
+
+    assert _get(client, **ask).json()["allowed"] is True
+
+
 def test_a_grant_applies_at_its_start_before_the_beat_task_records_it(place):
     start = timezone.now() + timedelta(hours=1)
     _grant(
