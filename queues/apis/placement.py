@@ -47,13 +47,18 @@ EXAMPLE_ALLOWED = {
             "pool": "training",
             "account": "training.vision",
             "qos": "key",
-            "partition": None,
+            "partition": "gpu",
             "gres": "gpu:a100:8",
             "guarantee_qos": "training.vision.guarantee",
             "borrow_qos": ["training.borrow.cautious"],
             "default_qos": "key",
-            "sbatch_options": ["--account=training.vision", "--qos=key", "--gres=gpu:a100:8"],
-            "sbatch": "--account=training.vision --qos=key --gres=gpu:a100:8",
+            "sbatch_options": [
+                "--account=training.vision",
+                "--partition=gpu",
+                "--qos=key",
+                "--gres=gpu:a100:8",
+            ],
+            "sbatch": "--account=training.vision --partition=gpu --qos=key --gres=gpu:a100:8",
         }
     ],
     "kubernetes": [
@@ -106,10 +111,13 @@ EXAMPLE_REFUSED = {
             "gres": "gpu:a100:32",
             "sbatch_options": [
                 "--account=training.vision",
+                "--partition=gpu",
                 "--qos=production",
                 "--gres=gpu:a100:32",
             ],
-            "sbatch": "--account=training.vision --qos=production --gres=gpu:a100:32",
+            "sbatch": (
+                "--account=training.vision --partition=gpu --qos=production --gres=gpu:a100:32"
+            ),
         }
     ],
 }
@@ -202,7 +210,10 @@ class PlacementApi(APIView):
             qos = serializers.CharField(allow_null=True)
             partition = serializers.CharField(
                 allow_null=True,
-                help_text=_("Arbiter manages no partitions: null submits to the default one."),
+                help_text=_(
+                    "The cluster's Slurm partition (also in the sbatch options); null: the "
+                    "cluster's default partition."
+                ),
             )
             gres = serializers.CharField()
             guarantee_qos = serializers.CharField(

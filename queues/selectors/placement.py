@@ -682,7 +682,10 @@ def _routes(
                 qos = ""
             association_qos, default_qos = target.associations.get(account, ([], ""))
             guarantee = guarantee_qos(pool, slug)
+            partition = target.cluster.slurm_partition
             options = [f"--account={account}"]
+            if partition:
+                options.append(f"--partition={partition}")
             if qos:
                 options.append(f"--qos={qos}")
             options.append(f"--gres={gres}")
@@ -693,7 +696,7 @@ def _routes(
                     "pool": pool.slug,
                     "account": account,
                     "qos": qos or None,
-                    "partition": None,
+                    "partition": partition or None,
                     "gres": gres,
                     "guarantee_qos": guarantee if guarantee in target.qos else None,
                     "borrow_qos": [

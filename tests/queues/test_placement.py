@@ -139,6 +139,7 @@ def test_each_tier_flavor_and_grant_state(client, place, tier, flavor, grant):
     assert route["gres"] == gres + "4"
     assert route["sbatch"] == f"--account={account} --qos={tier} --gres={gres}4"
     assert route["sbatch_options"] == [f"--account={account}", f"--qos={tier}", f"--gres={gres}4"]
+    assert route["partition"] is None
     if on_kueue:
         (kube,) = body["kubernetes"]
         assert kube["namespace"] == "vision"
@@ -153,6 +154,25 @@ def test_each_tier_flavor_and_grant_state(client, place, tier, flavor, grant):
     assert [g["kind"] for g in body["grants"]] == (
         ["priority_upgrade"] if grant == "upgrade_active" else []
     )
+
+
+def test_the_clusters_partition_is_in_the_route_and_the_sbatch_options(client, place):
+    hpc = Cluster.objects.get(name="hpc")
+    queue_services.cluster_update(
+        cluster=hpc, user=place.ops, reason=REASON, data={"slurm_partition": "gpu-a100"}
+    )
+
+    body = _get(client, project="vision", tier="key", gpus=2, flavor="a100-80g").json()
+
+    (route,) = body["slurm"]
+    assert route["partition"] == "gpu-a100"
+    assert route["sbatch_options"] == [
+        "--account=training.vision",
+        "--partition=gpu-a100",
+        "--qos=key",
+        "--gres=gpu:a100:2",
+    ]
+    assert route["sbatch"] == " ".join(route["sbatch_options"])
 
 
 def test_the_effective_tier_is_used_when_no_tier_is_given(client, place):
