@@ -436,3 +436,50 @@ def test_the_answer_has_the_documented_shape(client, place):
         assert {k: v for k, v in body.items() if k != "at"} == {
             k: v for k, v in shaped.items() if k != "at"
         }
+
+
+def test_a_repeated_question_follows_running_jobs_the_language_and_the_clock(client, place):
+    ask = {"project": "vision", "tier": "production", "gpus": 4, "flavor": "t4"}
+    first = _get(client, **ask).json()
+    again = _get(client, **ask).json()
+    assert {**first, "at": None} == {**again, "at": None}
+    assert again["at"] > first["at"]
+
+    _running(place, place.vision, 3, place.t4)
+    after = _get(client, **ask).json()
+    assert after["headroom"]["running_gpus"] == first["headroom"]["running_gpus"] + 3
+    assert "over_maximum" in [r["code"] for r in after["refusals"]]
+
+    chinese = client.get(URL, ask, HTTP_ACCEPT_LANGUAGE="zh-hans").json()
+    assert chinese["refusals"][0]["detail"] != after["refusals"][0]["detail"]
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"project": "vision"},
+        {"project": "bad slug!", "gpus": "x", "tier": "-", "flavor": "a" * 64},
+        {"project": "vision", "gpus": "0"},
+        {"project": "vision", "gpus": "100001", "tier": ""},
+        {"project": "vision", "gpus": "2", "tier": "key", "flavor": "t4"},
+    ],
+)
+def test_the_input_is_read_as_the_input_serializer_reads_it(params, language):
+    from django.http import QueryDict
+    from django.utils import translation
+    from rest_framework.exceptions import ValidationError
+
+    from queues.apis.placement import PlacementApi, _parse
+
+    query = QueryDict(mutable=True)
+    query.update(params)
+    with translation.override(language):
+        serializer = PlacementApi.InputSerializer(data=query)
+        if serializer.is_valid():
+            assert _parse(query) == serializer.validated_data
+        else:
+            with pytest.raises(ValidationError) as error:
+                _parse(query)
+            assert error.value.detail == serializer.errors
