@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from governance import services
 from governance.models import GrantKind, Terms
@@ -450,7 +450,9 @@ def test_a_repeated_question_follows_running_jobs_the_language_and_the_clock(cli
     assert after["headroom"]["running_gpus"] == first["headroom"]["running_gpus"] + 3
     assert "over_maximum" in [r["code"] for r in after["refusals"]]
 
-    chinese = client.get(URL, ask, HTTP_ACCEPT_LANGUAGE="zh-hans").json()
+    # The locale middleware leaves the request's language active: restore it afterwards.
+    with translation.override(translation.get_language()):
+        chinese = client.get(URL, ask, HTTP_ACCEPT_LANGUAGE="zh-hans").json()
     assert chinese["refusals"][0]["detail"] != after["refusals"][0]["detail"]
 
 
@@ -468,7 +470,6 @@ def test_a_repeated_question_follows_running_jobs_the_language_and_the_clock(cli
 )
 def test_the_input_is_read_as_the_input_serializer_reads_it(params, language):
     from django.http import QueryDict
-    from django.utils import translation
     from rest_framework.exceptions import ValidationError
 
     from queues.apis.placement import PlacementApi, _parse
