@@ -16,7 +16,8 @@ concurrent clients with locust (headless, ``FastHttpUser``, no think time), each
 an API token:
 
 * ``ceiling``: ``GET /bench/ceiling/``, a DRF APIView with the project's default
-  authentication, permission and renderer classes that returns a constant;
+  authentication, permission, throttle and renderer classes that returns a constant, routed
+  where placement is (the same URL resolution);
 * ``placement``: ``GET /api/v1/placement/`` for a random one of 400 queries (random
   projects, each tier, 1-16 GPUs, both flavors: allowed and refused answers).
 
@@ -24,6 +25,13 @@ Phases alternate (ceiling, placement) ``--rounds`` times, after a warm-up of bot
 the load of a shared machine falls on both alike. It prints throughput and p50/p99 per phase
 and in total, the ratio of placement to ceiling throughput (target ≥ 70 %) and placement's
 p99 (target ≤ 50 ms), and writes them to ``bench/results/placement-<timestamp>.json``.
+
+The caller is a project lead with a personal token (scope ``read``) made by the token
+service. Both phases run on the same server (same workers, same settings: rate limits are
+off for both, as one load generator's token would exceed them). Since the machine may be
+shared, each phase also records the CPU a request costs the server (gunicorn's processes
+and the database's backends, not the load generator), which moves far less than wall-clock
+figures when other work competes for the CPUs.
 """
 
 import argparse
@@ -41,6 +49,7 @@ import time
 import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -48,13 +57,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
 os.environ.setdefault("DJANGO_DEBUG", "1")
 
 import django  # noqa: E402
+import psutil  # noqa: E402
 
 django.setup()
 
 from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
-from rest_framework.authtoken.models import Token  # noqa: E402
 
 from bench.pages import REASON, Org  # noqa: E402
 from governance import services  # noqa: E402
@@ -114,6 +123,7 @@ def build(projects: int, credentials_dir: str) -> tuple[str, list[str]]:
                 WorkloadJob(
                     source="hpc",
                     job_id=f"{index}-{n}",
+                    key=f"{index}-{n}",
                     project=project,
                     gpus=1 + n % 4,
                     flavor=org.flavors[n % 2],
@@ -128,7 +138,8 @@ def build(projects: int, credentials_dir: str) -> tuple[str, list[str]]:
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
     caller = User.objects.get(username="user-0-0")  # a project lead, not ops
-    token = Token.objects.create(user=caller).key
+    # A personal token with the read scope, through our own token service (shown once).
+    token = services.personal_token_create(user=caller, name="bench", scopes=["read"]).key
     rng = random.Random(13)
     tiers = [tier.slug for tier in org.tiers]
     flavors = [flavor.slug for flavor in org.flavors]
@@ -202,6 +213,38 @@ def wait_ready(base: str, token: str, server: subprocess.Popen) -> None:  # type
     raise SystemExit("gunicorn did not answer")
 
 
+def server_cpu(server: subprocess.Popen, database: str) -> dict[str, dict[int, float]]:  # type: ignore[type-arg]
+    """CPU seconds used so far by each gunicorn process and each PostgreSQL backend of the
+    bench database (not the load generator's): on a shared machine, the CPU a request costs
+    moves much less than its wall-clock figures."""
+    app: dict[int, float] = {}
+    master = psutil.Process(server.pid)
+    for process in [master, *master.children(recursive=True)]:
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        app[process.pid] = times.user + times.system
+    db: dict[int, float] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            [database],
+        )
+        pids = [row[0] for row in cursor.fetchall()]
+    for pid in pids:
+        try:
+            times = psutil.Process(pid).cpu_times()
+        except psutil.Error:
+            continue
+        db[pid] = times.user + times.system
+    return {"app": app, "db": db}
+
+
+def _cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
+
+
 def locust(
     base: str, token: str, name: str, paths: list[str], seconds: int, users: int, out: Path
 ) -> dict[str, float]:
@@ -264,7 +307,7 @@ def main() -> None:
     settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = name
     database = connection.creation.create_test_db(verbosity=0, autoclobber=True)
     server = None
-    phases: list[dict[str, object]] = []
+    phases: list[dict[str, Any]] = []
     try:
         with tempfile.TemporaryDirectory() as credentials:
             (Path(credentials) / "token").write_text("unused")
@@ -285,11 +328,19 @@ def main() -> None:
                     locust(base, token, target, paths, 5, args.users, out)
                 for round_ in range(1, args.rounds + 1):
                     for target, paths in targets.items():
+                        before = server_cpu(server, database)
                         figures = locust(base, token, target, paths, args.seconds, args.users, out)
+                        after = server_cpu(server, database)
+                        count = max(int(figures["requests"]), 1)
+                        for part in ("app", "db"):
+                            used = _cpu_used(before[part], after[part])
+                            figures[f"{part}_cpu_ms"] = round(used / count * 1000, 3)
                         phases.append({"round": round_, "endpoint": target, **figures})
                         print(
                             f"round {round_} {target:10} {figures['rps']:8.1f} req/s  "
                             f"p50 {figures['p50_ms']:5.0f} ms  p99 {figures['p99_ms']:5.0f} ms  "
+                            f"CPU/request {figures['app_cpu_ms']:.2f} ms gunicorn + "
+                            f"{figures['db_cpu_ms']:.2f} ms PostgreSQL  "
                             f"failures {figures['failures']}",
                             flush=True,
                         )
@@ -306,19 +357,35 @@ def main() -> None:
             "rps": round(sum(float(p["rps"]) for p in mine) / len(mine), 1),
             "p50_ms": max(float(p["p50_ms"]) for p in mine),
             "p99_ms": max(float(p["p99_ms"]) for p in mine),
-            "failures": sum(int(p["failures"]) for p in mine),  # type: ignore[call-overload]
+            "failures": sum(int(p["failures"]) for p in mine),
+            # CPU per request over all rounds (total CPU / total requests).
+            **{
+                f"{part}_cpu_ms": round(
+                    sum(float(p[f"{part}_cpu_ms"]) * int(p["requests"]) for p in mine)
+                    / max(sum(int(p["requests"]) for p in mine), 1),
+                    3,
+                )
+                for part in ("app", "db")
+            },
         }
     ratio = summary["placement"]["rps"] / summary["ceiling"]["rps"]
+    cpu = {t: s["app_cpu_ms"] + s["db_cpu_ms"] for t, s in summary.items()}
+    cpu_ratio = cpu["ceiling"] / cpu["placement"] if cpu["placement"] else 0.0
     ok_ratio = ratio >= TARGET_RATIO
     ok_p99 = summary["placement"]["p99_ms"] <= TARGET_P99_MS
     lines = [
         f"{args.projects} projects, {args.users} clients, gunicorn {args.workers} sync workers, "
         f"{args.rounds} rounds of {args.seconds} s per endpoint ({os.cpu_count()} CPUs, shared)",
-        f"{'endpoint':10} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7}  (p50/p99: worst round)",
+        f"{'endpoint':10} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'CPU ms/req':>11} "
+        f"{'(gunicorn + PostgreSQL)':>24}  (p50/p99: worst round)",
         *(
-            f"{t:10} {s['rps']:8.1f} {s['p50_ms']:7.0f} {s['p99_ms']:7.0f}"
+            f"{t:10} {s['rps']:8.1f} {s['p50_ms']:7.0f} {s['p99_ms']:7.0f} "
+            f"{s['app_cpu_ms'] + s['db_cpu_ms']:11.2f} "
+            f"{s['app_cpu_ms']:>15.2f} + {s['db_cpu_ms']:.2f}"
             for t, s in summary.items()
         ),
+        f"CPU per request, ceiling / placement: {cpu_ratio:.0%} (the throughput ratio of a "
+        "server that only its CPU limits)",
         f"placement / ceiling throughput: {ratio:.0%} (target ≥ {TARGET_RATIO:.0%}: "
         f"{'met' if ok_ratio else 'NOT met'}); placement p99 "
         f"{summary['placement']['p99_ms']:.0f} ms (target ≤ {TARGET_P99_MS:.0f} ms: "
@@ -341,6 +408,7 @@ def main() -> None:
                 "phases": phases,
                 "summary": summary,
                 "ratio": round(ratio, 3),
+                "cpu_ratio": round(cpu_ratio, 3),
                 "target": {"ratio": TARGET_RATIO, "p99_ms": TARGET_P99_MS},
                 "met": {"ratio": ok_ratio, "p99": ok_p99},
                 "sample_answer_allowed": sample.get("allowed"),

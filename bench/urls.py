@@ -1,12 +1,14 @@
 """The bench server's URLs: every production URL, plus ``GET /bench/ceiling/``.
 
 The ceiling is the smallest DRF endpoint that still goes through the project's API stack:
-the default authentication (a token lookup), permission and renderer classes, returning a
-constant. It is what a request costs before any work of our own, so ``bench/placement.py``
-measures ``GET placement`` against it. Only ``bench.settings`` routes here.
+the default authentication (a token lookup), permission, throttle and renderer classes,
+returning a constant. It is what a request costs before any work of our own, so
+``bench/placement.py`` measures ``GET placement`` against it. It is routed where placement
+is (just before the queues' URLs, after the pages'), so that both pay the same URL
+resolution. Only ``bench.settings`` routes here.
 """
 
-from django.urls import path
+from django.urls import URLResolver, include, path
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -19,4 +21,11 @@ class CeilingApi(APIView):
         return Response({"ok": True})
 
 
-urlpatterns = [path("bench/ceiling/", CeilingApi.as_view(), name="bench_ceiling"), *production]
+ceiling = path("", include([path("bench/ceiling/", CeilingApi.as_view(), name="bench_ceiling")]))
+at = next(
+    index
+    for index, pattern in enumerate(production)
+    if isinstance(pattern, URLResolver)
+    and getattr(pattern.urlconf_name, "__name__", "") == "queues.urls"
+)
+urlpatterns = [*production[:at], ceiling, *production[at:]]

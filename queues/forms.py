@@ -10,6 +10,7 @@ from queues.models import Cluster, slurm_bin_dirs
 
 CONNECTION_FIELDS = [
     "slurm_cluster",
+    "slurm_partition",
     "slurm_conf",
     "slurm_bin_dir",
     "command_timeout",

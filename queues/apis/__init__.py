@@ -39,6 +39,7 @@ from queues.models import (
     ClusterBackend,
     SyncTrigger,
     slurm_name_validator,
+    slurm_partition_validator,
     validate_absolute_path,
     validate_credentials_file_name,
     validate_kube_api_server,
@@ -93,6 +94,7 @@ CLUSTER_EXAMPLE = {
     "name": "hpc",
     "backend": "slurm",
     "slurm_cluster": "hpc",
+    "slurm_partition": "gpu",
     "slurm_conf": "/etc/slurm/slurm.conf",
     "slurm_bin_dir": "",
     "command_timeout": 30,
@@ -159,6 +161,13 @@ def _settings_fields(*, partial: bool) -> dict[str, serializers.Field]:
     return {
         "slurm_cluster": serializers.CharField(
             max_length=63, allow_blank=True, validators=[slurm_name_validator], **opt
+        ),
+        "slurm_partition": serializers.CharField(
+            max_length=63,
+            allow_blank=True,
+            validators=[slurm_partition_validator],
+            help_text=_("The partition jobs are submitted to; empty: the default partition."),
+            **opt,
         ),
         "slurm_conf": serializers.CharField(
             max_length=PATH_MAX_LENGTH,
@@ -310,6 +319,7 @@ class ClusterDetailApi(APIView):
         name = serializers.SlugField(source="cluster.name")
         backend = serializers.CharField(source="cluster.backend")
         slurm_cluster = serializers.CharField(source="cluster.slurm_cluster")
+        slurm_partition = serializers.CharField(source="cluster.slurm_partition")
         slurm_conf = serializers.CharField(source="cluster.slurm_conf")
         slurm_bin_dir = serializers.CharField(source="cluster.slurm_bin_dir")
         command_timeout = serializers.IntegerField(source="cluster.command_timeout")

@@ -35,6 +35,11 @@ slurm_name_validator = RegexValidator(
     r"^[a-z0-9][a-z0-9_.-]*$",
     _("Use lowercase letters, digits, dots, dashes and underscores (Slurm lowercases names)."),
 )
+# A partition goes into sbatch options as is: one word of safe characters (case kept).
+slurm_partition_validator = RegexValidator(
+    r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+    _("Use letters, digits, dots, dashes and underscores, starting with a letter or digit."),
+)
 
 COMMAND_TIMEOUT_MAX = 600
 CA_BUNDLE_MAX_LENGTH = 100_000
@@ -205,6 +210,16 @@ class Cluster(models.Model):
         validators=[slurm_name_validator],
         help_text=_("ClusterName in slurm.conf, as sacctmgr knows it."),
     )
+    slurm_partition = models.CharField(
+        _("Slurm partition"),
+        max_length=63,
+        blank=True,
+        validators=[slurm_partition_validator],
+        help_text=_(
+            "The partition the cluster's jobs are submitted to (sbatch --partition); empty: "
+            "the cluster's default partition."
+        ),
+    )
     slurm_conf = models.CharField(
         _("SLURM_CONF path"),
         max_length=PATH_MAX_LENGTH,
@@ -290,6 +305,10 @@ class Cluster(models.Model):
                 name="cluster_slurm_needs_cluster_name",
             ),
             models.CheckConstraint(
+                condition=Q(backend=ClusterBackend.SLURM) | Q(slurm_partition=""),
+                name="cluster_partition_only_for_slurm",
+            ),
+            models.CheckConstraint(
                 condition=~Q(backend=ClusterBackend.KUEUE)
                 | (~Q(kube_api_server="") & ~Q(kube_credentials_file="")),
                 name="cluster_kueue_needs_api_server_and_credentials",
@@ -314,6 +333,8 @@ class Cluster(models.Model):
         errors: dict[str, Any] = {}
         if self.backend == ClusterBackend.SLURM and not self.slurm_cluster:
             errors["slurm_cluster"] = _("A Slurm cluster needs its ClusterName.")
+        if self.backend != ClusterBackend.SLURM and self.slurm_partition:
+            errors["slurm_partition"] = _("Only a Slurm cluster has a partition.")
         if self.backend == ClusterBackend.KUEUE:
             if not self.kube_api_server:
                 errors["kube_api_server"] = _("A Kueue cluster needs its API server URL.")
@@ -613,4 +634,5 @@ __all__ = [
     "WorkloadJob",
     "WorkloadJobRollup",
     "slurm_name_validator",
+    "slurm_partition_validator",
 ]

@@ -42,6 +42,7 @@ from queues.models import (
 
 CLUSTER_EDITABLE = (
     "slurm_cluster",
+    "slurm_partition",
     "slurm_conf",
     "slurm_bin_dir",
     "command_timeout",

@@ -66,6 +66,9 @@ def test_no_shell_anywhere_in_the_scheduler_client():
         ("slurm_bin_dir", "/usr/local/evil"),
         ("slurm_bin_dir", ALLOWED + "/../../tmp"),
         ("slurm_cluster", HOSTILE),
+        ("slurm_partition", HOSTILE),
+        ("slurm_partition", "gpu --qos=production"),
+        ("slurm_partition", "-gpu"),
         ("command_timeout", 0),
         ("command_timeout", 601),
     ],
@@ -97,6 +100,7 @@ def test_a_hostile_slurm_setting_is_refused_by_the_service(ops, world, field, va
         ("kube_namespace_template", "fixed"),
         ("kube_namespace_template", "Team_{project}"),
         ("kube_namespace_template", "{project}{"),
+        ("slurm_partition", "gpu"),
     ],
 )
 def test_a_bad_kueue_setting_is_refused_with_its_field(ops, world, field, value):
@@ -148,6 +152,11 @@ def test_each_backend_requires_its_fields(ops, world, backend):
         (
             {"backend": "slurm", "slurm_cluster": "a", "kube_namespace_template": "x"},
             "cluster_namespace_names_project",
+        ),
+        (
+            {"backend": "kueue", "kube_api_server": "https://k", "kube_credentials_file": "t"}
+            | {"slurm_partition": "gpu"},
+            "cluster_partition_only_for_slurm",
         ),
     ],
 )
@@ -209,6 +218,8 @@ def test_the_form_refuses_a_hostile_value_and_offers_only_allowed_directories(op
         ({"pools": ["train\x00ing"]}, "pools"),
         ({"pools": [{"slug": "training"}]}, "pools"),
         ({"slurm_cluster": "a" * 64}, "slurm_cluster"),
+        ({"slurm_partition": "gpu;id"}, "slurm_partition"),
+        ({"slurm_partition": "a" * 64}, "slurm_partition"),
         ({"kube_ca_bundle": "x" * 100_001}, "kube_ca_bundle"),
         ({"name": "lab\x00"}, "name"),
         ({"name": {"a": 1}}, "name"),
@@ -250,3 +261,26 @@ def test_the_runner_refuses_what_slipped_past_and_never_uses_a_shell(settings, t
     settings.ARBITER_SLURM_BIN_DIRS = []  # the allow-list shrank since the cluster was made
     with pytest.raises(UnsafeCommand):
         SlurmCommands(bin_dir=str(tmp_path)).argv(["sacctmgr"])
+
+
+def test_a_partition_is_proposed_applied_and_shown(ops, world, api_client):
+    cluster = services.cluster_create(user=ops, reason=REASON, name="lab", slurm_cluster="lab")
+    api_client.force_authenticate(ops)
+
+    response = api_client.patch(
+        reverse("api_cluster_detail", args=["lab"]),
+        {"slurm_partition": "gpu-a100", "reason": "Jobs go to the GPU partition"},
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    change = RuleChange.objects.get()
+    assert change.status == "proposed"
+
+    services.cluster_update(
+        cluster=cluster, user=ops, reason=REASON, data={"slurm_partition": "gpu-a100"}
+    )
+    body = api_client.get(reverse("api_cluster_detail", args=["lab"])).json()
+    assert body["slurm_partition"] == "gpu-a100"
+    page = login(ops).get(reverse("cluster_detail", args=["lab"])).content.decode()
+    assert "gpu-a100" in page
+    assert "Slurm partition" in page

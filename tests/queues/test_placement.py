@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from governance import services
 from governance.models import GrantKind, Terms
@@ -139,6 +139,7 @@ def test_each_tier_flavor_and_grant_state(client, place, tier, flavor, grant):
     assert route["gres"] == gres + "4"
     assert route["sbatch"] == f"--account={account} --qos={tier} --gres={gres}4"
     assert route["sbatch_options"] == [f"--account={account}", f"--qos={tier}", f"--gres={gres}4"]
+    assert route["partition"] is None
     if on_kueue:
         (kube,) = body["kubernetes"]
         assert kube["namespace"] == "vision"
@@ -153,6 +154,25 @@ def test_each_tier_flavor_and_grant_state(client, place, tier, flavor, grant):
     assert [g["kind"] for g in body["grants"]] == (
         ["priority_upgrade"] if grant == "upgrade_active" else []
     )
+
+
+def test_the_clusters_partition_is_in_the_route_and_the_sbatch_options(client, place):
+    hpc = Cluster.objects.get(name="hpc")
+    queue_services.cluster_update(
+        cluster=hpc, user=place.ops, reason=REASON, data={"slurm_partition": "gpu-a100"}
+    )
+
+    body = _get(client, project="vision", tier="key", gpus=2, flavor="a100-80g").json()
+
+    (route,) = body["slurm"]
+    assert route["partition"] == "gpu-a100"
+    assert route["sbatch_options"] == [
+        "--account=training.vision",
+        "--partition=gpu-a100",
+        "--qos=key",
+        "--gres=gpu:a100:2",
+    ]
+    assert route["sbatch"] == " ".join(route["sbatch_options"])
 
 
 def test_the_effective_tier_is_used_when_no_tier_is_given(client, place):
@@ -317,13 +337,31 @@ def test_refusals_are_translated(client, place):
     assert "production" in refusal["detail"] and "may not" not in refusal["detail"]
 
 
-def test_a_handful_of_queries_once_compiled(client, place, django_assert_num_queries):
+def test_one_query_once_compiled(client, place, django_assert_num_queries):
     _get(client, project="vision", tier="key", gpus=1, flavor="t4")  # compiles
 
-    # The project (scoped getter), then the fingerprint with the running GPUs.
-    with django_assert_num_queries(2):
+    # The fingerprint with the project (by its slug) and its running GPUs.
+    with django_assert_num_queries(1):
         response = _get(client, project="vision", tier="key", gpus=1, flavor="t4")
     assert response.status_code == 200
+    with django_assert_num_queries(1):
+        assert _get(client, project="nope", gpus=1).status_code == 404
+
+
+def test_two_queries_with_a_token_and_a_revoked_token_is_refused_at_once(
+    place, api_client, ci_token, django_assert_num_queries
+):
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {ci_token.key}")
+    _get(api_client, project="vision", tier="key", gpus=1, flavor="t4")  # compiles, last use
+
+    # The token (with its last use, written at most once a minute), then the fingerprint.
+    with django_assert_num_queries(2):
+        response = _get(api_client, project="vision", tier="key", gpus=1, flavor="t4")
+    assert response.status_code == 200
+
+    services.api_token_revoke(token=ci_token, user=place.ops, reason="Leaked")
+
+    assert _get(api_client, project="vision", tier="key", gpus=1, flavor="t4").status_code == 401
 
 
 def test_the_compiled_rules_follow_applied_changes(client, place):
@@ -336,6 +374,23 @@ def test_the_compiled_rules_follow_applied_changes(client, place):
 
     after = _get(client, project="vision", tier="key", gpus=9, flavor="a100-80g").json()
     assert after["allowed"] is True
+
+
+def test_a_grant_made_now_shows_in_the_next_answer(client, place):
+    ask = {"project": "vision", "tier": "production", "gpus": 1, "flavor": "t4"}
+    assert _get(client, **ask).json()["allowed"] is False  # compiled
+
+    now = timezone.now()
+    _grant(
+        place,
+        place.vision,
+        GrantKind.PRIORITY_UPGRADE,
+        start=now - timedelta(minutes=1),
+        end=now + timedelta(hours=2),
+        tier=place.production,
+    )
+
+    assert _get(client, **ask).json()["allowed"] is True
 
 
 def test_a_grant_applies_at_its_start_before_the_beat_task_records_it(place):
@@ -381,3 +436,51 @@ def test_the_answer_has_the_documented_shape(client, place):
         assert {k: v for k, v in body.items() if k != "at"} == {
             k: v for k, v in shaped.items() if k != "at"
         }
+
+
+def test_a_repeated_question_follows_running_jobs_the_language_and_the_clock(client, place):
+    ask = {"project": "vision", "tier": "production", "gpus": 4, "flavor": "t4"}
+    first = _get(client, **ask).json()
+    again = _get(client, **ask).json()
+    assert {**first, "at": None} == {**again, "at": None}
+    assert again["at"] > first["at"]
+
+    _running(place, place.vision, 3, place.t4)
+    after = _get(client, **ask).json()
+    assert after["headroom"]["running_gpus"] == first["headroom"]["running_gpus"] + 3
+    assert "over_maximum" in [r["code"] for r in after["refusals"]]
+
+    # The locale middleware leaves the request's language active: restore it afterwards.
+    with translation.override(translation.get_language()):
+        chinese = client.get(URL, ask, HTTP_ACCEPT_LANGUAGE="zh-hans").json()
+    assert chinese["refusals"][0]["detail"] != after["refusals"][0]["detail"]
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"project": "vision"},
+        {"project": "bad slug!", "gpus": "x", "tier": "-", "flavor": "a" * 64},
+        {"project": "vision", "gpus": "0"},
+        {"project": "vision", "gpus": "100001", "tier": ""},
+        {"project": "vision", "gpus": "2", "tier": "key", "flavor": "t4"},
+    ],
+)
+def test_the_input_is_read_as_the_input_serializer_reads_it(params, language):
+    from django.http import QueryDict
+    from rest_framework.exceptions import ValidationError
+
+    from queues.apis.placement import PlacementApi, _parse
+
+    query = QueryDict(mutable=True)
+    query.update(params)
+    with translation.override(language):
+        serializer = PlacementApi.InputSerializer(data=query)
+        if serializer.is_valid():
+            assert _parse(query) == serializer.validated_data
+        else:
+            with pytest.raises(ValidationError) as error:
+                _parse(query)
+            assert error.value.detail == serializer.errors

@@ -1,91 +1,31 @@
-"""Placement: where and how a project submits a job, and whether it may right now.
-
-``placement`` answers ``GET /api/v1/placement/`` (the hot path of CI pipelines). The names it
-gives are the ones the scheduler compilers generate: the Slurm accounts, QOS and user
-associations of ``slurm.desired.desired_state`` and the namespaces, LocalQueues and
-WorkloadPriorityClasses of ``kueue.desired.desired_objects``, both compiled from the
-effective rules (``governance.selectors.effective_rules``, grants included).
-
-Compiling the whole organisation takes a while, so the result is kept per process and reused
-while it is still right. It is right while
-
-* no governed rule changed: the *fingerprint* is the newest history row of every governed
-  model placement reads (rules, grants, clusters) and the newest rules revision, read in one
-  query of index-only lookups per request. Every write of a governed row makes a history row
-  (house rule), so an applied change, a grant made, revoked, started or ended by the beat
-  task, a seed or an admin edit all change it;
-* the next grant boundary has not passed: a grant starts or ends at its own instant, before
-  the beat task records it, so the compiled rules are valid only until the earliest
-  ``starts_at``/``ends_at``/``revoked_at`` after the instant they were compiled at.
-
-The workload evidence (running GPUs) is read per request, in the same query as the
-fingerprint; the project is read through the scoped getter by the caller. So a warm answer
-costs the project and that one query, whatever the size of the organisation.
-"""
+"""One placement answer, from the compiled organisation and the one query of the request."""
 
 from __future__ import annotations
 
-import functools
-import threading
 from collections import defaultdict
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
-from django.db.models import Prefetch, Sum, prefetch_related_objects
+from django.db.models import Sum
+from django.http import Http404
 from django.utils import timezone
+from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 
-from governance.models import (
-    GpuFlavor,
-    Grant,
-    Membership,
-    Pool,
-    PoolCapacity,
-    PreemptionClass,
-    PreemptionKind,
-    PriorityTier,
-    Project,
-    Quota,
-    RulesRevision,
-)
-from governance.selectors import EffectiveProject, EffectiveQuota, effective_rules
-from queues.models import Cluster, ClusterBackend, JobState, WorkloadJob
-from queues.services.backends import SchedulerError
-from queues.services.kueue.desired import cluster_queue_name, desired_objects
-from queues.services.kueue.values import (
-    LOCAL_QUEUE,
-    SOURCE_ANNOTATION,
-    WORKLOAD_PRIORITY_CLASS,
-)
-from queues.services.slurm.desired import desired_state
-from queues.services.slurm.values import (
-    ACCOUNT,
-    ASSOCIATION,
-    QOS,
-    guarantee_qos,
-    project_account,
-    split_association,
-    tier_qos,
-)
+from governance.models import GpuFlavor, PreemptionClass, PreemptionKind, PriorityTier, Project
+from governance.selectors import EffectiveQuota, user_can_read_rules
+from queues.models import JobState, WorkloadJob
+from queues.services.kueue.desired import cluster_queue_name
+from queues.services.slurm.values import guarantee_qos, project_account, tier_qos
+
+from . import compiled as cache
+from .compiled import FINGERPRINT_SIZE, Compiled, _current, _read
 
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 GPU_RESOURCE = "nvidia.com/gpu"
-# Governed models whose rows feed the compiled placement (their history marks every write).
-FINGERPRINT_MODELS = (
-    Project,
-    Membership,
-    Quota,
-    GpuFlavor,
-    Pool,
-    PoolCapacity,
-    PriorityTier,
-    PreemptionClass,
-    Grant,
-    Cluster,
-)
+# At most this many answers are kept per compiled rules (each a few hundred bytes).
+ANSWERS_KEPT = 20_000
 
 
 class Refusal:
@@ -118,223 +58,6 @@ class PlacementInputError(ValueError):
     def __init__(self, errors: dict[str, str]) -> None:
         super().__init__(errors)
         self.errors = errors
-
-
-# --- the compiled organisation --------------------------------------------------------------
-
-
-@dataclass
-class SlurmCompiled:
-    cluster: Cluster
-    pools: list[Pool]
-    qos: set[str]
-    accounts: set[str]
-    # account → (QOS list, default QOS) of its user associations (all alike per account).
-    associations: dict[str, tuple[list[str], str]]
-    error: str = ""
-
-
-@dataclass
-class KueueCompiled:
-    cluster: Cluster
-    pools: list[Pool]
-    # ClusterQueue name → (namespace, LocalQueue name).
-    local_queues: dict[str, tuple[str, str]]
-    # tier slug → WorkloadPriorityClass name.
-    priority_classes: dict[str, str]
-    error: str = ""
-
-
-@dataclass
-class Compiled:
-    fingerprint: tuple[Any, ...]
-    at: datetime
-    valid_until: datetime | None
-    revision: int | None
-    tiers: dict[str, PriorityTier]
-    flavors: dict[str, GpuFlavor]
-    capacities: dict[tuple[int, int], int]
-    projects: dict[str, EffectiveProject]
-    slurm: list[SlurmCompiled] = field(default_factory=list)
-    kueue: list[KueueCompiled] = field(default_factory=list)
-
-
-_lock = threading.Lock()
-_compiled: Compiled | None = None
-
-
-def placement_cache_clear() -> None:
-    """Forget the compiled placement (tests that rebuild the database between them)."""
-    global _compiled
-    with _lock:
-        _compiled = None
-
-
-@functools.cache
-def _read_sql() -> tuple[str, str]:
-    """The SQL of ``_read`` without and with the project's jobs (built once: reaching a
-    model's history model through its manager is slow)."""
-    quote = connection.ops.quote_name
-    tables = [
-        (model.history.model._meta.db_table, "history_id")  # type: ignore[attr-defined]
-        for model in FINGERPRINT_MODELS
-    ]
-    tables.append((RulesRevision._meta.db_table, "id"))
-    columns = [f"(SELECT MAX({quote(column)}) FROM {quote(table)})" for table, column in tables]
-    jobs = (
-        f"SELECT SUM({quote('gpus')}) FROM {quote(WorkloadJob._meta.db_table)} "
-        f"WHERE {quote('project_id')} = %s AND {quote('state')} = %s AND {quote('flavor_id')}"
-    )
-    fingerprint = "SELECT " + ", ".join(columns)
-    return fingerprint, fingerprint + f", ({jobs} = %s), ({jobs} IS NULL)"
-
-
-def _read(project_id: int | None = None, flavor_id: int | None = None) -> tuple[Any, ...]:
-    """One query: the fingerprint, then the GPUs the project's running jobs hold of
-    ``flavor_id`` and without a flavor (only when a project is given).
-
-    The fingerprint is the newest history row of every governed model placement reads and
-    the newest rules revision (``MAX`` of a primary key each: an index lookup)."""
-    fingerprint_sql, with_jobs_sql = _read_sql()
-    with connection.cursor() as cursor:
-        if project_id is None:
-            cursor.execute(fingerprint_sql)
-        else:
-            running = str(JobState.RUNNING.value)
-            params: list[int | str] = [project_id, running, flavor_id or 0, project_id, running]
-            cursor.execute(with_jobs_sql, params)
-        return tuple(cursor.fetchone() or ())
-
-
-FINGERPRINT_SIZE = len(FINGERPRINT_MODELS) + 1
-
-
-def _next_grant_boundary(now: datetime) -> datetime | None:
-    """The first instant after ``now`` at which a grant starts, ends or was revoked."""
-    times: list[datetime] = []
-    for starts, ends, revoked in Grant.objects.filter(ends_at__gt=now).values_list(
-        "starts_at", "ends_at", "revoked_at"
-    ):
-        times.extend(t for t in (starts, ends, revoked) if t is not None and t > now)
-    return min(times, default=None)
-
-
-def _compile(fingerprint: tuple[Any, ...], now: datetime) -> Compiled:
-    rules = effective_rules(at=now)
-    tiers = list(rules.tiers)
-    prefetch_related_objects(tiers, "preemptible_tiers")
-    prefetch_related_objects(
-        [project.project for project in rules.projects.values()],
-        Prefetch("memberships", queryset=Membership.objects.select_related("user")),
-    )
-    capacities = {
-        (pool_id, flavor_id): gpus
-        for pool_id, flavor_id, gpus in PoolCapacity.objects.values_list(
-            "pool_id", "flavor_id", "gpus"
-        )
-    }
-    revision = RulesRevision.objects.order_by("-pk").values_list("pk", flat=True).first()
-    compiled = Compiled(
-        fingerprint=fingerprint,
-        at=now,
-        valid_until=_next_grant_boundary(now),
-        revision=revision,
-        tiers={tier.slug: tier for tier in tiers},
-        flavors={flavor.slug: flavor for flavor in GpuFlavor.objects.all()},
-        capacities=capacities,
-        projects=rules.projects,
-    )
-    clusters = Cluster.objects.filter(enabled=True).prefetch_related("pools").order_by("name")
-    for cluster in clusters:
-        pools = sorted(cluster.pools.all(), key=lambda pool: pool.slug)
-        if cluster.backend == ClusterBackend.SLURM:
-            compiled.slurm.append(_compile_slurm(cluster, pools, rules, capacities))
-        elif cluster.backend == ClusterBackend.KUEUE:
-            compiled.kueue.append(_compile_kueue(cluster, pools, rules, capacities, revision))
-    return compiled
-
-
-def _gres_types(pools: list[Pool]) -> dict[int, list[str]]:
-    from queues.services.sync import pool_gres_types
-
-    return pool_gres_types(pools)
-
-
-def _compile_slurm(
-    cluster: Cluster, pools: list[Pool], rules: Any, capacities: dict[tuple[int, int], int]
-) -> SlurmCompiled:
-    state = desired_state(
-        rules=rules, pools=pools, capacities=capacities, gres_types=_gres_types(pools)
-    )
-    associations: dict[str, tuple[list[str], str]] = {}
-    for name, fields in sorted(state[ASSOCIATION].items()):
-        _user, account = split_association(name)
-        qos = [item for item in fields.get("qos", "").split(",") if item]
-        associations.setdefault(account, (qos, fields.get("default_qos", "")))
-    return SlurmCompiled(
-        cluster=cluster,
-        pools=pools,
-        qos=set(state[QOS]),
-        accounts=set(state[ACCOUNT]),
-        associations=associations,
-    )
-
-
-def _compile_kueue(
-    cluster: Cluster,
-    pools: list[Pool],
-    rules: Any,
-    capacities: dict[tuple[int, int], int],
-    revision: int | None,
-) -> KueueCompiled:
-    try:
-        objects = desired_objects(
-            rules=rules,
-            pools=pools,
-            capacities=capacities,
-            namespace_template=cluster.kube_namespace_template,
-            revision=revision,
-        )
-    except SchedulerError as error:
-        return KueueCompiled(cluster, pools, {}, {}, error=str(error))
-    local_queues: dict[str, tuple[str, str]] = {}
-    priority_classes: dict[str, str] = {}
-    for manifest in objects.manifests:
-        meta = manifest["metadata"]
-        if manifest["kind"] == LOCAL_QUEUE:
-            local_queues[manifest["spec"]["clusterQueue"]] = (meta["namespace"], meta["name"])
-        elif manifest["kind"] == WORKLOAD_PRIORITY_CLASS:
-            source = meta.get("annotations", {}).get(SOURCE_ANNOTATION, "")
-            priority_classes[source.removeprefix("tier ")] = meta["name"]
-    return KueueCompiled(cluster, pools, local_queues, priority_classes)
-
-
-def compiled_placement(*, now: datetime | None = None) -> Compiled:
-    """The compiled organisation, rebuilt when a rule changed or a grant boundary passed."""
-    now = now or timezone.now()
-    return _current(_read(), now)
-
-
-def _current(fingerprint: tuple[Any, ...], now: datetime) -> Compiled:
-    global _compiled
-    current = _compiled
-    if current is not None and _usable(current, fingerprint, now):
-        return current
-    with _lock:
-        current = _compiled
-        if current is None or not _usable(current, fingerprint, now):
-            current = _compile(fingerprint, now)
-            _compiled = current
-        return current
-
-
-def _usable(compiled: Compiled | None, fingerprint: tuple[Any, ...], now: datetime) -> bool:
-    return (
-        compiled is not None
-        and compiled.fingerprint == fingerprint
-        and compiled.at <= now
-        and (compiled.valid_until is None or now < compiled.valid_until)
-    )
 
 
 # --- one answer -------------------------------------------------------------------------------
@@ -395,9 +118,61 @@ def placement(
     it may right now (``refusals`` say why not). Raises ``PlacementInputError`` for a tier or
     flavor that does not exist, or a missing flavor the project's quotas do not settle."""
     now = now or timezone.now()
-    guess = _flavor_guess(_compiled, project.slug, flavor)
+    guess = _flavor_guess(cache._compiled, project.slug, flavor)
     row = _read(project.pk, guess)
     compiled = _current(row[:FINGERPRINT_SIZE], now)
+    return _answer(compiled, row, guess, project, gpus, tier, flavor, now)
+
+
+def placement_for(
+    *,
+    user: Any,
+    project: str,
+    gpus: int,
+    tier: str | None = None,
+    flavor: str | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """``placement`` of the project whose slug is ``project``, as ``user`` sees it: a 404
+    when it does not exist or ``user`` may not read the rules (as the scoped getter
+    ``project_get`` decides). The project comes from the compiled rules, checked by the
+    same one query that reads the fingerprint and the running GPUs (the API's hot path)."""
+    if not user_can_read_rules(user):
+        raise Http404
+    now = now or timezone.now()
+    guess = _flavor_guess(cache._compiled, project, flavor)
+    row = _read(None, guess, slug=project)
+    compiled = _current(row[:FINGERPRINT_SIZE], now)
+    effective = compiled.projects.get(project)
+    if effective is None:
+        raise Http404
+    # An answer is a function of the compiled rules, the question, the running GPUs read
+    # just now, the day (tier retirement) and the language (refusal texts): the same ones
+    # give the same answer, at another instant.
+    key = (project, gpus, tier, flavor, guess, row[-2], row[-1], get_language(), now.date())
+    known = compiled.answers.get(key)
+    if known is not None:
+        return {**known, "at": now}
+    answer = _answer(compiled, row, guess, effective.project, gpus, tier, flavor, now)
+    chosen = answer["flavor"]
+    # Kept unless the running GPUs were read again for a flavor the guess missed.
+    if (chosen is None or compiled.flavors[chosen["slug"]].pk == guess) and len(
+        compiled.answers
+    ) < ANSWERS_KEPT:
+        compiled.answers[key] = answer
+    return answer
+
+
+def _answer(
+    compiled: Compiled,
+    row: tuple[Any, ...],
+    guess: int | None,
+    project: Project,
+    gpus: int,
+    tier: str | None,
+    flavor: str | None,
+    now: datetime,
+) -> dict[str, Any]:
     running_typed, untyped_running = int(row[-2] or 0), int(row[-1] or 0)
     effective = compiled.projects.get(project.slug)
     errors: dict[str, str] = {}
@@ -600,7 +375,10 @@ def _routes(
                 qos = ""
             association_qos, default_qos = target.associations.get(account, ([], ""))
             guarantee = guarantee_qos(pool, slug)
+            partition = target.cluster.slurm_partition
             options = [f"--account={account}"]
+            if partition:
+                options.append(f"--partition={partition}")
             if qos:
                 options.append(f"--qos={qos}")
             options.append(f"--gres={gres}")
@@ -611,7 +389,7 @@ def _routes(
                     "pool": pool.slug,
                     "account": account,
                     "qos": qos or None,
-                    "partition": None,
+                    "partition": partition or None,
                     "gres": gres,
                     "guarantee_qos": guarantee if guarantee in target.qos else None,
                     "borrow_qos": [
@@ -654,12 +432,3 @@ def _routes(
 
 def _kind(klass: PreemptionClass) -> str:
     return str(klass.kind)
-
-
-__all__ = [
-    "PlacementInputError",
-    "Refusal",
-    "compiled_placement",
-    "placement",
-    "placement_cache_clear",
-]
