@@ -7,7 +7,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('governance', '0012_stored_messages_and_language'),
-        ('queues', '0009_review_event_index'),
+        ('queues', '0010_cluster_slurm_partition'),
     ]
 
     operations = [
