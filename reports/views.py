@@ -119,13 +119,14 @@ def report_list(request: HttpRequest) -> HttpResponse:
         else:
             status = 400
     page = paginate(request, reviews)
-    links = review_selectors.review_project_links(user=user, reviews=page.object_list)
+    led = sorted(review_selectors.led_project_slugs(user=user))
+    links = review_selectors.review_project_links(led=led, reviews=page.object_list)
     for review in page.object_list:
         review.project_links = links.get(review.pk, [])
     context = {
         "reviews": page,
         "form": form,
-        "led_projects": sorted(review_selectors.led_project_slugs(user=user)),
+        "led_projects": led,
         "is_ops": user.is_ops,
         "choices": review_selectors.review_choices() if user.is_ops else [],
     }

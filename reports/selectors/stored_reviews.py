@@ -70,11 +70,13 @@ def review_list(*, user: Any) -> QuerySet[MonthlyReview]:
     return reviews.filter(status=ReviewStatus.DONE, pool="", project="")
 
 
-def review_project_links(*, user: Any, reviews: Iterable[MonthlyReview]) -> dict[int, list[str]]:
-    """For each built review of ``reviews``, the project views ``user`` may open from the
-    list: their led projects that the review has numbers on (``review_get`` answers 404 for
-    the others). One query for the page, whatever its length."""
-    slugs = sorted(led_project_slugs(user=user))
+def review_project_links(
+    *, led: Iterable[str], reviews: Iterable[MonthlyReview]
+) -> dict[int, list[str]]:
+    """For each built review of ``reviews``, the project views a lead of the projects ``led``
+    (``led_project_slugs``) may open from the list: those the review has numbers on
+    (``review_get`` answers 404 for the others). One query for the page, whatever its length."""
+    slugs = sorted(led)
     built = [review.pk for review in reviews if review.is_built]
     if not slugs or not built:
         return {}
