@@ -456,6 +456,9 @@ ARBITER_METRICS_TOKEN = os.environ.get("ARBITER_METRICS_TOKEN", "")
 ARBITER_METRICS_ALLOWED_NETWORKS = env_list("ARBITER_METRICS_ALLOWED_NETWORKS")
 # Days before a review is due at which the owner is reminded and the item is listed as due.
 ARBITER_REVIEW_DUE_WINDOW_DAYS = int(os.environ.get("ARBITER_REVIEW_DUE_WINDOW_DAYS", "14"))
+# The monthly review's queries run on this many database connections at once (PostgreSQL,
+# outside a transaction: each reads the same snapshot); 1 runs them one after another.
+ARBITER_REVIEW_CONNECTIONS = max(1, int(os.environ.get("ARBITER_REVIEW_CONNECTIONS", "2")))
 # The address people open Arbiter at; mails (review reminders) link to pages under it.
 ARBITER_SITE_URL = os.environ.get("ARBITER_SITE_URL", "http://127.0.0.1:8000").rstrip("/")
 

@@ -220,6 +220,11 @@ class WorkloadEvent(models.Model):
         verbose_name_plural = _("job events")
         indexes = [
             models.Index(fields=["job", "time"], name="event_job_time"),
+            # A job's first start (the review's waits, for the jobs preempted or requeued):
+            # read from the index alone.
+            models.Index(
+                fields=["job", "time"], name="event_job_started", condition=Q(kind="started")
+            ),
             # The review counts preemptions, requeues and failures in a window: a small
             # partial index (a few events in a hundred) instead of scanning every event.
             models.Index(

@@ -11,11 +11,17 @@ each group), so both give the same numbers: for ``n`` values sorted ascending an
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from django.db import connection
+from django.conf import settings
+from django.db import connection, transaction
+
+T = TypeVar("T")
+_SNAPSHOT_ID = re.compile(r"[0-9A-F]+-[0-9A-F]+(-[0-9]+)?")
 
 PERCENTILES = (0.5, 0.9, 0.99)
 
@@ -191,7 +197,8 @@ def percentile_sets(
 def hashed_in_order(sql: str, params: dict[str, Any]) -> bool:
     """Whether PostgreSQL's plan of an ``ordered=True`` ``percentile_sets`` query reads the
     sorted source in order in every set: one sort in the whole plan (the source's; parallel
-    workers may sort their parts, merged in order by a Gather Merge), every grouping set
+    workers may sort their parts, merged in order by a Gather Merge, or read the rows the
+    sort then orders), every grouping set
     hashed (or the empty set, read as it comes), no unordered Gather, no partial
     aggregation."""
     with connection.cursor() as cursor:
@@ -202,13 +209,16 @@ def hashed_in_order(sql: str, params: dict[str, Any]) -> bool:
     sorts = 0
     safe = True
 
-    def walk(node: dict[str, Any]) -> None:
+    def walk(node: dict[str, Any], sorted_above: bool = False) -> None:
         nonlocal sorts, safe
         kind = node.get("Node Type", "")
         if kind in ("Sort", "Incremental Sort"):
             sorts += 1
-        if kind == "Gather" or node.get("Partial Mode", "Simple") != "Simple":
-            safe = False  # rows from several processes, or groups merged from parts
+            sorted_above = True
+        if (kind == "Gather" and not sorted_above) or node.get(
+            "Partial Mode", "Simple"
+        ) != "Simple":
+            safe = False  # rows from several processes unsorted, or groups merged from parts
         if kind == "Aggregate" and "Grouping Sets" in node:
             if node.get("Strategy") not in ("Hashed", "Mixed"):
                 safe = False
@@ -219,7 +229,7 @@ def hashed_in_order(sql: str, params: dict[str, Any]) -> bool:
                     if keys:
                         safe = False
         for child in node.get("Plans", []):
-            walk(child)
+            walk(child, sorted_above)
 
     walk(plan[0]["Plan"])
     return safe and sorts == 1
@@ -234,3 +244,49 @@ def fetch(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return list(cursor.fetchall())
+
+
+def snapshot_export(*, outermost: bool) -> str | None:
+    """At the start of the outermost transaction, on PostgreSQL and when the review may use
+    more than one connection: make the transaction ``REPEATABLE READ`` (one snapshot for all
+    its queries) and export that snapshot for ``run_all``'s connections. Otherwise ``None``:
+    inside an outer transaction, other connections could not see its own writes."""
+    if not (is_postgres() and outermost and settings.ARBITER_REVIEW_CONNECTIONS > 1):
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        cursor.execute("SELECT pg_export_snapshot()")
+        return str(cursor.fetchone()[0])
+
+
+def run_all(
+    tasks: Sequence[Callable[[], T]], *, snapshot: str | None, prepare: Callable[[], None]
+) -> list[T]:
+    """The results of ``tasks`` (read-only queries), in order.
+
+    With a ``snapshot`` (``snapshot_export``), on ``ARBITER_REVIEW_CONNECTIONS`` connections
+    at once, each task in its own read-only transaction that imports the snapshot, so every
+    task reads exactly what the exporting transaction reads (the one that must stay open
+    until they finish); ``prepare`` runs first in each (its ``SET LOCAL`` settings). Tasks
+    are taken in the order given: the longest first balances them. Without a snapshot, one
+    after another in the current transaction."""
+    if snapshot is None or len(tasks) < 2:
+        return [task() for task in tasks]
+    if not _SNAPSHOT_ID.fullmatch(snapshot):
+        raise ValueError(f"Unexpected snapshot id {snapshot!r}.")
+
+    def run(task: Callable[[], T]) -> T:
+        try:
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                    # A utility statement takes no parameters: the id is checked above.
+                    cursor.execute(f"SET TRANSACTION SNAPSHOT '{snapshot}'")
+                prepare()
+                return task()
+        finally:
+            connection.close()  # this thread's own connection
+
+    workers = min(settings.ARBITER_REVIEW_CONNECTIONS, len(tasks))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="review") as pool:
+        return list(pool.map(run, tasks))

@@ -11,8 +11,14 @@ the window's end it is censored: ``end − submit``, counted in ``waiting_at_end
 percentiles at that value (a starving project cannot look good). A job cancelled while
 pending waits until its cancellation. ``over_threshold`` counts waits longer than the tier's
 wait alert (``wait_alert_minutes``). Percentiles are continuous (``percentile_cont``: on
-PostgreSQL from one sort of the window's waits, every grouping set in one pass, see
+PostgreSQL from one sort of the window's waits per query, its grouping sets in one pass, see
 ``_sql.percentile_sets``).
+
+On PostgreSQL, called outside a transaction, the review's queries run on
+``ARBITER_REVIEW_CONNECTIONS`` connections at once (the waits' grouping sets in two halves,
+service, preemptions, exceptions, timeline), each importing the snapshot of the
+calling transaction, so they read the same data as one transaction would
+(``_sql.snapshot_export``, ``_sql.run_all``).
 
 **Service, borrowing, lending and capacity** read the hourly rollup ``queues.WorkloadHour``
 (hours whose start is in ``(start − 1 h, end)``: the window at hour granularity). Per hour,
@@ -58,6 +64,7 @@ from __future__ import annotations
 
 import copy
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from django.db import connection, transaction
@@ -68,8 +75,7 @@ from .exceptions import exceptions as _exceptions
 from .preemptions import preemptions as _preemptions
 from .service import service_and_capacity
 from .timeline import timeline as _timeline
-from .waits import shape_waits
-from .waits import waits as _waits
+from .waits import shape_waits, wait_queries, waits_shape
 
 __all__ = ["review_metrics", "review_metrics_by_project"]
 
@@ -94,14 +100,31 @@ def _metrics(
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     scope = Scope(start=start, end=end, pool=pool, project=project)
     t = tables()
+    outermost = not connection.in_atomic_block
     with transaction.atomic():
+        snapshot = _sql.snapshot_export(outermost=outermost)
         _settings()
         names = Names.load()
-        waits, project_waits = _waits(scope, t, names, per_project=per_project)
-        service, project_service, capacity = service_and_capacity(scope, t, names)
-        exceptions, project_exceptions = _exceptions(scope, t, names)
-        preemptions, project_preemptions = _preemptions(scope, t, names)
-        timeline = _timeline(scope)
+        # Every query of the review, the longest first: on PostgreSQL outside a transaction
+        # they run on several connections at once, all reading this transaction's snapshot.
+        waits_first, waits_second = wait_queries(scope, t, names, per_project=per_project)
+        results = _sql.run_all(
+            [
+                waits_first,
+                waits_second,
+                partial(service_and_capacity, scope, t, names),
+                partial(_preemptions, scope, t, names),
+                partial(_exceptions, scope, t, names),
+                partial(_timeline, scope),
+            ],
+            snapshot=snapshot,
+            prepare=_settings,
+        )
+    rows_first, rows_second, service_part, preemptions_part, exceptions_part, timeline = results
+    waits, project_waits = waits_shape([*rows_first, *rows_second], names, per_project)
+    service, project_service, capacity = service_part
+    exceptions, project_exceptions = exceptions_part
+    preemptions, project_preemptions = preemptions_part
     window = {
         "start": iso(start),
         "end": iso(end),

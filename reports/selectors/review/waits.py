@@ -1,10 +1,13 @@
 """Waits: the jobs submitted in the window, their percentiles overall and per tier, project,
-pool, flavor, category and day × tier (and the same per project, for the build), from one
-scan of the window's jobs."""
+pool, flavor, category and day × tier (and the same per project, for the build): two queries
+of the window's jobs, each taking half of the grouping sets, run at once (``wait_queries``)
+and read together (``waits_shape``)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from django.utils.translation import gettext as _
@@ -26,6 +29,7 @@ WAIT_SETS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("day_tier", ("day", "tier_id")),
     ("category", ("category",)),
 )
+CATEGORY_SETS = ("category", "p_category")
 PER_PROJECT_SETS = tuple(
     ("p_" + name, ("project_id", *keys))
     for name, keys in WAIT_SETS
@@ -59,7 +63,10 @@ def wait_stats(row: tuple[Any, ...] | None) -> dict[str, Any]:
 
 
 def _query(
-    scope: Scope, t: dict[str, str], names: Names, per_project: bool
+    scope: Scope,
+    t: dict[str, str],
+    names: Names,
+    sets: tuple[tuple[str, tuple[str, ...]], ...],
 ) -> list[tuple[Any, ...]]:
     end = ts("end")
     # The tiers' wait alerts, written into the query (a handful of tiers): cheaper than a join
@@ -102,17 +109,16 @@ def _query(
         f"wo AS (SELECT w.*, CASE WHEN alert IS NOT NULL AND wait > alert * 60 THEN 1 ELSE 0 "
         f"END AS over_ FROM w) "
     )
-    # Per project, the site's categories are the sums of the projects' (no set of their own).
-    sets = (
-        tuple(item for item in WAIT_SETS if item[0] != "category") + PER_PROJECT_SETS
-        if per_project
-        else WAIT_SETS
-    )
     options: dict[str, Any] = {
         "source": "wo",
         "value": "wait",
         "sets": sets,
-        "extra": ("SUM(censored)", "SUM(over_)", "SUM(wait)"),
+        # The total wait is only read per category.
+        "extra": (
+            "SUM(censored)",
+            "SUM(over_)",
+            "SUM(wait)" if any(name in CATEGORY_SETS for name, _keys in sets) else "NULL",
+        ),
     }
     if _sql.is_postgres():
         # One sort of the window's waits, every group's values collected in that order: far
@@ -225,12 +231,31 @@ def shape_waits(rows_of: dict[str, list[tuple[Any, ...]]], names: Names) -> dict
     }
 
 
-def waits(
+def wait_queries(
     scope: Scope, t: dict[str, str], names: Names, *, per_project: bool = False
+) -> list[Callable[[], list[tuple[Any, ...]]]]:
+    """The two queries of the scope's waits (``waits_shape`` reads their rows together), of
+    about the same cost, to run at once on two connections: each sorts the window's waits
+    and groups them by half of the sets (the cost is mostly per set and job). The second
+    takes the sets by pool (the only ones that need a job's pool: a join), the categories
+    and the finest set by day."""
+    # Per project, the site's categories are the sums of the projects' (no set of their own).
+    sets = (
+        tuple(item for item in WAIT_SETS if item[0] != "category") + PER_PROJECT_SETS
+        if per_project
+        else WAIT_SETS
+    )
+    second = {"pool", "p_pool", *CATEGORY_SETS, "p_day_tier" if per_project else "day_tier"}
+    return [
+        partial(_query, scope, t, names, tuple(item for item in sets if item[0] not in second)),
+        partial(_query, scope, t, names, tuple(item for item in sets if item[0] in second)),
+    ]
+
+
+def waits_shape(
+    rows: list[tuple[Any, ...]], names: Names, per_project: bool
 ) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
-    """The waits of the scope, and (``per_project``) of each project with jobs in it, as
-    ``waits`` would give them with the project as scope."""
-    rows = _query(scope, t, names, per_project)
+    """``waits`` from the rows of ``wait_queries``."""
     by_set: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
     # Per project: the project's sets, keys shifted left (the project's id dropped).
     project_sets: dict[int, dict[str, list[tuple[Any, ...]]]] = defaultdict(
