@@ -166,7 +166,7 @@ def _get(url: str, token: str) -> tuple[int, bytes]:
         return error.code, error.read()
 
 
-def start_server(database: str, workers: int) -> tuple[subprocess.Popen, str]:  # type: ignore[type-arg]
+def start_server(database: str, workers: int, threads: int) -> tuple[subprocess.Popen, str]:  # type: ignore[type-arg]
     port = _free_port()
     url = settings.DATABASES["default"]
     env = {
@@ -189,6 +189,7 @@ def start_server(database: str, workers: int) -> tuple[subprocess.Popen, str]:  
             f"127.0.0.1:{port}",
             "--workers",
             str(workers),
+            *(["--worker-class", "gthread", "--threads", str(threads)] if threads else []),
             "--backlog",
             "256",
             "--log-level",
@@ -300,6 +301,13 @@ def main() -> None:
     # gunicorn's advice for sync workers: 2 × cores + 1.
     parser.add_argument("--workers", type=int, default=2 * (os.cpu_count() or 1) + 1)
     parser.add_argument("--users", type=int, default=16)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="gthread workers with this many threads each (keep-alive connections); "
+        "0: sync workers (one connection per request)",
+    )
     args = parser.parse_args()
     if connection.vendor != "postgresql":
         raise SystemExit("Run it on PostgreSQL: set DATABASE_URL (see the docstring).")
@@ -316,7 +324,7 @@ def main() -> None:
             built = time.perf_counter() - began
             print(f"built {args.projects} projects in {built:.1f} s", flush=True)
             connection.close()
-            server, base = start_server(database, args.workers)
+            server, base = start_server(database, args.workers, args.threads)
             wait_ready(base, token, server)
             status, body = _get(base + queries[0], token)
             assert status == 200, (status, body[:500])
@@ -374,7 +382,8 @@ def main() -> None:
     ok_ratio = ratio >= TARGET_RATIO
     ok_p99 = summary["placement"]["p99_ms"] <= TARGET_P99_MS
     lines = [
-        f"{args.projects} projects, {args.users} clients, gunicorn {args.workers} sync workers, "
+        f"{args.projects} projects, {args.users} clients, gunicorn {args.workers} "
+        f"{f'gthread workers × {args.threads} threads' if args.threads else 'sync workers'}, "
         f"{args.rounds} rounds of {args.seconds} s per endpoint ({os.cpu_count()} CPUs, shared)",
         f"{'endpoint':10} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'CPU ms/req':>11} "
         f"{'(gunicorn + PostgreSQL)':>24}  (p50/p99: worst round)",
@@ -400,6 +409,7 @@ def main() -> None:
                 "projects": args.projects,
                 "users": args.users,
                 "workers": args.workers,
+                "threads": args.threads,
                 "seconds": args.seconds,
                 "rounds": args.rounds,
                 "cpus": os.cpu_count(),

@@ -156,3 +156,26 @@ def test_an_unknown_action_changes_nothing(member, action):
 def test_the_header_links_to_the_token_page(member):
     page = login(member).get(reverse("home")).content.decode()
     assert f'href="{URL}"' in page
+
+
+def test_the_compiled_lookup_reads_what_the_orm_reads(member, django_assert_num_queries):
+    """The lookup is compiled once per process: it reads the token, its user and its last use
+    (none yet, then a row) exactly as the ORM's ``select_related`` query does, in one query."""
+    from governance.selectors import api_token_authenticate
+
+    key = _shown_key(_make(login(member)))
+    assert key is not None
+    for _round in ("unused", "used"):
+        with django_assert_num_queries(1):
+            token, problem = api_token_authenticate(key=key)
+        assert token is not None and problem == ""
+        orm = ApiToken.objects.select_related("user", "usage").get(pk=token.pk)
+        for field in ApiToken._meta.concrete_fields:
+            assert getattr(token, field.attname) == getattr(orm, field.attname), field.name
+        assert token.expires_at.tzinfo is not None and token.scopes == ["read"]
+        with django_assert_num_queries(0):  # the user and the last use came with the token
+            assert token.user == member and token.user.username == member.username
+            assert getattr(token, "usage", None) == getattr(orm, "usage", None)
+        _api_status(key)  # records the last use
+    assert token.usage.last_used_address == "127.0.0.1"
+    assert api_token_authenticate(key=key.replace("_", "_0", 1)) == (None, "Invalid token.")
