@@ -151,6 +151,7 @@ class _TokenLookup:
     alias: str
     compiler: SQLCompiler
     sql: str
+    converters: dict[int, Any]
     fields: slice
     init_list: list[str]
     populators: list[Any]
@@ -170,6 +171,9 @@ class _TokenLookup:
             alias=alias,
             compiler=compiler,
             sql=sql,
+            converters=compiler.get_converters(
+                [column[0] for column in compiler.select[: compiler.col_count]]
+            ),
             fields=slice(first, last),
             init_list=[column[0].target.attname for column in compiler.select[first:last]],
             # Django 5.2's signature (django-stubs already follow a later release's).
@@ -181,7 +185,9 @@ class _TokenLookup:
         with connections[alias].cursor() as cursor:
             cursor.execute(self.sql, [prefix])
             rows = cursor.fetchmany(1)
-        for row in self.compiler.results_iter([rows]):  # the fields' converters
+        if self.converters:  # e.g. text to datetime on SQLite
+            rows = list(self.compiler.apply_converters(rows, self.converters))
+        for row in rows:
             token = ApiToken.from_db(alias, self.init_list, row[self.fields])
             for populator in self.populators:
                 populator.populate(row, token)
