@@ -196,16 +196,21 @@ def percentile_sets(
 
 def hashed_in_order(sql: str, params: dict[str, Any]) -> bool:
     """Whether PostgreSQL's plan of an ``ordered=True`` ``percentile_sets`` query reads the
-    sorted source in order in every set: one sort in the whole plan (the source's; parallel
-    workers may sort their parts, merged in order by a Gather Merge, or read the rows the
-    sort then orders), every grouping set
-    hashed (or the empty set, read as it comes), no unordered Gather, no partial
-    aggregation."""
+    sorted source in order in every set (``plan_reads_in_order``)."""
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
         plan = cursor.fetchone()[0]
     if isinstance(plan, str):
         plan = json.loads(plan)
+    return plan_reads_in_order(plan[0]["Plan"])
+
+
+def plan_reads_in_order(plan: dict[str, Any]) -> bool:
+    """Whether a plan (``EXPLAIN (FORMAT JSON)``'s ``Plan``) aggregates its sorted source in
+    order: one sort in the whole plan (the source's; parallel workers may sort their parts,
+    merged in order by a Gather Merge, or hand over the rows that sort then orders), every
+    grouping set hashed (or the empty set, read as it comes), no Gather above the sort, no
+    partial aggregation."""
     sorts = 0
     safe = True
 
@@ -215,10 +220,10 @@ def hashed_in_order(sql: str, params: dict[str, Any]) -> bool:
         if kind in ("Sort", "Incremental Sort"):
             sorts += 1
             sorted_above = True
-        if (kind == "Gather" and not sorted_above) or node.get(
-            "Partial Mode", "Simple"
-        ) != "Simple":
-            safe = False  # rows from several processes unsorted, or groups merged from parts
+        if kind == "Gather" and not sorted_above:
+            safe = False  # rows from several processes, in no order
+        if node.get("Partial Mode", "Simple") != "Simple":
+            safe = False  # groups merged from parts
         if kind == "Aggregate" and "Grouping Sets" in node:
             if node.get("Strategy") not in ("Hashed", "Mixed"):
                 safe = False
@@ -231,7 +236,7 @@ def hashed_in_order(sql: str, params: dict[str, Any]) -> bool:
         for child in node.get("Plans", []):
             walk(child, sorted_above)
 
-    walk(plan[0]["Plan"])
+    walk(plan)
     return safe and sorts == 1
 
 

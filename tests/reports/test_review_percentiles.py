@@ -73,3 +73,45 @@ def test_percentiles_are_continuous_in_every_set(values):
         assert got[key] == pytest.approx(figures, abs=1e-6), key
     if _sql.is_postgres():
         assert computed(ordered=True) == computed(ordered=False)
+
+
+def _aggregate(source: dict, strategy: str = "Mixed", **extra) -> dict:
+    sets = [{"Hash Keys": [["g"]]}, {"Group Keys": [[]]}]
+    return {"Node Type": "Aggregate", "Strategy": strategy, "Grouping Sets": sets,
+            "Plans": [source], **extra}  # fmt: skip
+
+
+SCAN = {"Node Type": "Seq Scan"}
+
+
+def _sort(*children: dict) -> dict:
+    return {"Node Type": "Sort", "Plans": list(children)}
+
+
+@pytest.mark.parametrize(
+    "plan, in_order",
+    [
+        (_aggregate(_sort(SCAN)), True),
+        # Parallel workers read the rows, the leader sorts them: in order.
+        (_aggregate(_sort({"Node Type": "Gather", "Plans": [SCAN]})), True),
+        # Workers sort their parts, merged in order.
+        (_aggregate({"Node Type": "Gather Merge", "Plans": [_sort(SCAN)]}), True),
+        # Sorted parts gathered as they come: out of order.
+        (_aggregate({"Node Type": "Gather", "Plans": [_sort(SCAN)]}), False),
+        (_aggregate(SCAN), False),  # no sort at all
+        (_aggregate(_sort(_sort(SCAN))), False),  # a second sort reorders
+        (_aggregate(_sort(SCAN), strategy="Sorted"), False),
+        (_aggregate(_sort(SCAN), **{"Partial Mode": "Finalize"}), False),
+        (
+            {
+                "Node Type": "Aggregate",
+                "Strategy": "Mixed",
+                "Grouping Sets": [{"Group Keys": [["h"]], "Sort Key": ["h"]}],
+                "Plans": [_sort(SCAN)],
+            },
+            False,
+        ),
+    ],
+)
+def test_the_plan_check_accepts_only_plans_that_read_the_sorted_values_in_order(plan, in_order):
+    assert _sql.plan_reads_in_order(plan) is in_order
