@@ -26,7 +26,8 @@ preemptions, requeues, failures), 10 M stored jobs by default, and times the sam
 again: the cost must follow the window, not the history.
 
 It prints the figures and writes them to ``bench/results/review-<timestamp>.json``; the test
-database is dropped at the end, unless ``--keep``; ``--reuse`` times a kept one again.
+database (``<DB>_review``) is dropped at the end, unless ``--keep``; ``--reuse`` times a kept
+one again.
 """
 
 import argparse
@@ -47,6 +48,7 @@ import django  # noqa: E402
 
 django.setup()
 
+from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 
 from governance import services as rules  # noqa: E402
@@ -323,7 +325,7 @@ def main() -> None:
         "--reuse",
         action="store_true",
         help="Time the database DATABASE_URL names, kept by an earlier --keep run (its "
-        "test_... name), without generating anything.",
+        "<DB>_review name), without generating anything.",
     )
     args = parser.parse_args()
     if connection.vendor != "postgresql":
@@ -333,6 +335,9 @@ def main() -> None:
         results["runs"].append(checkpoint("as kept"))
         write(results)
         return
+    # Not the test suite's test_<DB>: a test run would drop a kept bench database.
+    name = f"{settings.DATABASES['default']['NAME']}_review"
+    settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = name
     test_db = connection.creation.create_test_db(verbosity=0, autoclobber=True)
     results: dict = {"database": connection.vendor, "month_jobs": args.month_jobs, "runs": []}
     try:
