@@ -63,6 +63,7 @@ and exceptions to one project (capacity stays the pool's).
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -108,18 +109,15 @@ def _metrics(
         # Every query of the review, the longest first: on PostgreSQL outside a transaction
         # they run on several connections at once, all reading this transaction's snapshot.
         waits_first, waits_second = wait_queries(scope, t, names, per_project=per_project)
-        results = _sql.run_all(
-            [
-                waits_first,
-                waits_second,
-                partial(service_and_capacity, scope, t, names),
-                partial(_preemptions, scope, t, names),
-                partial(_exceptions, scope, t, names),
-                partial(_timeline, scope),
-            ],
-            snapshot=snapshot,
-            prepare=_settings,
-        )
+        tasks: list[Callable[[], Any]] = [
+            waits_first,
+            waits_second,
+            partial(service_and_capacity, scope, t, names),
+            partial(_preemptions, scope, t, names),
+            partial(_exceptions, scope, t, names),
+            partial(_timeline, scope),
+        ]
+        results = _sql.run_all(tasks, snapshot=snapshot, prepare=_settings)
     rows_first, rows_second, service_part, preemptions_part, exceptions_part, timeline = results
     waits, project_waits = waits_shape([*rows_first, *rows_second], names, per_project)
     service, project_service, capacity = service_part
@@ -145,8 +143,8 @@ def _metrics(
     # The projects the review has numbers on: a service row or jobs in the window.
     ids = [
         project_id
-        for project_id, item in names.projects.items()
-        if project_id in project_service or project_id in project_waits
+        for project_id in names.projects
+        if project_id is not None and (project_id in project_service or project_id in project_waits)
     ]
     empty_waits = shape_waits({}, names)
     views: dict[str, dict[str, Any]] = {}
