@@ -6,6 +6,9 @@ on SQLite the same formula written with window functions (``ROW_NUMBER`` and ``C
 each group), so both give the same numbers: for ``n`` values sorted ascending and a fraction
 ``p``, with ``pos = p × (n − 1)``, ``lo = floor(pos)``: ``v[lo] + (pos − lo) × (v[lo+1] − v[lo])``
 (ranks from 0).
+
+``snapshot_export`` and ``run_all`` run the review's queries on several connections at once,
+all reading one snapshot.
 """
 
 from __future__ import annotations

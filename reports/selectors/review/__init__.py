@@ -76,7 +76,7 @@ from .exceptions import exceptions as _exceptions
 from .preemptions import preemptions as _preemptions
 from .service import service_and_capacity
 from .timeline import timeline as _timeline
-from .waits import shape_waits, wait_queries, waits_shape
+from .waits import shape_waits, wait_queries, waits_from_rows
 
 __all__ = ["review_metrics", "review_metrics_by_project"]
 
@@ -119,7 +119,7 @@ def _metrics(
         ]
         results = _sql.run_all(tasks, snapshot=snapshot, prepare=_settings)
     rows_first, rows_second, service_part, preemptions_part, exceptions_part, timeline = results
-    waits, project_waits = waits_shape([*rows_first, *rows_second], names, per_project)
+    waits, project_waits = waits_from_rows([*rows_first, *rows_second], names, per_project)
     service, project_service, capacity = service_part
     exceptions, project_exceptions = exceptions_part
     preemptions, project_preemptions = preemptions_part

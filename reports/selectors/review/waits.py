@@ -1,7 +1,7 @@
 """Waits: the jobs submitted in the window, their percentiles overall and per tier, project,
 pool, flavor, category and day × tier (and the same per project, for the build): two queries
 of the window's jobs, each taking half of the grouping sets, run at once (``wait_queries``)
-and read together (``waits_shape``)."""
+and read together (``waits_from_rows``)."""
 
 from __future__ import annotations
 
@@ -234,7 +234,7 @@ def shape_waits(rows_of: dict[str, list[tuple[Any, ...]]], names: Names) -> dict
 def wait_queries(
     scope: Scope, t: dict[str, str], names: Names, *, per_project: bool = False
 ) -> list[Callable[[], list[tuple[Any, ...]]]]:
-    """The two queries of the scope's waits (``waits_shape`` reads their rows together), of
+    """The two queries of the scope's waits (``waits_from_rows`` reads their rows together), of
     about the same cost, to run at once on two connections: each sorts the window's waits
     and groups them by half of the sets (the cost is mostly per set and job). The second
     takes the sets by pool (the only ones that need a job's pool: a join), the categories
@@ -252,10 +252,11 @@ def wait_queries(
     ]
 
 
-def waits_shape(
+def waits_from_rows(
     rows: list[tuple[Any, ...]], names: Names, per_project: bool
 ) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
-    """``waits`` from the rows of ``wait_queries``."""
+    """The waits of the scope, and (``per_project``) of each project with jobs in it, as
+    they are with the project as scope, from the rows of ``wait_queries``."""
     by_set: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
     # Per project: the project's sets, keys shifted left (the project's id dropped).
     project_sets: dict[int, dict[str, list[tuple[Any, ...]]]] = defaultdict(
