@@ -23,22 +23,33 @@ def _needs_postgres() -> None:
     )
 
 
-def test_several_connections_give_the_numbers_of_one(history, settings):  # noqa: F811
+def test_several_connections_give_the_numbers_of_one(history, settings, monkeypatch):  # noqa: F811
     _needs_postgres()
+    # Which way each review ran: with a snapshot (several connections) or without.
+    snapshots: list[str | None] = []
+    run_all = _sql.run_all
+
+    def recording(tasks, *, snapshot, prepare):
+        snapshots.append(snapshot)
+        return run_all(tasks, snapshot=snapshot, prepare=prepare)
+
+    monkeypatch.setattr(_sql, "run_all", recording)
     settings.ARBITER_REVIEW_CONNECTIONS = 2
     assert not connection.in_atomic_block
     metrics, views = review_metrics_by_project(start=W0, end=W1)
+    assert snapshots.pop() is not None
     assert set(views) == {"vision", "speech"}
     assert metrics["waits"]["overall"]["jobs"] == 8
     # The same numbers from one connection, one query after another.
     settings.ARBITER_REVIEW_CONNECTIONS = 1
     assert review_metrics_by_project(start=W0, end=W1) == (metrics, views)
+    assert snapshots.pop() is None
     # Inside a transaction (its own writes are invisible to other connections): one
     # connection, whatever the setting.
     settings.ARBITER_REVIEW_CONNECTIONS = 2
     with transaction.atomic():
-        assert _sql.snapshot_export(outermost=False) is None
         assert review_metrics_by_project(start=W0, end=W1) == (metrics, views)
+    assert snapshots.pop() is None
     for pool in (None, "training"):
         for project in (None, "vision", "speech"):
             scope = {"start": W0, "end": W1, "pool": pool, "project": project}
@@ -46,6 +57,8 @@ def test_several_connections_give_the_numbers_of_one(history, settings):  # noqa
             settings.ARBITER_REVIEW_CONNECTIONS = 1
             assert review_metrics(**scope) == parallel, scope
             settings.ARBITER_REVIEW_CONNECTIONS = 2
+    assert len(snapshots) == 12 and None not in snapshots[0::2]
+    assert snapshots[1::2] == [None] * 6
 
 
 def _backend() -> int:
