@@ -5,8 +5,8 @@ number of queries, whatever the size of the window or of the history);
 ``review_metrics_by_project`` returns the same and, in the same queries, each project's view
 (what ``review_metrics`` gives with that project as scope), for the review's build:
 
-**Waits** read the jobs *submitted* in ``[start, end)`` (index ``job_submitted``, so the cost
-follows the window). A job's wait is its first start − its submit; when it had not started by
+**Waits** read the jobs *submitted* in ``[start, end)`` (index ``job_submitted_review``, read
+index-only on PostgreSQL, so the cost follows the window). A job's wait is its first start − its submit; when it had not started by
 the window's end it is censored: ``end − submit``, counted in ``waiting_at_end`` and in the
 percentiles at that value (a starving project cannot look good). A job cancelled while
 pending waits until its cancellation. ``over_threshold`` counts waits longer than the tier's
