@@ -6,13 +6,13 @@ number of queries, whatever the size of the window or of the history);
 (what ``review_metrics`` gives with that project as scope), for the review's build:
 
 **Waits** read the jobs *submitted* in ``[start, end)`` (index ``job_submitted_review``, read
-index-only on PostgreSQL, so the cost follows the window). A job's wait is its first start − its submit; when it had not started by
-the window's end it is censored: ``end − submit``, counted in ``waiting_at_end`` and in the
-percentiles at that value (a starving project cannot look good). A job cancelled while
-pending waits until its cancellation. ``over_threshold`` counts waits longer than the tier's
-wait alert (``wait_alert_minutes``). Percentiles are continuous (``percentile_cont``: on
-PostgreSQL from one sort of the window's waits per query, its grouping sets in one pass, see
-``_sql.percentile_sets``).
+index-only on PostgreSQL, so the cost follows the window). A job's wait is its first start −
+its submit; when it had not started by the window's end it is censored: ``end − submit``,
+counted in ``waiting_at_end`` and in the percentiles at that value (a starving project cannot
+look good). A job cancelled while pending waits until its cancellation. ``over_threshold``
+counts waits longer than the tier's wait alert (``wait_alert_minutes``). Percentiles are
+continuous (``percentile_cont``: on PostgreSQL from one sort of the window's waits per query,
+its grouping sets in one pass, see ``_sql.percentile_sets``).
 
 On PostgreSQL, called outside a transaction, the review's queries run on
 ``ARBITER_REVIEW_CONNECTIONS`` connections at once (the waits' grouping sets in two halves,
