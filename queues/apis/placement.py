@@ -288,8 +288,10 @@ class PlacementApi(APIView):
             "'allowed' says whether the job may run right now; each refusal has a code "
             "(tier_not_allowed, tier_retired, over_job_cap, over_maximum, unknown_flavor, "
             "no_quota, no_tier, no_cluster) and a message in the caller's language. The "
-            "headroom counts the GPUs the project's running jobs hold now against its "
-            "guarantee and maximum, grants included."
+            "headroom counts the GPUs of the flavor the project's running jobs hold now "
+            "against its guarantee and maximum, grants included, summed over the pools where "
+            "it has a quota of that flavor (with quotas of one flavor in several pools, a job "
+            "still runs in one of them, within that pool's own limits)."
         ),
         parameters=[InputSerializer],
         responses={
