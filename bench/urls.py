@@ -4,7 +4,7 @@ The ceiling is the smallest DRF endpoint that still goes through the project's A
 the default authentication (a token lookup), permission, throttle and renderer classes,
 returning a constant. It is what a request costs before any work of our own, so
 ``bench/placement.py`` measures ``GET placement`` against it. It is routed where placement
-is (just before the queues' URLs, after the pages'), so that both pay the same URL
+is (just before the queues' URLs, which come first), so that both pay about the same URL
 resolution. Only ``bench.settings`` routes here.
 """
 

@@ -194,10 +194,12 @@ api_patterns = [
 handler404 = "governance.views._common.page_not_found"
 
 urlpatterns = [
+    # First: placement and the workload events, the API's hot paths, resolve without walking
+    # the pages' patterns or another app's API (whose "api/v1/" prefix they would enter).
+    path("", include("queues.urls")),
     path("", include("reports.urls")),
     path("", include(page_patterns)),
     path("", include("approvals.urls")),
-    path("", include("queues.urls")),
     path("api/v1/", include(api_patterns)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
     # Swagger UI from the installed sidecar package; its script is a file of its own (no

@@ -5,16 +5,18 @@ from django.urls import path
 from queues import apis, views
 
 urlpatterns = [
-    path("metrics", views.metrics, name="metrics"),
-    path("jobs/wait/", views.job_wait, name="job_wait"),
-    path("projects/<slug:slug>/workload/", views.project_workload, name="project_workload"),
+    # The CI pipelines' and collectors' hot paths first: the root URL conf tries these routes
+    # before any other app's (see governance/urls.py).
+    path("api/v1/placement/", apis.PlacementApi.as_view(), name="api_placement"),
     path(
         "api/v1/workload-events/",
         apis.WorkloadEventIngestApi.as_view(),
         name="api_workload_events",
     ),
     path("api/v1/jobs/<str:job_id>/wait/", apis.JobWaitApi.as_view(), name="api_job_wait"),
-    path("api/v1/placement/", apis.PlacementApi.as_view(), name="api_placement"),
+    path("metrics", views.metrics, name="metrics"),
+    path("jobs/wait/", views.job_wait, name="job_wait"),
+    path("projects/<slug:slug>/workload/", views.project_workload, name="project_workload"),
     path("alerts/", views.alert_list, name="alert_list"),
     path("alerts/read/", views.alerts_read, name="alerts_read"),
     path("clusters/", views.cluster_list, name="cluster_list"),
