@@ -3,7 +3,7 @@
 Run on demand (not part of the test suite), from the repository root, on PostgreSQL:
 
     DATABASE_URL=postgres://USER@HOST:5432/DB .venv/bin/python bench/placement.py
-    [--projects 1000] [--seconds 20] [--rounds 2] [--workers 5] [--users 16]
+    [--projects 1000] [--seconds 15] [--rounds 4] [--workers 5] [--users 16]
     [--threads N] [--generator wrk|locust]
 
 It builds an organisation of ``--projects`` projects in a throwaway database (``<DB>_bench``)
@@ -352,8 +352,10 @@ def wrk(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--projects", type=int, default=1000)
-    parser.add_argument("--seconds", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=2)
+    # Short phases, alternated often: the load of a shared machine falls on both endpoints
+    # alike.
+    parser.add_argument("--seconds", type=int, default=15)
+    parser.add_argument("--rounds", type=int, default=4)
     # gunicorn's advice for sync workers: 2 × cores + 1.
     parser.add_argument("--workers", type=int, default=2 * (os.cpu_count() or 1) + 1)
     parser.add_argument("--users", type=int, default=16)
