@@ -317,27 +317,25 @@ def wrk(
     paths_file = out / f"{name}.paths"
     paths_file.write_text("\n".join(paths) + "\n")
     env = {**os.environ, "BENCH_PATHS_FILE": str(paths_file), "BENCH_TOKEN": token}
-    done = subprocess.run(
-        [
-            "wrk",
-            "--threads",
-            "1",
-            "--connections",
-            str(users),
-            "--duration",
-            f"{seconds}s",
-            "--timeout",
-            "10s",
-            "--script",
-            str(ROOT / "bench" / "placement.lua"),
-            base + paths[0],
-        ],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    row = json.loads(done.stdout.strip().splitlines()[-1])
+    command = [
+        "wrk",
+        "--threads",
+        "1",
+        "--connections",
+        str(users),
+        "--duration",
+        f"{seconds}s",
+        "--timeout",
+        "10s",
+        "--script",
+        str(ROOT / "bench" / "placement.lua"),
+        base + paths[0],
+    ]
+    done = subprocess.run(command, env=env, check=False, capture_output=True, text=True)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise SystemExit(f"wrk failed ({done.returncode}): {done.stderr.strip() or done.stdout}")
+    row = json.loads(lines[-1])
     requests = int(row["requests"])
     return {
         "requests": requests,
