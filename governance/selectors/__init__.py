@@ -78,6 +78,7 @@ from .rules import (
 from .tokens import (
     SAFE_METHODS,
     api_token_authenticate,
+    api_token_lookup,
     personal_token_get,
     personal_token_list,
     projects_user_leads,
@@ -114,6 +115,7 @@ __all__ = [
     "RollbackRow",
     "Sorts",
     "api_token_authenticate",
+    "api_token_lookup",
     "approval_problem",
     "capacity_history_entries",
     "change_action_blocker",

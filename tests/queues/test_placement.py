@@ -9,12 +9,14 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 from django.utils import timezone, translation
+from rest_framework.test import APIClient
 
 from governance import services
 from governance.models import GrantKind, Terms
 from queues import services as queue_services
 from queues.models import Cluster, JobState, WorkloadJob
 from queues.selectors.placement import compiled_placement, placement
+from tests.conftest import token_for
 
 pytestmark = pytest.mark.django_db
 
@@ -348,20 +350,94 @@ def test_one_query_once_compiled(client, place, django_assert_num_queries):
         assert _get(client, project="nope", gpus=1).status_code == 404
 
 
-def test_two_queries_with_a_token_and_a_revoked_token_is_refused_at_once(
+def test_one_query_with_a_token_and_a_revoked_token_is_refused_at_once(
     place, api_client, ci_token, django_assert_num_queries
 ):
     api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {ci_token.key}")
     _get(api_client, project="vision", tier="key", gpus=1, flavor="t4")  # compiles, last use
 
-    # The token (with its last use, written at most once a minute), then the fingerprint.
-    with django_assert_num_queries(2):
+    # The token (with its last use, written at most once a minute), the fingerprint, the
+    # project and its running GPUs: one query.
+    with django_assert_num_queries(1):
         response = _get(api_client, project="vision", tier="key", gpus=1, flavor="t4")
     assert response.status_code == 200
+    with django_assert_num_queries(1):
+        assert _get(api_client, project="nope", gpus=1).status_code == 404
 
     services.api_token_revoke(token=ci_token, user=place.ops, reason="Leaked")
 
     assert _get(api_client, project="vision", tier="key", gpus=1, flavor="t4").status_code == 401
+
+
+QUESTIONS = [
+    {"project": "vision", "tier": "key", "gpus": 2, "flavor": "t4"},
+    {"project": "vision", "tier": "production", "gpus": 9, "flavor": "a100-80g"},
+    {"project": "vision", "gpus": 3},  # no flavor: the project's quotas settle it, or a 400
+    {"project": "speech", "gpus": 1, "flavor": "a100-80g"},
+]
+
+
+@pytest.mark.parametrize("question", QUESTIONS)
+def test_a_token_gets_the_answer_a_session_gets(place, lead, question):
+    _running(place, place.vision, 3, place.t4)
+    session, with_token = APIClient(), APIClient()
+    session.force_authenticate(lead)
+    by_session = _get(session, **question)
+    with_token.credentials(HTTP_AUTHORIZATION=token_for(lead, "read"))
+
+    for _ in range(2):  # cold, then with the compiled rules
+        by_token = _get(with_token, **question)
+
+        assert by_token.status_code == by_session.status_code
+        assert {**by_token.json(), "at": None} == {**by_session.json(), "at": None}
+
+
+def test_the_running_gpus_read_with_the_token_are_the_latest(place, api_client, ci_token):
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {ci_token.key}")
+    ask = {"project": "vision", "tier": "key", "gpus": 2, "flavor": "t4"}
+    assert _get(api_client, **ask).json()["headroom"]["running_gpus"] == 0
+
+    _running(place, place.vision, 3, place.t4)
+
+    assert _get(api_client, **ask).json()["headroom"]["running_gpus"] == 3
+
+
+@pytest.mark.parametrize(
+    "header, status",
+    [
+        ("Bearer arb_nosuchprefix_secret", 401),  # no token has that prefix
+        ("Bearer not-a-token", 401),
+        ("Bearer", 401),
+    ],
+)
+def test_a_bad_token_is_refused_before_placement_reads(place, api_client, header, status):
+    api_client.credentials(HTTP_AUTHORIZATION=header)
+
+    response = _get(api_client, project="vision", tier="key", gpus=1, flavor="t4")
+
+    assert response.status_code == status
+    assert response["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_a_token_of_the_right_prefix_but_another_secret_is_refused(place, api_client, ci_token):
+    prefix, _secret = ci_token.key.rsplit("_", 1)
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {prefix}_{'x' * 20}")
+
+    assert _get(api_client, project="vision", tier="key", gpus=1).status_code == 401
+
+
+def test_a_token_without_the_read_scope_is_refused(place, api_client, lead):
+    token = services.personal_token_create(user=lead, name="ingest only", scopes=["ingest"])
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {token.key}")
+
+    assert _get(api_client, project="vision", tier="key", gpus=1).status_code == 403
+
+
+def test_a_token_with_bad_parameters_is_a_400(place, api_client, ci_token):
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {ci_token.key}")
+
+    assert _get(api_client, gpus=1).json()["fields"]["project"]
+    assert _get(api_client, project="vision", gpus="x").json()["fields"]["gpus"]
 
 
 def test_the_compiled_rules_follow_applied_changes(client, place):
@@ -484,3 +560,17 @@ def test_the_input_is_read_as_the_input_serializer_reads_it(params, language):
             with pytest.raises(ValidationError) as error:
                 _parse(query)
             assert error.value.detail == serializer.errors
+
+
+def test_a_question_read_again_comes_from_the_cache_unchanged():
+    from django.http import QueryDict
+
+    from queues.apis.placement import _parse, _parse_valid
+
+    query = QueryDict("project=vision&gpus=1&gpus=2&tier=key")
+    first = _parse(query)
+    first["gpus"] = 99  # the caller's copy
+    hits = _parse_valid.cache_info().hits
+
+    assert _parse(query) == {"project": "vision", "gpus": 2, "tier": "key"}  # the last value
+    assert _parse_valid.cache_info().hits == hits + 1

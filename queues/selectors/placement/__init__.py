@@ -21,19 +21,30 @@ while it is still right. It is right while
 The project (by its slug) and the workload evidence (running GPUs) are read per request, in
 the same query as the fingerprint (``placement_for``, the API's; on PostgreSQL a statement
 prepared once per connection). So a warm answer costs that one query, whatever the size of
-the organisation; with a token, the token's lookup makes two.
+the organisation. With an API token, the API reads the token in that same query too
+(``token_read_placement``): the hot path makes one query, as a request that only
+authenticates its token does.
 
 ``compiled`` holds the cache and the compilation, ``answer`` one answer.
 """
 
-from .answer import PlacementInputError, Refusal, placement, placement_for
+from .answer import (
+    PlacementInputError,
+    PreRead,
+    Refusal,
+    placement,
+    placement_for,
+    token_read_placement,
+)
 from .compiled import compiled_placement, placement_cache_clear
 
 __all__ = [
     "PlacementInputError",
+    "PreRead",
     "Refusal",
     "compiled_placement",
     "placement",
     "placement_cache_clear",
     "placement_for",
+    "token_read_placement",
 ]

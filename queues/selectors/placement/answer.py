@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -12,14 +13,21 @@ from django.utils import timezone
 from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 
-from governance.models import GpuFlavor, PreemptionClass, PreemptionKind, PriorityTier, Project
+from governance.models import (
+    ApiToken,
+    GpuFlavor,
+    PreemptionClass,
+    PreemptionKind,
+    PriorityTier,
+    Project,
+)
 from governance.selectors import EffectiveQuota, user_can_read_rules
 from queues.models import JobState, WorkloadJob
 from queues.services.kueue.desired import cluster_queue_name
 from queues.services.slurm.values import guarantee_qos, project_account, tier_qos
 
 from . import compiled as cache
-from .compiled import FINGERPRINT_SIZE, Compiled, _current, _read
+from .compiled import FINGERPRINT_SIZE, Compiled, _current, _read, read_with_token
 
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
@@ -124,6 +132,31 @@ def placement(
     return _answer(compiled, row, guess, project, gpus, tier, flavor, now)
 
 
+@dataclass(frozen=True)
+class PreRead:
+    """What ``placement_for`` reads per request, read already (with the caller's token, in
+    one query: ``token_read_placement``) for the question ``project`` × ``flavor``."""
+
+    project: str
+    flavor: str | None
+    guess: int | None
+    row: tuple[Any, ...]
+
+
+def token_read_placement(
+    *, prefix: str, project: str, flavor: str | None
+) -> tuple[ApiToken, PreRead] | None:
+    """The API token whose prefix is ``prefix`` and, in the same query, what ``placement_for``
+    reads for ``project`` and ``flavor`` (the hot path makes one query: the token's
+    authentication and its placement answer share it). ``None``: no token has that prefix."""
+    guess = _flavor_guess(cache._compiled, project, flavor)
+    found = read_with_token(prefix=prefix, slug=project, flavor_id=guess)
+    if found is None:
+        return None
+    token, row = found
+    return token, PreRead(project=project, flavor=flavor, guess=guess, row=row)
+
+
 def placement_for(
     *,
     user: Any,
@@ -132,16 +165,21 @@ def placement_for(
     tier: str | None = None,
     flavor: str | None = None,
     now: datetime | None = None,
+    read: PreRead | None = None,
 ) -> dict[str, Any]:
     """``placement`` of the project whose slug is ``project``, as ``user`` sees it: a 404
     when it does not exist or ``user`` may not read the rules (as the scoped getter
     ``project_get`` decides). The project comes from the compiled rules, checked by the
-    same one query that reads the fingerprint and the running GPUs (the API's hot path)."""
+    same one query that reads the fingerprint and the running GPUs (the API's hot path;
+    ``read``: that query's row, read with the caller's token, when it was of this question)."""
     if not user_can_read_rules(user):
         raise Http404
     now = now or timezone.now()
-    guess = _flavor_guess(cache._compiled, project, flavor)
-    row = _read(None, guess, slug=project)
+    if read is not None and (read.project, read.flavor) == (project, flavor):
+        guess, row = read.guess, read.row
+    else:
+        guess = _flavor_guess(cache._compiled, project, flavor)
+        row = _read(None, guess, slug=project)
     compiled = _current(row[:FINGERPRINT_SIZE], now)
     effective = compiled.projects.get(project)
     if effective is None:

@@ -9,11 +9,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 from django.db.models import Prefetch, prefetch_related_objects
 from django.utils import timezone
 
 from governance.models import (
+    ApiToken,
     GpuFlavor,
     Grant,
     Membership,
@@ -25,7 +27,7 @@ from governance.models import (
     Quota,
     RulesRevision,
 )
-from governance.selectors import EffectiveProject, effective_rules
+from governance.selectors import EffectiveProject, api_token_lookup, effective_rules
 from queues.models import Cluster, ClusterBackend, JobState, WorkloadJob
 from queues.services.backends import SchedulerError
 from queues.services.kueue.desired import desired_objects
@@ -100,42 +102,48 @@ def placement_cache_clear() -> None:
         _compiled = None
 
 
+def _quote(name: str) -> str:
+    return connection.ops.quote_name(name)
+
+
+def _with_jobs(fingerprint: str, project: str, state: str, flavor: str) -> str:
+    """The fingerprint's columns, then the GPUs the project's running jobs hold of the flavor
+    and without one (``project``, ``state`` and ``flavor``: SQL, placeholders included)."""
+    jobs = (
+        f"SELECT SUM({_quote('gpus')}) FROM {_quote(WorkloadJob._meta.db_table)} "
+        f"WHERE {_quote('project_id')} = {project} AND {_quote('state')} = {state} "
+        f"AND {_quote('flavor_id')}"
+    )
+    return fingerprint + f", ({jobs} = {flavor}), ({jobs} IS NULL)"
+
+
+def _by_slug(slug: str) -> str:
+    return (
+        f"(SELECT {_quote('id')} FROM {_quote(Project._meta.db_table)} "
+        f"WHERE {_quote('slug')} = {slug})"
+    )
+
+
 @functools.cache
 def _read_sql() -> dict[str, str]:
     """The SQL of ``_read`` (built once: reaching a model's history model through its manager
     is slow): ``fingerprint`` alone; with the project's jobs ``by_id``, or ``by_slug`` (the
     project found by its slug); ``prepare``, the statement ``by_slug`` prepared on
     PostgreSQL (``$1`` slug, ``$2`` job state, ``$3`` flavor id)."""
-    quote = connection.ops.quote_name
     tables = [
         (model.history.model._meta.db_table, "history_id")  # type: ignore[attr-defined]
         for model in FINGERPRINT_MODELS
     ]
     tables.append((RulesRevision._meta.db_table, "id"))
-    columns = [f"(SELECT MAX({quote(column)}) FROM {quote(table)})" for table, column in tables]
+    columns = [f"(SELECT MAX({_quote(column)}) FROM {_quote(table)})" for table, column in tables]
     fingerprint = "SELECT " + ", ".join(columns)
-
-    def with_jobs(project: str, state: str, flavor: str) -> str:
-        jobs = (
-            f"SELECT SUM({quote('gpus')}) FROM {quote(WorkloadJob._meta.db_table)} "
-            f"WHERE {quote('project_id')} = {project} AND {quote('state')} = {state} "
-            f"AND {quote('flavor_id')}"
-        )
-        return fingerprint + f", ({jobs} = {flavor}), ({jobs} IS NULL)"
-
-    def by_slug(slug: str) -> str:
-        return (
-            f"(SELECT {quote('id')} FROM {quote(Project._meta.db_table)} "
-            f"WHERE {quote('slug')} = {slug})"
-        )
-
     return {
         "fingerprint": fingerprint,
-        "by_id": with_jobs("%s", "%s", "%s"),
-        "by_slug": with_jobs(by_slug("%s"), "%s", "%s"),
+        "by_id": _with_jobs(fingerprint, "%s", "%s", "%s"),
+        "by_slug": _with_jobs(fingerprint, _by_slug("%s"), "%s", "%s"),
         "prepare": (
             f"PREPARE {PREPARED_READ} (text, text, bigint) AS "
-            + with_jobs(by_slug("$1"), "$2", "$3")
+            + _with_jobs(fingerprint, _by_slug("$1"), "$2", "$3")
         ),
     }
 
@@ -143,6 +151,18 @@ def _read_sql() -> dict[str, str]:
 # The name of the prepared ``_read`` on PostgreSQL: planning its dozen subqueries costs more
 # than running them, so each database connection plans it once.
 PREPARED_READ = "arbiter_placement_read"
+# ``read_with_token``'s, likewise.
+PREPARED_TOKEN_READ = "arbiter_placement_token_read"
+
+
+def _prepared(cursor: Any, name: str, statement: str) -> None:
+    """Prepare ``statement`` as ``name`` once per database connection (prepared statements
+    outlive transactions but not the connection)."""
+    raw = connection.connection
+    mark = f"_arbiter_prepared_{name}"  # on this thread's connection (the proxy forwards it)
+    if getattr(connection, mark, None) is not raw:
+        cursor.execute(statement)
+        setattr(connection, mark, raw)
 
 
 def _read(
@@ -158,11 +178,7 @@ def _read(
     running = str(JobState.RUNNING.value)
     with connection.cursor() as cursor:
         if slug is not None and connection.vendor == "postgresql":
-            raw = connection.connection
-            if getattr(connection, "_arbiter_placement_prepared", None) is not raw:
-                # Prepared statements outlive transactions but not the connection.
-                cursor.execute(sql["prepare"])
-                connection._arbiter_placement_prepared = raw  # type: ignore[attr-defined]
+            _prepared(cursor, PREPARED_READ, sql["prepare"])
             cursor.execute(f"EXECUTE {PREPARED_READ} (%s, %s, %s)", [slug, running, flavor_id or 0])
         elif slug is not None:
             cursor.execute(sql["by_slug"], [slug, running, flavor_id or 0, slug, running])
@@ -172,6 +188,53 @@ def _read(
         else:
             cursor.execute(sql["fingerprint"])
         return tuple(cursor.fetchone() or ())
+
+
+@functools.cache
+def _token_read_sql() -> dict[str, str]:
+    """``read_with_token``'s SQL: every column of the token lookup (``api_token_lookup``),
+    then those of ``_read`` by slug; ``plain`` (placeholders: the prefix, then ``by_slug``'s)
+    and ``prepare`` (``$1`` prefix, ``$2`` slug, ``$3`` job state, ``$4`` flavor id)."""
+    token = api_token_lookup().sql
+    if token.count("%s") != 1 or "%%" in token:
+        raise ImproperlyConfigured("The token lookup must take the prefix alone, as %s.")
+    fingerprint = _read_sql()["fingerprint"]
+
+    def both(token_sql: str, read_sql: str) -> str:
+        return f"SELECT token_.*, read_.* FROM ({token_sql}) token_ CROSS JOIN ({read_sql}) read_"
+
+    return {
+        "plain": both(token, _read_sql()["by_slug"]),
+        "prepare": f"PREPARE {PREPARED_TOKEN_READ} (text, text, text, bigint) AS "
+        + both(token.replace("%s", "$1"), _with_jobs(fingerprint, _by_slug("$2"), "$3", "$4")),
+    }
+
+
+def read_with_token(
+    *, prefix: str, slug: str, flavor_id: int | None
+) -> tuple[ApiToken, tuple[Any, ...]] | None:
+    """One query for the hot path: the API token whose prefix is ``prefix`` (as the token
+    lookup reads it: ``api_token_authenticate`` still checks it) and what ``_read`` reads of
+    the project ``slug`` with ``flavor_id``. ``None`` when no token has that prefix."""
+    lookup = api_token_lookup()
+    if lookup.alias != connection.alias:
+        raise ImproperlyConfigured("Tokens and the workload evidence are in one database.")
+    sql = _token_read_sql()
+    running = str(JobState.RUNNING.value)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            _prepared(cursor, PREPARED_TOKEN_READ, sql["prepare"])
+            cursor.execute(
+                f"EXECUTE {PREPARED_TOKEN_READ} (%s, %s, %s, %s)",
+                [prefix, slug, running, flavor_id or 0],
+            )
+        else:
+            cursor.execute(sql["plain"], [prefix, slug, running, flavor_id or 0, slug, running])
+        rows = cursor.fetchmany(1)
+    if not rows:
+        return None
+    row = tuple(rows[0])
+    return lookup.token_from_row(row), row[lookup.width :]
 
 
 FINGERPRINT_SIZE = len(FINGERPRINT_MODELS) + 1
