@@ -457,3 +457,29 @@ def test_capacity_is_the_one_in_force_hour_by_hour(history, ops):
     # The lending of hours 2–3 still sees 64 − 40 = 24 unguaranteed GPUs.
     service = review_metrics(start=W0, end=W1, pool="training")["service"]["by_project"]
     assert [row["lent_gpu_hours"] for row in service] == [0.0, 16.0]
+
+
+@pytest.mark.django_db
+def test_a_job_without_a_quota_of_its_flavor_waits_in_its_clusters_pool(world, ops):
+    from queues import services as queue_services
+
+    # Vision has no H100 quota: a job on a cluster of the inference pool waits there; a job
+    # reported without a cluster has no pool.
+    cluster = queue_services.cluster_create(
+        user=ops, reason=REASON, name="hpc", slurm_cluster="hpc", pools=[world.inference]
+    )
+    common = {"project": world.vision, "tier": world.key, "gpus": 1, "state": JobState.COMPLETED}
+    job(world, "Q", **common, submitted_at=at(1), started_at=at(2), ended_at=at(3))
+    job(world, "C", **common, flavor=world.h100, cluster=cluster, submitted_at=at(1),
+        started_at=at(3), ended_at=at(4))  # fmt: skip
+    job(world, "N", **common, flavor=world.h100, submitted_at=at(1), started_at=at(5),
+        ended_at=at(6))  # fmt: skip
+
+    waits = review_metrics(start=W0, end=W1)["waits"]
+    assert [(r["pool"], r["jobs"], r["max"]) for r in waits["by_pool"]] == [
+        ("inference", 1, 7200.0),
+        ("training", 1, 3600.0),
+        (None, 1, 14400.0),
+    ]
+    inference = review_metrics(start=W0, end=W1, pool="inference")["waits"]
+    assert (inference["overall"]["jobs"], inference["overall"]["p50"]) == (1, 7200.0)

@@ -114,3 +114,13 @@ def job_pool_ctes(t: dict[str, str]) -> str:
         f"cp AS (SELECT cluster_id, MIN(pool_id) AS pool_id FROM {t['cluster_pools']} "
         f"GROUP BY cluster_id)"
     )
+
+
+def job_pool(t: dict[str, str]) -> str:
+    """SQL for the pool of the job ``j`` with ``qp`` joined: its quota's, else its cluster's
+    (as ``cp`` gives it), read by a subquery for the jobs without a quota of their flavor only:
+    cheaper than a join per job when most jobs have one."""
+    return (
+        f"COALESCE(qp.pool_id, (SELECT MIN(c_.pool_id) FROM {t['cluster_pools']} c_ "
+        f"WHERE c_.cluster_id = j.cluster_id))"
+    )

@@ -16,7 +16,7 @@ from queues.models import EventKind, WaitCategory
 
 from .. import _sql
 from .._sql import day_of, fetch, hashed_in_order, key_id, percentile_sets, seconds_between, ts
-from ._common import Names, Scope, job_pool_ctes, r3
+from ._common import Names, Scope, job_pool, job_pool_ctes, r3
 
 # (name, keys): the figures of the whole scope; each also exists per project ("p_" + name,
 # the project's id first), except "project" itself, which is the project's overall row.
@@ -96,10 +96,10 @@ def _query(
     ctes = (
         f"WITH {job_pool_ctes(t)}, "
         f"j1 AS (SELECT j.project_id, j.tier_id, j.flavor_id, "
-        f"COALESCE(qp.pool_id, cp.pool_id) AS pool_id, j.category, j.submitted_at, "
+        f"{job_pool(t)} AS pool_id, j.category, j.submitted_at, "
         f"{first_start} AS started, j.ended_at, {alert} AS alert "
         f"FROM {t['job']} j LEFT JOIN qp ON qp.project_id = j.project_id "
-        f"AND qp.flavor_id = j.flavor_id LEFT JOIN cp ON cp.cluster_id = j.cluster_id "
+        f"AND qp.flavor_id = j.flavor_id "
         f"WHERE j.submitted_at >= {ts('start')} AND j.submitted_at < {end}{filters}{once}), "
         f"w AS (SELECT project_id, tier_id, flavor_id, pool_id, category, "
         f"{day_of('submitted_at')} AS day, "
