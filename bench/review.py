@@ -20,7 +20,9 @@ services in a throwaway test database, then generates with set-based SQL
 and times ``review_metrics`` for the month (the median of 3 runs, after one warm-up), the
 build's ``review_metrics_by_project`` for the month (the site and every project's view), and
 ``review_metrics`` for one week of it, each with the database backend's CPU seconds and the
-load average next to the wall clock (the machine may be shared). Then it adds
+load average next to the wall clock (the machine may be shared), and before and after them
+the time of a fixed reference query (sorting and summing 1 M numbers: ``reference``), which
+tells a slow phase of a shared machine from a slower review. Then it adds
 ``--history-months`` earlier months of as many jobs each (only the jobs' rare events:
 preemptions, requeues, failures), 10 M stored jobs by default, and times the same reviews
 again: the cost must follow the window, not the history.
@@ -302,15 +304,39 @@ def timed(start: datetime, end: datetime, runs: int = 3, by_project: bool = Fals
     return row
 
 
+# A fixed piece of work of the kind the review does (sort 1 M numbers, then aggregate them):
+# its time, next to each figure, tells a slow phase of a shared machine from a slower review.
+REFERENCE_SQL = (
+    "SELECT count(*), sum(x) FROM (SELECT (g * 7919) % 1000003 AS x "
+    "FROM generate_series(1, 1000000) AS g ORDER BY 1) AS sorted"
+)
+
+
+def reference() -> float:
+    """The median wall-clock seconds of ``REFERENCE_SQL`` over 3 runs."""
+    times = []
+    with connection.cursor() as cursor:
+        cursor.execute("SET work_mem = '256MB'")
+        for _ in range(3):
+            began = time.perf_counter()
+            cursor.execute(REFERENCE_SQL)
+            cursor.fetchall()
+            times.append(time.perf_counter() - began)
+        cursor.execute("RESET work_mem")
+    return round(statistics.median(times), 3)
+
+
 def checkpoint(label: str) -> dict[str, object]:
     row = {
         "stored": label,
+        "reference_seconds": reference(),
         "jobs": count("queues_workloadjob"),
         "events": count("queues_workloadevent"),
         "hour_rows": count("queues_workloadhour"),
         "month": timed(MONTH, MONTH_END),
         "month_with_project_views": timed(MONTH, MONTH_END, by_project=True),
         "week": timed(MONTH + timedelta(days=7), MONTH + timedelta(days=14)),
+        "reference_seconds_after": reference(),
     }
     print(json.dumps(row), flush=True)
     return row

@@ -2,7 +2,8 @@
 
 - ``ApiTokenAuthentication``: ``Authorization: Bearer <token>`` (or ``Token <token>``); a bad,
   expired or revoked token, or one of an inactive account, is a 401 with a
-  ``WWW-Authenticate`` challenge.
+  ``WWW-Authenticate`` challenge. A view may read the token in the same query as its own
+  data (its ``token_finder(request)``: placement's hot path); the checks stay the same.
 - ``TokenScopePermission`` (in ``DEFAULT_PERMISSION_CLASSES``): a token-authenticated request
   needs the view's ``required_scope`` (default: ``read`` for safe methods, ``request`` for the
   rest). A signed-in browser session is not limited by scopes.
@@ -55,7 +56,12 @@ class ApiTokenAuthentication(BaseAuthentication):
             key = parts[1].decode("ascii")
         except UnicodeError as error:
             raise exceptions.AuthenticationFailed(_("Invalid token.")) from error
-        token, problem = selectors.api_token_authenticate(key=key, find=self.token_finder(request))
+        view = (getattr(request, "parser_context", None) or {}).get("view")
+        # A view's hot path may read the token in the same query as its own data: its
+        # ``token_finder(request)`` gives how to read a token by its prefix (or None).
+        finder = getattr(view, "token_finder", None)
+        find = finder(request) if finder is not None else None
+        token, problem = selectors.api_token_authenticate(key=key, find=find)
         if token is None:
             raise exceptions.AuthenticationFailed(problem)
         address = client_address(request)
@@ -64,7 +70,6 @@ class ApiTokenAuthentication(BaseAuthentication):
         request._request.arbiter_api_token = token
         # The scope is checked here too, so that a view which replaces the default permission
         # classes still cannot be called beyond a token's scopes.
-        view = (getattr(request, "parser_context", None) or {}).get("view")
         if view is not None:
             problem = scope_problem(token, view, request.method or "GET")
             if problem:
@@ -74,17 +79,11 @@ class ApiTokenAuthentication(BaseAuthentication):
     def authenticate_header(self, request: Any) -> str:
         return CHALLENGE
 
-    def token_finder(self, request: Any) -> Callable[[str], ApiToken | None] | None:
-        """How to read the token by its prefix for this request (``None``: the token lookup's
-        own query); a view's hot path may read its own data in the same query."""
-        return None
-
 
 class ApiTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
     """The token in the OpenAPI schema: an HTTP bearer scheme."""
 
     target_class = "governance.views._api_auth.ApiTokenAuthentication"
-    match_subclasses = True  # e.g. placement's, which reads the token with its evidence
     name = "tokenAuth"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:

@@ -20,7 +20,6 @@ from rest_framework.views import APIView
 
 from governance.apis._common import BAD_FILTER, NOT_FOUND
 from governance.models import ApiToken
-from governance.views._api_auth import ApiTokenAuthentication
 from queues.selectors.placement import (
     PlacementInputError,
     PreRead,
@@ -139,12 +138,14 @@ EXAMPLE_REFUSED = {
 }
 
 
-class PlacementTokenAuthentication(ApiTokenAuthentication):
-    """The API token, read in the same query as what the answer reads per request (the rules'
-    fingerprint, the project, its running GPUs): a placement costs one query, as the token's
-    authentication alone does. Every check of the token is the default one's."""
+class PlacementApi(APIView):
+    """``GET /api/v1/placement/?project=&tier=&gpus=&flavor=`` (the CI pipelines' hot path)."""
 
-    def token_finder(self, request: Any) -> Callable[[str], ApiToken | None] | None:
+    def token_finder(self, request: Request) -> Callable[[str], ApiToken | None] | None:
+        """For the token authentication: read the token in the same query as what the answer
+        reads per request (the rules' fingerprint, the project, its running GPUs), so that a
+        placement costs one query, as the token's authentication alone does. Every check of
+        the token is still the authentication's."""
         project = request.query_params.get("project")
         if not project:
             return None  # a 400 follows: nothing to read for it
@@ -155,20 +156,10 @@ class PlacementTokenAuthentication(ApiTokenAuthentication):
             if found is None:
                 return None
             token, read = found
-            request._request.arbiter_placement_read = read  # for PlacementApi.get
+            request._request.arbiter_placement_read = read  # type: ignore[attr-defined]
             return token
 
         return find
-
-
-class PlacementApi(APIView):
-    """``GET /api/v1/placement/?project=&tier=&gpus=&flavor=`` (the CI pipelines' hot path)."""
-
-    # The project's token authentication, placement's own way (the others as configured).
-    authentication_classes = [
-        PlacementTokenAuthentication if auth is ApiTokenAuthentication else auth
-        for auth in APIView.authentication_classes
-    ]
 
     class InputSerializer(serializers.Serializer):
         project = serializers.SlugField(max_length=50, help_text=_("The project's slug."))
