@@ -307,7 +307,7 @@ def timed(start: datetime, end: datetime, runs: int = 3, by_project: bool = Fals
 # A fixed piece of work of the kind the review does (sort 1 M numbers, then aggregate them):
 # its time, next to each figure, tells a slow phase of a shared machine from a slower review.
 REFERENCE_SQL = (
-    "SELECT count(*), sum(x) FROM (SELECT (g * 7919) % 1000003 AS x "
+    "SELECT count(*), sum(x) FROM (SELECT (g::bigint * 7919) % 1000003 AS x "
     "FROM generate_series(1, 1000000) AS g ORDER BY 1) AS sorted"
 )
 
