@@ -470,8 +470,9 @@ def test_a_job_without_a_quota_of_its_flavor_waits_in_its_clusters_pool(world, o
     )
     common = {"project": world.vision, "tier": world.key, "gpus": 1, "state": JobState.COMPLETED}
     job(world, "Q", **common, submitted_at=at(1), started_at=at(2), ended_at=at(3))
-    job(world, "C", **common, flavor=world.h100, cluster=cluster, submitted_at=at(1),
-        started_at=at(3), ended_at=at(4))  # fmt: skip
+    failed = job(world, "C", **{**common, "state": JobState.FAILED}, flavor=world.h100,
+                 cluster=cluster, submitted_at=at(1), started_at=at(3), ended_at=at(4))  # fmt: skip
+    event(failed, EventKind.ENDED, 4, JobState.FAILED, 0)
     job(world, "N", **common, flavor=world.h100, submitted_at=at(1), started_at=at(5),
         ended_at=at(6))  # fmt: skip
 
@@ -481,5 +482,12 @@ def test_a_job_without_a_quota_of_its_flavor_waits_in_its_clusters_pool(world, o
         ("training", 1, 3600.0),
         (None, 1, 14400.0),
     ]
-    inference = review_metrics(start=W0, end=W1, pool="inference")["waits"]
-    assert (inference["overall"]["jobs"], inference["overall"]["p50"]) == (1, 7200.0)
+    inference = review_metrics(start=W0, end=W1, pool="inference")
+    assert (inference["waits"]["overall"]["jobs"], inference["waits"]["overall"]["p50"]) == (
+        1,
+        7200.0,
+    )
+    # The failure is counted in the job's pool, as its wait is.
+    assert inference["preemptions"]["total"]["failures"] == 1
+    training = review_metrics(start=W0, end=W1, pool="training")
+    assert training["preemptions"]["total"]["failures"] == 0

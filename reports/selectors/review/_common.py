@@ -106,20 +106,17 @@ def tables() -> dict[str, str]:
 
 
 def job_pool_ctes(t: dict[str, str]) -> str:
-    """CTEs ``qp`` (project, flavor → quota pool and preemption class) and ``cp`` (cluster →
-    pool): a job's pool is the quota's, else its cluster's."""
+    """The CTE ``qp`` (project, flavor → quota pool and preemption class), for ``job_pool``."""
     return (
         f"qp AS (SELECT project_id, flavor_id, MIN(pool_id) AS pool_id, "
-        f"MIN(preemption_class_id) AS class_id FROM {t['quota']} GROUP BY project_id, flavor_id), "
-        f"cp AS (SELECT cluster_id, MIN(pool_id) AS pool_id FROM {t['cluster_pools']} "
-        f"GROUP BY cluster_id)"
+        f"MIN(preemption_class_id) AS class_id FROM {t['quota']} GROUP BY project_id, flavor_id)"
     )
 
 
 def job_pool(t: dict[str, str]) -> str:
-    """SQL for the pool of the job ``j`` with ``qp`` joined: its quota's, else its cluster's
-    (as ``cp`` gives it), read by a subquery for the jobs without a quota of their flavor only:
-    cheaper than a join per job when most jobs have one."""
+    """SQL for the pool of the job ``j`` with ``qp`` (``job_pool_ctes``) joined: its quota's
+    pool, else its cluster's (the lowest id), read by a subquery only for the jobs without a
+    quota of their flavor: cheaper than a join per job when most jobs have one."""
     return (
         f"COALESCE(qp.pool_id, (SELECT MIN(c_.pool_id) FROM {t['cluster_pools']} c_ "
         f"WHERE c_.cluster_id = j.cluster_id))"

@@ -10,7 +10,7 @@ from queues.models import EventKind, JobState
 
 from .. import _sql
 from .._sql import fetch, key_id, percentile_sets, seconds_between, ts
-from ._common import Names, Scope, gh, job_pool_ctes, r3
+from ._common import Names, Scope, gh, job_pool, job_pool_ctes, r3
 
 FAILED_STATES = (JobState.FAILED, JobState.TIMEOUT, JobState.OUT_OF_MEMORY, JobState.NODE_FAIL)
 RESTART_SETS = (
@@ -30,20 +30,17 @@ def _query(scope: Scope, t: dict[str, str]) -> list[tuple[Any, ...]]:
     # The preemptions are few: computed once (the counts and the medians read them).
     materialized = "MATERIALIZED " if _sql.is_postgres() else ""
     failed = ", ".join(f"'{state.value}'" for state in FAILED_STATES)
-    pool_of_job = (
-        " AND COALESCE(qp.pool_id, cp.pool_id) = %(pool)s" if scope.pool_id is not None else ""
-    )
+    pool_of_job = f" AND {job_pool(t)} = %(pool)s" if scope.pool_id is not None else ""
     ctes = (
         f"WITH {job_pool_ctes(t)}, "
         f"pe AS (SELECT e.time, j.gpus, j.project_id, j.tier_id, qp.class_id, "
-        f"COALESCE(qp.pool_id, cp.pool_id) AS pool_id, "
+        f"{job_pool(t)} AS pool_id, "
         f"(SELECT MAX(s.time) FROM {t['event']} s WHERE s.job_id = e.job_id "
         f"AND s.kind IN {runs} AND s.time <= e.time) AS run_from, "
         f"(SELECT MIN(s.time) FROM {t['event']} s WHERE s.job_id = e.job_id "
         f"AND s.kind IN {runs} AND s.time > e.time) AS restart "
         f"FROM {t['event']} e JOIN {t['job']} j ON j.id = e.job_id "
         f"LEFT JOIN qp ON qp.project_id = j.project_id AND qp.flavor_id = j.flavor_id "
-        f"LEFT JOIN cp ON cp.cluster_id = j.cluster_id "
         f"WHERE e.kind = '{EventKind.PREEMPTED.value}' AND e.time >= {ts('start')} "
         f"AND e.time < {ts('end')}{filters}), "
         f"p AS {materialized}(SELECT project_id, tier_id, class_id, "
@@ -63,7 +60,7 @@ def _query(scope: Scope, t: dict[str, str]) -> list[tuple[Any, ...]]:
         f"THEN 1 ELSE 0 END), SUM(CASE WHEN e.kind = '{EventKind.REQUEUED.value}' THEN 1 "
         f"ELSE 0 END), NULL, NULL, NULL FROM {t['event']} e "
         f"JOIN {t['job']} j ON j.id = e.job_id LEFT JOIN qp ON qp.project_id = j.project_id "
-        f"AND qp.flavor_id = j.flavor_id LEFT JOIN cp ON cp.cluster_id = j.cluster_id "
+        f"AND qp.flavor_id = j.flavor_id "
         f"WHERE e.time >= {ts('start')} AND e.time < {ts('end')}{filters}{pool_of_job} "
         f"AND (e.kind = '{EventKind.REQUEUED.value}' "
         f"OR (e.kind = '{EventKind.ENDED.value}' AND e.state IN ({failed}))) "
