@@ -392,6 +392,27 @@ def test_a_token_gets_the_answer_a_session_gets(place, lead, question):
         assert {**by_token.json(), "at": None} == {**by_session.json(), "at": None}
 
 
+def test_a_question_read_otherwise_than_asked_is_read_again(
+    place, api_client, ci_token, django_assert_num_queries
+):
+    # " vision" is read as "vision" (whitespace trimmed): the row read with the token was
+    # of another question, so the answer reads its own.
+    _running(place, place.vision, 3, place.t4)
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {ci_token.key}")
+    ask = {"tier": "key", "gpus": 2, "flavor": "t4"}
+    _get(api_client, project="vision", **ask)  # compiles, last use
+
+    with django_assert_num_queries(2):
+        trimmed = _get(api_client, project=" vision", **ask)
+
+    assert trimmed.status_code == 200
+    assert trimmed.json()["headroom"]["running_gpus"] == 3
+    assert {**trimmed.json(), "at": None} == {
+        **_get(api_client, project="vision", **ask).json(),
+        "at": None,
+    }
+
+
 def test_the_running_gpus_read_with_the_token_are_the_latest(place, api_client, ci_token):
     api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {ci_token.key}")
     ask = {"project": "vision", "tier": "key", "gpus": 2, "flavor": "t4"}
