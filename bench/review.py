@@ -22,7 +22,8 @@ build's ``review_metrics_by_project`` for the month (the site and every project'
 ``review_metrics`` for one week of it, each with the database backend's CPU seconds and the
 load average next to the wall clock (the machine may be shared), and before and after them
 the time of a fixed reference query (sorting and summing 1 M numbers: ``reference``), which
-tells a slow phase of a shared machine from a slower review. Then it adds
+tells a slow phase of a shared machine from a slower review; and each query of the build
+alone, one after another (``parts``: where the build's database CPU goes). Then it adds
 ``--history-months`` earlier months of as many jobs each (only the jobs' rare events:
 preemptions, requeues, failures), 10 M stored jobs by default, and times the same reviews
 again: the cost must follow the window, not the history.
@@ -56,6 +57,13 @@ from django.db import connection  # noqa: E402
 from governance import services as rules  # noqa: E402
 from governance.models import PreemptionKind, SiteRole, User  # noqa: E402
 from reports.selectors import review_metrics, review_metrics_by_project  # noqa: E402
+from reports.selectors.review import _settings as review_settings  # noqa: E402
+from reports.selectors.review._common import Names, Scope, tables  # noqa: E402
+from reports.selectors.review.exceptions import exceptions as exceptions_part  # noqa: E402
+from reports.selectors.review.preemptions import preemptions as preemptions_part  # noqa: E402
+from reports.selectors.review.service import service_and_capacity  # noqa: E402
+from reports.selectors.review.timeline import timeline as timeline_part  # noqa: E402
+from reports.selectors.review.waits import wait_queries  # noqa: E402
 
 MONTH = datetime(2026, 10, 1, tzinfo=UTC)
 MONTH_END = datetime(2026, 11, 1, tzinfo=UTC)
@@ -304,6 +312,58 @@ def timed(start: datetime, end: datetime, runs: int = 3, by_project: bool = Fals
     return row
 
 
+def _backend_cpu() -> float | None:
+    """CPU seconds this connection's backend has used (when it runs on this machine)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def parts(start: datetime, end: datetime) -> dict[str, dict[str, float | None]]:
+    """Each query of the build's review (``review_metrics_by_project``) run alone, one after
+    another on this connection, with the review's settings: its wall clock and the database's
+    CPU seconds (the best of 2 runs). Their sum is the work the build spreads over its
+    connections (``ARBITER_REVIEW_CONNECTIONS``): what a faster build must take away."""
+    from django.db import transaction
+
+    out: dict[str, dict[str, float | None]] = {}
+    with transaction.atomic():
+        review_settings()
+        scope = Scope(start=start, end=end, pool=None, project=None)
+        t, names = tables(), Names.load()
+        first, second = wait_queries(scope, t, names, per_project=True)
+        tasks = {
+            "waits_first_half": first,
+            "waits_second_half": second,
+            "service_and_capacity": lambda: service_and_capacity(scope, t, names),
+            "preemptions": lambda: preemptions_part(scope, t, names),
+            "exceptions": lambda: exceptions_part(scope, t, names),
+            "timeline": lambda: timeline_part(scope),
+        }
+        for name, task in tasks.items():
+            best: tuple[float, float | None] | None = None
+            for _ in range(2):
+                cpu_before = _backend_cpu()
+                began = time.perf_counter()
+                task()
+                wall = time.perf_counter() - began
+                cpu_after = _backend_cpu()
+                cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+                if best is None or wall < best[0]:
+                    best = (wall, cpu)
+            assert best is not None
+            out[name] = {
+                "seconds": round(best[0], 3),
+                "database_cpu_seconds": None if best[1] is None else round(best[1], 2),
+            }
+    return out
+
+
 # A fixed piece of work of the kind the review does (sort 1 M numbers, then aggregate them):
 # its time, next to each figure, tells a slow phase of a shared machine from a slower review.
 REFERENCE_SQL = (
@@ -336,6 +396,7 @@ def checkpoint(label: str) -> dict[str, object]:
         "month": timed(MONTH, MONTH_END),
         "month_with_project_views": timed(MONTH, MONTH_END, by_project=True),
         "week": timed(MONTH + timedelta(days=7), MONTH + timedelta(days=14)),
+        "build_parts_alone": parts(MONTH, MONTH_END),
         "reference_seconds_after": reference(),
     }
     print(json.dumps(row), flush=True)
