@@ -261,12 +261,12 @@ def count(table: str) -> int:
         return int(cursor.fetchone()[0])
 
 
-def _database_cpu() -> float | None:
+def _database_cpu(*, exited: bool = True) -> float | None:
     """CPU seconds the database has used so far for this process's reviews (when it runs on
-    this machine): this connection's backend, plus the backends that have exited (the review
-    opens one per query it runs at once, see ``ARBITER_REVIEW_CONNECTIONS``), which the
-    postmaster counts as its children's time. On a shared machine, a figure that the others'
-    load does not inflate as much as the wall clock."""
+    this machine): this connection's backend, plus (``exited``) the backends that have exited
+    (the review opens one per query it runs at once, see ``ARBITER_REVIEW_CONNECTIONS``), which
+    the postmaster counts as its children's time. On a shared machine, a figure that the
+    others' load does not inflate as much as the wall clock."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         pid = cursor.fetchone()[0]
@@ -275,7 +275,9 @@ def _database_cpu() -> float | None:
         postmaster = Path(f"/proc/{mine[1]}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return None
-    ticks = int(mine[11]) + int(mine[12]) + int(postmaster[13]) + int(postmaster[14])
+    ticks = int(mine[11]) + int(mine[12])
+    if exited:
+        ticks += int(postmaster[13]) + int(postmaster[14])
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
@@ -312,18 +314,6 @@ def timed(start: datetime, end: datetime, runs: int = 3, by_project: bool = Fals
     return row
 
 
-def _backend_cpu() -> float | None:
-    """CPU seconds this connection's backend has used (when it runs on this machine)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        pid = cursor.fetchone()[0]
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def parts(start: datetime, end: datetime) -> dict[str, dict[str, float | None]]:
     """Each query of the build's review (``review_metrics_by_project``) run alone, one after
     another on this connection, with the review's settings: its wall clock and the database's
@@ -348,11 +338,11 @@ def parts(start: datetime, end: datetime) -> dict[str, dict[str, float | None]]:
         for name, task in tasks.items():
             best: tuple[float, float | None] | None = None
             for _ in range(2):
-                cpu_before = _backend_cpu()
+                cpu_before = _database_cpu(exited=False)
                 began = time.perf_counter()
                 task()
                 wall = time.perf_counter() - began
-                cpu_after = _backend_cpu()
+                cpu_after = _database_cpu(exited=False)
                 cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
                 if best is None or wall < best[0]:
                     best = (wall, cpu)
