@@ -52,18 +52,14 @@ import django  # noqa: E402
 django.setup()
 
 from django.conf import settings  # noqa: E402
-from django.db import connection  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
 
 from governance import services as rules  # noqa: E402
 from governance.models import PreemptionKind, SiteRole, User  # noqa: E402
 from reports.selectors import review_metrics, review_metrics_by_project  # noqa: E402
+from reports.selectors.review import _queries as review_queries  # noqa: E402
 from reports.selectors.review import _settings as review_settings  # noqa: E402
 from reports.selectors.review._common import Names, Scope, tables  # noqa: E402
-from reports.selectors.review.exceptions import exceptions as exceptions_part  # noqa: E402
-from reports.selectors.review.preemptions import preemptions as preemptions_part  # noqa: E402
-from reports.selectors.review.service import service_and_capacity  # noqa: E402
-from reports.selectors.review.timeline import timeline as timeline_part  # noqa: E402
-from reports.selectors.review.waits import wait_queries  # noqa: E402
 
 MONTH = datetime(2026, 10, 1, tzinfo=UTC)
 MONTH_END = datetime(2026, 11, 1, tzinfo=UTC)
@@ -319,23 +315,11 @@ def parts(start: datetime, end: datetime) -> dict[str, dict[str, float | None]]:
     another on this connection, with the review's settings: its wall clock and the database's
     CPU seconds (the best of 2 runs). Their sum is the work the build spreads over its
     connections (``ARBITER_REVIEW_CONNECTIONS``): what a faster build must take away."""
-    from django.db import transaction
-
     out: dict[str, dict[str, float | None]] = {}
     with transaction.atomic():
         review_settings()
         scope = Scope(start=start, end=end, pool=None, project=None)
-        t, names = tables(), Names.load()
-        first, second = wait_queries(scope, t, names, per_project=True)
-        tasks = {
-            "waits_first_half": first,
-            "waits_second_half": second,
-            "service_and_capacity": lambda: service_and_capacity(scope, t, names),
-            "preemptions": lambda: preemptions_part(scope, t, names),
-            "exceptions": lambda: exceptions_part(scope, t, names),
-            "timeline": lambda: timeline_part(scope),
-        }
-        for name, task in tasks.items():
+        for name, task in review_queries(scope, tables(), Names.load(), per_project=True):
             best: tuple[float, float | None] | None = None
             for _ in range(2):
                 cpu_before = _database_cpu(exited=False)

@@ -96,6 +96,22 @@ def _settings() -> None:
             cursor.execute("SET LOCAL random_page_cost = 1.1")
 
 
+def _queries(
+    scope: Scope, t: dict[str, str], names: Names, *, per_project: bool
+) -> list[tuple[str, Callable[[], Any]]]:
+    """Every query of the review, named, the longest first (``run_all`` balances them so);
+    ``_metrics`` reads their results in this order (``bench/review.py`` times each alone)."""
+    waits_first, waits_second = wait_queries(scope, t, names, per_project=per_project)
+    return [
+        ("waits_first_half", waits_first),
+        ("waits_second_half", waits_second),
+        ("service_and_capacity", partial(service_and_capacity, scope, t, names)),
+        ("preemptions", partial(_preemptions, scope, t, names)),
+        ("exceptions", partial(_exceptions, scope, t, names)),
+        ("timeline", partial(_timeline, scope)),
+    ]
+
+
 def _metrics(
     *, start: datetime, end: datetime, pool: str | None, project: str | None, per_project: bool
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
@@ -106,17 +122,9 @@ def _metrics(
         snapshot = _sql.snapshot_export(outermost=outermost)
         _settings()
         names = Names.load()
-        # Every query of the review, the longest first: on PostgreSQL outside a transaction
-        # they run on several connections at once, all reading this transaction's snapshot.
-        waits_first, waits_second = wait_queries(scope, t, names, per_project=per_project)
-        tasks: list[Callable[[], Any]] = [
-            waits_first,
-            waits_second,
-            partial(service_and_capacity, scope, t, names),
-            partial(_preemptions, scope, t, names),
-            partial(_exceptions, scope, t, names),
-            partial(_timeline, scope),
-        ]
+        # On PostgreSQL outside a transaction they run on several connections at once, all
+        # reading this transaction's snapshot.
+        tasks = [task for _name, task in _queries(scope, t, names, per_project=per_project)]
         results = _sql.run_all(tasks, snapshot=snapshot, prepare=_settings)
     rows_first, rows_second, service_part, preemptions_part, exceptions_part, timeline = results
     waits, project_waits = waits_from_rows([*rows_first, *rows_second], names, per_project)
