@@ -149,8 +149,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
     }
 
-# SQLite has no INCLUDE columns: its indexes with them (the review's job_submitted_review) are
-# plain indexes there, which is what it needs; PostgreSQL reads them index-only.
+# SQLite has no INCLUDE columns: its indexes with them (the review's workload_wait_review and
+# workload_hour_review) are plain indexes there, which is what it needs; PostgreSQL reads them
+# index-only.
 SILENCED_SYSTEM_CHECKS = ["models.W040"]
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -599,7 +599,7 @@ class AlertRecipient(models.Model):
 
 
 # Workload evidence (jobs and their events) lives in its own module.
-from .rollup import RollupState, WorkloadHour, WorkloadJobRollup  # noqa: E402
+from .rollup import RollupState, WorkloadHour, WorkloadJobRollup, WorkloadWait  # noqa: E402
 from .workload import (  # noqa: E402
     ACTIVE_STATES,
     FINISHED_STATES,
@@ -633,6 +633,7 @@ __all__ = [
     "WorkloadHour",
     "WorkloadJob",
     "WorkloadJobRollup",
+    "WorkloadWait",
     "slurm_name_validator",
     "slurm_partition_validator",
 ]

@@ -8,6 +8,12 @@ maintains it incrementally: it rereads the jobs changed since its watermark (and
 still open), and applies the difference between what each job contributes now and what it
 contributed last time (``WorkloadJobRollup``, one row per job), so running it twice changes
 nothing. Not governed: derived data.
+
+``WorkloadWait`` holds, per job with a submit time, its first wait as the review reads it:
+the end of that wait (the first start, or the end of a job that never started; none while it
+still waits), its length, and the job's keys (the pool as the rollup resolved it). The same
+run maintains it, so the review's waits read one narrow row per job, their percentiles
+computed from the stored lengths, and none of the job's events.
 """
 
 from django.db import models
@@ -16,7 +22,7 @@ from django.utils.translation import gettext_lazy as _
 
 from governance.models import GpuFlavor, Pool, PriorityTier, Project
 
-from .workload import WorkloadJob
+from .workload import WaitCategory, WorkloadJob
 
 
 class WorkloadHour(models.Model):
@@ -89,11 +95,118 @@ class WorkloadJobRollup(models.Model):
         return f"rollup of {self.job_id}"
 
 
+class WorkloadWait(models.Model):
+    """One job's first wait (derived by the rollup; the review's waits read only this)."""
+
+    job = models.OneToOneField(
+        WorkloadJob,
+        verbose_name=_("job"),
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="wait",
+    )
+    submitted_at = models.DateTimeField(_("submitted at"))
+    day = models.DateField(_("day submitted"), help_text=_("The UTC day of the submit."))
+    # The job's keys, as they are on the job (the pool as the rollup resolved it). Not indexed:
+    # the review reads a window by submit time; a deletion sets them to null like the job's.
+    project = models.ForeignKey(
+        Project,
+        verbose_name=_("project"),
+        on_delete=models.SET_NULL,
+        null=True,
+        db_index=False,
+        related_name="+",
+    )
+    tier = models.ForeignKey(
+        PriorityTier,
+        verbose_name=_("tier"),
+        on_delete=models.SET_NULL,
+        null=True,
+        db_index=False,
+        related_name="+",
+    )
+    flavor = models.ForeignKey(
+        GpuFlavor,
+        verbose_name=_("flavor"),
+        on_delete=models.SET_NULL,
+        null=True,
+        db_index=False,
+        related_name="+",
+    )
+    pool = models.ForeignKey(
+        Pool,
+        verbose_name=_("pool"),
+        on_delete=models.SET_NULL,
+        null=True,
+        db_index=False,
+        related_name="+",
+    )
+    category = models.CharField(
+        _("wait category"), max_length=16, choices=WaitCategory.choices, blank=True
+    )
+    wait_end = models.DateTimeField(
+        _("wait ended at"),
+        null=True,
+        help_text=_(
+            "The first start; for a job that ended without starting, its end; empty while "
+            "the job still waits."
+        ),
+    )
+    wait_seconds = models.FloatField(
+        _("wait (seconds)"), null=True, help_text=_("From the submit to the wait's end.")
+    )
+
+    class Meta:
+        verbose_name = _("job wait")
+        verbose_name_plural = _("job waits")
+        indexes = [
+            # The review reads a window's waits from this index alone on PostgreSQL (INCLUDE:
+            # every column it reads; SQLite has no INCLUDE and indexes the submit time only).
+            models.Index(
+                fields=["submitted_at"],
+                include=[
+                    "day",
+                    "project",
+                    "tier",
+                    "flavor",
+                    "pool",
+                    "category",
+                    "wait_end",
+                    "wait_seconds",
+                ],
+                name="workload_wait_review",
+            )
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(wait_end__isnull=True, wait_seconds__isnull=True)
+                | Q(wait_end__isnull=False, wait_seconds__isnull=False),
+                name="workload_wait_length_with_end",
+            ),
+            models.CheckConstraint(
+                condition=Q(category__in=[*WaitCategory.values, ""]),
+                name="workload_wait_category_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"wait of {self.job_id}"
+
+
 class RollupState(models.Model):
-    """The rollup's watermark: jobs whose ``last_event_at`` is after it are reread."""
+    """The rollup's watermark: jobs whose ``last_event_at`` is after it are reread, and jobs
+    added after ``last_job_id`` are read whatever their times."""
 
     name = models.CharField(_("name"), max_length=50, unique=True)
     watermark = models.DateTimeField(_("watermark"), null=True, blank=True)
+    last_job_id = models.BigIntegerField(
+        _("last job read"),
+        default=0,
+        help_text=_(
+            "The highest job id a run has read (a job reported late, or imported, "
+            "with times before the watermark is still read once)."
+        ),
+    )
     last_run_at = models.DateTimeField(_("last run"), null=True, blank=True)
     last_counts = models.JSONField(_("last counts"), default=dict, blank=True)
 

@@ -162,26 +162,9 @@ class WorkloadJob(models.Model):
                 fields=["project", "ended_at", "started_at", "gpus"], name="job_project_ended_use"
             ),
             models.Index(fields=["cluster", "state"], name="job_cluster_state"),
-            # The review's waits read the jobs submitted in a window (reports.selectors), on
-            # PostgreSQL from this index alone (INCLUDE: every column they read; SQLite has
-            # no INCLUDE and indexes the submit time only): at 10 M stored jobs, a month's
-            # million is read in half the time of an index scan that visits the table.
-            models.Index(
-                fields=["submitted_at"],
-                include=[
-                    "id",
-                    "project",
-                    "tier",
-                    "flavor",
-                    "cluster",
-                    "category",
-                    "started_at",
-                    "ended_at",
-                    "preemptions",
-                    "requeues",
-                ],
-                name="job_submitted_review",
-            ),
+            # The jobs list, newest submit first. (The review reads its waits from
+            # WorkloadWait, not from the jobs.)
+            models.Index(fields=["submitted_at"], name="job_submitted"),
             # The hourly rollup rereads the jobs changed since its watermark.
             models.Index(fields=["last_event_at"], name="job_last_event"),
             models.Index(fields=["source", "job_id"], name="job_source_job_id"),

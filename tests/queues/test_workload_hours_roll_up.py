@@ -39,7 +39,7 @@ def test_a_run_splits_jobs_into_hours_in_the_quota_pool(world):
          ended_at=T0 + timedelta(hours=2, minutes=15), state=JobState.COMPLETED,
          category="quota")  # fmt: skip
     counts = tasks.workload_hours_roll_up(until=(T0 + timedelta(hours=3)).isoformat())
-    assert counts == {"jobs": 1, "changed": 1, "hours": 3}
+    assert counts == {"jobs": 1, "changed": 1, "hours": 3, "waits": 1}
     assert _hours() == {
         T0: (4 * 1800, 1800),
         T0 + timedelta(hours=1): (4 * 3600, 0),

@@ -475,6 +475,7 @@ def test_a_job_without_a_quota_of_its_flavor_waits_in_its_clusters_pool(world, o
     event(failed, EventKind.ENDED, 4, JobState.FAILED, 0)
     job(world, "N", **common, flavor=world.h100, submitted_at=at(1), started_at=at(5),
         ended_at=at(6))  # fmt: skip
+    workload_hours_roll_up(until=W1)  # the waits and their pools, as the build does first
 
     waits = review_metrics(start=W0, end=W1)["waits"]
     assert [(r["pool"], r["jobs"], r["max"]) for r in waits["by_pool"]] == [

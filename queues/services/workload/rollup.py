@@ -1,8 +1,9 @@
 """The hourly rollup of the workload evidence (``WorkloadHour``), maintained incrementally.
 
 Each run rereads the jobs whose ``last_event_at`` is after the watermark (minus a look-back
-for evidence that arrives late, ``ARBITER_ROLLUP_LOOKBACK_HOURS``) and every job still open
-(its running or waiting time grows with the clock), computes what each contributes to the
+for evidence that arrives late, ``ARBITER_ROLLUP_LOOKBACK_HOURS``), the jobs added since the
+last run whatever their times (a collector catching up, an imported trace), and every job
+still open (its running or waiting time grows with the clock), computes what each contributes to the
 hours now, and applies the difference from what it contributed at the previous run
 (``WorkloadJobRollup``). So a run is idempotent: running it twice, or over jobs already
 counted, changes nothing; a job whose project, tier or flavor changed moves its hours.
@@ -18,6 +19,11 @@ A job contributes, to the UTC hours it overlaps:
 Jobs with neither preemptions, requeues nor suspension use their own fields (submit, start,
 end); the others replay their events. The pool of a job is the pool of its project's quota
 for the job's flavor (the lowest id when there are several), else its cluster's pool.
+
+The same run keeps each job's first wait (``WorkloadWait``, what the review's waits read):
+it ends at the job's first start (its first ``started`` event when it was preempted or
+requeued), or at its end when it never started; while the job waits it has no end. A job
+without a submit time has none.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from queues.models import (
     WorkloadHour,
     WorkloadJob,
     WorkloadJobRollup,
+    WorkloadWait,
 )
 
 ROLLUP_NAME = "workload_hours"
@@ -165,6 +172,73 @@ def job_pool_id(
     return pool
 
 
+def job_wait(
+    *, job: WorkloadJob, events: list[WorkloadEvent], pool_id: int | None
+) -> WorkloadWait | None:
+    """The first wait of ``job`` (``events``: its events in time order, when it is replayed;
+    see the module's docstring), or ``None`` for a job without a submit time."""
+    if job.submitted_at is None:
+        return None
+    first_start = job.started_at
+    if job.preemptions or job.requeues:
+        starts = [event.time for event in events if event.kind == EventKind.STARTED]
+        first_start = min(starts, default=job.started_at)
+    wait_end = first_start if first_start is not None else job.ended_at
+    return WorkloadWait(
+        job_id=job.pk,
+        submitted_at=job.submitted_at,
+        day=job.submitted_at.astimezone(UTC).date(),
+        project_id=job.project_id,
+        tier_id=job.tier_id,
+        flavor_id=job.flavor_id,
+        pool_id=pool_id,
+        category=job.category,
+        wait_end=wait_end,
+        wait_seconds=(
+            (wait_end - job.submitted_at).total_seconds() if wait_end is not None else None
+        ),
+    )
+
+
+WAIT_FIELDS = [
+    "submitted_at",
+    "day",
+    "project",
+    "tier",
+    "flavor",
+    "pool",
+    "category",
+    "wait_end",
+    "wait_seconds",
+]
+
+
+def _wait_values(wait: WorkloadWait) -> tuple[Any, ...]:
+    return tuple(getattr(wait, WorkloadWait._meta.get_field(name).attname) for name in WAIT_FIELDS)
+
+
+def _apply_waits(*, batch_ids: list[int], waits: dict[int, WorkloadWait | None]) -> int:
+    """Write the batch's waits where they differ from the stored ones; returns rows written.
+    Derived rows in bulk, like the hours: the database's constraints hold their invariants."""
+    stored = {row.job_id: row for row in WorkloadWait.objects.filter(job_id__in=batch_ids)}
+    to_create: list[WorkloadWait] = []
+    to_update: list[WorkloadWait] = []
+    to_delete: list[int] = []
+    for job_id, wait in waits.items():
+        old = stored.get(job_id)
+        if wait is None:
+            if old is not None:
+                to_delete.append(job_id)
+        elif old is None:
+            to_create.append(wait)
+        elif _wait_values(old) != _wait_values(wait):
+            to_update.append(wait)
+    WorkloadWait.objects.bulk_create(to_create, batch_size=1000)
+    WorkloadWait.objects.bulk_update(to_update, WAIT_FIELDS, batch_size=1000)
+    WorkloadWait.objects.filter(job_id__in=to_delete).delete()
+    return len(to_create) + len(to_update) + len(to_delete)
+
+
 def _apply(deltas: dict[tuple[int, Key], list[float]]) -> int:
     """Add the deltas to the hour rows (rounded to whole seconds); returns rows touched."""
     changed = {
@@ -216,29 +290,33 @@ def workload_hours_roll_up(
 ) -> dict[str, int]:
     """Bring ``WorkloadHour`` up to ``until`` (now by default); see the module's docstring.
 
-    One run at a time (the state row is locked); returns the jobs reread and hour rows touched.
+    One run at a time (the state row is locked); returns the jobs reread, those whose hours
+    changed, the hour rows touched and the waits written.
     """
     cutoff_at = until or timezone.now()
     cutoff = cutoff_at.timestamp()
     RollupState.objects.get_or_create(name=ROLLUP_NAME)
     state = RollupState.objects.select_for_update().get(name=ROLLUP_NAME)
     lookback = timedelta(hours=getattr(settings, "ARBITER_ROLLUP_LOOKBACK_HOURS", 6))
-    # Three index reads, not one OR over the whole table: the jobs changed since the
-    # watermark (job_last_event), the active ones (job_state_category), and those whose last
-    # contribution was still open (job_rollup_open).
+    # Four index reads, not one OR over the whole table: the jobs added since the last run
+    # (primary key), those changed since the watermark (job_last_event), the active ones
+    # (job_state_category), and those whose last contribution was still open
+    # (job_rollup_open).
     if state.watermark is None:
         ids = list(WorkloadJob.objects.order_by("pk").values_list("pk", flat=True))
     else:
+        added = WorkloadJob.objects.filter(pk__gt=state.last_job_id)
         changed = WorkloadJob.objects.filter(last_event_at__gt=state.watermark - lookback)
         active = WorkloadJob.objects.filter(state__in=ACTIVE_STATES)
         still_open = WorkloadJobRollup.objects.filter(open=True)
         ids = sorted(
-            set(changed.values_list("pk", flat=True))
+            set(added.values_list("pk", flat=True))
+            | set(changed.values_list("pk", flat=True))
             | set(active.values_list("pk", flat=True))
             | set(still_open.values_list("job_id", flat=True))
         )
     by_quota, by_cluster = _pool_maps()
-    counts = {"jobs": 0, "changed": 0, "hours": 0}
+    counts = {"jobs": 0, "changed": 0, "hours": 0, "waits": 0}
     for offset in range(0, len(ids), batch_size):
         batch_ids = ids[offset : offset + batch_size]
         batch = list(WorkloadJob.objects.filter(pk__in=batch_ids).order_by("pk"))
@@ -255,11 +333,14 @@ def workload_hours_roll_up(
         }
         deltas: dict[tuple[int, Key], list[float]] = defaultdict(lambda: [0.0, 0.0])
         to_create, to_update = [], []
+        waits: dict[int, WorkloadWait | None] = {}
         for job in batch:
             run, wait = job_intervals(job=job, events=events.get(job.pk, []), cutoff=cutoff)
+            pool_id = job_pool_id(job=job, by_quota=by_quota, by_cluster=by_cluster)
+            waits[job.pk] = job_wait(job=job, events=events.get(job.pk, []), pool_id=pool_id)
             contribution = {
                 "key": [
-                    job_pool_id(job=job, by_quota=by_quota, by_cluster=by_cluster),
+                    pool_id,
                     job.flavor_id,
                     job.project_id,
                     job.tier_id,
@@ -284,10 +365,12 @@ def workload_hours_roll_up(
                 )
             _add(deltas, contribution, +1)
         counts["hours"] += _apply(deltas)
+        counts["waits"] += _apply_waits(batch_ids=batch_ids, waits=waits)
         WorkloadJobRollup.objects.bulk_create(to_create, batch_size=1000)
         WorkloadJobRollup.objects.bulk_update(to_update, ["contribution", "open"], 1000)
     state.watermark = cutoff_at
+    state.last_job_id = max(ids[-1] if ids else 0, state.last_job_id)
     state.last_run_at = timezone.now()
     state.last_counts = counts
-    state.save(update_fields=["watermark", "last_run_at", "last_counts"])
+    state.save(update_fields=["watermark", "last_job_id", "last_run_at", "last_counts"])
     return counts

@@ -5,14 +5,17 @@ number of queries, whatever the size of the window or of the history);
 ``review_metrics_by_project`` returns the same and, in the same queries, each project's view
 (what ``review_metrics`` gives with that project as scope), for the review's build:
 
-**Waits** read the jobs *submitted* in ``[start, end)`` (index ``job_submitted_review``, read
-index-only on PostgreSQL, so the cost follows the window). A job's wait is its first start −
-its submit; when it had not started by the window's end it is censored: ``end − submit``,
-counted in ``waiting_at_end`` and in the percentiles at that value (a starving project cannot
-look good). A job cancelled while pending waits until its cancellation. ``over_threshold``
-counts waits longer than the tier's wait alert (``wait_alert_minutes``). Percentiles are
-continuous (``percentile_cont``: on PostgreSQL from one sort of the window's waits per query,
-its grouping sets in one pass, see ``_sql.percentile_sets``).
+**Waits** read the jobs *submitted* in ``[start, end)``, each as its first wait kept by the
+hourly rollup (``queues.WorkloadWait``: one narrow row per job, read index-only on
+PostgreSQL from ``workload_wait_review``, so the cost follows the window; the review's build
+brings the rollup up to date first). A job's wait is its first start − its submit; when it
+had not started by the window's end it is censored: ``end − submit``, counted in
+``waiting_at_end`` and in the percentiles at that value (a starving project cannot look
+good). A job cancelled while pending waits until its cancellation. A job's pool is the one
+the rollup gave it (as for its hours). ``over_threshold`` counts waits longer than the
+tier's wait alert (``wait_alert_minutes``). Percentiles are continuous (``percentile_cont``:
+on PostgreSQL from one sort of the window's waits per query, its grouping sets in one pass,
+see ``_sql.percentile_sets``).
 
 On PostgreSQL, called outside a transaction, the review's queries run on
 ``ARBITER_REVIEW_CONNECTIONS`` connections at once (the waits' grouping sets in two halves,

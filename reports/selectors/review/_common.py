@@ -17,7 +17,7 @@ from governance.models import (
     Project,
     Quota,
 )
-from queues.models import Cluster, WorkloadEvent, WorkloadHour, WorkloadJob
+from queues.models import Cluster, WorkloadEvent, WorkloadHour, WorkloadJob, WorkloadWait
 
 from .._sql import param
 
@@ -97,6 +97,7 @@ def tables() -> dict[str, str]:
         "job": WorkloadJob._meta.db_table,
         "event": WorkloadEvent._meta.db_table,
         "hour": WorkloadHour._meta.db_table,
+        "wait": WorkloadWait._meta.db_table,
         "quota": Quota._meta.db_table,
         "capacity": PoolCapacity._meta.db_table,
         "tier": PriorityTier._meta.db_table,

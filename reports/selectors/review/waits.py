@@ -1,7 +1,8 @@
 """Waits: the jobs submitted in the window, their percentiles overall and per tier, project,
 pool, flavor, category and day × tier (and the same per project, for the build): two queries
-of the window's jobs, each taking half of the grouping sets, run at once (``wait_queries``)
-and read together (``waits_from_rows``)."""
+of the window's waits (``queues.WorkloadWait``, one narrow row per job, kept by the rollup),
+each taking half of the grouping sets, run at once (``wait_queries``) and read together
+(``waits_from_rows``)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
-from queues.models import EventKind, WaitCategory
+from queues.models import WaitCategory
 
 from .. import _sql
-from .._sql import day_of, fetch, hashed_in_order, key_id, percentile_sets, seconds_between, ts
-from ._common import Names, Scope, job_pool, job_pool_ctes, r3
+from .._sql import fetch, hashed_in_order, key_id, percentile_sets, seconds_between, ts
+from ._common import Names, Scope, r3
 
 # (name, keys): the figures of the whole scope; each also exists per project ("p_" + name,
 # the project's id first), except "project" itself, which is the project's overall row.
@@ -76,36 +77,21 @@ def _query(
         for tier_id, tier in names.tiers.items()
         if tier_id is not None and tier.wait_alert_minutes is not None
     ]
-    alert = f"CASE j.tier_id {' '.join(alerts)} END" if alerts else "NULL"
-    first_start = (
-        f"CASE WHEN j.preemptions > 0 OR j.requeues > 0 THEN COALESCE("
-        f"(SELECT MIN(e.time) FROM {t['event']} e WHERE e.job_id = j.id "
-        f"AND e.kind = '{EventKind.STARTED.value}'), j.started_at) ELSE j.started_at END"
-    )
+    alert = f"CASE tier_id {' '.join(alerts)} END" if alerts else "NULL"
     filters = ""
     if scope.project_id is not None:
-        filters += " AND j.project_id = %(project)s"
-    pool_filter = " WHERE pool_id = %(pool)s" if scope.pool_id is not None else ""
-    wait_end = (
-        f"CASE WHEN started < {end} THEN started "
-        f"WHEN started IS NULL AND ended_at < {end} THEN ended_at ELSE {end} END"
-    )
-    # PostgreSQL: OFFSET 0 keeps j1 a subquery, so a job's first start (a subquery for the
-    # jobs preempted or requeued) is computed once, not once per use below.
-    once = " OFFSET 0" if _sql.is_postgres() else ""
+        filters += " AND project_id = %(project)s"
+    if scope.pool_id is not None:
+        filters += " AND pool_id = %(pool)s"
+    # A wait that had not ended by the window's end is censored there.
+    ended = f"wait_end < {end}"
     ctes = (
-        f"WITH {job_pool_ctes(t)}, "
-        f"j1 AS (SELECT j.project_id, j.tier_id, j.flavor_id, "
-        f"{job_pool(t)} AS pool_id, j.category, j.submitted_at, "
-        f"{first_start} AS started, j.ended_at, {alert} AS alert "
-        f"FROM {t['job']} j LEFT JOIN qp ON qp.project_id = j.project_id "
-        f"AND qp.flavor_id = j.flavor_id "
-        f"WHERE j.submitted_at >= {ts('start')} AND j.submitted_at < {end}{filters}{once}), "
-        f"w AS (SELECT project_id, tier_id, flavor_id, pool_id, category, "
-        f"{day_of('submitted_at')} AS day, "
-        f"{seconds_between(wait_end, 'submitted_at')} AS wait, "
-        f"CASE WHEN started < {end} THEN 0 WHEN started IS NULL AND ended_at < {end} THEN 0 "
-        f"ELSE 1 END AS censored, alert FROM j1{pool_filter}), "
+        f"WITH w AS (SELECT project_id, tier_id, flavor_id, pool_id, category, day, "
+        f"CASE WHEN {ended} THEN wait_seconds "
+        f"ELSE {seconds_between(end, 'submitted_at')} END AS wait, "
+        f"CASE WHEN {ended} THEN 0 ELSE 1 END AS censored, {alert} AS alert "
+        f"FROM {t['wait']} WHERE submitted_at >= {ts('start')} AND submitted_at < {end}"
+        f"{filters}), "
         f"wo AS (SELECT w.*, CASE WHEN alert IS NOT NULL AND wait > alert * 60 THEN 1 ELSE 0 "
         f"END AS over_ FROM w) "
     )
@@ -237,8 +223,7 @@ def wait_queries(
     """The two queries of the scope's waits (``waits_from_rows`` reads their rows together), of
     about the same cost, to run at once on two connections: each sorts the window's waits
     and groups them by half of the sets (the cost is mostly per set and job). The second
-    takes the sets by pool (the only ones that need a job's pool: a join), the categories
-    and the finest set by day."""
+    takes the sets by pool, the categories and the finest set by day."""
     # Per project, the site's categories are the sums of the projects' (no set of their own).
     sets = (
         tuple(item for item in WAIT_SETS if item[0] != "category") + PER_PROJECT_SETS
