@@ -13,9 +13,10 @@ services in a throwaway test database, then generates with set-based SQL
    run times drawn from exponential distributions, 20 % of waits on quota, 1 % preempted
    (preempted, requeued, restarted), 2 % failed, the last hours' jobs still waiting at the
    month's end; with their events (submitted, started, ended: 3–6 per job);
-2. the hourly rollup (``queues.WorkloadHour``) of those jobs, set-based, with the same
-   definition as ``queues.services.workload.rollup`` (GPU-seconds run, quota-waiting
-   job-seconds per hour × pool × flavor × project × tier);
+2. the hourly rollup (``queues.WorkloadHour``: GPU-seconds run, quota-waiting job-seconds
+   per hour × pool × flavor × project × tier) and the first waits (``queues.WorkloadWait``)
+   of those jobs, set-based, with the same definitions as
+   ``queues.services.workload.rollup``;
 
 and times ``review_metrics`` for the month (the median of 3 runs, after one warm-up), the
 build's ``review_metrics_by_project`` for the month (the site and every project's view), and
@@ -239,9 +240,35 @@ def generate_hours(after: int, cut: datetime) -> None:
         cursor.execute(sql, {"cut": cut})
 
 
+def generate_waits(after: int) -> None:
+    """The first waits (``queues.WorkloadWait``) of the jobs with ids above ``after``,
+    set-based (the rollup's definition, ``queues.services.workload.rollup.job_wait``)."""
+    sql = f"""
+    WITH qp AS (SELECT project_id, flavor_id, MIN(pool_id) AS pool_id FROM governance_quota
+                GROUP BY project_id, flavor_id),
+    j AS (SELECT j.id, j.submitted_at, j.project_id, j.tier_id, j.flavor_id, j.category,
+                 COALESCE(CASE WHEN j.preemptions > 0 OR j.requeues > 0 THEN COALESCE(
+                     (SELECT MIN(e.time) FROM queues_workloadevent e
+                      WHERE e.job_id = j.id AND e.kind = 'started'), j.started_at)
+                     ELSE j.started_at END, j.ended_at) AS wait_end
+          FROM queues_workloadjob j WHERE j.id > {after} AND j.submitted_at IS NOT NULL)
+    INSERT INTO queues_workloadwait (job_id, submitted_at, day, project_id, tier_id, flavor_id,
+                                     pool_id, category, wait_end, wait_seconds)
+    SELECT j.id, j.submitted_at, CAST(j.submitted_at AT TIME ZONE 'UTC' AS date), j.project_id,
+           j.tier_id, j.flavor_id, qp.pool_id, j.category, j.wait_end,
+           date_part('epoch', j.wait_end - j.submitted_at)
+    FROM j LEFT JOIN qp ON qp.project_id = j.project_id AND qp.flavor_id = j.flavor_id
+    ORDER BY j.id
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+
+
 def analyze() -> None:
     with connection.cursor() as cursor:
-        for table in ("queues_workloadjob", "queues_workloadevent", "queues_workloadhour"):
+        tables = ("queues_workloadjob", "queues_workloadevent", "queues_workloadhour",
+                  "queues_workloadwait")  # fmt: skip
+        for table in tables:
             cursor.execute(f"VACUUM ANALYZE {table}")
 
 
@@ -407,6 +434,7 @@ def main() -> None:
         generate_jobs(ids, MONTH, MONTH_END, args.month_jobs, "m0", MONTH_END)
         generate_events(0, full=True)
         generate_hours(0, MONTH_END)
+        generate_waits(0)
         analyze()
         results["generate_month_seconds"] = round(time.perf_counter() - began, 1)
         results["runs"].append(checkpoint("month only"))
@@ -418,6 +446,7 @@ def main() -> None:
             print("history jobs generated", flush=True)
             generate_events(after, full=False)
             generate_hours(after, MONTH_END)
+            generate_waits(after)
             analyze()
             results["generate_history_seconds"] = round(time.perf_counter() - began, 1)
             results["runs"].append(checkpoint(f"month + {args.history_months} months of history"))

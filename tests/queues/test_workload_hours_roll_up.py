@@ -6,22 +6,28 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from queues import tasks
-from queues.models import JobState, RollupState, WorkloadHour, WorkloadJob
+from queues.models import (
+    EventKind,
+    JobState,
+    RollupState,
+    WorkloadEvent,
+    WorkloadHour,
+    WorkloadJob,
+    WorkloadWait,
+)
 from queues.services.workload.rollup import workload_hours_roll_up
 
 T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 
 
 def _job(world, name: str, **fields) -> WorkloadJob:
+    defaults = {"project": world.vision, "tier": world.key, "flavor": world.a100, "gpus": 4}
     return WorkloadJob.objects.create(
         source="test",
         job_id=name,
-        project=world.vision,
-        tier=world.key,
-        flavor=world.a100,
-        gpus=4,
+        key=name,
         last_event_at=fields.get("ended_at") or fields.get("started_at") or T0,
-        **fields,
+        **{**defaults, **fields},
     )
 
 
@@ -69,3 +75,123 @@ def test_open_jobs_grow_with_the_clock_and_late_evidence_is_caught(world):
     # Nothing changes on a further run.
     assert workload_hours_roll_up(until=T0 + timedelta(hours=2))["changed"] == 0
     assert _hours() == {T0: (4 * 2400, 0)}
+
+
+def _waits() -> dict[str, tuple]:
+    return {
+        row.job.job_id: (
+            row.day,
+            row.pool.slug if row.pool else None,
+            row.project_id,
+            row.tier_id,
+            row.flavor_id,
+            row.category,
+            row.wait_end,
+            row.wait_seconds,
+        )
+        for row in WorkloadWait.objects.select_related("job", "pool")
+    }
+
+
+def _event(job: WorkloadJob, kind: str, at: datetime, state: str, n: int) -> None:
+    WorkloadEvent.objects.create(
+        job=job, source="test", event_id=f"{job.job_id}-{n}", time=at, kind=kind, state=state
+    )
+
+
+@pytest.mark.django_db
+def test_the_rollup_keeps_each_jobs_first_wait(world, ops):
+    from queues import services as queue_services
+
+    minutes = lambda n: T0 + timedelta(minutes=n)  # noqa: E731
+    # Started after 30 min, in the quota pool of its flavor.
+    _job(world, "ran", submitted_at=minutes(-30), started_at=T0, ended_at=minutes(60),
+         state=JobState.COMPLETED, category="resource")  # fmt: skip
+    # Preempted and requeued: its wait ends at its first start (an event), not at the restart.
+    again = _job(world, "again", submitted_at=T0, started_at=minutes(50), ended_at=minutes(90),
+                 state=JobState.COMPLETED, preemptions=1, requeues=1)  # fmt: skip
+    for n, (kind, at, state) in enumerate(
+        [
+            (EventKind.STARTED, minutes(10), JobState.RUNNING),
+            (EventKind.PREEMPTED, minutes(20), JobState.PREEMPTED),
+            (EventKind.REQUEUED, minutes(20), JobState.PENDING),
+            (EventKind.STARTED, minutes(50), JobState.RUNNING),
+            (EventKind.ENDED, minutes(90), JobState.COMPLETED),
+        ]
+    ):
+        _event(again, kind, at, state, n)
+    # Cancelled while pending: its wait ends at its end. Submitted on the next UTC day.
+    _job(world, "cancelled", submitted_at=T0 + timedelta(hours=14, minutes=30),
+         ended_at=T0 + timedelta(hours=14, minutes=50), state=JobState.CANCELLED)  # fmt: skip
+    # Still waiting, on an H100 (no quota of it: its cluster's pool).
+    cluster = queue_services.cluster_create(
+        user=ops, reason="A cluster for the inference pool.", name="hpc", slurm_cluster="hpc",
+        pools=[world.inference],
+    )  # fmt: skip
+    waiting = _job(world, "waiting", submitted_at=T0, flavor=world.h100, cluster=cluster,
+                   state=JobState.PENDING, category="quota")  # fmt: skip
+    # Reported without a submit time: no wait, and no pool either.
+    _job(world, "unknown", started_at=T0, ended_at=minutes(5), state=JobState.COMPLETED)
+
+    counts = workload_hours_roll_up(until=T0 + timedelta(hours=15))
+    assert counts["waits"] == 4
+    vision, key, a100, h100 = world.vision.pk, world.key.pk, world.a100.pk, world.h100.pk
+    day = T0.date()
+    assert _waits() == {
+        "ran": (day, "training", vision, key, a100, "resource", T0, 1800.0),
+        "again": (day, "training", vision, key, a100, "", minutes(10), 600.0),
+        "cancelled": (
+            (T0 + timedelta(days=1)).date(),  # 00:30 UTC
+            "training",
+            vision,
+            key,
+            a100,
+            "",
+            T0 + timedelta(hours=14, minutes=50),
+            1200.0,
+        ),
+        "waiting": (day, "inference", vision, key, h100, "quota", None, None),
+    }
+    # Nothing changed: nothing written again.
+    assert workload_hours_roll_up(until=T0 + timedelta(hours=16))["waits"] == 0
+
+    # The waiting job starts on a resource wait: its wait ends, its category follows the job.
+    waiting.started_at, waiting.state, waiting.category = minutes(960), JobState.RUNNING, ""
+    waiting.last_event_at = minutes(960)
+    waiting.save()
+    assert workload_hours_roll_up(until=T0 + timedelta(hours=17))["waits"] == 1
+    assert _waits()["waiting"] == (day, "inference", vision, key, h100, "", minutes(960), 57600.0)
+    # A job whose submit time is withdrawn (a corrected record) has no wait any more.
+    WorkloadJob.objects.filter(job_id="ran").update(submitted_at=None, last_event_at=minutes(1000))
+    assert workload_hours_roll_up(until=T0 + timedelta(hours=18))["waits"] == 1
+    assert "ran" not in _waits()
+
+
+@pytest.mark.django_db
+def test_a_job_reported_late_with_old_times_is_still_counted(world):
+    workload_hours_roll_up(until=T0 + timedelta(days=2))
+    # Two days later, a collector catching up reports a job that ran on the first day: its
+    # last event is far behind the watermark and its look-back, yet the next run reads it.
+    _job(world, "late", submitted_at=T0, started_at=T0 + timedelta(minutes=30),
+         ended_at=T0 + timedelta(hours=1), state=JobState.COMPLETED)  # fmt: skip
+    counts = workload_hours_roll_up(until=T0 + timedelta(days=2, hours=1))
+    assert (counts["jobs"], counts["changed"], counts["waits"]) == (1, 1, 1)
+    assert _hours() == {T0: (4 * 1800, 0)}
+    assert _waits()["late"][-1] == 1800.0
+    # Read once: the following run has nothing to reread.
+    assert workload_hours_roll_up(until=T0 + timedelta(days=2, hours=2))["jobs"] == 0
+
+
+@pytest.mark.django_db
+def test_a_run_without_a_watermark_writes_missing_waits_and_no_hours_twice(world):
+    # What the migration that added the waits does: it clears the watermark, so the next run
+    # rereads every job; their hours are already counted and stay as they are.
+    _job(world, "a", submitted_at=T0, started_at=T0 + timedelta(minutes=30),
+         ended_at=T0 + timedelta(hours=1), state=JobState.COMPLETED)  # fmt: skip
+    workload_hours_roll_up(until=T0 + timedelta(hours=2))
+    WorkloadWait.objects.all().delete()
+    RollupState.objects.update(watermark=None)
+    counts = workload_hours_roll_up(until=T0 + timedelta(hours=3))
+    assert (counts["changed"], counts["waits"]) == (0, 1)
+    assert _hours() == {T0: (4 * 1800, 0)}
+    assert _waits()["a"][-1] == 1800.0

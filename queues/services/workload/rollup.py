@@ -203,10 +203,10 @@ def job_wait(
 WAIT_FIELDS = [
     "submitted_at",
     "day",
-    "project",
-    "tier",
-    "flavor",
-    "pool",
+    "project_id",
+    "tier_id",
+    "flavor_id",
+    "pool_id",
     "category",
     "wait_end",
     "wait_seconds",
@@ -214,7 +214,7 @@ WAIT_FIELDS = [
 
 
 def _wait_values(wait: WorkloadWait) -> tuple[Any, ...]:
-    return tuple(getattr(wait, WorkloadWait._meta.get_field(name).attname) for name in WAIT_FIELDS)
+    return tuple(getattr(wait, name) for name in WAIT_FIELDS)
 
 
 def _apply_waits(*, batch_ids: list[int], waits: dict[int, WorkloadWait | None]) -> int:
