@@ -16,6 +16,8 @@ run maintains it, so the review's waits read one narrow row per job, their perce
 computed from the stored lengths, and none of the job's events.
 """
 
+from typing import TYPE_CHECKING
+
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
@@ -23,6 +25,9 @@ from django.utils.translation import gettext_lazy as _
 from governance.models import GpuFlavor, Pool, PriorityTier, Project
 
 from .workload import WaitCategory, WorkloadJob
+
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
 
 
 class WorkloadHour(models.Model):
@@ -95,6 +100,19 @@ class WorkloadJobRollup(models.Model):
         return f"rollup of {self.job_id}"
 
 
+def _wait_key(to: type[models.Model], verbose_name: "StrOrPromise") -> models.ForeignKey:
+    """One of a wait's keys. Not indexed: the review reads a window by submit time; deleting
+    the object sets it to null, as on the job."""
+    return models.ForeignKey(
+        to,
+        verbose_name=verbose_name,
+        on_delete=models.SET_NULL,
+        null=True,
+        db_index=False,
+        related_name="+",
+    )
+
+
 class WorkloadWait(models.Model):
     """One job's first wait (derived by the rollup; the review's waits read only this)."""
 
@@ -107,40 +125,11 @@ class WorkloadWait(models.Model):
     )
     submitted_at = models.DateTimeField(_("submitted at"))
     day = models.DateField(_("day submitted"), help_text=_("The UTC day of the submit."))
-    # The job's keys, as they are on the job (the pool as the rollup resolved it). Not indexed:
-    # the review reads a window by submit time; a deletion sets them to null like the job's.
-    project = models.ForeignKey(
-        Project,
-        verbose_name=_("project"),
-        on_delete=models.SET_NULL,
-        null=True,
-        db_index=False,
-        related_name="+",
-    )
-    tier = models.ForeignKey(
-        PriorityTier,
-        verbose_name=_("tier"),
-        on_delete=models.SET_NULL,
-        null=True,
-        db_index=False,
-        related_name="+",
-    )
-    flavor = models.ForeignKey(
-        GpuFlavor,
-        verbose_name=_("flavor"),
-        on_delete=models.SET_NULL,
-        null=True,
-        db_index=False,
-        related_name="+",
-    )
-    pool = models.ForeignKey(
-        Pool,
-        verbose_name=_("pool"),
-        on_delete=models.SET_NULL,
-        null=True,
-        db_index=False,
-        related_name="+",
-    )
+    # The job's keys, as they are on the job (the pool as the rollup resolved it).
+    project = _wait_key(Project, _("project"))
+    tier = _wait_key(PriorityTier, _("tier"))
+    flavor = _wait_key(GpuFlavor, _("flavor"))
+    pool = _wait_key(Pool, _("pool"))
     category = models.CharField(
         _("wait category"), max_length=16, choices=WaitCategory.choices, blank=True
     )
