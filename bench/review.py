@@ -256,7 +256,7 @@ def generate_waits(after: int) -> None:
                                      pool_id, category, wait_end, wait_seconds)
     SELECT j.id, j.submitted_at, CAST(j.submitted_at AT TIME ZONE 'UTC' AS date), j.project_id,
            j.tier_id, j.flavor_id, qp.pool_id, j.category, j.wait_end,
-           date_part('epoch', j.wait_end - j.submitted_at)
+           CAST(EXTRACT(EPOCH FROM j.wait_end - j.submitted_at) AS double precision)
     FROM j LEFT JOIN qp ON qp.project_id = j.project_id AND qp.flavor_id = j.flavor_id
     ORDER BY j.id
     """

@@ -4,13 +4,48 @@ import django.db.models.deletion
 from django.db import migrations, models
 
 
-def reread_every_job(apps, schema_editor):
-    """The next rollup rereads every job (its first run's path), so it writes the waits of
-    the jobs it had already counted (their hours are unchanged: it applies no delta)."""
+# The first wait of every job with a submit time, set-based: the definition of
+# queues.services.workload.rollup.job_wait (the first start, from the events when the job was
+# preempted or requeued, else its end; the pool of its quota for its flavor, else its
+# cluster's). EXTRACT is exact: its seconds are the float the rollup computes.
+POSTGRES_BACKFILL = """
+WITH qp AS (SELECT project_id, flavor_id, MIN(pool_id) AS pool_id FROM governance_quota
+            GROUP BY project_id, flavor_id),
+cp AS (SELECT cluster_id, MIN(pool_id) AS pool_id FROM queues_cluster_pools GROUP BY cluster_id),
+j AS (SELECT j.id, j.submitted_at, j.project_id, j.tier_id, j.flavor_id, j.cluster_id,
+             j.category,
+             COALESCE(CASE WHEN j.preemptions > 0 OR j.requeues > 0 THEN COALESCE(
+                 (SELECT MIN(e.time) FROM queues_workloadevent e
+                  WHERE e.job_id = j.id AND e.kind = 'started'), j.started_at)
+                 ELSE j.started_at END, j.ended_at) AS wait_end
+      FROM queues_workloadjob j WHERE j.submitted_at IS NOT NULL)
+INSERT INTO queues_workloadwait (job_id, submitted_at, day, project_id, tier_id, flavor_id,
+                                 pool_id, category, wait_end, wait_seconds)
+SELECT j.id, j.submitted_at, CAST(j.submitted_at AT TIME ZONE 'UTC' AS date), j.project_id,
+       j.tier_id, j.flavor_id, COALESCE(qp.pool_id, cp.pool_id), j.category, j.wait_end,
+       CAST(EXTRACT(EPOCH FROM j.wait_end - j.submitted_at) AS double precision)
+FROM j LEFT JOIN qp ON qp.project_id = j.project_id AND qp.flavor_id = j.flavor_id
+LEFT JOIN cp ON cp.cluster_id = j.cluster_id
+ORDER BY j.id
+"""
+
+
+def backfill_waits(apps, schema_editor):
+    """The waits of the jobs recorded so far. On PostgreSQL in one statement; elsewhere (the
+    embedded SQLite: small databases) the next rollup rereads every job once (its first
+    run's path: it writes their waits, and their hours, already counted, stay as they are).
+    Either way the rollup then reads the jobs added after the newest one recorded here."""
     RollupState = apps.get_model("queues", "RollupState")
+    WorkloadJob = apps.get_model("queues", "WorkloadJob")
+    newest = WorkloadJob.objects.aggregate(newest=models.Max("id"))["newest"] or 0
+    postgres = schema_editor.connection.vendor == "postgresql"
+    if postgres:
+        schema_editor.execute(POSTGRES_BACKFILL)
     for state in RollupState.objects.filter(name="workload_hours"):
-        state.watermark = None
-        state.save(update_fields=["watermark"])
+        state.last_job_id = newest
+        if not postgres:
+            state.watermark = None
+        state.save(update_fields=["last_job_id", "watermark"])
 
 
 class Migration(migrations.Migration):
@@ -192,5 +227,5 @@ class Migration(migrations.Migration):
                 name="workload_wait_category_valid",
             ),
         ),
-        migrations.RunPython(reread_every_job, migrations.RunPython.noop),
+        migrations.RunPython(backfill_waits, migrations.RunPython.noop),
     ]
