@@ -165,6 +165,6 @@ def test_the_build_reads_every_projects_view_in_a_fixed_number_of_queries(
     # The metrics of the site and of every project: a fixed number of statements (a savepoint
     # and its release, the rules' names (5), waits (2), service and capacity (4, the
     # capacity's history included), exceptions (3), preemptions (1), timeline (3); on
-    # PostgreSQL also the waits' plan checks (2) and the four SET LOCAL settings).
-    with django_assert_num_queries(26 if connection.vendor == "postgresql" else 20):
+    # PostgreSQL also the waits' plan checks (2) and the five SET LOCAL settings).
+    with django_assert_num_queries(27 if connection.vendor == "postgresql" else 20):
         selectors.review_metrics_by_project(start=W0, end=W1)

@@ -71,6 +71,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 
 from .. import _sql
@@ -97,6 +98,10 @@ def _settings() -> None:
             cursor.execute("SET LOCAL hash_mem_multiplier = 8")
             cursor.execute("SET LOCAL jit = off")
             cursor.execute("SET LOCAL random_page_cost = 1.1")
+            if settings.ARBITER_REVIEW_CONNECTIONS > 1:
+                # The review's own connections already keep the CPUs busy: parallel workers
+                # on top of them only contend (measured: slower builds).
+                cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
 
 
 def _queries(
