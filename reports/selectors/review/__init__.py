@@ -65,7 +65,6 @@ and exceptions to one project (capacity stays the pool's).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from datetime import datetime
 from functools import partial
@@ -167,29 +166,27 @@ def _metrics(
     for project_id in ids:
         item = names.projects[project_id]
         assert item is not None
-        views[item.slug] = copy.deepcopy(
-            {
-                "window": window,
-                "scope": {"pool": pool, "project": item.slug},
-                "waits": project_waits.get(project_id, empty_waits),
-                "service": {"by_project": project_service.get(project_id, [])},
-                "capacity": capacity,
-                "exceptions": project_exceptions.get(
-                    project_id,
-                    {
-                        "by_project_kind": [],
-                        "policy_monthly_limit": exceptions["policy_monthly_limit"],
-                        "over_policy": [],
-                    },
-                ),
-                "preemptions": project_preemptions.get(project_id, _no_preemptions()),
-                "timeline": [
-                    entry
-                    for entry in timeline
-                    if entry["kind"] != "grant" or entry["object"] == item.slug
-                ],
-            }
-        )
+        views[item.slug] = {
+            "window": window,
+            "scope": {"pool": pool, "project": item.slug},
+            "waits": project_waits.get(project_id, empty_waits),
+            "service": {"by_project": project_service.get(project_id, [])},
+            "capacity": capacity,
+            "exceptions": project_exceptions.get(
+                project_id,
+                {
+                    "by_project_kind": [],
+                    "policy_monthly_limit": exceptions["policy_monthly_limit"],
+                    "over_policy": [],
+                },
+            ),
+            "preemptions": project_preemptions.get(project_id, _no_preemptions()),
+            "timeline": [
+                entry
+                for entry in timeline
+                if entry["kind"] != "grant" or entry["object"] == item.slug
+            ],
+        }
     return metrics, views
 
 
@@ -220,5 +217,9 @@ def review_metrics_by_project(
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """``review_metrics`` of the window and, from the same queries (their number does not
     grow with the number of projects), each project's view: for every project with a service
-    row or jobs in the window, what ``review_metrics`` gives with that project as scope."""
+    row or jobs in the window, what ``review_metrics`` gives with that project as scope.
+
+    The views share the parts that are the same for every project (the window, the capacity,
+    the timeline's entries) with each other and with the site's figures: JSON data to store
+    or render, not to change in place (a deep copy per view cost 0.13 s with 100 views)."""
     return _metrics(start=start, end=end, pool=pool, project=None, per_project=True)
