@@ -253,10 +253,9 @@ def generate_waits(after: int) -> None:
                      ELSE j.started_at END, j.ended_at) AS wait_end
           FROM queues_workloadjob j WHERE j.id > {after} AND j.submitted_at IS NOT NULL)
     INSERT INTO queues_workloadwait (job_id, submitted_at, day, project_id, tier_id, flavor_id,
-                                     pool_id, category, wait_end, wait_seconds)
+                                     pool_id, category, wait_end)
     SELECT j.id, j.submitted_at, CAST(j.submitted_at AT TIME ZONE 'UTC' AS date), j.project_id,
-           j.tier_id, j.flavor_id, qp.pool_id, j.category, j.wait_end,
-           CAST(EXTRACT(EPOCH FROM j.wait_end - j.submitted_at) AS double precision)
+           j.tier_id, j.flavor_id, qp.pool_id, j.category, j.wait_end
     FROM j LEFT JOIN qp ON qp.project_id = j.project_id AND qp.flavor_id = j.flavor_id
     ORDER BY j.id
     """

@@ -7,7 +7,7 @@ from django.db import migrations, models
 # The first wait of every job with a submit time, set-based: the definition of
 # queues.services.workload.rollup.job_wait (the first start, from the events when the job was
 # preempted or requeued, else its end; the pool of its quota for its flavor, else its
-# cluster's). EXTRACT is exact: its seconds are the float the rollup computes.
+# cluster's).
 POSTGRES_BACKFILL = """
 WITH qp AS (SELECT project_id, flavor_id, MIN(pool_id) AS pool_id FROM governance_quota
             GROUP BY project_id, flavor_id),
@@ -20,10 +20,9 @@ j AS (SELECT j.id, j.submitted_at, j.project_id, j.tier_id, j.flavor_id, j.clust
                  ELSE j.started_at END, j.ended_at) AS wait_end
       FROM queues_workloadjob j WHERE j.submitted_at IS NOT NULL)
 INSERT INTO queues_workloadwait (job_id, submitted_at, day, project_id, tier_id, flavor_id,
-                                 pool_id, category, wait_end, wait_seconds)
+                                 pool_id, category, wait_end)
 SELECT j.id, j.submitted_at, CAST(j.submitted_at AT TIME ZONE 'UTC' AS date), j.project_id,
-       j.tier_id, j.flavor_id, COALESCE(qp.pool_id, cp.pool_id), j.category, j.wait_end,
-       CAST(EXTRACT(EPOCH FROM j.wait_end - j.submitted_at) AS double precision)
+       j.tier_id, j.flavor_id, COALESCE(qp.pool_id, cp.pool_id), j.category, j.wait_end
 FROM j LEFT JOIN qp ON qp.project_id = j.project_id AND qp.flavor_id = j.flavor_id
 LEFT JOIN cp ON cp.cluster_id = j.cluster_id
 ORDER BY j.id
@@ -98,14 +97,6 @@ class Migration(migrations.Migration):
                         help_text="The first start; for a job that ended without starting, its end; empty while the job still waits.",
                         null=True,
                         verbose_name="wait ended at",
-                    ),
-                ),
-                (
-                    "wait_seconds",
-                    models.FloatField(
-                        help_text="From the submit to the wait's end.",
-                        null=True,
-                        verbose_name="wait (seconds)",
                     ),
                 ),
             ],
@@ -191,20 +182,8 @@ class Migration(migrations.Migration):
                     "pool",
                     "category",
                     "wait_end",
-                    "wait_seconds",
                 ),
                 name="workload_wait_review",
-            ),
-        ),
-        migrations.AddConstraint(
-            model_name="workloadwait",
-            constraint=models.CheckConstraint(
-                condition=models.Q(
-                    models.Q(("wait_end__isnull", True), ("wait_seconds__isnull", True)),
-                    models.Q(("wait_end__isnull", False), ("wait_seconds__isnull", False)),
-                    _connector="OR",
-                ),
-                name="workload_wait_length_with_end",
             ),
         ),
         migrations.AddConstraint(

@@ -11,9 +11,9 @@ nothing. Not governed: derived data.
 
 ``WorkloadWait`` holds, per job with a submit time, its first wait as the review reads it:
 the end of that wait (the first start, or the end of a job that never started; none while it
-still waits), its length, and the job's keys (the pool as the rollup resolved it). The same
-run maintains it, so the review's waits read one narrow row per job, their percentiles
-computed from the stored lengths, and none of the job's events.
+still waits), the submit's UTC day and the job's keys (the pool as the rollup resolved it).
+The same run maintains it, so the review's waits read one narrow row per job and none of the
+job's events.
 """
 
 from typing import TYPE_CHECKING
@@ -141,9 +141,6 @@ class WorkloadWait(models.Model):
             "the job still waits."
         ),
     )
-    wait_seconds = models.FloatField(
-        _("wait (seconds)"), null=True, help_text=_("From the submit to the wait's end.")
-    )
 
     class Meta:
         verbose_name = _("job wait")
@@ -161,17 +158,11 @@ class WorkloadWait(models.Model):
                     "pool",
                     "category",
                     "wait_end",
-                    "wait_seconds",
                 ],
                 name="workload_wait_review",
             )
         ]
         constraints = [
-            models.CheckConstraint(
-                condition=Q(wait_end__isnull=True, wait_seconds__isnull=True)
-                | Q(wait_end__isnull=False, wait_seconds__isnull=False),
-                name="workload_wait_length_with_end",
-            ),
             models.CheckConstraint(
                 condition=Q(category__in=[*WaitCategory.values, ""]),
                 name="workload_wait_category_valid",

@@ -11,6 +11,7 @@ from django.db.migrations.executor import MigrationExecutor
 
 from queues.models import RollupState, WorkloadWait
 from queues.services.workload.rollup import workload_hours_roll_up
+from tests.queues.test_workload_hours_roll_up import wait_length
 
 BEFORE = [("queues", "0014_workload_hour_review_index")]
 AFTER = [("queues", "0015_workload_waits")]
@@ -19,7 +20,7 @@ T0 = datetime(2026, 11, 2, 9, 0, 0, 123456, tzinfo=UTC)
 
 def _waits() -> dict[str, tuple]:
     return {
-        row.job.job_id: (row.day, row.pool_id, row.category, row.wait_end, row.wait_seconds)
+        row.job.job_id: (row.day, row.pool_id, row.category, row.wait_end, wait_length(row))
         for row in WorkloadWait.objects.select_related("job")
     }
 

@@ -194,9 +194,6 @@ def job_wait(
         pool_id=pool_id,
         category=job.category,
         wait_end=wait_end,
-        wait_seconds=(
-            (wait_end - job.submitted_at).total_seconds() if wait_end is not None else None
-        ),
     )
 
 
@@ -209,7 +206,6 @@ WAIT_FIELDS = [
     "pool_id",
     "category",
     "wait_end",
-    "wait_seconds",
 ]
 
 
@@ -335,9 +331,10 @@ def workload_hours_roll_up(
         to_create, to_update = [], []
         waits: dict[int, WorkloadWait | None] = {}
         for job in batch:
-            run, wait = job_intervals(job=job, events=events.get(job.pk, []), cutoff=cutoff)
+            job_events = events.get(job.pk, [])
+            run, wait = job_intervals(job=job, events=job_events, cutoff=cutoff)
             pool_id = job_pool_id(job=job, by_quota=by_quota, by_cluster=by_cluster)
-            waits[job.pk] = job_wait(job=job, events=events.get(job.pk, []), pool_id=pool_id)
+            waits[job.pk] = job_wait(job=job, events=job_events, pool_id=pool_id)
             contribution = {
                 "key": [
                     pool_id,

@@ -16,7 +16,7 @@ from django.utils.translation import gettext as _
 from queues.models import WaitCategory
 
 from .. import _sql
-from .._sql import fetch, hashed_in_order, key_id, percentile_sets, seconds_between, ts
+from .._sql import fetch, hashed_in_order, key_id, least, percentile_sets, seconds_between, ts
 from ._common import Names, Scope, r3
 
 # (name, keys): the figures of the whole scope; each also exists per project ("p_" + name,
@@ -83,13 +83,11 @@ def _query(
         filters += " AND project_id = %(project)s"
     if scope.pool_id is not None:
         filters += " AND pool_id = %(pool)s"
-    # A wait that had not ended by the window's end is censored there.
-    ended = f"wait_end < {end}"
+    # A wait that had not ended by the window's end (or has no end yet) is censored there.
     ctes = (
         f"WITH w AS (SELECT project_id, tier_id, flavor_id, pool_id, category, day, "
-        f"CASE WHEN {ended} THEN wait_seconds "
-        f"ELSE {seconds_between(end, 'submitted_at')} END AS wait, "
-        f"CASE WHEN {ended} THEN 0 ELSE 1 END AS censored, {alert} AS alert "
+        f"{seconds_between(least('wait_end', end), 'submitted_at')} AS wait, "
+        f"CASE WHEN wait_end < {end} THEN 0 ELSE 1 END AS censored, {alert} AS alert "
         f"FROM {t['wait']} WHERE submitted_at >= {ts('start')} AND submitted_at < {end}"
         f"{filters}), "
         f"wo AS (SELECT w.*, CASE WHEN alert IS NOT NULL AND wait > alert * 60 THEN 1 ELSE 0 "
