@@ -9,7 +9,7 @@ INSTALLED := $(VENV)/.installed
 # the caller sets DJANGO_DEBUG.
 export DJANGO_DEBUG ?= 1
 
-.PHONY: run test install lint typecheck migrations-check pytest clean
+.PHONY: run test services install lint typecheck migrations-check pytest clean
 
 run: $(INSTALLED) .env
 	DJANGO_DEBUG=1 bash deploy/run-dev.sh
@@ -17,6 +17,11 @@ run: $(INSTALLED) .env
 test: $(INSTALLED) .env lint typecheck migrations-check pytest
 
 install: $(INSTALLED) .env
+
+# PostgreSQL (127.0.0.1:5432, trust), Redis (6379) and MariaDB (3306) from Debian's packages,
+# installed and started if they do not answer (as root; CI runs the same script first).
+services:
+	bash deploy/services.sh
 
 # The demo's local settings, read by governance/settings.py: debug on and a secret key of its
 # own, so that `.venv/bin/python manage.py ...` works without exporting anything. Written once
