@@ -21,8 +21,9 @@ DB_MARK=$STATE_DIR/.db-initialised # up.sh created the database and user below
 CLUSTER=arbiter
 NODE=gpu01
 PARTITION=gpu
-DB_NAME=slurm_acct_db
-DB_USER=slurm
+# A second cluster on one host (a second work tree) needs its own database and user too.
+DB_NAME=${ARBITER_SLURM_DB_NAME:-slurm_acct_db}
+DB_USER=${ARBITER_SLURM_DB_USER:-slurm}
 # MariaDB to use, or to start privately when nothing answers there.
 DB_PORT=${ARBITER_SLURM_DB_PORT:-3306}
 

@@ -14,6 +14,8 @@
 #   ARBITER_SLURM_QUICKACK   1 (default) sets TCP quickack on loopback for fast sacctmgr; 0 skips
 #   ARBITER_SLURM_PORT_BASE  slurmctld port; slurmd and slurmdbd use the next two (default 6817)
 #   ARBITER_SLURM_DB_PORT    MariaDB port on 127.0.0.1 (default 3306)
+#   ARBITER_SLURM_DB_NAME    accounting database (default slurm_acct_db)
+#   ARBITER_SLURM_DB_USER    its MariaDB user (default slurm)
 #   ARBITER_SLURM_TIMEOUT    seconds to wait for each daemon (default 90)
 set -euo pipefail
 SLURM_STEP=up
@@ -88,7 +90,7 @@ fi
 install_packages "${wanted[@]}"
 
 # Fail before touching the database when another cluster holds our ports (a second cluster
-# on one host needs its own ARBITER_SLURM_PORT_BASE and ARBITER_SLURM_DB_PORT).
+# on one host needs its own ARBITER_SLURM_PORT_BASE and ARBITER_SLURM_DB_NAME).
 for pair in slurmdbd:$DBD_PORT slurmctld:$CTLD_PORT slurmd:$SLURMD_PORT; do
     name=${pair%%:*} port=${pair#*:}
     if ! is_running "$name" && port_in_use "$port"; then
