@@ -12,6 +12,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from datetime import date
+from pathlib import Path
 
 import pytest
 from django.test import Client, override_settings
@@ -57,6 +58,17 @@ def require_service(name: str, available: bool, why: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"{name} is required in CI but is not available: {why}")
     pytest.skip(f"{name} not available here: {why}")
+
+
+def shared_dir() -> Path:
+    """``../shared`` beside the repository (or beside the folder that holds its worktree): the
+    project's trace samples and references, which a clone does not carry. A test that reads it
+    skips through ``require_service`` when it is absent (and fails in CI)."""
+    base = Path(__file__).resolve().parent.parent
+    for folder in base.parents:
+        if (folder / "shared").is_dir():
+            return folder / "shared"
+    return base.parent / "shared"
 
 
 def chromium_path() -> str | None:
