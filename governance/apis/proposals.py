@@ -40,9 +40,13 @@ from governance.services.changes import (
     create_fields,
     create_required_fields,
 )
-
-from ._common import NOT_FOUND, change_example
-from .changes import BAD_INPUT, FORBIDDEN, ChangeOutputSerializer, _change_response
+from governance.toolkit.api import NOT_FOUND, change_example
+from governance.toolkit.changes import (
+    BAD_INPUT,
+    FORBIDDEN,
+    ChangeOutputSerializer,
+    change_response,
+)
 
 PROPOSED = OpenApiResponse(
     response=ChangeOutputSerializer,
@@ -152,7 +156,7 @@ def _propose(request: Request, *, edits: list[services.EditSpec], meta: dict[str
     change = services.rule_change_create(
         user=selectors.signed_in_user(request), edits=edits, **meta
     )
-    return _change_response(change, status_code=status.HTTP_201_CREATED)
+    return change_response(change, status_code=status.HTTP_201_CREATED)
 
 
 def _many_to_many(model: type[models.Model], name: str) -> bool:
