@@ -16,9 +16,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
-from governance.toolkit.paging import paginate
 
 from governance import selectors as governance
+from governance.toolkit.paging import paginate
 from reports import selectors, services
 from reports.forms import CompareForm, ReviewRequestForm
 from reports.models import MonthlyReview
