@@ -31,6 +31,7 @@ from governance.models import (
     Quota,
     User,
 )
+from governance.models.limits import whole_number_max, whole_number_message
 from governance.selectors.changes import value_to_json
 from governance.services.changes import (
     CAPACITY,
@@ -111,17 +112,12 @@ class _RuleFieldsSerializer(serializers.ModelSerializer):
         return []
 
 
-# Whole numbers stay in a 32-bit column; a number of days stays within ten years (a review
-# cycle of 10**18 days would overflow the date it sets).
-INT_MAX = 2**31 - 1
-DAYS_MAX = 3650
-
-
 def _field_kwargs(model: type[models.Model], name: str, required: set[str]) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"required": name in required, "validators": []}
     field = model._meta.get_field(name)
     if isinstance(field, models.IntegerField):
-        kwargs["max_value"] = DAYS_MAX if name.endswith("_days") else INT_MAX
+        kwargs["max_value"] = whole_number_max(name)
+        kwargs["error_messages"] = {"max_value": whole_number_message(name)}
     return kwargs
 
 

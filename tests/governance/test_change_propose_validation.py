@@ -168,3 +168,32 @@ def test_the_edit_form_shows_the_zero_weight_on_the_field(world):
     form = response.context["form"]
     assert "fair_share_weight" in form.errors
     assert not RuleChange.objects.exists()
+
+
+def test_a_hard_error_comes_before_the_observation_window_confirmation(world, ops2):
+    """A guarantee above the pool inside an earlier change's observation window: the pool's
+    refusal, not a request to confirm the window, since no confirmation could make it apply."""
+    quota = world.vision_a100
+    earlier = services.rule_change_create(
+        user=world.ops,
+        reason="Deadline",
+        edits=[EditSpec(target=quota, field="guarantee", value=quota.guarantee + 1)],
+    )
+    services.rule_change_approve(change=earlier, user=ops2)
+    services.rule_change_apply(change=earlier, user=ops2)
+    with pytest.raises(ValidationError) as refused:
+        services.rule_change_create(
+            user=world.ops,
+            reason="Everything",
+            edits=[EditSpec(target=quota, field="guarantee", value=100_000)],
+        )
+    messages = " ".join(refused.value.messages)
+    assert "Confirm with a reason" not in messages
+    assert "confirmation_reason" not in getattr(refused.value, "error_dict", {})
+    # Within the pool, the same change only needs the confirmation.
+    with pytest.raises(ValidationError, match="Confirm with a reason"):
+        services.rule_change_create(
+            user=world.ops,
+            reason="A little more",
+            edits=[EditSpec(target=quota, field="guarantee", value=quota.guarantee + 2)],
+        )
