@@ -261,7 +261,7 @@ CACHES = {
 
 # --- Email (console in development and the demo) ---
 EMAIL_BACKEND = os.environ.get(
-    "DJANGO_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend"
+    "DJANGO_EMAIL_BACKEND", "governance.toolkit.console.ReadableConsoleEmailBackend"
 )
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
 EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
@@ -470,6 +470,22 @@ ARBITER_SITE_URL = os.environ.get("ARBITER_SITE_URL", "http://127.0.0.1:8000").r
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # A refused request (4xx) is one line in the log, never a traceback.
+    "filters": {
+        "client_errors": {"()": "governance.toolkit.console.ClientErrorsWithoutTraceback"},
+        "require_debug_false": {"()": "django.utils.log.RequireDebugFalse"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "filters": ["client_errors"]},
+        "mail_admins": {
+            "level": "ERROR",
+            "filters": ["require_debug_false"],
+            "class": "django.utils.log.AdminEmailHandler",
+        },
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("DJANGO_LOG_LEVEL", "INFO")},
+    # Django's own loggers print once, through the same filtered handler.
+    "loggers": {
+        "django": {"handlers": ["console", "mail_admins"], "level": "INFO", "propagate": False}
+    },
 }

@@ -10,6 +10,7 @@
 - ``paging``: the HTML list pages' paging (``paginate``).
 - ``web``: the HTML views' posted data and ``propose`` (a rule change from a form).
 - ``admin``: ``ReadOnlyAdmin`` for governed objects.
+- ``console``: a refused request (4xx) logged as one line, and mails on the console as read.
 
 Other apps import these modules by name; ``governance.views`` and ``governance.apis`` stay
 governance's own.
