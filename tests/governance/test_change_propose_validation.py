@@ -197,3 +197,32 @@ def test_a_hard_error_comes_before_the_observation_window_confirmation(world, op
             reason="A little more",
             edits=[EditSpec(target=quota, field="guarantee", value=quota.guarantee + 2)],
         )
+
+
+def test_the_observation_warning_stays_one_short_sentence_however_many_changes(world, ops2):
+    """At scale a pool has hundreds of observed changes: the stored warning names the latest
+    few by number and counts the rest (it once named every one, about 42 KB a change)."""
+    quota = world.vision_a100
+    applied = []
+    for step in range(1, 8):
+        change = services.rule_change_create(
+            user=world.ops,
+            reason=f"Step {step}",
+            edits=[EditSpec(target=quota, field="fair_share_weight", value=step + 10)],
+            confirmation_reason="Stepwise on purpose" if applied else "",
+        )
+        services.rule_change_approve(change=change, user=ops2)
+        services.rule_change_apply(change=change, user=ops2)
+        applied.append(change)
+        quota.refresh_from_db()
+    last = services.rule_change_create(
+        user=world.ops,
+        reason="Once more",
+        edits=[EditSpec(target=quota, field="fair_share_weight", value=42)],
+        confirmation_reason="Stepwise on purpose",
+    )
+    assert len(last.warnings) == 1
+    (warning,) = last.warnings
+    assert warning.startswith("7 changes touched the same scope")
+    assert all(f"#{change.pk}" in warning for change in applied[-5:])
+    assert f"#{applied[0].pk}," not in warning and len(warning) < 300
