@@ -13,6 +13,7 @@ import shutil
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.test import Client, override_settings
@@ -145,12 +146,13 @@ def token_for(user: User, *scopes: str) -> str:
     if user.is_service_account:
         account = user.service_account
         maker = User.objects.filter(site_role=SiteRole.OPS, is_service_account=False).first()
+        assert maker is not None, "a service account's token needs an ops user to make it"
         token = services.service_account_token_create(
             account=account, name="test", scopes=scopes, user=maker, reason=REASON
         )
     else:
         token = services.personal_token_create(user=user, name="test", scopes=scopes)
-    return f"Bearer {token.key}"
+    return f"Bearer {token.key}"  # type: ignore[attr-defined]  # shown once, never stored
 
 
 @dataclass
@@ -177,7 +179,7 @@ class World:
 def world(ops, lead, member) -> World:
     """Two pools, two flavors, four tiers, three preemption classes, two projects."""
     s = services
-    kw = {"user": ops, "reason": REASON}
+    kw: dict[str, Any] = {"user": ops, "reason": REASON}
     a100 = s.flavor_create(
         **kw,
         slug="a100-80g",
@@ -200,7 +202,11 @@ def world(ops, lead, member) -> World:
     s.pool_capacity_set(**kw, pool=training, flavor=a100, gpus=64)
     s.pool_capacity_set(**kw, pool=training, flavor=h100, gpus=32)
     s.pool_capacity_set(**kw, pool=inference, flavor=a100, gpus=16)
-    common = {"eligibility": "Any project", "confirmed_by": "Ops", "review_cycle_days": 90}
+    common: dict[str, Any] = {
+        "eligibility": "Any project",
+        "confirmed_by": "Ops",
+        "review_cycle_days": 90,
+    }
     exploratory = s.tier_create(
         **kw,
         **common,

@@ -103,7 +103,7 @@ def section_one(env: dict[str, str]) -> str:
     api = api.replace("ARBITER=http://127.0.0.1:8000", f"ARBITER={env['ARBITER']}")
     token = run_bash(api + 'echo "$ARBITER_TOKEN"', env, settings.BASE_DIR).strip()
     account = ServiceAccount.objects.get(user__username="vision-ci")
-    assert account.project.slug == "vision"
+    assert account.project is not None and account.project.slug == "vision"
     assert ApiToken.objects.filter(user=account.user, name="release pipeline").count() == 1
     run_bash(server, env, settings.BASE_DIR)  # the account's second token, the lead's own
     assert ApiToken.objects.filter(user=account.user, name="release pipeline").count() == 2

@@ -73,7 +73,7 @@ def slurm_reference_reasons() -> list[tuple[str, str]]:
             if "…" in token or "<" in token or token.startswith("^") or ":" in token:
                 continue
             for name in expand(token):
-                found.append((name, "terminal" if terminal else row.group(1)))
+                found.append((name, "terminal" if terminal or row is None else row.group(1)))
     return found
 
 
