@@ -12,7 +12,7 @@ from approvals.models import (
     RequestEvent,
     UpgradeRequest,
 )
-from governance.admin import ReadOnlyAdmin
+from governance.toolkit.admin import ReadOnlyAdmin
 
 
 class _ReadOnlyInline(admin.TabularInline):

@@ -24,7 +24,10 @@ from rest_framework.views import APIView
 
 from approvals import selectors, services
 from approvals.models import RequestKind, RequestState, UpgradeRequest, grant_summary
-from governance.apis._common import (
+from governance.models import TERM_FIELDS, Grant, GrantKind, GrantState, Project, Terms
+from governance.selectors import project_get, signed_in_user
+from governance.services import REASON_MAX_LENGTH, TEXT_MAX_LENGTH
+from governance.toolkit.api import (
     BAD_FILTER,
     BAD_INPUT,
     CONFLICT,
@@ -39,9 +42,6 @@ from governance.apis._common import (
     slug_filter,
     sort_filter,
 )
-from governance.models import TERM_FIELDS, Grant, GrantKind, GrantState, Project, Terms
-from governance.selectors import project_get, signed_in_user
-from governance.services import REASON_MAX_LENGTH, TEXT_MAX_LENGTH
 
 FORBIDDEN = error_response(
     _("Not allowed: e.g. approving one's own request, or not an approver of it."),

@@ -21,7 +21,16 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from simple_history.models import HistoricalRecords
 
-from governance.models import TIER_KINDS, Grant, GrantKind, GrantTerms, PriorityTier, Project
+from governance.models import (
+    TIER_KINDS,
+    Grant,
+    GrantKind,
+    GrantTerms,
+    PriorityTier,
+    Project,
+    grant_in_force,
+    grant_in_force_q,
+)
 from governance.models.texts import message_text
 
 # The kinds of request are the kinds of grant they become.
@@ -116,7 +125,7 @@ def state_at(
         return RequestState.REVOKED
     if ends_at <= at:
         return RequestState.EXPIRED
-    if starts_at <= at:
+    if grant_in_force(starts_at=starts_at, ends_at=ends_at, revoked_at=revoked_at, at=at):
         return RequestState.ACTIVE
     return RequestState.APPROVED
 
@@ -139,7 +148,7 @@ class UpgradeRequestQuerySet(models.QuerySet["UpgradeRequest"]):
         if state == RequestState.EXPIRED:
             return granted & ~revoked & Q(grant__ends_at__lte=at)
         if state == RequestState.ACTIVE:
-            return granted & ~revoked & Q(grant__starts_at__lte=at, grant__ends_at__gt=at)
+            return granted & grant_in_force_q(at, through="grant__")
         return granted & ~revoked & Q(grant__starts_at__gt=at)
 
     def in_state(self, *states: str, at: datetime | None = None) -> "UpgradeRequestQuerySet":

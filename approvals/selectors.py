@@ -45,6 +45,7 @@ from governance.models import (
     Project,
     ProjectRole,
     Terms,
+    grant_in_force_q,
 )
 from governance.selectors import (
     Blocker,
@@ -595,9 +596,7 @@ def grant_list(
     if project is not None:
         grants = grants.filter(project=project)
     if at is not None:
-        grants = grants.filter(starts_at__lte=at, ends_at__gt=at).filter(
-            Q(revoked_at__isnull=True) | Q(revoked_at__gt=at)
-        )
+        grants = grants.filter(grant_in_force_q(at))
     if kind:
         grants = grants.filter(kind=kind)
     if state:

@@ -31,12 +31,8 @@ from governance.selectors import (
     user_can_edit_rules,
 )
 from governance.services import TEXT_MAX_LENGTH
-from governance.views import paginate
-
-
-def _posted(request: HttpRequest) -> Any:
-    return request.POST if request.method == "POST" else None
-
+from governance.toolkit.paging import paginate
+from governance.toolkit.web import posted
 
 # --- requests -------------------------------------------------------------------------------
 
@@ -80,7 +76,7 @@ def request_create(request: HttpRequest) -> HttpResponse:
         )
     elif request.GET.get("project"):
         initial["project"] = projects.filter(slug=request.GET["project"]).first()
-    form = forms.RequestForm(_posted(request), initial=initial, projects=projects)
+    form = forms.RequestForm(posted(request), initial=initial, projects=projects)
     if request.method == "POST" and form.is_valid():
         try:
             created = services.request_create(
@@ -320,7 +316,7 @@ def _policy_form_page(
 @login_required
 def policy_create(request: HttpRequest) -> HttpResponse:
     _require_ops(request.user)
-    form = forms.PolicyCreateForm(_posted(request))
+    form = forms.PolicyCreateForm(posted(request))
     if request.method == "POST" and form.is_valid():
         try:
             policy = services.policy_create(
@@ -338,7 +334,7 @@ def policy_create(request: HttpRequest) -> HttpResponse:
 def policy_edit(request: HttpRequest, pk: int) -> HttpResponse:
     policy = selectors.policy_get(user=request.user, pk=pk)
     _require_ops(request.user)
-    form = forms.PolicyForm(_posted(request), instance=policy)
+    form = forms.PolicyForm(posted(request), instance=policy)
     if request.method == "POST" and form.is_valid():
         if not form.changed_rule_fields():
             messages.info(

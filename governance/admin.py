@@ -12,7 +12,6 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
-from simple_history.admin import SimpleHistoryAdmin
 
 from governance import services
 from governance.models import (
@@ -30,30 +29,7 @@ from governance.models import (
     RuleEdit,
     User,
 )
-
-
-def _is_ops(request) -> bool:
-    """Ops (the site role) use the admin; ``governance.apps.ArbiterAdminSite`` lets them in."""
-    return bool(request.user.is_active and getattr(request.user, "is_ops", False))
-
-
-class ReadOnlyAdmin(SimpleHistoryAdmin):
-    """Lists, filters and history for ops, but no add, change or delete for anyone."""
-
-    def has_module_permission(self, request) -> bool:
-        return _is_ops(request) or super().has_module_permission(request)
-
-    def has_view_permission(self, request, obj=None) -> bool:
-        return _is_ops(request) or super().has_view_permission(request, obj)
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
+from governance.toolkit.admin import ReadOnlyAdmin, is_ops
 
 
 class UserAddForm(forms.ModelForm):
@@ -113,13 +89,13 @@ class ArbiterUserAdmin(UserAdmin):
     list_filter = ("site_role", "is_active", "is_staff")
 
     def has_module_permission(self, request) -> bool:
-        return _is_ops(request) or super().has_module_permission(request)
+        return is_ops(request) or super().has_module_permission(request)
 
     def has_view_permission(self, request, obj=None) -> bool:
-        return _is_ops(request) or super().has_view_permission(request, obj)
+        return is_ops(request) or super().has_view_permission(request, obj)
 
     def has_add_permission(self, request) -> bool:
-        return _is_ops(request)
+        return is_ops(request)
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False

@@ -98,7 +98,7 @@ MIDDLEWARE = [
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     # NUL bytes and over-long values in the URL, query or form body: a 400 naming the field.
-    "governance.views._input.RejectBadInputMiddleware",
+    "governance.toolkit.bad_input.RejectBadInputMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -106,7 +106,7 @@ MIDDLEWARE = [
     "simple_history.middleware.HistoryRequestMiddleware",
     "csp.middleware.CSPMiddleware",
     # Every write made with an API token is recorded (account, token, outcome, pipeline run).
-    "governance.views._api_auth.ApiWriteAuditMiddleware",
+    "governance.toolkit.auth.ApiWriteAuditMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into a 429.
     "axes.middleware.AxesMiddleware",
 ]
@@ -164,7 +164,7 @@ LOGOUT_REDIRECT_URL = "login"
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     # The model backend for people: service accounts never sign in to the pages.
-    "governance.views._api_auth.PeopleOnlyBackend",
+    "governance.toolkit.auth.PeopleOnlyBackend",
 ]
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -261,7 +261,7 @@ CACHES = {
 
 # --- Email (console in development and the demo) ---
 EMAIL_BACKEND = os.environ.get(
-    "DJANGO_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend"
+    "DJANGO_EMAIL_BACKEND", "governance.toolkit.console.ReadableConsoleEmailBackend"
 )
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
 EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
@@ -361,32 +361,32 @@ CELERY_BEAT_SCHEDULE = {
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Token first: an unauthenticated client gets 401 with a WWW-Authenticate challenge.
-        "governance.views._api_auth.ApiTokenAuthentication",
+        "governance.toolkit.auth.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     # A token acts only within its scopes (a view's ``required_scope``; by default ``read``
     # for safe methods, ``request`` for the others); sessions are not limited by scopes.
     "DEFAULT_PERMISSION_CLASSES": [
         "rest_framework.permissions.IsAuthenticated",
-        "governance.views._api_auth.TokenScopePermission",
+        "governance.toolkit.auth.TokenScopePermission",
     ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     # Per token, per user and (anonymous) per address; rates in ARBITER_API_RATES below.
     "DEFAULT_THROTTLE_CLASSES": [
-        "governance.views._api_throttles.TokenRateThrottle",
-        "governance.views._api_throttles.UserRateThrottle",
-        "governance.views._api_throttles.AnonRateThrottle",
+        "governance.toolkit.throttles.TokenRateThrottle",
+        "governance.toolkit.throttles.UserRateThrottle",
+        "governance.toolkit.throttles.AnonRateThrottle",
     ],
     # Hostile JSON (nested too deep, NUL bytes in strings) is a 400, not a server error.
     "DEFAULT_PARSER_CLASSES": [
-        "governance.views._api_parsers.JSONParser",
+        "governance.toolkit.parsers.JSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
     "PAGE_SIZE": 50,
     # drf-spectacular's, with the token scope each operation needs.
-    "DEFAULT_SCHEMA_CLASS": "governance.apis._common.ScopedAutoSchema",
-    "EXCEPTION_HANDLER": "governance.apis.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "governance.toolkit.api.ScopedAutoSchema",
+    "EXCEPTION_HANDLER": "governance.toolkit.api.exception_handler",
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
 # API rate limits (requests per second, minute, hour or day); a client over one gets a 429
@@ -470,6 +470,22 @@ ARBITER_SITE_URL = os.environ.get("ARBITER_SITE_URL", "http://127.0.0.1:8000").r
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # A refused request (4xx) is one line in the log, never a traceback.
+    "filters": {
+        "client_errors": {"()": "governance.toolkit.console.ClientErrorsWithoutTraceback"},
+        "require_debug_false": {"()": "django.utils.log.RequireDebugFalse"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "filters": ["client_errors"]},
+        "mail_admins": {
+            "level": "ERROR",
+            "filters": ["require_debug_false"],
+            "class": "django.utils.log.AdminEmailHandler",
+        },
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("DJANGO_LOG_LEVEL", "INFO")},
+    # Django's own loggers print once, through the same filtered handler.
+    "loggers": {
+        "django": {"handlers": ["console", "mail_admins"], "level": "INFO", "propagate": False}
+    },
 }

@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from governance.admin import ReadOnlyAdmin
+from governance.toolkit.admin import ReadOnlyAdmin
 from queues.models import Cluster, SyncRun
 
 

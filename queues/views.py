@@ -5,7 +5,6 @@ user approves it). Reading a page runs no scheduler command: the live state is w
 last check stored, and "Check now" asks a worker to refresh it.
 """
 
-from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
@@ -18,14 +17,10 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from governance.forms import RuleChangeMetaForm
-from governance.models import RuleChange
 from governance.selectors import project_get, signed_in_user
+from governance.toolkit.web import posted, propose
 from queues import forms, selectors, services
 from queues.models import SyncTrigger
-
-
-def _posted(request: HttpRequest):  # type: ignore[no-untyped-def]
-    return request.POST if request.method == "POST" else None
 
 
 def _form_page(
@@ -44,41 +39,6 @@ def _form_page(
     )
 
 
-def _propose(
-    request: HttpRequest,
-    propose: Callable[..., RuleChange],
-    *,
-    form: Any,
-    change_form: Any,
-    **kwargs: Any,
-) -> HttpResponse | None:
-    """Propose through ``propose``; the change's page, or ``None`` with the errors shown."""
-    try:
-        change = propose(
-            user=signed_in_user(request),
-            reason=form.change_reason,
-            **kwargs,
-            **change_form.service_data(),
-        )
-    except ValidationError as error:
-        if hasattr(error, "error_dict"):
-            own = {k: v for k, v in error.error_dict.items() if k in change_form.fields}
-            rest = {k: v for k, v in error.error_dict.items() if k not in change_form.fields}
-            if own:
-                change_form.add_service_error(ValidationError(own))
-            if rest:
-                form.add_service_error(ValidationError(rest))
-        else:
-            form.add_service_error(error)
-        return None
-    messages.success(
-        request,
-        _("Proposed change #%(id)d. It is applied once another ops user approves it.")
-        % {"id": change.pk},
-    )
-    return redirect(change)
-
-
 @login_required
 def cluster_list(request: HttpRequest) -> HttpResponse:
     selectors.require_cluster_access(request.user)
@@ -89,14 +49,15 @@ def cluster_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def cluster_create(request: HttpRequest) -> HttpResponse:
     selectors.require_cluster_access(request.user)
-    form = forms.ClusterCreateForm(_posted(request))
-    change_form = RuleChangeMetaForm(_posted(request), prefix="change")
+    form = forms.ClusterCreateForm(posted(request))
+    change_form = RuleChangeMetaForm(posted(request), prefix="change")
     if request.method == "POST" and form.is_valid() and change_form.is_valid():
-        response = _propose(
+        response = propose(
             request,
             services.cluster_propose_create,
             form=form,
             change_form=change_form,
+            reason=form.change_reason,
             data=form.service_data(),
         )
         if response is not None:
@@ -113,8 +74,8 @@ def cluster_create(request: HttpRequest) -> HttpResponse:
 @login_required
 def cluster_edit(request: HttpRequest, name: str) -> HttpResponse:
     cluster = selectors.cluster_get(user=request.user, name=name)
-    form = forms.ClusterForm(_posted(request), instance=cluster)
-    change_form = RuleChangeMetaForm(_posted(request), prefix="change")
+    form = forms.ClusterForm(posted(request), instance=cluster)
+    change_form = RuleChangeMetaForm(posted(request), prefix="change")
     if request.method == "POST" and form.is_valid() and change_form.is_valid():
         if not form.changed_rule_fields():
             messages.info(
@@ -122,11 +83,12 @@ def cluster_edit(request: HttpRequest, name: str) -> HttpResponse:
             )
             return redirect(cluster)
         data = {name: form.service_data()[name] for name in form.changed_rule_fields()}
-        response = _propose(
+        response = propose(
             request,
             services.cluster_propose_update,
             form=form,
             change_form=change_form,
+            reason=form.change_reason,
             cluster=cluster,
             data=data,
         )
@@ -144,14 +106,15 @@ def cluster_edit(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 def cluster_delete(request: HttpRequest, name: str) -> HttpResponse:
     cluster = selectors.cluster_get(user=request.user, name=name)
-    form = forms.ClusterDeleteForm(_posted(request))
-    change_form = RuleChangeMetaForm(_posted(request), prefix="change")
+    form = forms.ClusterDeleteForm(posted(request))
+    change_form = RuleChangeMetaForm(posted(request), prefix="change")
     if request.method == "POST" and form.is_valid() and change_form.is_valid():
-        response = _propose(
+        response = propose(
             request,
             services.cluster_propose_delete,
             form=form,
             change_form=change_form,
+            reason=form.change_reason,
             cluster=cluster,
         )
         if response is not None:

@@ -9,7 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance.apis._common import NOT_FOUND
+from governance.toolkit.api import NOT_FOUND
 from reports.selectors.stored_reviews import review_get
 
 

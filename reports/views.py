@@ -17,8 +17,10 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
+from approvals import selectors as approval_selectors
+from approvals.models import RequestState
 from governance import selectors as governance
-from governance.views.paging import paginate
+from governance.toolkit.paging import paginate
 from reports import selectors, services
 from reports.forms import CompareForm, ReviewRequestForm
 from reports.models import MonthlyReview
@@ -28,6 +30,8 @@ from reports.selectors import stored_reviews as review_selectors
 # Python figures are built for.
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 PLOTLY_VERSION = plotly.__version__
+# Rows of each list on the home page (the list's own page has the rest).
+HOME_ROWS = 10
 
 
 @login_required
@@ -58,6 +62,20 @@ def home(request: HttpRequest) -> HttpResponse:
         led_projects=[summary for summary in summaries if summary.is_lead],
         member_projects=[summary for summary in summaries if not summary.is_lead],
     )
+    # Requests waiting for this person's decision (approvers, tier owners, ops) and, for a
+    # lead, their projects' requests waiting for someone else's.
+    waiting = approval_selectors.inbox(user=user)
+    context["inbox"] = list(waiting[:HOME_ROWS])
+    context["inbox_count"] = (
+        waiting.count() if len(context["inbox"]) == HOME_ROWS else len(context["inbox"])
+    )
+    led = [summary.project for summary in context["led_projects"]]
+    if led:
+        context["led_waiting"] = list(
+            approval_selectors.request_list_for(user=user, state=RequestState.SUBMITTED)
+            .filter(project__in=led)
+            .order_by("submitted_at", "pk")[:HOME_ROWS]
+        )
     return render(request, "reports/home.html", context)
 
 

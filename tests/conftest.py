@@ -12,6 +12,8 @@ import os
 import shutil
 from dataclasses import dataclass
 from datetime import date
+from pathlib import Path
+from typing import Any
 
 import pytest
 from django.test import Client, override_settings
@@ -57,6 +59,17 @@ def require_service(name: str, available: bool, why: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"{name} is required in CI but is not available: {why}")
     pytest.skip(f"{name} not available here: {why}")
+
+
+def shared_dir() -> Path:
+    """``../shared`` beside the repository (or beside the folder that holds its worktree): the
+    project's trace samples and references, which a clone does not carry. A test that reads it
+    skips through ``require_service`` when it is absent (and fails in CI)."""
+    base = Path(__file__).resolve().parent.parent
+    for folder in base.parents:
+        if (folder / "shared").is_dir():
+            return folder / "shared"
+    return base.parent / "shared"
 
 
 def chromium_path() -> str | None:
@@ -133,12 +146,13 @@ def token_for(user: User, *scopes: str) -> str:
     if user.is_service_account:
         account = user.service_account
         maker = User.objects.filter(site_role=SiteRole.OPS, is_service_account=False).first()
+        assert maker is not None, "a service account's token needs an ops user to make it"
         token = services.service_account_token_create(
             account=account, name="test", scopes=scopes, user=maker, reason=REASON
         )
     else:
         token = services.personal_token_create(user=user, name="test", scopes=scopes)
-    return f"Bearer {token.key}"
+    return f"Bearer {token.key}"  # type: ignore[attr-defined]  # shown once, never stored
 
 
 @dataclass
@@ -165,7 +179,7 @@ class World:
 def world(ops, lead, member) -> World:
     """Two pools, two flavors, four tiers, three preemption classes, two projects."""
     s = services
-    kw = {"user": ops, "reason": REASON}
+    kw: dict[str, Any] = {"user": ops, "reason": REASON}
     a100 = s.flavor_create(
         **kw,
         slug="a100-80g",
@@ -188,7 +202,11 @@ def world(ops, lead, member) -> World:
     s.pool_capacity_set(**kw, pool=training, flavor=a100, gpus=64)
     s.pool_capacity_set(**kw, pool=training, flavor=h100, gpus=32)
     s.pool_capacity_set(**kw, pool=inference, flavor=a100, gpus=16)
-    common = {"eligibility": "Any project", "confirmed_by": "Ops", "review_cycle_days": 90}
+    common: dict[str, Any] = {
+        "eligibility": "Any project",
+        "confirmed_by": "Ops",
+        "review_cycle_days": 90,
+    }
     exploratory = s.tier_create(
         **kw,
         **common,

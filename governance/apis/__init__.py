@@ -7,10 +7,9 @@ parameters (same rows, same order), and pages the result with ``limit`` and ``of
 query count does not grow with the rows. ``lookup/<kind>/`` feeds the search-as-you-type
 filter fields of the pages. A detail reads through the scoped getter (a missing object
 is a 404). Both render with a nested ``OutputSerializer``: related objects by slug, users by
-username. ``exception_handler`` is DRF's ``EXCEPTION_HANDLER`` (see settings).
+username. The shared pieces (errors, paging, filters, ETags) are in ``governance.toolkit.api``.
 """
 
-from ._common import exception_handler, get_paginated_response
 from .changes import (
     RuleChangeApplyApi,
     RuleChangeApproveApi,

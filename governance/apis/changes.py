@@ -28,116 +28,24 @@ from governance.selectors import (
     rule_change_get,
     rule_change_list,
 )
-
-from ._common import (
+from governance.toolkit.api import (
     BAD_FILTER,
     NOT_FOUND,
     ETagMixin,
     LimitOffsetPagination,
     captured_example,
     change_example,
-    error_response,
     parse_filters,
     sort_filter,
 )
+from governance.toolkit.changes import (
+    BAD_INPUT,
+    FORBIDDEN,
+    ChangeOutputSerializer,
+    change_response,
+)
 
 User = get_user_model()
-
-FORBIDDEN = error_response(
-    _("Not allowed: e.g. the proposer approving their own change, or not ops."),
-    example={
-        "error": "permission_denied",
-        "detail": "You may not approve your own change.",
-        "fields": {},
-    },
-)
-BAD_INPUT = error_response(
-    _("The input or the change's state is invalid; fields maps each field to its messages."),
-    example={
-        "error": "invalid",
-        "detail": "This field is required.",
-        "fields": {"reason": ["This field is required."]},
-    },
-)
-
-
-def _username(user: Any) -> str | None:
-    return user.username if user is not None else None
-
-
-class EditOutputSerializer(serializers.Serializer):
-    object_type = serializers.CharField(help_text=_("project, flavor, pool, tier, …"))
-    object = serializers.CharField(source="object_key", help_text=_("A slug, or a quota's id."))
-    object_name = serializers.CharField()
-    field = serializers.CharField()
-    field_label = serializers.CharField()
-    key = serializers.IntegerField(
-        source="edit.key",
-        allow_null=True,
-        help_text=_("A pool's capacity: the flavor id; a project's membership: the user id."),
-    )
-    kind = serializers.ChoiceField(choices=EditKind.choices)
-    old = serializers.JSONField(source="edit.old_value", help_text=_("The stored value before."))
-    new = serializers.JSONField(source="edit.new_value", help_text=_("The stored value set."))
-    old_display = serializers.CharField(source="old")
-    new_display = serializers.CharField(source="new")
-
-    class Meta:
-        ref_name = "RuleEdit"
-
-
-class ChangeOutputSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    title = serializers.CharField()
-    reason = serializers.CharField()
-    ticket = serializers.CharField()
-    status = serializers.ChoiceField(choices=ChangeStatus.choices)
-    observation_days = serializers.IntegerField()
-    rollback_condition = serializers.CharField()
-    warnings = serializers.ListField(child=serializers.CharField())
-    confirmation_reason = serializers.CharField()
-    rollback_of = serializers.IntegerField(source="rollback_of_id", allow_null=True)
-    author = serializers.SerializerMethodField()
-    created_at = serializers.DateTimeField()
-    proposed_by = serializers.SerializerMethodField()
-    proposed_at = serializers.DateTimeField(allow_null=True)
-    approved_by = serializers.SerializerMethodField()
-    approved_at = serializers.DateTimeField(allow_null=True)
-    applied_by = serializers.SerializerMethodField()
-    applied_at = serializers.DateTimeField(allow_null=True)
-    closed_by = serializers.SerializerMethodField()
-    closed_at = serializers.DateTimeField(allow_null=True)
-    close_note = serializers.CharField()
-    edits = serializers.SerializerMethodField()
-
-    class Meta:
-        ref_name = "RuleChange"
-
-    def get_author(self, change: RuleChange) -> str:
-        return change.author.username
-
-    def get_proposed_by(self, change: RuleChange) -> str | None:
-        return _username(change.proposed_by)
-
-    def get_approved_by(self, change: RuleChange) -> str | None:
-        return _username(change.approved_by)
-
-    def get_applied_by(self, change: RuleChange) -> str | None:
-        return _username(change.applied_by)
-
-    def get_closed_by(self, change: RuleChange) -> str | None:
-        return _username(change.closed_by)
-
-    @extend_schema(responses=EditOutputSerializer(many=True))  # type: ignore[misc]
-    def get_edits(self, change: RuleChange) -> list[dict[str, Any]]:
-        rows = self.context["rows"].get(change.pk, [])
-        return EditOutputSerializer(rows, many=True).data  # type: ignore[return-value]
-
-
-def _change_response(change: RuleChange, *, status_code: int = status.HTTP_200_OK) -> Response:
-    change = rule_change_list().get(pk=change.pk)
-    data = ChangeOutputSerializer(change, context={"rows": edit_rows([change])}).data
-    return Response(data, status=status_code)
 
 
 class RuleChangeListApi(ETagMixin, APIView):
@@ -205,7 +113,7 @@ class RuleChangeDetailApi(ETagMixin, APIView):
         responses={200: ChangeOutputSerializer, 404: NOT_FOUND},
     )
     def get(self, request: Request, pk: int) -> Response:
-        return _change_response(rule_change_get(user=request.user, pk=pk))
+        return change_response(rule_change_get(user=request.user, pk=pk))
 
 
 def _related_value(model: type[models.Model], name: str, value: Any) -> Any:
@@ -306,7 +214,7 @@ class RuleChangeProposeApi(APIView):
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
         change = services.rule_change_create(user=selectors.signed_in_user(request), **data)
-        return _change_response(change, status_code=status.HTTP_201_CREATED)
+        return change_response(change, status_code=status.HTTP_201_CREATED)
 
 
 class NoteInputSerializer(serializers.Serializer):
@@ -332,7 +240,7 @@ class _DecisionApi(APIView):
             serializer = self.InputSerializer(data=request.data)
             serializer.is_valid(raise_exception=True)
             kwargs["note"] = serializer.validated_data["note"]
-        return _change_response(self.decide(change=change, user=request.user, **kwargs))
+        return change_response(self.decide(change=change, user=request.user, **kwargs))
 
 
 DECISION_RESPONSES = {200: ChangeOutputSerializer, 400: BAD_INPUT, 403: FORBIDDEN, 404: NOT_FOUND}
@@ -448,4 +356,4 @@ class RuleChangeRollbackApi(APIView):
             user=selectors.signed_in_user(request),
             **serializer.validated_data,
         )
-        return _change_response(rollback, status_code=status.HTTP_201_CREATED)
+        return change_response(rollback, status_code=status.HTTP_201_CREATED)

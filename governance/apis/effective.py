@@ -10,8 +10,7 @@ from rest_framework.views import APIView
 
 from governance.models import GrantKind
 from governance.selectors import effective_rules, project_get
-
-from ._common import BAD_FILTER, NOT_FOUND, ETagMixin, captured_example, parse_filters
+from governance.toolkit.api import BAD_FILTER, NOT_FOUND, ETagMixin, captured_example, parse_filters
 
 
 class ProjectEffectiveRulesApi(ETagMixin, APIView):

@@ -23,8 +23,12 @@ from governance.selectors import (
     quota_get,
     tier_get,
 )
-
-from ._common import NOT_FOUND, ETagMixin, LimitOffsetPagination, get_paginated_response
+from governance.toolkit.api import (
+    NOT_FOUND,
+    ETagMixin,
+    LimitOffsetPagination,
+    get_paginated_response,
+)
 
 
 class HistoryEntryOutputSerializer(serializers.Serializer):

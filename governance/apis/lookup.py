@@ -19,8 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance.selectors import project_lookup, user_can_read_rules, user_lookup
-
-from ._common import (
+from governance.toolkit.api import (
     BAD_FILTER,
     LimitOffsetPagination,
     captured_example,

@@ -9,8 +9,7 @@ from rest_framework.views import APIView
 
 from governance.models import Pool
 from governance.selectors import POOL_SORTS, pool_get, pool_list, pool_usage
-
-from ._common import (
+from governance.toolkit.api import (
     BAD_FILTER,
     NOT_FOUND,
     ETagMixin,
@@ -23,6 +22,7 @@ from ._common import (
     slug_filter,
     sort_filter,
 )
+
 from .proposals import propose_create, propose_delete, propose_edit
 
 

@@ -13,8 +13,7 @@ from governance.selectors import (
     preemption_class_get,
     preemption_class_list,
 )
-
-from ._common import (
+from governance.toolkit.api import (
     BAD_FILTER,
     NOT_FOUND,
     ETagMixin,
@@ -25,6 +24,7 @@ from ._common import (
     search_param,
     sort_filter,
 )
+
 from .proposals import propose_create, propose_delete, propose_edit
 
 

@@ -16,8 +16,7 @@ from governance.selectors import (
     project_memberships,
     quotas_for_projects,
 )
-
-from ._common import (
+from governance.toolkit.api import (
     BAD_FILTER,
     NOT_FOUND,
     ETagMixin,
@@ -30,6 +29,7 @@ from ._common import (
     slug_filter,
     sort_filter,
 )
+
 from .proposals import (
     PROPOSAL_RESPONSES,
     MembershipOutputSerializer,

@@ -31,6 +31,7 @@ from governance.models import (
     Quota,
     User,
 )
+from governance.models.limits import whole_number_max, whole_number_message
 from governance.selectors.changes import value_to_json
 from governance.services.changes import (
     CAPACITY,
@@ -40,9 +41,13 @@ from governance.services.changes import (
     create_fields,
     create_required_fields,
 )
-
-from ._common import NOT_FOUND, change_example
-from .changes import BAD_INPUT, FORBIDDEN, ChangeOutputSerializer, _change_response
+from governance.toolkit.api import NOT_FOUND, change_example
+from governance.toolkit.changes import (
+    BAD_INPUT,
+    FORBIDDEN,
+    ChangeOutputSerializer,
+    change_response,
+)
 
 PROPOSED = OpenApiResponse(
     response=ChangeOutputSerializer,
@@ -107,17 +112,12 @@ class _RuleFieldsSerializer(serializers.ModelSerializer):
         return []
 
 
-# Whole numbers stay in a 32-bit column; a number of days stays within ten years (a review
-# cycle of 10**18 days would overflow the date it sets).
-INT_MAX = 2**31 - 1
-DAYS_MAX = 3650
-
-
 def _field_kwargs(model: type[models.Model], name: str, required: set[str]) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"required": name in required, "validators": []}
     field = model._meta.get_field(name)
     if isinstance(field, models.IntegerField):
-        kwargs["max_value"] = DAYS_MAX if name.endswith("_days") else INT_MAX
+        kwargs["max_value"] = whole_number_max(name)
+        kwargs["error_messages"] = {"max_value": whole_number_message(name)}
     return kwargs
 
 
@@ -152,7 +152,7 @@ def _propose(request: Request, *, edits: list[services.EditSpec], meta: dict[str
     change = services.rule_change_create(
         user=selectors.signed_in_user(request), edits=edits, **meta
     )
-    return _change_response(change, status_code=status.HTTP_201_CREATED)
+    return change_response(change, status_code=status.HTTP_201_CREATED)
 
 
 def _many_to_many(model: type[models.Model], name: str) -> bool:

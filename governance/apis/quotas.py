@@ -9,8 +9,7 @@ from rest_framework.views import APIView
 
 from governance.models import GpuFlavor, Pool, PreemptionClass, Project, Quota
 from governance.selectors import QUOTA_SORTS, quota_get, quota_list
-
-from ._common import (
+from governance.toolkit.api import (
     BAD_FILTER,
     NOT_FOUND,
     ETagMixin,
@@ -21,6 +20,7 @@ from ._common import (
     slug_filter,
     sort_filter,
 )
+
 from .proposals import propose_create, propose_delete, propose_edit
 
 

@@ -14,8 +14,7 @@ from rest_framework.views import APIView
 from governance import selectors, services
 from governance.models import Review, ReviewOutcome
 from governance.services import REASON_MAX_LENGTH
-
-from ._common import (
+from governance.toolkit.api import (
     BAD_FILTER,
     BAD_INPUT,
     FORBIDDEN,

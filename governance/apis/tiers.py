@@ -9,8 +9,7 @@ from rest_framework.views import APIView
 
 from governance.models import PriorityTier
 from governance.selectors import TIER_SORTS, tier_get, tier_list
-
-from ._common import (
+from governance.toolkit.api import (
     BAD_FILTER,
     NOT_FOUND,
     ETagMixin,
@@ -22,6 +21,7 @@ from ._common import (
     search_param,
     sort_filter,
 )
+
 from .proposals import propose_create, propose_delete, propose_edit
 
 

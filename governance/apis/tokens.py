@@ -14,8 +14,7 @@ from rest_framework.views import APIView
 
 from governance import selectors, services
 from governance.models import ApiToken, Project, ServiceAccount, TokenScope
-
-from ._common import NOT_FOUND, LimitOffsetPagination, get_paginated_response
+from governance.toolkit.api import NOT_FOUND, LimitOffsetPagination, get_paginated_response
 
 BAD_INPUT = OpenApiResponse(description=_("Invalid input; the body maps fields to messages."))
 FORBIDDEN = OpenApiResponse(description=_("You may not do this."))

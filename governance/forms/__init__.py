@@ -10,6 +10,7 @@ from typing import Any
 
 from django import forms
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.core.validators import MaxValueValidator
 from django.utils.translation import gettext_lazy as _
 
 from governance.models import (
@@ -25,6 +26,7 @@ from governance.models import (
     ReviewOutcome,
     User,
 )
+from governance.models.limits import whole_number_max, whole_number_message
 from governance.services import REASON_MAX_LENGTH
 
 from .filters import (  # the list filters, re-exported
@@ -123,6 +125,13 @@ class RuleForm(ServiceErrorsMixin, forms.ModelForm):
             kwargs["instance"] = copy.copy(kwargs["instance"])
         super().__init__(*args, **kwargs)
         self.fields["reason"] = self.fields.pop("reason")
+        for name, field in self.fields.items():  # the API's limit (governance.models.limits)
+            if isinstance(field, forms.IntegerField) and name != "reason":
+                field.max_value = whole_number_max(name)
+                field.validators.append(
+                    MaxValueValidator(field.max_value, message=whole_number_message(name))
+                )
+                field.widget.attrs["max"] = field.max_value
 
     def service_data(self) -> dict[str, Any]:
         """The checked values of the rule's fields, as the service takes them."""

@@ -31,6 +31,8 @@ from .grants import (
     RevisionTrigger,
     RulesRevision,
     Terms,
+    grant_in_force,
+    grant_in_force_q,
 )
 from .projects import Membership, Project, ProjectRole
 from .quotas import Quota
@@ -84,4 +86,6 @@ __all__ = [
     "TokenScope",
     "User",
     "applying_change",
+    "grant_in_force",
+    "grant_in_force_q",
 ]

@@ -56,6 +56,23 @@ KIND_SPECIFIC_TERMS: dict[str, Any] = {
 TERM_FIELDS = ("kind", *KIND_SPECIFIC_TERMS, "starts_at", "ends_at")
 
 
+def grant_in_force(
+    *, starts_at: datetime, ends_at: datetime, revoked_at: datetime | None, at: datetime
+) -> bool:
+    """A grant is in force at ``at`` when its time box holds ``at`` (start included, end
+    excluded) and it was not revoked by then. The one rule; ``grant_in_force_q`` says the same
+    in SQL."""
+    return starts_at <= at < ends_at and (revoked_at is None or revoked_at > at)
+
+
+def grant_in_force_q(at: datetime, *, through: str = "") -> Q:
+    """The grants in force at ``at`` (``grant_in_force`` in SQL); ``through`` is the path to
+    the grant from the model filtered (``"grant__"`` from a request)."""
+    return Q(**{f"{through}starts_at__lte": at, f"{through}ends_at__gt": at}) & (
+        Q(**{f"{through}revoked_at__isnull": True}) | Q(**{f"{through}revoked_at__gt": at})
+    )
+
+
 class GrantTerms(models.Model):
     """The terms of a grant: its kind, what it changes and its time box.
 
@@ -278,8 +295,8 @@ class Grant(GrantTerms):
         return f"{self.get_kind_display()} · {self.project} · {self.starts_at:%Y-%m-%d %H:%M}"
 
     def is_active_at(self, at: datetime) -> bool:
-        return self.starts_at <= at < self.ends_at and (
-            self.revoked_at is None or self.revoked_at > at
+        return grant_in_force(
+            starts_at=self.starts_at, ends_at=self.ends_at, revoked_at=self.revoked_at, at=at
         )
 
 

@@ -33,6 +33,8 @@ from .effective import (
     EffectiveRules,
     effective_rules,
     grants_active_at,
+    pool_capacities,
+    quota_maximum,
 )
 from .history import (
     FieldChange,
@@ -137,6 +139,7 @@ __all__ = [
     "person_list",
     "personal_token_get",
     "personal_token_list",
+    "pool_capacities",
     "pool_get",
     "pool_list",
     "pool_usage",
@@ -149,6 +152,7 @@ __all__ = [
     "projects_user_leads",
     "quota_get",
     "quota_list",
+    "quota_maximum",
     "quota_review_recipients",
     "quotas_due_for_review",
     "quotas_for_projects",

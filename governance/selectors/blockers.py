@@ -146,8 +146,11 @@ def change_action_blocker(
         blocker = _status_blocker(change, *OPEN_STATUSES)
         if blocker is not None:
             return blocker
-        if not (is_author or is_ops):
-            return Blocker(_("Only the author or ops may withdraw this change."), forbidden=True)
+        if not is_author:  # the others decide it: approve or reject
+            return Blocker(
+                _("Only its author may withdraw this change; others approve or reject it."),
+                forbidden=True,
+            )
         return None
     if action == ChangeAction.APPLY:
         if not is_ops:

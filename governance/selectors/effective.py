@@ -1,24 +1,24 @@
 """The effective rules at an instant: the stored rules plus the grants active then.
 
 This is the one function that pages, the API and the scheduler sync read rules through. It
-is a pure function of the database and ``at``: a grant applies when
-``starts_at <= at < ends_at`` and it was not revoked by ``at``.
+is a pure function of the database and ``at``: a grant applies while it is in force
+(``governance.models.grant_in_force``).
 """
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-
-from django.db.models import Q
 
 from governance.models import (
     Grant,
     GrantKind,
+    PoolCapacity,
     PreemptionClass,
     PreemptionKind,
     PriorityTier,
     Project,
     Quota,
+    grant_in_force_q,
 )
 
 # How strict a preemption class is: protection grants only ever make it stricter.
@@ -36,6 +36,8 @@ class EffectiveQuota:
 
     @property
     def maximum(self) -> int | None:
+        """Guarantee + borrow limit; ``None`` without a borrow limit (``quota_maximum`` gives
+        the GPUs that means)."""
         return None if self.borrow_limit is None else self.guarantee + self.borrow_limit
 
     @property
@@ -68,6 +70,26 @@ class EffectiveRules:
         return [quota for project in self.projects.values() for quota in project.quotas]
 
 
+def pool_capacities() -> dict[tuple[int, int], int]:
+    """The GPUs of each (pool id, flavor id) (one query)."""
+    return {
+        (pool_id, flavor_id): gpus
+        for pool_id, flavor_id, gpus in PoolCapacity.objects.values_list(
+            "pool_id", "flavor_id", "gpus"
+        )
+    }
+
+
+def quota_maximum(quota: EffectiveQuota, capacities: Mapping[tuple[int, int], int]) -> int:
+    """The most GPUs ``quota`` may use: its guarantee plus its borrow limit; without a borrow
+    limit, what its pool has of the flavor (never below its guarantee), as the schedulers
+    bound it. The one definition: placement and the wait classifier read it here."""
+    if quota.maximum is not None:
+        return quota.maximum
+    key = (quota.quota.pool_id, quota.quota.flavor_id)
+    return max(capacities.get(key, 0), quota.guarantee)
+
+
 def grants_active_at(*, at: datetime, project_ids: Collection[int] | None = None) -> list[Grant]:
     grants = (
         Grant.objects.all()
@@ -75,8 +97,7 @@ def grants_active_at(*, at: datetime, project_ids: Collection[int] | None = None
         else Grant.objects.filter(project_id__in=project_ids)
     )
     return list(
-        grants.filter(starts_at__lte=at, ends_at__gt=at)
-        .filter(Q(revoked_at__isnull=True) | Q(revoked_at__gt=at))
+        grants.filter(grant_in_force_q(at))
         .select_related("project", "tier", "pool", "flavor", "preemption_class")
         .order_by("starts_at", "pk")
     )

@@ -1,6 +1,8 @@
 """Pages of the governed rules: lists, details and history for everyone signed in; create and
 edit for ops. Views parse input, call a selector or a service, and render."""
 
+from governance.toolkit.paging import ListPage, paginate
+
 from .changes import (
     change_apply,
     change_approve,
@@ -14,7 +16,6 @@ from .changes import (
     review_tier,
 )
 from .flavors import flavor_create, flavor_detail, flavor_edit, flavor_history, flavor_list
-from .paging import ListPage, paginate
 from .people import person_detail, person_edit, person_history, person_list
 from .pools import (
     pool_capacity_edit,

@@ -6,24 +6,20 @@ from typing import Any
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models
-from django.http import Http404, HttpRequest, HttpResponse, QueryDict
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views import defaults
 
 from governance import forms, selectors, services
-
-from .paging import DEFAULT_PAGE_SIZE, paginate
+from governance.toolkit.paging import DEFAULT_PAGE_SIZE, paginate
+from governance.toolkit.web import posted, propose
 
 
 def require_ops(user: Any) -> None:
     if not selectors.user_can_edit_rules(user):
         raise PermissionDenied(_("Only ops may change the rules."))
-
-
-def posted(request: HttpRequest) -> QueryDict | None:
-    return request.POST if request.method == "POST" else None
 
 
 def page(
@@ -201,32 +197,15 @@ def propose_change(
     form: Any,
     change_form: Any,
 ) -> HttpResponse | None:
-    """Propose a change of ``edits``; its page on success, ``None`` with the errors shown on
-    the forms (a warning of the plan goes to the change form's confirmation)."""
-    try:
-        change = services.rule_change_create(
-            user=selectors.signed_in_user(request),
-            reason=reason,
-            edits=edits,
-            **change_form.service_data(),
-        )
-    except ValidationError as error:
-        if hasattr(error, "error_dict"):
-            own = {k: v for k, v in error.error_dict.items() if k in change_form.fields}
-            rest = {k: v for k, v in error.error_dict.items() if k not in change_form.fields}
-            if own:
-                change_form.add_service_error(ValidationError(own))
-            if rest:
-                form.add_service_error(ValidationError(rest))
-        else:
-            form.add_service_error(error)
-        return None
-    messages.success(
+    """Propose a change of ``edits`` (``governance.toolkit.web.propose``)."""
+    return propose(
         request,
-        _("Proposed change #%(id)d. It is applied once someone else approves it.")
-        % {"id": change.pk},
+        services.rule_change_create,
+        form=form,
+        change_form=change_form,
+        reason=reason,
+        edits=edits,
     )
-    return redirect(change)
 
 
 def propose_title(obj: models.Model) -> str:
@@ -242,7 +221,7 @@ def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     if request.path.startswith("/api/"):
         from django.http import JsonResponse
 
-        from governance.apis._common import error_body  # the API's one error format
+        from governance.toolkit.api import error_body  # the API's one error format
 
         return JsonResponse(error_body(404, {"detail": _("Not found.")}, Http404()), status=404)
     return defaults.page_not_found(request, exception)

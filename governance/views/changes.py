@@ -15,9 +15,9 @@ from django.views.decorators.http import require_POST
 
 from governance import forms, selectors, services
 from governance.models import ChangeAction, ChangeStatus, ReviewOutcome, RuleChange
+from governance.toolkit.paging import paginate
 
 from ._common import page, posted
-from .paging import paginate
 
 CHANGES_PER_PAGE = 25
 

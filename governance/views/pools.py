@@ -6,6 +6,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 
 from governance import forms, selectors, services
+from governance.toolkit.paging import paginate
 
 from ._common import (
     create_page,
@@ -17,7 +18,6 @@ from ._common import (
     posted,
     propose_change,
 )
-from .paging import paginate
 
 
 @login_required

@@ -6,6 +6,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 
 from governance import forms, selectors, services
+from governance.toolkit.paging import paginate
 
 from ._common import (
     create_page,
@@ -14,7 +15,6 @@ from ._common import (
     list_page,
     object_page,
 )
-from .paging import paginate
 
 
 @login_required

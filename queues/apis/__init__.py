@@ -19,18 +19,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance.apis import get_paginated_response
-from governance.apis._common import (
+from governance.models import Pool, TokenScope
+from governance.selectors import signed_in_user
+from governance.toolkit.api import (
     NOT_FOUND,
     LimitOffsetPagination,
     captured_example,
     change_example,
     error_response,
+    get_paginated_response,
 )
-from governance.apis.changes import BAD_INPUT, ChangeOutputSerializer
-from governance.apis.changes import _change_response as change_response
-from governance.models import Pool, TokenScope
-from governance.selectors import signed_in_user
+from governance.toolkit.changes import BAD_INPUT, ChangeOutputSerializer, change_response
 from queues import selectors, services
 from queues.models import (
     CA_BUNDLE_MAX_LENGTH,

@@ -18,8 +18,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance.apis._common import BAD_FILTER, NOT_FOUND
 from governance.models import ApiToken
+from governance.toolkit.api import BAD_FILTER, NOT_FOUND
 from queues.selectors.placement import (
     PlacementInputError,
     PreRead,

@@ -18,8 +18,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance.apis._common import NOT_FOUND, error_response
 from governance.models import TokenScope
+from governance.toolkit.api import NOT_FOUND, error_response
 from queues import selectors
 from queues.models import FINISHED_STATES, EventKind, JobState
 from queues.services.workload import events_ingest

@@ -9,12 +9,12 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Max, Min, Q
+from django.db.models import Count, Max, Min
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from governance.models import Grant
+from governance.models import Grant, grant_in_force_q
 from queues.models import Alert, Cluster, CollectorState, JobState, SyncRun, SyncStatus, WorkloadJob
 
 
@@ -77,9 +77,7 @@ class WorkloadCollector(Collector):
         grants = GaugeMetricFamily(
             "arbiter_active_grants", "Grants in force now, by kind.", labels=["kind"]
         )
-        active = Grant.objects.filter(starts_at__lte=now, ends_at__gt=now).filter(
-            Q(revoked_at__isnull=True) | Q(revoked_at__gt=now)
-        )
+        active = Grant.objects.filter(grant_in_force_q(now))
         for kind, n in active.values_list("kind").annotate(n=Count("pk")):
             grants.add_metric([kind], n)
         yield grants

@@ -23,6 +23,7 @@ def _many(world, lead, ops, count: int) -> None:
     for index in range(count):
         quota_exception(world, lead, extra_gpus=index + 1)
         half = upgrade(world, lead, project=world.vision, tier=world.production)
+        assert half.owner_approver is not None
         services.request_approve(request=half, user=half.owner_approver, now=T0 - HOUR)
         approved = quota_exception(world, lead, extra_gpus=index + 1, ends_at=T0 + DAY)
         services.request_approve(request=approved, user=ops, now=T0 - HOUR)

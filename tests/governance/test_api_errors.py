@@ -5,7 +5,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, Validatio
 from django.http import Http404
 
 from governance import services
-from governance.apis import exception_handler
+from governance.toolkit.api import exception_handler
 from tests.conftest import REASON
 
 

@@ -134,9 +134,17 @@ def test_reject_needs_a_note_and_closes_the_change(world, ops2, quota_change):
         services.rule_change_approve(change=rejected, user=ops2)
 
 
-def test_the_author_withdraws(world, quota_change, member):
+def test_the_author_withdraws(world, quota_change, member, ops2):
     with pytest.raises(PermissionDenied):
         services.rule_change_withdraw(change=quota_change, user=member)
+    # A second ops user decides someone else's change: Withdraw is neither offered nor allowed.
+    with pytest.raises(PermissionDenied, match="Only its author"):
+        services.rule_change_withdraw(change=quota_change, user=ops2)
+    page = login(ops2).get(reverse("change_detail", args=[quota_change.pk])).content.decode()
+    assert reverse("change_withdraw", args=[quota_change.pk]) not in page
+    assert reverse("change_approve", args=[quota_change.pk]) in page
+    own = login(world.ops).get(reverse("change_detail", args=[quota_change.pk])).content.decode()
+    assert reverse("change_withdraw", args=[quota_change.pk]) in own
     withdrawn = services.rule_change_withdraw(change=quota_change, user=world.ops, note="Later")
     assert withdrawn.status == ChangeStatus.WITHDRAWN
 

@@ -168,3 +168,61 @@ def test_the_edit_form_shows_the_zero_weight_on_the_field(world):
     form = response.context["form"]
     assert "fair_share_weight" in form.errors
     assert not RuleChange.objects.exists()
+
+
+def test_a_hard_error_comes_before_the_observation_window_confirmation(world, ops2):
+    """A guarantee above the pool inside an earlier change's observation window: the pool's
+    refusal, not a request to confirm the window, since no confirmation could make it apply."""
+    quota = world.vision_a100
+    earlier = services.rule_change_create(
+        user=world.ops,
+        reason="Deadline",
+        edits=[EditSpec(target=quota, field="guarantee", value=quota.guarantee + 1)],
+    )
+    services.rule_change_approve(change=earlier, user=ops2)
+    services.rule_change_apply(change=earlier, user=ops2)
+    with pytest.raises(ValidationError) as refused:
+        services.rule_change_create(
+            user=world.ops,
+            reason="Everything",
+            edits=[EditSpec(target=quota, field="guarantee", value=100_000)],
+        )
+    messages = " ".join(refused.value.messages)
+    assert "Confirm with a reason" not in messages
+    assert "confirmation_reason" not in getattr(refused.value, "error_dict", {})
+    # Within the pool, the same change only needs the confirmation.
+    with pytest.raises(ValidationError, match="Confirm with a reason"):
+        services.rule_change_create(
+            user=world.ops,
+            reason="A little more",
+            edits=[EditSpec(target=quota, field="guarantee", value=quota.guarantee + 2)],
+        )
+
+
+def test_the_observation_warning_stays_one_short_sentence_however_many_changes(world, ops2):
+    """At scale a pool has hundreds of observed changes: the stored warning names the latest
+    few by number and counts the rest (it once named every one, about 42 KB a change)."""
+    quota = world.vision_a100
+    applied = []
+    for step in range(1, 8):
+        change = services.rule_change_create(
+            user=world.ops,
+            reason=f"Step {step}",
+            edits=[EditSpec(target=quota, field="fair_share_weight", value=step + 10)],
+            confirmation_reason="Stepwise on purpose" if applied else "",
+        )
+        services.rule_change_approve(change=change, user=ops2)
+        services.rule_change_apply(change=change, user=ops2)
+        applied.append(change)
+        quota.refresh_from_db()
+    last = services.rule_change_create(
+        user=world.ops,
+        reason="Once more",
+        edits=[EditSpec(target=quota, field="fair_share_weight", value=42)],
+        confirmation_reason="Stepwise on purpose",
+    )
+    assert len(last.warnings) == 1
+    (warning,) = last.warnings
+    assert warning.startswith("7 changes touched the same scope")
+    assert all(f"#{change.pk}" in warning for change in applied[-5:])
+    assert f"#{applied[0].pk}," not in warning and len(warning) < 300

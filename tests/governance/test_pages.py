@@ -173,7 +173,7 @@ LIST_QUERIES = {
 def _grow(world: World, count: int) -> None:
     """``count`` more of every kind: projects with members and quotas, flavors, pools, tiers."""
     ops = world.ops
-    kw = {"user": ops, "reason": REASON}
+    kw: dict[str, Any] = {"user": ops, "reason": REASON}
     for index in range(count):
         flavor = services.flavor_create(
             **kw, slug=f"extra-{index}", name=f"Extra {index}", gpu_model="L40S", memory_gb=48

@@ -166,10 +166,10 @@ def _data_texts() -> list[str]:
             field.name
             for field in model._meta.get_fields()
             if getattr(field, "get_internal_type", lambda: "")() in ("CharField", "TextField")
-            and not field.choices  # a vocabulary is shown by its translated label
+            and not getattr(field, "choices", None)  # a vocabulary: its translated label
             and field.name != "password"
         ]
-        for row in model.objects.values_list(*names):
+        for row in model._default_manager.values_list(*names):
             texts.update(value for value in row if value)
     # A change's typed texts only: a title or rollback condition Arbiter wrote must show in
     # the reader's language, so it is not data.

@@ -88,17 +88,20 @@ def test_history_reasons_and_titles_are_in_the_readers_language(world, ops, ops2
     services.rule_change_approve(change=change, user=ops2)
     services.rule_change_apply(change=change, user=ops2)
     reasons = set(change.history.values_list("history_change_reason", flat=True))
-    assert {"Created", "Proposed", "Approved", "Applied"} <= reasons  # stored in English
+    # The author's reason for creating and proposing it; the steps after in English.
+    assert {"Model v3 deadline", "Approved", "Applied"} <= reasons
+    assert not {"Created", "Proposed"} & reasons
     assert change.history.filter(history_user__isnull=True).count() == 0
 
     english = login(ops).get(reverse("change_detail", args=[change.pk])).content.decode()
     chinese = _zh(login(ops)).get(reverse("change_detail", args=[change.pk])).content.decode()
 
-    assert "Reason:</span> Proposed" in english
-    for word in ("Reason:</span> Proposed", "Reason:</span> Applied", "guarantee (GPUs)"):
+    assert "Reason:</span> Model v3 deadline" in english
+    assert "Reason:</span> Proposed" not in english
+    for word in ("Reason:</span> Approved", "Reason:</span> Applied", "guarantee (GPUs)"):
         assert word not in chinese
     with translation.override("zh-hans"):
-        assert translation.gettext("Proposed") in chinese
+        assert translation.gettext("Applied") in chinese
         assert change.display_title in chinese
 
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -100,7 +101,10 @@ class Slurm:
             raise AssertionError(f"{' '.join(args)} failed: {done.stdout}{done.stderr}")
         return done.stdout
 
-    def sbatch(self, *options: str, account: str, qos: str, gpus: int, seconds: int = 300) -> str:
+    def sbatch(
+        self, *options: str, account: str, qos: str, gpus: int | str, seconds: int = 300
+    ) -> str:
+        """``gpus``: a count, or ``type:count`` (``h100:1``)."""
         job = self.run(
             "sbatch",
             *options,
@@ -208,7 +212,7 @@ class Lab:
         preemption_class: PreemptionClass | None = None,
         flavor: GpuFlavor | None = None,
     ) -> tuple[Project, Quota]:
-        kw = {"user": self.ops, "reason": REASON}
+        kw: dict[str, Any] = {"user": self.ops, "reason": REASON}
         project = rules.project_create(**kw, slug=slug, name=slug.title(), tier=tier)
         rules.membership_set(**kw, project=project, member=self.root, role=ProjectRole.LEAD)
         quota = rules.quota_create(
@@ -228,7 +232,7 @@ class Lab:
 
 @pytest.fixture
 def lab(ops, slurm) -> Lab:
-    kw = {"user": ops, "reason": REASON}
+    kw: dict[str, Any] = {"user": ops, "reason": REASON}
     # Jobs run as root (the lab's only submitter), so root is the projects' member.
     root = User.objects.create_user(username="root", password=None)
     a100 = rules.flavor_create(
@@ -240,7 +244,12 @@ def lab(ops, slurm) -> Lab:
     pool = rules.pool_create(**kw, slug="lab", name="Lab")
     rules.pool_capacity_set(**kw, pool=pool, flavor=a100, gpus=4)
     rules.pool_capacity_set(**kw, pool=pool, flavor=h100, gpus=4)
-    common = {"eligibility": "Any", "confirmed_by": "Ops", "review_cycle_days": 90, "owner": ops}
+    common: dict[str, Any] = {
+        "eligibility": "Any",
+        "confirmed_by": "Ops",
+        "review_cycle_days": 90,
+        "owner": ops,
+    }
     exploratory = rules.tier_create(
         **kw, **common, slug="exploratory", name="Exploratory", score=10, scheduler_value=100
     )
@@ -437,7 +446,7 @@ class Org:
         flavor: GpuFlavor | None = None,
         pool: Pool | None = None,
     ) -> tuple[Project, Quota]:
-        kw = {"user": self.ops, "reason": REASON}
+        kw: dict[str, Any] = {"user": self.ops, "reason": REASON}
         project = Project.objects.filter(slug=slug).first() or rules.project_create(
             **kw, slug=slug, name=slug.title(), tier=tier
         )
@@ -456,7 +465,7 @@ class Org:
 
 @pytest.fixture
 def org(ops) -> Org:
-    kw = {"user": ops, "reason": REASON}
+    kw: dict[str, Any] = {"user": ops, "reason": REASON}
     a100 = rules.flavor_create(
         **kw,
         slug="a100",
@@ -476,7 +485,12 @@ def org(ops) -> Org:
     rules.pool_capacity_set(**kw, pool=pool, flavor=h100, gpus=32)
     rules.pool_capacity_set(**kw, pool=child, flavor=a100, gpus=32)
     rules.pool_capacity_set(**kw, pool=child, flavor=h100, gpus=16)
-    common = {"eligibility": "Any", "confirmed_by": "Ops", "review_cycle_days": 90, "owner": ops}
+    common: dict[str, Any] = {
+        "eligibility": "Any",
+        "confirmed_by": "Ops",
+        "review_cycle_days": 90,
+        "owner": ops,
+    }
     exploratory = rules.tier_create(
         **kw, **common, slug="exploratory", name="Exploratory", score=10, scheduler_value=100
     )

@@ -1,5 +1,6 @@
 """Alerts: one open alert per condition, mailed once per person, closed when it clears."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -128,6 +129,9 @@ def test_page_lists_alerts_and_marks_them_read(cluster, ops):
     page = client.get(reverse("alert_list"))
     assert page.status_code == 200
     assert "hpc" in page.content.decode()
+    # The "Closed" column of an open alert is empty (a dash), never the word "open".
+    closed_cell = re.findall(r"<td>(.*?)</td>", page.content.decode())[-1]
+    assert "open" not in closed_cell.lower().replace("still open", "") and "—" in closed_cell
     assert client.get(reverse("alert_list"), {"state": "bogus"}).status_code == 200
 
     assert client.post(reverse("alerts_read")).status_code == 302

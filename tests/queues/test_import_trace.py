@@ -9,8 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from queues.models import JobState, WorkloadEvent, WorkloadJob
-from tests.conftest import require_service
-from tests.queues.test_wait_classifier import shared_dir
+from tests.conftest import require_service, shared_dir
 
 TRACES = shared_dir() / "traces"
 OPENB = TRACES / "alibaba_v2023_openb_pods.csv.gz"

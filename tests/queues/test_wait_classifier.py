@@ -1,14 +1,13 @@
 """The classifier against the scheduler reference: every reason it lists lands in its category.
 
-The reference is read from ``../shared/reference/schedulers.md`` next to the repository (the
-test skips with a message when it is absent, and fails in CI).
+The reference's reason tables are carried in the repository (``data/scheduler_reasons.md``,
+copied verbatim with their provenance), so these tests run from a clone alone.
 """
 
 import re
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from queues.models import WaitCategory
 from queues.services.workload import QuotaPosition, classify
@@ -20,18 +19,9 @@ from queues.services.workload.classify import (
     classify_kueue,
     classify_slurm,
 )
-from tests.conftest import require_service
+from tests.conftest import shared_dir
 
-
-def shared_dir() -> Path:
-    """``../shared`` of the repository (or of the folder that holds its worktree)."""
-    for folder in Path(settings.BASE_DIR).resolve().parents:
-        if (folder / "shared").is_dir():
-            return folder / "shared"
-    return Path(settings.BASE_DIR).parent / "shared"
-
-
-REFERENCE = shared_dir() / "reference" / "schedulers.md"
+REFERENCE = Path(__file__).parent / "data" / "scheduler_reasons.md"
 SLURM_ROWS = {
     "1": WaitCategory.RESOURCE,
     "2a": WaitCategory.QUOTA,
@@ -50,7 +40,6 @@ CATEGORY_ROWS = {
 
 
 def reference() -> str:
-    require_service("scheduler reference", REFERENCE.exists(), f"{REFERENCE} is missing")
     return REFERENCE.read_text()
 
 
@@ -73,8 +62,6 @@ def expand(token: str) -> list[str]:
 
 
 def slurm_reference_reasons() -> list[tuple[str, str]]:
-    if not REFERENCE.exists():
-        return []
     table = section(reference(), "### 5.5 Pending reason codes", "### 5.6")
     found = []
     for line in table.splitlines():
@@ -86,7 +73,7 @@ def slurm_reference_reasons() -> list[tuple[str, str]]:
             if "…" in token or "<" in token or token.startswith("^") or ":" in token:
                 continue
             for name in expand(token):
-                found.append((name, "terminal" if terminal else row.group(1)))
+                found.append((name, "terminal" if terminal or row is None else row.group(1)))
     return found
 
 
@@ -94,9 +81,20 @@ def test_the_reference_lists_many_slurm_reasons():
     assert len(slurm_reference_reasons()) >= 60
 
 
-@pytest.mark.parametrize("reason, row", slurm_reference_reasons() or [("", "")])
+def test_the_copy_is_the_references_own():
+    """The copied sections are still the reference's own lines, where it sits beside the
+    repository (an optional check of the provenance: the tests above need only the copy)."""
+    original = shared_dir() / "reference" / "schedulers.md"
+    if not original.exists():
+        pytest.skip(f"the scheduler reference is not beside the repository ({original.name})")
+    lines = set(original.read_text().splitlines())
+    copied = reference().split("-->", 1)[1].splitlines()
+    assert [line for line in copied if line and line not in lines] == []
+    assert len([line for line in copied if line]) >= 25
+
+
+@pytest.mark.parametrize("reason, row", slurm_reference_reasons())
 def test_every_slurm_reason_of_the_reference_has_its_category(reason, row):
-    reference()
     if row == "terminal":
         assert reason in SLURM_TERMINAL
         return

@@ -41,9 +41,10 @@ def evslurm():
 
 def node_features(lab: Slurm) -> tuple[str, str]:
     out = lab.run("scontrol", "show", "node", "-o")
-    available = re.search(r"AvailableFeatures=(\S*)", out).group(1)
-    active = re.search(r"ActiveFeatures=(\S*)", out).group(1)
-    return available, active
+    available = re.search(r"AvailableFeatures=(\S*)", out)
+    active = re.search(r"ActiveFeatures=(\S*)", out)
+    assert available is not None and active is not None, out
+    return available.group(1), active.group(1)
 
 
 def _with_probe(features: str) -> str:

@@ -29,6 +29,7 @@ Jobs (hours are offsets from W's start; "−1" is the day before):
 """
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -71,7 +72,7 @@ def event(item: WorkloadJob, kind: str, hours: float, state: str, n: int) -> Non
 
 @pytest.fixture
 def history(world: World, ops: User, ops2: User, lead: User) -> World:
-    kw = {"user": ops, "reason": REASON}
+    kw: dict[str, Any] = {"user": ops, "reason": REASON}
     governance.pool_capacity_set(**kw, pool=world.training, flavor=world.h100, gpus=0)
     governance.tier_update(tier=world.key, **kw, data={"wait_alert_minutes": 60})
     governance.tier_update(tier=world.regular, **kw, data={"wait_alert_minutes": 90})
@@ -468,7 +469,12 @@ def test_a_job_without_a_quota_of_its_flavor_waits_in_its_clusters_pool(world, o
     cluster = queue_services.cluster_create(
         user=ops, reason=REASON, name="hpc", slurm_cluster="hpc", pools=[world.inference]
     )
-    common = {"project": world.vision, "tier": world.key, "gpus": 1, "state": JobState.COMPLETED}
+    common: dict[str, Any] = {
+        "project": world.vision,
+        "tier": world.key,
+        "gpus": 1,
+        "state": JobState.COMPLETED,
+    }
     job(world, "Q", **common, submitted_at=at(1), started_at=at(2), ended_at=at(3))
     failed = job(world, "C", **{**common, "state": JobState.FAILED}, flavor=world.h100,
                  cluster=cluster, submitted_at=at(1), started_at=at(3), ended_at=at(4))  # fmt: skip

@@ -15,8 +15,7 @@ from django.core.management import call_command
 
 from reports import services
 from reports.models import ReviewStatus
-from tests.conftest import require_service
-from tests.queues.test_wait_classifier import shared_dir
+from tests.conftest import require_service, shared_dir
 
 OPENB = shared_dir() / "traces" / "alibaba_v2023_openb_pods.csv.gz"
 TIER_MAP = "LS=production,Burstable=key,BE=exploratory,Guaranteed=regular"

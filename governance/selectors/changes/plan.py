@@ -55,6 +55,10 @@ def change_scope(edits: Iterable[RuleEdit]) -> Scope:
     return scope
 
 
+# How many earlier observed changes a warning names (the latest first).
+OBSERVED_NAMED = 5
+
+
 def rule_change_warnings(*, change: RuleChange, now: dt.datetime) -> list[str]:
     """What a careful operator should confirm before proposing ``change``."""
     edits = list(change.edits.all())
@@ -87,6 +91,7 @@ def rule_change_warnings(*, change: RuleChange, now: dt.datetime) -> list[str]:
     )
     if not kinds:
         return warnings  # descriptions and members: nothing to observe
+    observed: list[tuple[RuleChange, dt.datetime]] = []
     for other in earlier:
         assert other.applied_at is not None
         ends = other.applied_at + dt.timedelta(days=other.observation_days)
@@ -96,18 +101,38 @@ def rule_change_warnings(*, change: RuleChange, now: dt.datetime) -> list[str]:
         if not other_scope.kinds & SCHEDULING_KINDS:
             continue
         if scope.targets & other_scope.targets or scope.pools & other_scope.pools:
-            warnings.append(
-                _(
-                    "Change #%(id)d (%(title)s) touched the same scope on %(date)s and is "
-                    "observed until %(end)s: wait for its effect before changing more."
-                )
-                % {
-                    "id": other.pk,
-                    "title": other.title,
-                    "date": formats.date_format(other.applied_at, "SHORT_DATE_FORMAT"),
-                    "end": formats.date_format(ends, "SHORT_DATE_FORMAT"),
-                }
+            observed.append((other, ends))
+    if len(observed) == 1:
+        other, ends = observed[0]
+        assert other.applied_at is not None
+        warnings.append(
+            _(
+                "Change #%(id)d (%(title)s) touched the same scope on %(date)s and is "
+                "observed until %(end)s: wait for its effect before changing more."
             )
+            % {
+                "id": other.pk,
+                "title": other.title,
+                "date": formats.date_format(other.applied_at, "SHORT_DATE_FORMAT"),
+                "end": formats.date_format(ends, "SHORT_DATE_FORMAT"),
+            }
+        )
+    elif observed:
+        # One warning, whatever the number: a change names the latest few by reference (the
+        # changes list finds the rest), so its size stays flat as the pool's history grows.
+        shown = ", ".join(f"#{other.pk}" for other, _ends in observed[:OBSERVED_NAMED])
+        more = len(observed) - OBSERVED_NAMED
+        warnings.append(
+            _(
+                "%(count)d changes touched the same scope and are still observed (%(changes)s), "
+                "the last until %(end)s: wait for their effect before changing more."
+            )
+            % {
+                "count": len(observed),
+                "changes": shown if more <= 0 else f"{shown} …",
+                "end": formats.date_format(max(ends for _o, ends in observed), "SHORT_DATE_FORMAT"),
+            }
+        )
     return warnings
 
 

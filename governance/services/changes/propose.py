@@ -210,7 +210,8 @@ def rule_change_create(
         )
     # A generated title names only the fields that change, not every field of the form.
     _titled(change, title if isinstance(title, dict) or title.strip() else _default_title(changed))
-    governed_save(change, user=user, reason=gettext_noop("Created"))
+    # The history of a change tells why with its author's reason, not the step's name.
+    governed_save(change, user=user, reason=change.reason or gettext_noop("Created"))
     for row in rows:
         row.full_clean(exclude=["change", "content_type"], validate_constraints=False)
     RuleEdit.objects.bulk_create(rows)
@@ -249,6 +250,9 @@ def rule_change_propose(
     change = lock_change(change)
     require_action(change, user=user, action=ChangeAction.PROPOSE)
     now = now or timezone.now()
+    # The same checks for everyone who may propose (ops, or a tier's owner for that tier);
+    # hard errors first, so that nobody confirms a warning for a plan that cannot apply.
+    _dry_run(change, user)
     warnings = rule_change_warnings(change=change, now=now)
     confirmation_reason = (confirmation_reason or "").strip()
     if warnings and not confirmation_reason:
@@ -260,12 +264,10 @@ def rule_change_propose(
                 ]
             }
         )
-    # The same checks for everyone who may propose (ops, or a tier's owner for that tier).
-    _dry_run(change, user)
     change.warnings = warnings
     change.confirmation_reason = confirmation_reason if warnings else ""
     change.status = ChangeStatus.PROPOSED
     change.proposed_by = user
     change.proposed_at = now
-    governed_save(change, user=user, reason=gettext_noop("Proposed"))
+    governed_save(change, user=user, reason=change.reason or gettext_noop("Proposed"))
     return change

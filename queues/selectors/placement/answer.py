@@ -21,7 +21,7 @@ from governance.models import (
     PriorityTier,
     Project,
 )
-from governance.selectors import EffectiveQuota, user_can_read_rules
+from governance.selectors import EffectiveQuota, quota_maximum, user_can_read_rules
 from queues.models import JobState, WorkloadJob
 from queues.services.kueue.desired import cluster_queue_name
 from queues.services.slurm.values import guarantee_qos, project_account, tier_qos
@@ -93,14 +93,6 @@ def _flavor_guess(compiled: Compiled | None, slug: str, flavor: str | None) -> i
     effective = compiled.projects.get(slug)
     ids = {q.quota.flavor_id for q in effective.quotas} if effective else set()
     return next(iter(ids)) if len(ids) == 1 else None
-
-
-def _quota_maximum(quota: EffectiveQuota, capacities: dict[tuple[int, int], int]) -> int:
-    """What the compilers use as the quota's maximum (no borrow limit: the pool's capacity)."""
-    if quota.maximum is not None:
-        return quota.maximum
-    key = (quota.quota.pool_id, quota.quota.flavor_id)
-    return max(capacities.get(key, 0), quota.guarantee)
 
 
 def _tier_out(tier: PriorityTier | None) -> dict[str, Any] | None:
@@ -308,7 +300,7 @@ def _answer(
             if len(project_flavors) == 1:
                 used += untyped_running
             guarantee = sum(q.guarantee for q in flavor_quotas)
-            maximum = sum(_quota_maximum(q, compiled.capacities) for q in flavor_quotas)
+            maximum = sum(quota_maximum(q, compiled.capacities) for q in flavor_quotas)
             headroom = {
                 "flavor": chosen_flavor.slug,
                 "running_gpus": used,

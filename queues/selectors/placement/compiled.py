@@ -27,7 +27,12 @@ from governance.models import (
     Quota,
     RulesRevision,
 )
-from governance.selectors import EffectiveProject, api_token_lookup, effective_rules
+from governance.selectors import (
+    EffectiveProject,
+    api_token_lookup,
+    effective_rules,
+    pool_capacities,
+)
 from queues.models import Cluster, ClusterBackend, JobState, WorkloadJob
 from queues.services.backends import SchedulerError
 from queues.services.kueue.desired import desired_objects
@@ -258,12 +263,7 @@ def _compile(fingerprint: tuple[Any, ...], now: datetime) -> Compiled:
         [project.project for project in rules.projects.values()],
         Prefetch("memberships", queryset=Membership.objects.select_related("user")),
     )
-    capacities = {
-        (pool_id, flavor_id): gpus
-        for pool_id, flavor_id, gpus in PoolCapacity.objects.values_list(
-            "pool_id", "flavor_id", "gpus"
-        )
-    }
+    capacities = pool_capacities()
     revision = RulesRevision.objects.order_by("-pk").values_list("pk", flat=True).first()
     compiled = Compiled(
         fingerprint=fingerprint,

@@ -7,7 +7,7 @@ from collections import defaultdict
 from django.db.models import Sum
 from django.utils import timezone
 
-from governance.selectors import effective_rules
+from governance.selectors import effective_rules, pool_capacities, quota_maximum
 from queues.models import JobState, WorkloadJob
 
 from .classify import QuotaPosition
@@ -28,13 +28,13 @@ def quota_positions() -> PositionFor:
     """A function giving a job's ``QuotaPosition`` (effective quota of its project and flavor,
     summed over pools, against what its project runs of that flavor), or None when unknown."""
     rules = effective_rules(at=timezone.now())
-    quotas: dict[tuple[int, int], list[int | None]] = defaultdict(lambda: [0, 0])
+    capacities = pool_capacities()
+    quotas: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0])
     for project in rules.projects.values():
         for quota in project.quotas:
             entry = quotas[(project.project.pk, quota.quota.flavor_id)]
-            entry[0] = (entry[0] or 0) + quota.guarantee
-            top = quota.maximum
-            entry[1] = None if top is None or entry[1] is None else entry[1] + top
+            entry[0] += quota.guarantee
+            entry[1] += quota_maximum(quota, capacities)
     usage = running_gpus()
 
     def position_for(job: WorkloadJob) -> QuotaPosition | None:
@@ -45,7 +45,7 @@ def quota_positions() -> PositionFor:
             return None
         return QuotaPosition(
             used=usage.get((job.project_id, job.flavor_id), 0),
-            guarantee=entry[0] or 0,
+            guarantee=entry[0],
             maximum=entry[1],
             request=job.gpus,
         )

@@ -47,7 +47,7 @@ class RejectBadInputMiddleware:
         if not errors:
             return self.get_response(request)
         if request.path.startswith("/api/"):
-            from governance.apis._common import error_body  # the API's one error format
+            from governance.toolkit.api import error_body  # the API's one error format
 
             return JsonResponse(error_body(400, errors), status=400)
         lines = "".join(

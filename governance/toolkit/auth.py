@@ -83,7 +83,7 @@ class ApiTokenAuthentication(BaseAuthentication):
 class ApiTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
     """The token in the OpenAPI schema: an HTTP bearer scheme."""
 
-    target_class = "governance.views._api_auth.ApiTokenAuthentication"
+    target_class = "governance.toolkit.auth.ApiTokenAuthentication"
     name = "tokenAuth"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:

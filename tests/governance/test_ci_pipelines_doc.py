@@ -1,0 +1,208 @@
+"""End-to-end: ``docs/ci-pipelines.md`` as written, against the demo.
+
+On the demo data (``seed_demo`` and ``seed_demo_approvals``, as ``make run`` loads them) and a
+live server, the documented commands run as they are: the shell blocks of section 1 in bash
+(``manage.py token_create`` and ``curl``), the GitLab job's script of section 2 in bash, and the
+GitHub Actions step of section 3 in Python. Only what cannot run here is replaced, and said so:
+``sbatch`` is a script that prints a job id (no Slurm needed; the Slurm sync tests use a real
+one), the pipelines' minute between two polls is a fifth of a second, and the person who
+approves the queue jump meanwhile is the test, through the approval service. The demo has no
+cluster until one is added (README, "The demo against a local Slurm"), so the test adds the
+lab's cluster ``arbiter`` serving the training pool, as ops would.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from django.conf import settings
+from django.core.management import call_command
+from django.db import connection
+
+from approvals import services as approval_services
+from approvals.models import RequestKind, RequestStage, RequestState, UpgradeRequest
+from governance.models import ApiToken, Pool, ServiceAccount, User
+from queues import services as queue_services
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DOC = settings.BASE_DIR / "docs" / "ci-pipelines.md"
+FAKE_SBATCH = "#!/bin/sh\necho 4242\n"
+# The pipelines poll every minute; here the minute is a fifth of a second.
+BASH_SLEEP = "sleep() { command sleep 0.2; }\n"
+PYTHON_SLEEP = "import time as _time\n_sleep = _time.sleep\n_time.sleep = lambda s: _sleep(0.2)\n"
+
+
+def blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", DOC.read_text(), flags=re.DOTALL)
+
+
+def database_url() -> str:
+    """The test database, for the ``manage.py`` the documented commands run."""
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{Path(db['NAME']).resolve()}"
+    port = f":{db['PORT']}" if db["PORT"] else ""
+    return f"postgres://{db['USER']}@{db['HOST']}{port}/{db['NAME']}"
+
+
+@pytest.fixture
+def demo(tmp_path):
+    call_command("seed_demo", verbosity=0)
+    call_command("seed_demo_approvals", verbosity=0)
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=arbiter\n")
+    queue_services.cluster_create(
+        user=User.objects.get(username="ops"),
+        reason="The lab cluster serves the training pool",
+        name="arbiter",
+        slurm_cluster="arbiter",
+        slurm_conf=str(conf),
+        pools=[Pool.objects.get(slug="training")],
+    )
+
+
+@pytest.fixture
+def shell_env(live_server, tmp_path) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(FAKE_SBATCH)
+    (bin_dir / "sbatch").chmod(0o755)
+    return {
+        **os.environ,
+        # ``python`` is this environment's (``.venv/bin``), as on a server with Arbiter installed.
+        "PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "DATABASE_URL": database_url(),
+        "ARBITER": live_server.url,
+    }
+
+
+def run_bash(script: str, env: dict[str, str], cwd: Path) -> str:
+    done = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", script],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    return done.stdout
+
+
+def section_one(env: dict[str, str]) -> str:
+    """Run section 1's two shell blocks; answer the pipeline's token (``ARBITER_TOKEN``)."""
+    api, server = blocks("sh")[:2]
+    api = api.replace("ARBITER=http://127.0.0.1:8000", f"ARBITER={env['ARBITER']}")
+    token = run_bash(api + 'echo "$ARBITER_TOKEN"', env, settings.BASE_DIR).strip()
+    account = ServiceAccount.objects.get(user__username="vision-ci")
+    assert account.project is not None and account.project.slug == "vision"
+    assert ApiToken.objects.filter(user=account.user, name="release pipeline").count() == 1
+    run_bash(server, env, settings.BASE_DIR)  # the account's second token, the lead's own
+    assert ApiToken.objects.filter(user=account.user, name="release pipeline").count() == 2
+    assert ApiToken.objects.filter(user__username="lead").count() == 2
+    return token
+
+
+def approve_when_filed(started: float, stop: threading.Event) -> None:
+    """Approve the pipeline's queue jump once it is filed, as its approvers would."""
+    while not stop.is_set():
+        request = UpgradeRequest.objects.filter(
+            kind=RequestKind.QUEUE_JUMP,
+            requester__username="vision-ci",
+            stage=RequestStage.SUBMITTED,
+        ).first()
+        if request is None:
+            time.sleep(0.1)
+            continue
+        for username in [getattr(request.owner_approver, "username", "ops"), "ops", "ops2"]:
+            request.refresh_from_db()
+            if request.stage != RequestStage.SUBMITTED:
+                break
+            if request.approvals.filter(approver__username=username).exists():
+                continue
+            approval_services.request_approve(
+                request=request, user=User.objects.get(username=username), comment="Go ahead"
+            )
+        if time.monotonic() - started > 60:
+            return
+
+
+def run_with_approvals(command: list[str], env: dict[str, str], cwd: Path) -> str:
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def approve() -> None:
+        try:
+            approve_when_filed(time.monotonic(), stop)
+        except BaseException as error:  # reported below, in the test's thread
+            errors.append(error)
+            stop.set()
+        finally:
+            connection.close()
+
+    approver = threading.Thread(target=approve)
+    approver.start()
+    try:
+        done = subprocess.run(
+            command, env=env, cwd=cwd, capture_output=True, text=True, timeout=120
+        )
+    finally:
+        stop.set()
+        approver.join()
+    assert not errors, errors
+    assert done.returncode == 0, done.stderr + done.stdout
+    return done.stdout
+
+
+def test_the_documented_commands_run_against_the_demo(demo, shell_env, tmp_path):
+    token = section_one(shell_env)
+    env = {**shell_env, "ARBITER_TOKEN": token}
+
+    # Section 2: the GitLab job's script, with GitLab's variables.
+    (gitlab,) = [block for block in blocks("yaml") if block.startswith("train:")]
+    job = yaml.safe_load(gitlab)["train"]
+    gitlab_env = {
+        **env,
+        **{name: str(value) for name, value in job["variables"].items()},
+        "ARBITER": env["ARBITER"],
+        "CI_PIPELINE_ID": "1001",
+        "CI_JOB_NAME": "train",
+        "CI_JOB_URL": "https://gitlab.example.org/vision/-/jobs/1",
+        "CI_COMMIT_SHORT_SHA": "abc1234",
+    }
+    script = BASH_SLEEP + "\n".join(job["script"])
+    out = run_with_approvals(["bash", "-eo", "pipefail", "-c", script], gitlab_env, tmp_path)
+    assert "approved" in out or "active" in out, out
+    first = UpgradeRequest.objects.get(requester__username="vision-ci")
+    grants = json.loads(out[out.index('{"count"') :])  # the job's last call: the grants in force
+    assert [grant["request"] for grant in grants["results"]] == [first.pk]
+    assert first.job_ids == ["4242"]
+    assert first.state in (RequestState.APPROVED, RequestState.ACTIVE)
+
+    # Section 3: the GitHub Actions step, in Python.
+    (github,) = [block for block in blocks("yaml") if block.startswith("- name:")]
+    step = yaml.safe_load(github)[0]
+    github_env = {
+        **env,
+        **{name: str(value) for name, value in step["env"].items()},
+        "ARBITER": env["ARBITER"],
+        "ARBITER_TOKEN": token,
+        "RUN_URL": "https://github.com/example/vision/actions/runs/7",
+        "IDEMPOTENCY_KEY": "github-7-1-train",
+    }
+    out = run_with_approvals(
+        [sys.executable, "-c", PYTHON_SLEEP + step["run"]], github_env, tmp_path
+    )
+    assert "approved" in out or "active" in out, out
+    second = UpgradeRequest.objects.filter(requester__username="vision-ci").exclude(pk=first.pk)
+    assert [request.stage for request in second] == [RequestStage.APPROVED]
+    printed = json.loads(out[out.index("[") :])  # the step's last print: the grants in force
+    assert sorted(grant["request"] for grant in printed) == [first.pk, second[0].pk]
