@@ -14,6 +14,7 @@ command works as the README writes it; production sets its variables in the envi
 
 import os
 from datetime import timedelta
+from ipaddress import ip_network
 from pathlib import Path
 
 import dj_database_url
@@ -226,9 +227,18 @@ AXES_COOLOFF_TIME = "governance.selectors.people.login_cool_off"
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
 AXES_HTTP_RESPONSE_CODE = 429
-if env_bool("DJANGO_BEHIND_TLS_PROXY"):
-    AXES_IPWARE_PROXY_COUNT = 1
-    AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
+# The client's address (lockout, throttles, audit, /metrics): X-Forwarded-For is believed
+# only from these proxies (comma-separated addresses or networks, e.g. 10.0.0.5,10.1.0.0/16);
+# empty: the connecting address is the client's.
+ARBITER_TRUSTED_PROXIES = env_list("ARBITER_TRUSTED_PROXIES")
+for _proxy in ARBITER_TRUSTED_PROXIES:
+    try:
+        ip_network(_proxy, strict=False)
+    except ValueError as _error:
+        raise ImproperlyConfigured(
+            f"ARBITER_TRUSTED_PROXIES: {_proxy!r} is not an address or a network."
+        ) from _error
+AXES_CLIENT_IP_CALLABLE = "governance.views._client.client_address"
 
 # --- Content-Security-Policy (django-csp): scripts only from this site, never inline ---
 CONTENT_SECURITY_POLICY = {

@@ -99,6 +99,16 @@ api_patterns = [
         name="api_service_account_deactivate",
     ),
     path(
+        "service-accounts/<int:pk>/approve/",
+        apis.ServiceAccountApproveApi.as_view(),
+        name="api_service_account_approve",
+    ),
+    path(
+        "service-accounts/<int:pk>/tokens/<int:token_pk>/approve/",
+        apis.ServiceAccountTokenApproveApi.as_view(),
+        name="api_service_account_token_approve",
+    ),
+    path(
         "service-accounts/<int:pk>/tokens/create/",
         apis.ServiceAccountTokenCreateApi.as_view(),
         name="api_service_account_token_create",

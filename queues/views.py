@@ -20,6 +20,7 @@ from django.views.decorators.http import require_POST
 from governance.forms import RuleChangeMetaForm
 from governance.models import RuleChange
 from governance.selectors import project_get, signed_in_user
+from governance.views import client_address
 from queues import forms, selectors, services
 from queues.models import SyncTrigger
 
@@ -339,7 +340,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
 
     if not metrics_allowed(
         authorization=request.headers.get("Authorization", ""),
-        address=request.META.get("REMOTE_ADDR", ""),
+        address=client_address(request) or "",
     ):
         return HttpResponse(_("Not allowed to read the metrics."), status=403)
     return HttpResponse(generate_latest(metrics_registry()), content_type=CONTENT_TYPE_LATEST)

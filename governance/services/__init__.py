@@ -34,13 +34,16 @@ from .reviews import review_record, review_reminders_send
 from .revisions import rules_revision_create
 from .tiers import tier_create, tier_update
 from .tokens import (
+    api_token_approve,
     api_token_revoke,
     api_token_touch,
     api_write_record,
     personal_token_create,
+    service_account_approve,
     service_account_create,
     service_account_deactivate,
     service_account_token_create,
+    user_tokens_revoke,
 )
 
 __all__ = [
@@ -50,6 +53,7 @@ __all__ = [
     "USER_EDITABLE",
     "EditSpec",
     "RuleKind",
+    "api_token_approve",
     "api_token_revoke",
     "api_token_touch",
     "api_write_record",
@@ -88,6 +92,7 @@ __all__ = [
     "rule_change_withdraw",
     "rule_kind_register",
     "rules_revision_create",
+    "service_account_approve",
     "service_account_create",
     "service_account_deactivate",
     "service_account_token_create",
@@ -97,4 +102,5 @@ __all__ = [
     "user_access_update",
     "user_create",
     "user_language_set",
+    "user_tokens_revoke",
 ]

@@ -19,8 +19,11 @@ from governance.models import SiteRole, User
 
 from ._access import require_ops
 from ._history import apply_fields, governed_save
+from .tokens import user_tokens_revoke
 
 USER_EDITABLE = ("site_role", "is_active", "is_superuser")
+# A site role's powers, to tell a role removed from a role given.
+RANK: dict[str, int] = {SiteRole.MEMBER: 0, SiteRole.APPROVER: 1, SiteRole.OPS: 2}
 
 
 @transaction.atomic
@@ -64,8 +67,17 @@ def user_access_update(*, person: User, user: User, reason: str, data: dict[str,
             }
         )
     person = User.objects.select_for_update().get(pk=person.pk)
+    before = (person.is_active, RANK[person.site_role], person.is_superuser)
     if apply_fields(person, data, USER_EDITABLE):
         governed_save(person, user=user, reason=reason)
+        after = (person.is_active, RANK[person.site_role], person.is_superuser)
+        if any(now < then for now, then in zip(after, before, strict=True)):
+            # Deactivated or a role taken away: the tokens made with the old powers end.
+            user_tokens_revoke(
+                owner=person,
+                user=user,
+                reason=gettext_noop("Deactivated or a role removed: every token revoked"),
+            )
     return person
 
 

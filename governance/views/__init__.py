@@ -1,6 +1,7 @@
 """Pages of the governed rules: lists, details and history for everyone signed in; create and
 edit for ops. Views parse input, call a selector or a service, and render."""
 
+from ._client import client_address
 from .changes import (
     change_apply,
     change_approve,
@@ -53,6 +54,7 @@ __all__ = [
     "change_reject",
     "change_rollback",
     "change_withdraw",
+    "client_address",
     "flavor_create",
     "flavor_detail",
     "flavor_edit",

@@ -12,6 +12,8 @@ from rest_framework import throttling
 
 from governance.models import ApiToken
 
+from ._client import client_address
+
 
 class _Configured:
     scope: str
@@ -57,9 +59,13 @@ class UserRateThrottle(_Configured, throttling.UserRateThrottle):
 
 
 class AnonRateThrottle(_Configured, throttling.AnonRateThrottle):
-    """Clients without credentials, per address."""
+    """Clients without credentials, per address (``client_address``: X-Forwarded-For only
+    from a trusted proxy)."""
 
     scope = "anon"
 
     def __init__(self) -> None:
         pass
+
+    def get_ident(self, request: Any) -> str:
+        return client_address(request) or ""
