@@ -409,6 +409,11 @@ ARBITER_API_RATES = {
 }
 # How long an API Idempotency-Key is remembered (a retry after that files a new request).
 ARBITER_IDEMPOTENCY_KEY_HOURS = max(1, int(os.environ.get("ARBITER_IDEMPOTENCY_KEY_HOURS", "24")))
+# Password links by mail (a reset, or a first password): at most this many asked for from one
+# address, and sent to one account (n/min, n/hour, n/day); over it, a 429 for the address and
+# nothing more sent to the account (the page answers the same, so it tells no account apart).
+ARBITER_PASSWORD_LINK_RATE_ADDRESS = os.environ.get("ARBITER_PASSWORD_LINK_RATE_ADDRESS", "10/hour")
+ARBITER_PASSWORD_LINK_RATE_ACCOUNT = os.environ.get("ARBITER_PASSWORD_LINK_RATE_ACCOUNT", "3/hour")
 # API tokens: days a new token lives unless its maker says otherwise, and the most they may
 # choose (the deployer's cap).
 ARBITER_TOKEN_MAX_DAYS = int(os.environ.get("ARBITER_TOKEN_MAX_DAYS", "365"))

@@ -219,6 +219,13 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/token/", views.api_token, name="api_token"),
     # Passwords are set by their owner: change it signed in, or from a reset link by mail.
+    # Arbiter's: rate-limited, also for a first password; setting one revokes the tokens.
+    path("accounts/password_reset/", views.PasswordLinkView.as_view(), name="password_reset"),
+    path(
+        "accounts/reset/<uidb64>/<token>/",
+        views.NewPasswordView.as_view(),
+        name="password_reset_confirm",
+    ),
     path("accounts/", include("django.contrib.auth.urls")),
     # The language switch: Django's, and a signed-in person's mails follow it.
     path("i18n/setlang/", views.language_switch, name="set_language"),

@@ -25,7 +25,14 @@ from .changes import (
 from .demo import demo_seed
 from .flavors import flavor_create, flavor_update
 from .grants import grant_create, grant_revoke, grants_transition, system_user
-from .people import USER_EDITABLE, user_access_update, user_create, user_language_set
+from .people import (
+    USER_EDITABLE,
+    user_access_update,
+    user_create,
+    user_invitation_send,
+    user_language_set,
+    user_password_set,
+)
 from .pools import pool_capacity_set, pool_create, pool_overcommit_message, pool_update
 from .preemption import preemption_class_create, preemption_class_update
 from .projects import membership_remove, membership_set, project_create, project_update
@@ -101,6 +108,8 @@ __all__ = [
     "tier_update",
     "user_access_update",
     "user_create",
+    "user_invitation_send",
     "user_language_set",
+    "user_password_set",
     "user_tokens_revoke",
 ]

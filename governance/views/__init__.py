@@ -2,6 +2,7 @@
 edit for ops. Views parse input, call a selector or a service, and render."""
 
 from ._client import client_address
+from .accounts import NewPasswordView, PasswordLinkView
 from .changes import (
     change_apply,
     change_approve,
@@ -46,6 +47,8 @@ from .tokens import api_token, language_switch, service_account_detail, service_
 
 __all__ = [
     "ListPage",
+    "NewPasswordView",
+    "PasswordLinkView",
     "api_token",
     "change_apply",
     "change_approve",

@@ -21,6 +21,22 @@ from governance.models import ApiToken
 from ._client import client_address
 
 
+def window_count(key: str, period: int) -> tuple[int, float]:
+    """Count one more use of ``key`` in the current fixed window of ``period`` seconds: the
+    count so far (this one included) and the seconds until the window ends. One atomic
+    increment of a shared counter (Redis ``INCR`` with ``ARBITER_CACHE_URL``)."""
+    now = time.time()
+    window = int(now // period)
+    counter = f"{key}:{window}"
+    cache.add(counter, 0, timeout=period + 1)
+    try:
+        count = cache.incr(counter)
+    except ValueError:  # expired between add and incr: a fresh window
+        cache.add(counter, 0, timeout=period + 1)
+        count = cache.incr(counter)
+    return int(count), (window + 1) * period - now
+
+
 class _Configured:
     scope: str
 
@@ -40,16 +56,7 @@ class _Configured:
         key = self.get_cache_key(request, view)  # type: ignore[attr-defined]
         if key is None:
             return True
-        now = time.time()
-        window = int(now // self.duration)
-        self.wait_seconds = (window + 1) * self.duration - now
-        counter = f"{key}:{window}"
-        cache.add(counter, 0, timeout=self.duration + 1)
-        try:
-            count = cache.incr(counter)
-        except ValueError:  # expired between add and incr: a fresh window
-            cache.add(counter, 0, timeout=self.duration + 1)
-            count = cache.incr(counter)
+        count, self.wait_seconds = window_count(key, self.duration)
         return bool(count <= self.num_requests)
 
     def wait(self) -> float | None:
