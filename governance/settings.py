@@ -64,6 +64,13 @@ if not SECRET_KEY:
             "DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off (see .env.example)."
         )
     SECRET_KEY = "arbiter-insecure-development-key-only-for-debug"
+# .env.example's placeholder passes Django's length checks: refuse it by name in production.
+PLACEHOLDER_SECRET_KEY = "change-me-to-a-long-random-string-of-at-least-fifty-characters"
+if not DEBUG and SECRET_KEY == PLACEHOLDER_SECRET_KEY:
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY is .env.example's placeholder: set a long random secret of your own "
+        "(for example: python -c 'import secrets; print(secrets.token_urlsafe(50))')."
+    )
 
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
