@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 
 from governance.forms import RuleChangeMetaForm
 from governance.models import RuleChange
-from governance.selectors import project_get, signed_in_user
+from governance.selectors import signed_in_user
 from governance.views import client_address
 from queues import forms, selectors, services
 from queues.models import SyncTrigger
@@ -319,8 +319,9 @@ def job_wait(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def project_workload(request: HttpRequest, slug: str) -> HttpResponse:
-    """A project's jobs: pending ones grouped by why they wait, running GPUs against quota."""
-    project = project_get(user=request.user, slug=slug)
+    """A project's jobs: pending ones grouped by why they wait, running GPUs against quota
+    (for those who may see its jobs, as on the job page; a 404 for anyone else)."""
+    project = selectors.workload_project_get(user=request.user, slug=slug)
     return render(
         request,
         "queues/project_workload.html",

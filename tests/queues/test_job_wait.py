@@ -171,3 +171,11 @@ def test_project_jobs_page_groups_pending_jobs(jobs, lead, django_assert_num_que
     with django_assert_num_queries(10):
         client.get("/projects/vision/workload/")
     assert "/projects/vision/workload/" in client.get("/projects/vision/").content.decode()
+
+
+def test_a_projects_workload_page_is_scoped_like_the_job_page(world, lead, member, outsider):
+    """Another project's jobs are a 404 for a person outside it, as its job page is."""
+    assert login(outsider).get("/projects/vision/workload/").status_code == 404
+    assert login(outsider).get("/projects/nothing/workload/").status_code == 404
+    assert login(member).get("/projects/vision/workload/").status_code == 200
+    assert login(world.ops).get("/projects/speech/workload/").status_code == 200
