@@ -125,6 +125,13 @@ def test_api_ingests_and_classifies_kueue_waiting_for_quota(world, ops_api):
     assert (again["stored"], again["duplicates"]) == (0, 1)
 
 
+def test_the_counts_add_up_with_repeats_inside_one_batch(world, ops_api):
+    first = item(event_id="d1", job_id="ns/dup")
+    answer = post(ops_api, [first, dict(first), item(event_id="d2", job_id="ns/dup")]).json()
+    assert (answer["received"], answer["stored"], answer["duplicates"]) == (3, 2, 1)
+    assert answer["received"] == answer["stored"] + answer["duplicates"] + answer["rejected"]
+
+
 @pytest.mark.parametrize(
     "body",
     [
