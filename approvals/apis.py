@@ -56,7 +56,6 @@ FORBIDDEN = error_response(
 # --- output ---------------------------------------------------------------------------------
 
 
-
 class _ExtendableField(serializers.PrimaryKeyRelatedField):
     """A request to extend, among those the caller may read: a missing request and another
     project's get the same answer, so the field tells no one which ids exist."""
@@ -68,6 +67,7 @@ class _ExtendableField(serializers.PrimaryKeyRelatedField):
 
     def get_queryset(self) -> Any:
         return selectors.request_list_for(user=self.context["request"].user)
+
 
 class _NamedSerializer(serializers.Serializer):
     slug = serializers.SlugField()
