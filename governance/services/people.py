@@ -83,12 +83,33 @@ def user_access_update(*, person: User, user: User, reason: str, data: dict[str,
         after = (person.is_active, RANK[person.site_role], person.is_superuser)
         if any(now < then for now, then in zip(after, before, strict=True)):
             # Deactivated or a role taken away: the tokens made with the old powers end.
-            user_tokens_revoke(
+            revoked = user_tokens_revoke(
                 owner=person,
                 user=user,
                 reason=gettext_noop("Deactivated or a role removed: every token revoked"),
             )
+            tokens_revoked_notify(person=person, count=revoked)
     return person
+
+
+def tokens_revoked_notify(*, person: User, count: int) -> None:
+    """After commit, tell ``person`` by mail that their access shrank and ``count`` tokens of
+    theirs were revoked (nothing when none were)."""
+    if not count or not person.email:
+        return
+    address, language = person.email, person.language or settings.LANGUAGE_CODE
+
+    def send() -> None:
+        with translation.override(language):
+            subject = _("Your Arbiter access changed: your API tokens were revoked")
+            body = _(
+                "Your account was deactivated or a role of yours was removed, so the %(count)d "
+                "API token(s) you held were revoked. If you still need one, make a new one on "
+                "the Tokens page once you may."
+            ) % {"count": count}
+        send_mail(subject, body, None, [address])
+
+    transaction.on_commit(send)
 
 
 @transaction.atomic

@@ -9,6 +9,7 @@ from governance.models import Membership, PriorityTier, Project, ProjectRole, Se
 
 from ._access import require_ops
 from ._history import apply_fields, governed_delete, governed_save
+from .people import tokens_revoked_notify
 from .tokens import user_tokens_revoke
 
 PROJECT_EDITABLE = ("name", "description", "tier")
@@ -62,11 +63,12 @@ def membership_set(
 
 def _role_removed(member: User, *, user: User) -> None:
     """A lead's role is removed: the person's tokens end (made while they led)."""
-    user_tokens_revoke(
+    revoked = user_tokens_revoke(
         owner=member,
         user=user,
         reason=gettext_noop("A project role removed: every token revoked"),
     )
+    tokens_revoked_notify(person=member, count=revoked)
 
 
 def _require_own_project_member(*, project: Project, member: User, role: str) -> None:

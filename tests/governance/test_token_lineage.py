@@ -4,11 +4,12 @@ revoking it revokes what it made; deactivation and a role removed revoke a perso
 from datetime import timedelta
 
 import pytest
+from django.core import mail
 from django.urls import reverse
 from rest_framework.test import APIClient
 
 from governance import services
-from governance.models import ApiToken, Membership, ProjectRole
+from governance.models import ApiToken, ProjectRole
 from governance.services import EditSpec
 
 pytestmark = pytest.mark.django_db
@@ -57,16 +58,25 @@ def test_revoking_a_token_revokes_what_it_minted_down_the_line(member):
     assert _mint(child["key"], scopes=["read"])["status"] == 401
 
 
-def test_deactivation_and_a_role_removed_revoke_the_persons_tokens(world, ops, ops2, lead):
+def test_deactivation_and_a_role_removed_revoke_the_persons_tokens(
+    world, ops, ops2, lead, django_capture_on_commit_callbacks
+):
+    lead.email = "lead@example.com"
+    lead.save()
     token = services.personal_token_create(user=lead, name="laptop", scopes=["read"])
-    membership = Membership.objects.get(user=lead, project=world.vision)
-    services.membership_set(
-        project=world.vision, member=lead, role=ProjectRole.MEMBER, user=ops, reason="Rotation"
-    )
+    with django_capture_on_commit_callbacks(execute=True):
+        services.membership_set(
+            project=world.vision,
+            member=lead,
+            role=ProjectRole.MEMBER,
+            user=ops,
+            reason="Rotation",
+        )
     token.refresh_from_db()
     assert token.revoked_at is not None and token.revoked_by == ops
     assert "role removed" in token.history.first().history_change_reason
-    assert membership.pk
+    (notice,) = mail.outbox
+    assert notice.to == ["lead@example.com"] and "1 API token(s)" in notice.body
 
     again = services.personal_token_create(user=lead, name="laptop", scopes=["read"])
     change = services.rule_change_create(
