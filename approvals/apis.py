@@ -56,6 +56,19 @@ FORBIDDEN = error_response(
 # --- output ---------------------------------------------------------------------------------
 
 
+class _ExtendableField(serializers.PrimaryKeyRelatedField):
+    """A request to extend, among those the caller may read: a missing request and another
+    project's get the same answer, so the field tells no one which ids exist."""
+
+    default_error_messages = {
+        "does_not_exist": _("No request #{pk_value} that you may extend."),
+        "incorrect_type": _("Give the number of the request to extend."),
+    }
+
+    def get_queryset(self) -> Any:
+        return selectors.request_list_for(user=self.context["request"].user)
+
+
 class _NamedSerializer(serializers.Serializer):
     slug = serializers.SlugField()
     name = serializers.CharField()
@@ -466,9 +479,7 @@ class RequestCreateApi(APIView):
         justification = serializers.CharField(max_length=TEXT_MAX_LENGTH)
         business_impact = serializers.CharField(max_length=TEXT_MAX_LENGTH)
         deadline = serializers.DateTimeField(required=False, allow_null=True)
-        extends = serializers.PrimaryKeyRelatedField(
-            queryset=UpgradeRequest.objects.all(), required=False, allow_null=True
-        )
+        extends = _ExtendableField(required=False, allow_null=True)
         submit = serializers.BooleanField(
             required=False,
             default=True,
@@ -541,7 +552,7 @@ class RequestCreateApi(APIView):
         return idempotent(request, operation="requests_create", perform=self._create)
 
     def _create(self, request: Request) -> Response:
-        serializer = self.InputSerializer(data=request.data)
+        serializer = self.InputSerializer(data=request.data, context={"request": request})
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         upgrade = services.request_create(

@@ -54,6 +54,7 @@ from governance.selectors import (
     effective_rules,
     pool_usage,
     sorted_by,
+    through_account_problem,
     user_can_read_rules,
 )
 
@@ -207,6 +208,9 @@ def _decision_blocker(
         return Blocker(_("Sign in to decide requests."), forbidden=True)
     if request.requester_id == user.pk:
         return Blocker(_("You filed this request: someone else must decide it."), forbidden=True)
+    problem = through_account_problem(user=user, authors=[request.requester], action=_("decide"))
+    if problem is not None:
+        return Blocker(problem, forbidden=True)
     is_owner = request.owner_approver_id == user.pk
     if not (is_owner or user.is_ops):
         return Blocker(

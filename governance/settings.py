@@ -14,6 +14,7 @@ command works as the README writes it; production sets its variables in the envi
 
 import os
 from datetime import timedelta
+from ipaddress import ip_network
 from pathlib import Path
 
 import dj_database_url
@@ -63,6 +64,13 @@ if not SECRET_KEY:
             "DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off (see .env.example)."
         )
     SECRET_KEY = "arbiter-insecure-development-key-only-for-debug"
+# .env.example's placeholder passes Django's length checks: refuse it by name in production.
+PLACEHOLDER_SECRET_KEY = "change-me-to-a-long-random-string-of-at-least-fifty-characters"
+if not DEBUG and SECRET_KEY == PLACEHOLDER_SECRET_KEY:
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY is .env.example's placeholder: set a long random secret of your own "
+        "(for example: python -c 'import secrets; print(secrets.token_urlsafe(50))')."
+    )
 
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
@@ -226,9 +234,18 @@ AXES_COOLOFF_TIME = "governance.selectors.people.login_cool_off"
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
 AXES_HTTP_RESPONSE_CODE = 429
-if env_bool("DJANGO_BEHIND_TLS_PROXY"):
-    AXES_IPWARE_PROXY_COUNT = 1
-    AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
+# The client's address (lockout, throttles, audit, /metrics): X-Forwarded-For is believed
+# only from these proxies (comma-separated addresses or networks, e.g. 10.0.0.5,10.1.0.0/16);
+# empty: the connecting address is the client's.
+ARBITER_TRUSTED_PROXIES = env_list("ARBITER_TRUSTED_PROXIES")
+for _proxy in ARBITER_TRUSTED_PROXIES:
+    try:
+        ip_network(_proxy, strict=False)
+    except ValueError as _error:
+        raise ImproperlyConfigured(
+            f"ARBITER_TRUSTED_PROXIES: {_proxy!r} is not an address or a network."
+        ) from _error
+AXES_CLIENT_IP_CALLABLE = "governance.toolkit.client.client_address"
 
 # --- Content-Security-Policy (django-csp): scripts only from this site, never inline ---
 CONTENT_SECURITY_POLICY = {
@@ -399,6 +416,11 @@ ARBITER_API_RATES = {
 }
 # How long an API Idempotency-Key is remembered (a retry after that files a new request).
 ARBITER_IDEMPOTENCY_KEY_HOURS = max(1, int(os.environ.get("ARBITER_IDEMPOTENCY_KEY_HOURS", "24")))
+# Password links by mail (a reset, or a first password): at most this many asked for from one
+# address, and sent to one account (n/min, n/hour, n/day); over it, a 429 for the address and
+# nothing more sent to the account (the page answers the same, so it tells no account apart).
+ARBITER_PASSWORD_LINK_RATE_ADDRESS = os.environ.get("ARBITER_PASSWORD_LINK_RATE_ADDRESS", "10/hour")
+ARBITER_PASSWORD_LINK_RATE_ACCOUNT = os.environ.get("ARBITER_PASSWORD_LINK_RATE_ACCOUNT", "3/hour")
 # API tokens: days a new token lives unless its maker says otherwise, and the most they may
 # choose (the deployer's cap).
 ARBITER_TOKEN_MAX_DAYS = int(os.environ.get("ARBITER_TOKEN_MAX_DAYS", "365"))

@@ -99,6 +99,16 @@ api_patterns = [
         name="api_service_account_deactivate",
     ),
     path(
+        "service-accounts/<int:pk>/approve/",
+        apis.ServiceAccountApproveApi.as_view(),
+        name="api_service_account_approve",
+    ),
+    path(
+        "service-accounts/<int:pk>/tokens/<int:token_pk>/approve/",
+        apis.ServiceAccountTokenApproveApi.as_view(),
+        name="api_service_account_token_approve",
+    ),
+    path(
         "service-accounts/<int:pk>/tokens/create/",
         apis.ServiceAccountTokenCreateApi.as_view(),
         name="api_service_account_token_create",
@@ -209,6 +219,13 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/token/", views.api_token, name="api_token"),
     # Passwords are set by their owner: change it signed in, or from a reset link by mail.
+    # Arbiter's: rate-limited, also for a first password; setting one revokes the tokens.
+    path("accounts/password_reset/", views.PasswordLinkView.as_view(), name="password_reset"),
+    path(
+        "accounts/reset/<uidb64>/<token>/",
+        views.NewPasswordView.as_view(),
+        name="password_reset_confirm",
+    ),
     path("accounts/", include("django.contrib.auth.urls")),
     # The language switch: Django's, and a signed-in person's mails follow it.
     path("i18n/setlang/", views.language_switch, name="set_language"),

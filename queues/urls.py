@@ -13,7 +13,8 @@ urlpatterns = [
         apis.WorkloadEventIngestApi.as_view(),
         name="api_workload_events",
     ),
-    path("api/v1/jobs/<str:job_id>/wait/", apis.JobWaitApi.as_view(), name="api_job_wait"),
+    # A Kueue job id is "namespace/name": the id may hold slashes.
+    path("api/v1/jobs/<path:job_id>/wait/", apis.JobWaitApi.as_view(), name="api_job_wait"),
     path("metrics", views.metrics, name="metrics"),
     path("jobs/wait/", views.job_wait, name="job_wait"),
     path("projects/<slug:slug>/workload/", views.project_workload, name="project_workload"),

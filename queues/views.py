@@ -17,7 +17,8 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from governance.forms import RuleChangeMetaForm
-from governance.selectors import project_get, signed_in_user
+from governance.selectors import signed_in_user
+from governance.toolkit.client import client_address
 from governance.toolkit.web import posted, propose
 from queues import forms, selectors, services
 from queues.models import SyncTrigger
@@ -281,8 +282,9 @@ def job_wait(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def project_workload(request: HttpRequest, slug: str) -> HttpResponse:
-    """A project's jobs: pending ones grouped by why they wait, running GPUs against quota."""
-    project = project_get(user=request.user, slug=slug)
+    """A project's jobs: pending ones grouped by why they wait, running GPUs against quota
+    (for those who may see its jobs, as on the job page; a 404 for anyone else)."""
+    project = selectors.workload_project_get(user=request.user, slug=slug)
     return render(
         request,
         "queues/project_workload.html",
@@ -302,7 +304,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
 
     if not metrics_allowed(
         authorization=request.headers.get("Authorization", ""),
-        address=request.META.get("REMOTE_ADDR", ""),
+        address=client_address(request) or "",
     ):
         return HttpResponse(_("Not allowed to read the metrics."), status=403)
     return HttpResponse(generate_latest(metrics_registry()), content_type=CONTENT_TYPE_LATEST)

@@ -19,7 +19,7 @@ import pytest
 from django.test import Client, override_settings
 from rest_framework.test import APIClient
 
-from governance import services
+from governance import selectors, services
 from governance.models import (
     ApiToken,
     GpuFlavor,
@@ -128,15 +128,29 @@ def ci_user(world) -> User:
 
 
 @pytest.fixture
-def ci_token(ci_user, world) -> ApiToken:
-    """``ci_user``'s token with every scope; ``.key`` holds the secret (shown once)."""
-    return services.service_account_token_create(
+def ci_token(ci_user, world, ops2) -> ApiToken:
+    """``ci_user``'s token with every scope; ``.key`` holds the secret (shown once). Minted
+    by ops, approved by ops2 (its ``request`` scope needs a second person)."""
+    token = services.service_account_token_create(
         account=ci_user.service_account,
         name="CI",
         scopes=TokenScope.values,
         user=world.ops,
         reason=REASON,
     )
+    services.api_token_approve(token=token, user=ops2)
+    return token
+
+
+def _second_ops(account) -> User:
+    """An ops person not behind ``account`` (made for the purpose when there is none)."""
+    behind = selectors.service_account_people(account)
+    second = (
+        User.objects.filter(site_role=SiteRole.OPS, is_service_account=False, is_active=True)
+        .exclude(pk__in=behind)
+        .first()
+    )
+    return second or _user("ops-second", SiteRole.OPS)
 
 
 def token_for(user: User, *scopes: str) -> str:
@@ -150,6 +164,10 @@ def token_for(user: User, *scopes: str) -> str:
         token = services.service_account_token_create(
             account=account, name="test", scopes=scopes, user=maker, reason=REASON
         )
+        if token.approved_at is None:
+            services.api_token_approve(token=token, user=_second_ops(account))
+        key = token.key  # type: ignore[attr-defined]
+        return f"Bearer {key}"
     else:
         token = services.personal_token_create(user=user, name="test", scopes=scopes)
     return f"Bearer {token.key}"  # type: ignore[attr-defined]  # shown once, never stored

@@ -108,7 +108,14 @@ def request_create(
         created_at=now,
     )
     if extends is not None:
-        request.extends = extends = UpgradeRequest.objects.get(pk=extends.pk)
+        readable = selectors.requests_readable(
+            UpgradeRequest.objects.filter(pk=extends.pk), user=user
+        ).first()
+        if readable is None:  # missing or another's: the same answer
+            raise ValidationError(
+                {"extends": _("No request #%(pk)d that you may extend.") % {"pk": extends.pk}}
+            )
+        request.extends = extends = readable
         _check_extension(request, extends, user=user, now=now)
     check_kind_fields(request, now=now)
     check_time_box(request, policy_of(request), now=now)

@@ -28,6 +28,9 @@ TOKEN_EXAMPLE = {
     "created_by": "lead",
     "expires_at": "2027-03-01T08:00:00Z",
     "revoked_at": None,
+    "approved_at": "2026-12-01T08:30:00Z",
+    "approved_by": "ops2",
+    "parent": None,
     "last_used_at": "2026-12-01T09:12:00Z",
     "last_used_address": "10.0.4.17",
 }
@@ -45,12 +48,15 @@ ACCOUNT_EXAMPLE = {
     "created_at": "2026-12-01T08:00:00Z",
     "created_by": "lead",
     "deactivated_at": None,
+    "approved_at": "2026-12-01T08:00:00Z",
+    "approved_by": None,
 }
 
 
-def _within(request: Request) -> list[str] | None:
-    """The scopes of the token this request came with (a new token may not exceed them)."""
-    return list(request.auth.scopes) if isinstance(request.auth, ApiToken) else None
+def _parent(request: Request) -> ApiToken | None:
+    """The token this request came with: a token it makes may not exceed its scopes nor
+    outlive it, and ends with it."""
+    return request.auth if isinstance(request.auth, ApiToken) else None
 
 
 class TokenOutputSerializer(serializers.ModelSerializer):
@@ -58,6 +64,14 @@ class TokenOutputSerializer(serializers.ModelSerializer):
         slug_field="username", read_only=True
     )
     scopes = serializers.ListField(child=serializers.ChoiceField(choices=TokenScope.choices))
+    approved_by: serializers.Field = serializers.SlugRelatedField(
+        slug_field="username",
+        read_only=True,
+        allow_null=True,
+        help_text=_(
+            "Who approved a service account's request-scoped token (empty: approved when made)."
+        ),
+    )
     last_used_at = serializers.DateTimeField(
         source="usage.last_used_at", read_only=True, allow_null=True
     )
@@ -77,6 +91,9 @@ class TokenOutputSerializer(serializers.ModelSerializer):
             "created_by",
             "expires_at",
             "revoked_at",
+            "approved_at",
+            "approved_by",
+            "parent",
             "last_used_at",
             "last_used_address",
         )
@@ -117,6 +134,9 @@ class ServiceAccountOutputSerializer(serializers.ModelSerializer):
     created_by: serializers.Field = serializers.SlugRelatedField(
         slug_field="username", read_only=True
     )
+    approved_by: serializers.Field = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
 
     class Meta:
         model = ServiceAccount
@@ -129,6 +149,8 @@ class ServiceAccountOutputSerializer(serializers.ModelSerializer):
             "created_at",
             "created_by",
             "deactivated_at",
+            "approved_at",
+            "approved_by",
         )
 
 
@@ -188,7 +210,7 @@ class PersonalTokenCreateApi(APIView):
             name=data["name"],
             scopes=data["scopes"],
             expires_in_days=data.get("expires_in_days"),
-            within_scopes=_within(request),
+            parent=_parent(request),
         )
         return _new_token_response(token)
 
@@ -288,10 +310,19 @@ class ServiceAccountCreateApi(APIView):
 class ServiceAccountDetailApi(APIView):
     class OutputSerializer(ServiceAccountOutputSerializer):
         tokens = TokenOutputSerializer(many=True, source="user.tokens")
+        managers = serializers.SerializerMethodField(
+            help_text=_(
+                "The people behind the account for four eyes (who made it, minted a token of "
+                "it, or lead its project): none of them approves what it authors."
+            )
+        )
 
         class Meta(ServiceAccountOutputSerializer.Meta):
             ref_name = "ServiceAccountDetail"
-            fields = (*ServiceAccountOutputSerializer.Meta.fields, "tokens")
+            fields = (*ServiceAccountOutputSerializer.Meta.fields, "managers", "tokens")
+
+        def get_managers(self, account: ServiceAccount) -> list[str]:
+            return selectors.service_account_manager_names(account)
 
     @extend_schema(
         operation_id="service_accounts_read",
@@ -371,9 +402,59 @@ class ServiceAccountTokenCreateApi(APIView):
             scopes=data["scopes"],
             expires_in_days=data.get("expires_in_days"),
             user=user,
-            within_scopes=_within(request),
+            parent=_parent(request),
         )
         return _new_token_response(token)
+
+
+class ServiceAccountApproveApi(APIView):
+    @extend_schema(
+        operation_id="service_accounts_approve",
+        tags=["service accounts"],
+        summary=_(
+            "Approve a site-wide service account (ops who did not make it): it works from now"
+        ),
+        request=None,
+        responses={
+            200: ServiceAccountOutputSerializer,
+            400: BAD_INPUT,
+            403: FORBIDDEN,
+            404: NOT_FOUND,
+        },
+        examples=[
+            OpenApiExample(
+                "Approved",
+                value={**ACCOUNT_EXAMPLE, "project": None, "approved_by": "ops2"},
+                response_only=True,
+            )
+        ],
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        user = selectors.signed_in_user(request)
+        account = selectors.service_account_get(user=user, pk=pk)
+        services.service_account_approve(account=account, user=user)
+        account.refresh_from_db()
+        return Response(ServiceAccountOutputSerializer(account).data)
+
+
+class ServiceAccountTokenApproveApi(APIView):
+    @extend_schema(
+        operation_id="service_accounts_tokens_approve",
+        tags=["service accounts"],
+        summary=_(
+            "Approve a service account's token with the request scope (ops not behind the "
+            "account): it works from now"
+        ),
+        request=None,
+        responses={200: TokenOutputSerializer, 400: BAD_INPUT, 403: FORBIDDEN, 404: NOT_FOUND},
+        examples=[OpenApiExample("Approved", value=TOKEN_EXAMPLE, response_only=True)],
+    )
+    def post(self, request: Request, pk: int, token_pk: int) -> Response:
+        user = selectors.signed_in_user(request)
+        account = selectors.service_account_get(user=user, pk=pk)
+        token = selectors.service_account_token_get(account=account, pk=token_pk)
+        token = services.api_token_approve(token=token, user=user)
+        return Response(TokenOutputSerializer(token).data)
 
 
 class ServiceAccountTokenRevokeApi(APIView):

@@ -29,6 +29,8 @@ from governance.models import (
 from governance.models.limits import whole_number_max, whole_number_message
 from governance.services import REASON_MAX_LENGTH
 
+from .accounts import NewPasswordForm as NewPasswordForm
+from .accounts import PasswordLinkForm as PasswordLinkForm
 from .filters import (  # the list filters, re-exported
     ChangeFilterForm as ChangeFilterForm,
 )

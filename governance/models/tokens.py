@@ -55,6 +55,17 @@ class ServiceAccount(models.Model):
     )
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
     deactivated_at = models.DateTimeField(_("deactivated at"), null=True, blank=True)
+    # A site-wide account acts as ops: a second person (ops, not its maker) approves it
+    # before it works. A project's account is approved when made (``approved_by`` empty).
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("approved by"),
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    approved_at = models.DateTimeField(_("approved at"), null=True, blank=True)
 
     history = HistoricalRecords()
 
@@ -65,7 +76,15 @@ class ServiceAccount(models.Model):
             models.CheckConstraint(
                 condition=Q(deactivated_at__isnull=True) | Q(deactivated_at__gte=F("created_at")),
                 name="service_account_deactivated_after_created",
-            )
+            ),
+            models.CheckConstraint(
+                condition=Q(approved_by__isnull=True) | Q(approved_at__isnull=False),
+                name="service_account_approved_when",
+            ),
+            models.CheckConstraint(
+                condition=~Q(approved_by=F("created_by")),
+                name="service_account_approver_not_maker",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -78,6 +97,10 @@ class ServiceAccount(models.Model):
     @property
     def is_active(self) -> bool:
         return self.deactivated_at is None
+
+    @property
+    def awaits_approval(self) -> bool:
+        return self.approved_at is None
 
 
 class ApiToken(models.Model):
@@ -110,6 +133,28 @@ class ApiToken(models.Model):
         blank=True,
         related_name="+",
     )
+    # The token that minted this one (a token made with a token): it never lives longer nor
+    # may more, and revoking it revokes this one.
+    parent = models.ForeignKey(
+        "self",
+        verbose_name=_("made with token"),
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="children",
+    )
+    # A service account's token with the ``request`` scope files changes and requests: a
+    # second person (ops who is not behind the account) approves it before it works. Every
+    # other token is approved when made (``approved_by`` empty).
+    approved_at = models.DateTimeField(_("approved at"), null=True, blank=True)
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("approved by"),
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
 
     history = HistoricalRecords(excluded_fields=["digest"])
 
@@ -124,6 +169,13 @@ class ApiToken(models.Model):
                 condition=Q(revoked_at__isnull=True, revoked_by__isnull=True)
                 | Q(revoked_at__isnull=False, revoked_by__isnull=False),
                 name="api_token_revoked_with_who",
+            ),
+            models.CheckConstraint(
+                condition=Q(approved_by__isnull=True) | Q(approved_at__isnull=False),
+                name="api_token_approved_when",
+            ),
+            models.CheckConstraint(
+                condition=~Q(approved_by=F("created_by")), name="api_token_approver_not_minter"
             ),
         ]
 

@@ -4,7 +4,13 @@ The scoped getters (``<kind>_get``) are the one place that decides whether a use
 or edit an object; HTML views and API views both call them.
 """
 
-from .blockers import Blocker, approval_problem, change_action_blocker, change_action_blockers
+from .blockers import (
+    Blocker,
+    approval_problem,
+    change_action_blocker,
+    change_action_blockers,
+    through_account_problem,
+)
 from .changes import (
     CHANGE_SORTS,
     OBJECT_TYPES,
@@ -81,14 +87,18 @@ from .tokens import (
     SAFE_METHODS,
     api_token_authenticate,
     api_token_lookup,
+    people_behind,
     personal_token_get,
     personal_token_list,
     projects_user_leads,
     required_scope,
     service_account_get,
     service_account_list,
+    service_account_manager_names,
+    service_account_people,
     service_account_token_get,
     service_account_writes,
+    stands_behind,
     token_digest,
     user_may_manage_personal_tokens,
     user_may_manage_service_accounts,
@@ -135,6 +145,7 @@ __all__ = [
     "object_key",
     "object_lookup",
     "object_type_of",
+    "people_behind",
     "person_get",
     "person_list",
     "personal_token_get",
@@ -167,11 +178,15 @@ __all__ = [
     "search_filter",
     "service_account_get",
     "service_account_list",
+    "service_account_manager_names",
+    "service_account_people",
     "service_account_token_get",
     "service_account_writes",
     "signed_in_user",
     "sort_choices",
     "sorted_by",
+    "stands_behind",
+    "through_account_problem",
     "tier_get",
     "tier_list",
     "tiers_due_for_review",

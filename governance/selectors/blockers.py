@@ -23,6 +23,7 @@ from governance.models import (
 )
 
 from .rules import user_can_edit_rules, user_can_read_rules
+from .tokens import stands_behind
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,24 @@ def _edits_own_access(change: RuleChange, user: Any) -> bool:
     )
 
 
+def through_account_problem(*, user: Any, authors: list[Any], action: str) -> str | None:
+    """Four eyes across identities: why ``user`` may not ``action`` what one of ``authors``
+    made, when that author is a service account ``user`` stands behind (made it, minted one of
+    its tokens, or leads its project), or None."""
+    account = stands_behind(user=user, authors=authors)
+    if account is None:
+        return None
+    return _(
+        "Four eyes: this was authored through the service account “%(account)s”, which you "
+        "made, manage or minted a token for, so it counts as yours: someone else must "
+        "%(action)s it."
+    ) % {"account": account.username, "action": action}
+
+
+def _change_authors(change: RuleChange) -> list[Any]:
+    return [change.author, change.proposed_by]
+
+
 def approval_problem(*, change: RuleChange, user: Any) -> str | None:
     """Why ``user`` may not approve (or reject) ``change``, whatever its status."""
     if getattr(user, "is_service_account", False):
@@ -79,6 +98,11 @@ def approval_problem(*, change: RuleChange, user: Any) -> str | None:
         return _("Your account is inactive.")
     if user.pk in (change.author_id, change.proposed_by_id):
         return _("You proposed this change: someone else must approve it.")
+    problem = through_account_problem(
+        user=user, authors=_change_authors(change), action=_("approve")
+    )
+    if problem is not None:
+        return problem
     if _edits_own_access(change, user):
         return _("This change edits your own account or membership: someone else must decide.")
     proposers = {change.author_id, change.proposed_by_id}
@@ -155,7 +179,13 @@ def change_action_blocker(
     if action == ChangeAction.APPLY:
         if not is_ops:
             return Blocker(_("Only ops may apply a rule change."), forbidden=True)
-        return _status_blocker(change, ChangeStatus.APPROVED)
+        blocker = _status_blocker(change, ChangeStatus.APPROVED)
+        if blocker is not None:
+            return blocker
+        problem = through_account_problem(
+            user=user, authors=_change_authors(change), action=_("apply")
+        )
+        return None if problem is None else Blocker(problem, forbidden=True)
     # Roll back: ops propose the change that restores the old values.
     if change.status != ChangeStatus.APPLIED:
         return Blocker(
@@ -164,7 +194,10 @@ def change_action_blocker(
         )
     if not is_ops:
         return Blocker(_("Only ops may roll back a rule change."), forbidden=True)
-    return None
+    problem = through_account_problem(
+        user=user, authors=_change_authors(change), action=_("roll back")
+    )
+    return None if problem is None else Blocker(problem, forbidden=True)
 
 
 def change_action_blockers(*, change: RuleChange, user: Any) -> dict[str, Blocker | None]:

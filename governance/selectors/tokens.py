@@ -2,7 +2,7 @@
 
 import hashlib
 import hmac
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -24,6 +24,7 @@ from governance.models import (
     ProjectRole,
     ServiceAccount,
     TokenScope,
+    User,
 )
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -65,6 +66,61 @@ def user_may_manage_service_accounts(*, user: Any, project: Project | None) -> b
     return project is not None and (
         Membership.objects.filter(project=project, user=user, role=ProjectRole.LEAD).exists()
     )
+
+
+def service_account_people(account: ServiceAccount) -> set[int]:
+    """The people behind a service account, for four-eyes: who made it, who minted any of its
+    tokens (ever: each could have acted through it), and its project's leads (who manage it
+    and may mint its tokens at any time). What it authors counts as theirs."""
+    people = {account.created_by_id}
+    people.update(
+        ApiToken.objects.filter(user_id=account.user_id).values_list("created_by_id", flat=True)
+    )
+    if account.project_id is not None:
+        people.update(
+            Membership.objects.filter(
+                project_id=account.project_id, role=ProjectRole.LEAD
+            ).values_list("user_id", flat=True)
+        )
+    return people
+
+
+def service_account_manager_names(account: ServiceAccount) -> list[str]:
+    """``service_account_people``'s usernames, sorted (for the pages and the API)."""
+    return sorted(
+        User.objects.filter(pk__in=service_account_people(account)).values_list(
+            "username", flat=True
+        )
+    )
+
+
+def people_behind(user: Any) -> set[int]:
+    """The ids of the people one identity stands for: a person is themselves; a service
+    account is everyone in ``service_account_people``. Nobody approves, applies or rolls back
+    what an identity they stand behind authored."""
+    if user is None or getattr(user, "pk", None) is None:
+        return set()
+    if not getattr(user, "is_service_account", False):
+        return {user.pk}
+    account = ServiceAccount.objects.filter(user_id=user.pk).first()
+    if account is None:
+        return set()
+    return service_account_people(account)
+
+
+def stands_behind(*, user: Any, authors: Iterable[Any]) -> Any:
+    """The first of ``authors`` (users or None) that ``user`` stands behind through a service
+    account (not as themselves), or None."""
+    if user is None or getattr(user, "pk", None) is None:
+        return None
+    for author in authors:
+        if (
+            author is not None
+            and getattr(author, "is_service_account", False)
+            and user.pk in people_behind(author)
+        ):
+            return author
+    return None
 
 
 def projects_user_leads(*, user: Any) -> QuerySet[Project]:
@@ -231,6 +287,16 @@ def api_token_authenticate(
         return None, _("This token was revoked.")
     if token.expires_at <= timezone.now():
         return None, _("This token has expired.")
+    if token.approved_at is None:
+        return None, _(
+            "This token waits for a second person's approval: a service account's token with "
+            "the “request” scope is a governed change (four eyes)."
+        )
     if not token.user.is_active:
+        if token.user.is_service_account:
+            return None, _(
+                "The token's service account is inactive, or, site-wide, waits for a second "
+                "person's approval (four eyes)."
+            )
         return None, _("The token's account is inactive.")
     return token, ""

@@ -25,7 +25,14 @@ from .changes import (
 from .demo import demo_seed
 from .flavors import flavor_create, flavor_update
 from .grants import grant_create, grant_revoke, grants_transition, system_user
-from .people import USER_EDITABLE, user_access_update, user_create, user_language_set
+from .people import (
+    USER_EDITABLE,
+    user_access_update,
+    user_create,
+    user_invitation_send,
+    user_language_set,
+    user_password_set,
+)
 from .pools import pool_capacity_set, pool_create, pool_overcommit_message, pool_update
 from .preemption import preemption_class_create, preemption_class_update
 from .projects import membership_remove, membership_set, project_create, project_update
@@ -34,13 +41,16 @@ from .reviews import review_record, review_reminders_send
 from .revisions import rules_revision_create
 from .tiers import tier_create, tier_update
 from .tokens import (
+    api_token_approve,
     api_token_revoke,
     api_token_touch,
     api_write_record,
     personal_token_create,
+    service_account_approve,
     service_account_create,
     service_account_deactivate,
     service_account_token_create,
+    user_tokens_revoke,
 )
 
 __all__ = [
@@ -50,6 +60,7 @@ __all__ = [
     "USER_EDITABLE",
     "EditSpec",
     "RuleKind",
+    "api_token_approve",
     "api_token_revoke",
     "api_token_touch",
     "api_write_record",
@@ -88,6 +99,7 @@ __all__ = [
     "rule_change_withdraw",
     "rule_kind_register",
     "rules_revision_create",
+    "service_account_approve",
     "service_account_create",
     "service_account_deactivate",
     "service_account_token_create",
@@ -96,5 +108,8 @@ __all__ = [
     "tier_update",
     "user_access_update",
     "user_create",
+    "user_invitation_send",
     "user_language_set",
+    "user_password_set",
+    "user_tokens_revoke",
 ]

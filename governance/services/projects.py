@@ -3,11 +3,14 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from governance.models import Membership, PriorityTier, Project, ProjectRole, ServiceAccount, User
 
 from ._access import require_ops
 from ._history import apply_fields, governed_delete, governed_save
+from .people import tokens_revoked_notify
+from .tokens import user_tokens_revoke
 
 PROJECT_EDITABLE = ("name", "description", "tier")
 
@@ -50,9 +53,22 @@ def membership_set(
         membership = Membership(project=project, user=member, role=role)
     elif membership.role == role:
         return membership
+    demoted = membership.pk is not None and membership.role == ProjectRole.LEAD
     membership.role = ProjectRole(role)
     governed_save(membership, user=user, reason=reason)
+    if demoted:
+        _role_removed(member, user=user)
     return membership
+
+
+def _role_removed(member: User, *, user: User) -> None:
+    """A lead's role is removed: the person's tokens end (made while they led)."""
+    revoked = user_tokens_revoke(
+        owner=member,
+        user=user,
+        reason=gettext_noop("A project role removed: every token revoked"),
+    )
+    tokens_revoked_notify(person=member, count=revoked)
 
 
 def _require_own_project_member(*, project: Project, member: User, role: str) -> None:
@@ -72,4 +88,7 @@ def _require_own_project_member(*, project: Project, member: User, role: str) ->
 @transaction.atomic
 def membership_remove(*, membership: Membership, user: User, reason: str) -> None:
     require_ops(user)
+    member = membership.user
     governed_delete(membership, user=user, reason=reason)
+    if not member.is_service_account:
+        _role_removed(member, user=user)

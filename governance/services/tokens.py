@@ -9,7 +9,7 @@ a service account manages nothing.
 
 import secrets
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -32,6 +32,7 @@ from governance.models import (
 )
 from governance.selectors.tokens import (
     TOKEN_START,
+    service_account_people,
     token_digest,
     user_may_manage_personal_tokens,
     user_may_manage_service_accounts,
@@ -78,6 +79,30 @@ def _expiry_days(days: int | None) -> int:
     return days
 
 
+def _expiry(days: int | None, now: datetime, parent: ApiToken | None) -> datetime:
+    """When a new token expires: never after the token that mints it (asked for later, it is
+    refused; by default it ends with its parent)."""
+    expires_at = now + timedelta(days=_expiry_days(days))
+    if parent is None or expires_at <= parent.expires_at:
+        return expires_at
+    if days is None:
+        return parent.expires_at
+    raise ValidationError(
+        {
+            "expires_in_days": _(
+                "A token cannot make a token that outlives it: this one expires on %(end)s."
+            )
+            % {"end": parent.expires_at.strftime("%Y-%m-%d %H:%M UTC")}
+        }
+    )
+
+
+def _needs_approval(owner: User, scopes: list[str]) -> bool:
+    """A service account's token that may file changes and requests (``request``) is a
+    governed change: a second person approves it before it works."""
+    return owner.is_service_account and TokenScope.REQUEST in scopes
+
+
 def _token_make(
     *,
     owner: User,
@@ -86,9 +111,9 @@ def _token_make(
     days: int | None,
     user: User,
     reason: str,
-    within_scopes: Iterable[str] | None,
+    parent: ApiToken | None,
 ) -> ApiToken:
-    if not owner.is_active:
+    if not owner.is_active and not _pending_account(owner):
         raise ValidationError(_("The account is inactive: it cannot get a token."))
     name = (name or "").strip()
     if not name:
@@ -96,15 +121,18 @@ def _token_make(
     now = timezone.now()
     prefix = secrets.token_hex(4)
     key = f"{TOKEN_START}{prefix}_{secrets.token_urlsafe(32)}"
+    clean_scopes = _clean_scopes(scopes, None if parent is None else parent.scopes)
     token = ApiToken(
         user=owner,
         name=name,
         prefix=prefix,
         digest=token_digest(key),
-        scopes=_clean_scopes(scopes, within_scopes),
+        scopes=clean_scopes,
         created_by=user,
         created_at=now,
-        expires_at=now + timedelta(days=_expiry_days(days)),
+        expires_at=_expiry(days, now, parent),
+        parent=parent,
+        approved_at=None if _needs_approval(owner, clean_scopes) else now,
     )
     governed_save(token, user=user, reason=reason)
     token.key = key  # type: ignore[attr-defined]  # shown once, never stored
@@ -118,12 +146,12 @@ def personal_token_create(
     name: str,
     scopes: Iterable[str],
     expires_in_days: int | None = None,
-    within_scopes: Iterable[str] | None = None,
+    parent: ApiToken | None = None,
 ) -> ApiToken:
     """A token that acts as ``user`` (within ``scopes``); only they can make it.
 
-    ``within_scopes``: the scopes of the token this request came with, if any (a token never
-    makes a token that may do more than itself)."""
+    ``parent``: the token this request came with, if any (a token never makes a token that
+    may do more or live longer than itself, and revoking it revokes what it made)."""
     if not user_may_manage_personal_tokens(user):
         raise PermissionDenied(_("Only a person makes personal tokens, for themselves."))
     return _token_make(
@@ -133,7 +161,7 @@ def personal_token_create(
         days=expires_in_days,
         user=user,
         reason=_("Personal token made by its owner"),
-        within_scopes=within_scopes,
+        parent=parent,
     )
 
 
@@ -163,6 +191,8 @@ def service_account_create(
         first_name="",
         is_service_account=True,
         site_role=SiteRole.MEMBER if project is not None else SiteRole.OPS,
+        # A site-wide account acts as ops: it works once a second person approved it.
+        is_active=project is not None,
     )
     account_user.set_unusable_password()
     try:
@@ -172,13 +202,106 @@ def service_account_create(
             {"username": error.message_dict.get("username", error.messages)}
         ) from error
     account = ServiceAccount(
-        user=account_user, project=project, description=description.strip(), created_by=user
+        user=account_user,
+        project=project,
+        description=description.strip(),
+        created_by=user,
+        approved_at=timezone.now() if project is not None else None,
     )
     governed_save(account, user=user, reason=reason)
     if project is not None:
         membership = Membership(project=project, user=account_user, role=ProjectRole.MEMBER)
         governed_save(membership, user=user, reason=reason)
     return account
+
+
+def _pending_account(owner: User) -> bool:
+    """Whether ``owner`` is a site-wide service account still waiting for its approval."""
+    return bool(
+        owner.is_service_account
+        and ServiceAccount.objects.filter(
+            user=owner, approved_at=None, deactivated_at=None
+        ).exists()
+    )
+
+
+def _second_person_problem(*, account: ServiceAccount, user: User) -> str | None:
+    """Why ``user`` may not approve what makes ``account`` act (its existence, a token's
+    ``request`` scope): only ops who are not behind the account (four eyes)."""
+    if not (user.is_active and not user.is_service_account and user.is_ops):
+        return _("Only ops may approve a service account or its token.")
+    if user.pk in service_account_people(account):
+        return _(
+            "Four eyes: you made, manage or minted a token for the service account "
+            "“%(account)s”: someone else must approve it."
+        ) % {"account": account.user.username}
+    return None
+
+
+@transaction.atomic
+def service_account_approve(*, account: ServiceAccount, user: User, reason: str = "") -> None:
+    """A second person lets a site-wide account work (it acts as ops)."""
+    account = ServiceAccount.objects.select_for_update().select_related("user").get(pk=account.pk)
+    problem = _second_person_problem(account=account, user=user)
+    if problem is not None:
+        raise PermissionDenied(problem)
+    if account.deactivated_at is not None:
+        raise ValidationError(_("This service account is deactivated."))
+    if account.approved_at is not None:
+        raise ValidationError(_("This service account is already approved."))
+    reason = (reason or "").strip() or _("Site-wide service account approved")
+    account.approved_at = timezone.now()
+    account.approved_by = user
+    governed_save(account, user=user, reason=reason)
+    account.user.is_active = True
+    governed_save(account.user, user=user, reason=reason)
+
+
+@transaction.atomic
+def api_token_approve(*, token: ApiToken, user: User, reason: str = "") -> ApiToken:
+    """A second person lets a service account's ``request``-scoped token work."""
+    token = ApiToken.objects.select_for_update().select_related("user").get(pk=token.pk)
+    account = ServiceAccount.objects.filter(user=token.user).first()
+    if account is None:
+        raise ValidationError(_("A personal token needs no approval."))
+    problem = _second_person_problem(account=account, user=user)
+    if problem is not None:
+        raise PermissionDenied(problem)
+    if token.revoked_at is not None:
+        raise ValidationError(_("This token is revoked."))
+    if token.approved_at is not None:
+        raise ValidationError(_("This token is already approved."))
+    token.approved_at = timezone.now()
+    token.approved_by = user
+    governed_save(token, user=user, reason=(reason or "").strip() or _("Token approved"))
+    return token
+
+
+def _revoke_with_children(token: ApiToken, *, user: User, reason: str, now: datetime) -> int:
+    """Revoke ``token`` (locked, live) and every live token it minted, down the line."""
+    count = 0
+    pending = [token]
+    while pending:
+        current = pending.pop()
+        current.revoked_at = now
+        current.revoked_by = user
+        governed_save(current, user=user, reason=reason)
+        count += 1
+        pending.extend(ApiToken.objects.select_for_update().filter(parent=current, revoked_at=None))
+    return count
+
+
+@transaction.atomic
+def user_tokens_revoke(*, owner: User, user: User, reason: str) -> int:
+    """Revoke every live token ``owner`` holds (a password reset, a deactivation, a role
+    removal): how many were revoked."""
+    now = timezone.now()
+    count = 0
+    for token in ApiToken.objects.select_for_update().filter(user=owner, revoked_at=None):
+        token.refresh_from_db(fields=["revoked_at"])
+        if token.revoked_at is None:
+            count += _revoke_with_children(token, user=user, reason=reason, now=now)
+    return count
 
 
 @transaction.atomic
@@ -197,9 +320,9 @@ def service_account_deactivate(*, account: ServiceAccount, user: User, reason: s
     account.user.is_active = False
     governed_save(account.user, user=user, reason=reason)
     for token in ApiToken.objects.select_for_update().filter(user=account.user, revoked_at=None):
-        token.revoked_at = now
-        token.revoked_by = user
-        governed_save(token, user=user, reason=reason)
+        token.refresh_from_db(fields=["revoked_at"])
+        if token.revoked_at is None:
+            _revoke_with_children(token, user=user, reason=reason, now=now)
 
 
 @transaction.atomic
@@ -211,13 +334,15 @@ def service_account_token_create(
     expires_in_days: int | None = None,
     user: User,
     reason: str = "",
-    within_scopes: Iterable[str] | None = None,
+    parent: ApiToken | None = None,
 ) -> ApiToken:
-    """A token for ``account``, made by its project's lead or ops (shown once)."""
+    """A token for ``account``, made by its project's lead or ops (shown once). With the
+    ``request`` scope it waits for a second person's approval (``api_token_approve``)."""
     if not user_may_manage_service_accounts(user=user, project=account.project):
         raise PermissionDenied(
             _("Only ops, or the project's lead, may manage its service accounts.")
         )
+    account = ServiceAccount.objects.select_related("user").get(pk=account.pk)
     if account.deactivated_at is not None:
         raise ValidationError(_("This service account is deactivated."))
     return _token_make(
@@ -227,7 +352,7 @@ def service_account_token_create(
         days=expires_in_days,
         user=user,
         reason=reason or _("Token made for the service account"),
-        within_scopes=within_scopes,
+        parent=parent,
     )
 
 
@@ -246,9 +371,9 @@ def api_token_revoke(*, token: ApiToken, user: User, reason: str = "") -> ApiTok
         raise PermissionDenied(_("You may not revoke this token."))
     if token.revoked_at is not None:
         raise ValidationError(_("This token is already revoked."))
-    token.revoked_at = timezone.now()
-    token.revoked_by = user
-    governed_save(token, user=user, reason=reason or _("Token revoked"))
+    # What it minted ends with it.
+    _revoke_with_children(token, user=user, reason=reason or _("Token revoked"), now=timezone.now())
+    token.refresh_from_db()
     return token
 
 

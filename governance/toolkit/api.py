@@ -1,11 +1,13 @@
 """What every API shares: the exception handler, pagination, filter parsing."""
 
 import hashlib
+import io
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from django.core.exceptions import NON_FIELD_ERRORS
+from django.conf import settings
+from django.core.exceptions import NON_FIELD_ERRORS, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import QuerySet
@@ -59,9 +61,42 @@ ERROR_CODES = {
     406: "not_acceptable",
     409: "conflict",
     412: "precondition_failed",
+    413: "body_too_large",
     415: "unsupported_media_type",
     429: "throttled",
 }
+
+
+class BodyTooLarge(exceptions.APIException):
+    """A request body over the endpoint's limit: a 413 that names the limit."""
+
+    status_code = 413
+    default_code = "body_too_large"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            _("The request body is larger than the %(limit)s bytes this endpoint accepts.")
+            % {"limit": f"{limit:,}"}
+        )
+
+
+def body_read(request: Request, *, limit: int) -> None:
+    """Read ``request``'s body now, up to ``limit`` bytes (an endpoint's own limit, above the
+    site's ``DATA_UPLOAD_MAX_MEMORY_SIZE``); more is a ``BodyTooLarge``."""
+    django_request = request._request
+    try:
+        length = int(django_request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    if length > limit:
+        raise BodyTooLarge(limit)
+    if hasattr(django_request, "_body") or getattr(django_request, "_read_started", False):
+        return
+    body = django_request.read(limit + 1)
+    if len(body) > limit:
+        raise BodyTooLarge(limit)
+    django_request._body = body  # what HttpRequest.body keeps; its own check is skipped
+    django_request._stream = io.BytesIO(body)
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -75,6 +110,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     """
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(_validation_error_detail(exc))
+    if isinstance(exc, RequestDataTooBig):
+        exc = BodyTooLarge(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
     response = drf_views.exception_handler(exc, context)
     if response is None:
         return None

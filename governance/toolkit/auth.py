@@ -26,13 +26,11 @@ from rest_framework.permissions import BasePermission
 from governance import selectors, services
 from governance.models import ApiToken
 
+from .client import client_address
+
 KEYWORDS = (b"bearer", b"token")
 CHALLENGE = 'Bearer realm="api"'
 PIPELINE_RUN_HEADER = "HTTP_X_PIPELINE_RUN_URL"
-
-
-def client_address(request: Any) -> str | None:
-    return request.META.get("REMOTE_ADDR") or None
 
 
 def scope_problem(token: ApiToken, view: Any, method: str) -> str:

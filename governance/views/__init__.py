@@ -3,6 +3,7 @@ edit for ops. Views parse input, call a selector or a service, and render."""
 
 from governance.toolkit.paging import ListPage, paginate
 
+from .accounts import NewPasswordView, PasswordLinkView
 from .changes import (
     change_apply,
     change_approve,
@@ -46,6 +47,8 @@ from .tokens import api_token, language_switch, service_account_detail, service_
 
 __all__ = [
     "ListPage",
+    "NewPasswordView",
+    "PasswordLinkView",
     "api_token",
     "change_apply",
     "change_approve",
@@ -54,6 +57,7 @@ __all__ = [
     "change_reject",
     "change_rollback",
     "change_withdraw",
+    "client_address",
     "flavor_create",
     "flavor_detail",
     "flavor_edit",

@@ -147,6 +147,19 @@ def service_account_detail(request: HttpRequest, pk: int) -> HttpResponse:
                     services.api_token_revoke(token=token, user=user)
                     messages.success(request, _("The token was revoked."))
                 return redirect("service_account_detail", pk=account.pk)
+            elif action == "approve":
+                services.service_account_approve(account=account, user=user)
+                messages.success(request, _("The service account was approved."))
+                return redirect("service_account_detail", pk=account.pk)
+            elif action == "approve_token":
+                pk_token = _int(request.POST.get("token"))
+                if pk_token is None:
+                    messages.error(request, _("Choose a token to approve."))
+                else:
+                    token = selectors.service_account_token_get(account=account, pk=pk_token)
+                    services.api_token_approve(token=token, user=user)
+                    messages.success(request, _("The token was approved."))
+                return redirect("service_account_detail", pk=account.pk)
             elif action == "deactivate":
                 reason = request.POST.get("reason", "")
                 services.service_account_deactivate(account=account, user=user, reason=reason)
@@ -155,6 +168,11 @@ def service_account_detail(request: HttpRequest, pk: int) -> HttpResponse:
             else:
                 messages.error(request, _("Choose an action."))
                 return redirect("service_account_detail", pk=account.pk)
+        except PermissionDenied as error:
+            if action not in ("approve", "approve_token"):
+                raise
+            messages.error(request, str(error))
+            return redirect("service_account_detail", pk=account.pk)
         except ValidationError as error:
             if action == "create":
                 form.add_service_error(error)
@@ -170,6 +188,7 @@ def service_account_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "account": account,
             "tokens": account.user.tokens,  # type: ignore[attr-defined]  # prefetched
             "writes": selectors.service_account_writes(account=account),
+            "managers": selectors.service_account_manager_names(account),
             "form": form,
             "new_token": new_token,
         },

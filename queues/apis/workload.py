@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance.models import TokenScope
-from governance.toolkit.api import NOT_FOUND, error_response
+from governance.toolkit.api import NOT_FOUND, body_read, error_response
 from queues import selectors
 from queues.models import FINISHED_STATES, EventKind, JobState
 from queues.services.workload import events_ingest
@@ -28,6 +28,9 @@ from queues.services.workload.events import EventItemsInvalid, job_events_from_i
 from queues.services.workload.positions import quota_positions
 
 MAX_EVENTS = 10_000
+# The body of a batch: 10,000 events of about 400 bytes each, with room for long messages
+# (the site's DATA_UPLOAD_MAX_MEMORY_SIZE, 2.5 MB, holds about 6,000).
+MAX_BODY_BYTES = 16 * 1024 * 1024
 
 
 def per_item(errors: Any, count: int) -> list[Any]:
@@ -178,7 +181,8 @@ class WorkloadEventIngestApi(APIView):
         summary=gettext_lazy("Report workload events in bulk (idempotent per event id)"),
         description=gettext_lazy(
             "Up to 10,000 events of any scheduler (Slurm, Kueue Workload conditions, pod "
-            "FailedScheduling events). All or nothing: when any item is invalid the answer is "
+            "FailedScheduling events) in a body of up to 16 MiB (a larger body is a 413 that "
+            "names the limit). All or nothing: when any item is invalid the answer is "
             "400 with one error object per item (empty for good items) and nothing is stored. "
             "Open to ops and to accounts given the permission “Can add job event”."
         ),
@@ -190,12 +194,14 @@ class WorkloadEventIngestApi(APIView):
             200: OutputSerializer,
             400: error_response(gettext_lazy("Invalid body or items.")),
             403: error_response(gettext_lazy("No right to report events.")),
+            413: error_response(gettext_lazy("The body is over the endpoint's limit.")),
         },
     )
     def post(self, request: Request) -> Response:
         user = request.user
         if not (getattr(user, "is_ops", False) or user.has_perm("queues.add_workloadevent")):
             raise PermissionDenied(_("Only ops and accounts allowed to report events may."))
+        body_read(request, limit=MAX_BODY_BYTES)
         batch = self.InputSerializer(data=request.data)
         batch.is_valid(raise_exception=True)
         items = self.EventSerializer(data=batch.validated_data["events"], many=True)

@@ -238,6 +238,7 @@ from .workload import (  # noqa: E402
     project_workload,
     project_workload_summary,
     visible_jobs,
+    workload_project_get,
 )
 
 __all__ = [
@@ -248,4 +249,5 @@ __all__ = [
     "project_workload",
     "project_workload_summary",
     "visible_jobs",
+    "workload_project_get",
 ]

@@ -59,6 +59,20 @@ def visible_jobs(*, user: Any) -> QuerySet[WorkloadJob]:
     return jobs.filter(project__memberships__user=user)
 
 
+def workload_project_get(*, user: Any, slug: str) -> Project:
+    """The project whose jobs ``user`` may see (the job page's rule: ops and approvers every
+    project's, others their projects'); a 404 otherwise, as for one of its jobs."""
+    if not user.is_authenticated:
+        raise Http404
+    projects = Project.objects.filter(slug=slug)
+    if not user_can_see_all_jobs(user):
+        projects = projects.filter(memberships__user=user)
+    project = projects.first()  # one query, the membership joined
+    if project is None:
+        raise Http404
+    return project
+
+
 def job_get(*, user: Any, job_id: str, source: str = "") -> WorkloadJob:
     """The job (404 when unknown, ambiguous without a source, or not the user's to see).
 

@@ -72,7 +72,7 @@ def served(world, policies, settings):  # noqa: F811
     return world
 
 
-def test_a_pipeline_places_files_once_and_gets_its_grant(served, live_server, lead, approver):
+def test_a_pipeline_places_files_once_and_gets_its_grant(served, live_server, lead, approver, ops):
     base = live_server.url
     # The project's lead makes the pipeline's account and token through the API.
     lead_token = services.personal_token_create(
@@ -91,6 +91,13 @@ def test_a_pipeline_places_files_once_and_gets_its_grant(served, live_server, le
         {"name": "release pipeline", "scopes": ["read", "request"]},
     )
     assert status == 201, token
+    # Its request scope is a governed change: ops (not behind the account) approve it.
+    ops_token = services.personal_token_create(user=ops, name="laptop", scopes=["read", "request"])
+    status, approved, _h = Api(base, ops_token.key).call(
+        "POST",
+        f"/api/v1/service-accounts/{account['id']}/tokens/{token['id']}/approve/",
+    )
+    assert status == 200 and approved["approved_by"] == "ops", approved
     ci = Api(base, token["key"])
 
     # Placement: allowed, with the exact sbatch options.

@@ -13,7 +13,9 @@ What it shows:
 - vision's service account reads and writes nothing of speech: its reads of speech's
   requests are 404s, its writes on speech's objects are refused, its lists hold only vision;
 - no service account (project or site-wide, whatever its scopes) approves, rejects, revokes,
-  applies or rolls back anything, while a person with the same token scopes may.
+  applies or rolls back anything, while a person with the same token scopes may;
+- what a service account authors (a change, a request) is decided by no one behind it: who
+  made it, minted its token, or leads its project.
 """
 
 import re
@@ -67,6 +69,7 @@ def scene(request, world, lead, member, approver, ops2) -> dict[str, Any]:
     service_a = services.service_account_create(project=world.vision, username="vision-ci", **kw)
     service_b = services.service_account_create(project=world.speech, username="speech-ci", **kw)
     site_wide = services.service_account_create(project=None, username="ops-tool", **kw)
+    services.service_account_approve(account=site_wide, user=ops2)  # four eyes: a second person
     b_token = services.service_account_token_create(
         account=service_b, name="speech CI", scopes=["read"], user=world.ops
     )
@@ -333,3 +336,65 @@ def test_a_view_with_its_own_permission_classes_still_needs_the_scope(world, ci_
     refused = Probe.as_view()(factory.post("/probe/", {}, HTTP_AUTHORIZATION=header))
     assert refused.status_code == 403
     assert "request" in str(refused.data["detail"])
+
+
+# --- service accounts as authors (four eyes across identities) ------------------------------
+# Who may decide what a service account authored (a rule change: site-wide accounts only; a
+# request: both): nobody behind it (ops made both accounts and minted the tokens; the lead
+# leads vision), anyone else with the right role (the approver does not see vision's request).
+AUTHOR_DECIDERS = {
+    ("service_a", "request"): {"ops": 403, "ops2": 200, "lead": 403, "approver": 404},
+    ("site_wide", "request"): {"ops": 403, "ops2": 200, "lead": 403, "approver": 404},
+    ("site_wide", "change"): {"ops": 403, "ops2": 200, "lead": 403, "approver": 403},
+}
+BEHIND = {("service_a", "ops"), ("service_a", "lead"), ("site_wide", "ops")}
+
+
+def _authored(scene: dict[str, Any], world: Any, author: str, what: str) -> str:
+    """What ``author`` files through its token (made by ops): the URL to approve it at."""
+    client = _client(scene, author, TokenScope.READ, TokenScope.REQUEST)
+    if what == "change":
+        edit = {
+            "object_type": "quota",
+            "object": str(world.vision_a100.pk),
+            "field": "guarantee",
+            "value": 30,
+        }
+        made = _call(
+            client, "POST", "/api/v1/changes/propose/", {"reason": "More", "edits": [edit]}
+        )
+        assert made.status_code == 201, made.content
+        return f"/api/v1/changes/{made.json()['id']}/approve/"
+    made = _call(
+        client,
+        "POST",
+        "/api/v1/requests/create/",
+        {
+            "project": "vision",
+            "kind": "quota_exception",
+            "pool": world.training.slug,
+            "flavor": world.a100.slug,
+            "extra_gpus": 16,
+            "starts_at": "2099-01-01T08:00:00Z",
+            "ends_at": "2099-01-03T08:00:00Z",
+            "justification": "Ablations",
+            "business_impact": "The paper slips",
+        },
+    )
+    assert made.status_code == 201, made.content
+    return f"/api/v1/requests/{made.json()['id']}/approve/"
+
+
+@pytest.mark.parametrize(("author", "what"), sorted(AUTHOR_DECIDERS))
+@pytest.mark.parametrize("decider", ["ops", "ops2", "lead", "approver"])
+def test_what_a_service_account_authors_is_decided_by_no_one_behind_it(
+    scene, world, ops2, author, what, decider
+):
+    url = _authored(scene, world, author, what)
+    person = ops2 if decider == "ops2" else scene["people"][decider]
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=token_for(person))
+    response = _call(client, "POST", url, {})
+    assert response.status_code == AUTHOR_DECIDERS[(author, what)][decider], response.content
+    if (author, decider) in BEHIND:  # refused by the four-eyes rule, which says so
+        assert "Four eyes" in response.json()["detail"]

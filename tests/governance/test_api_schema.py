@@ -38,7 +38,7 @@ def test_schema_has_every_api_path(schema):
 
 
 RULE_LISTS = ("projects", "flavors", "pools", "tiers", "preemption-classes", "quotas")
-ACTIONS = ("/create/", "/revoke/", "/deactivate/", "/propose/")
+ACTIONS = ("/create/", "/revoke/", "/deactivate/", "/propose/", "/approve/")
 
 
 def _expected_methods(path: str) -> list[str]:

@@ -101,7 +101,9 @@ def section_one(env: dict[str, str]) -> str:
     """Run section 1's two shell blocks; answer the pipeline's token (``ARBITER_TOKEN``)."""
     api, server = blocks("sh")[:2]
     api = api.replace("ARBITER=http://127.0.0.1:8000", f"ARBITER={env['ARBITER']}")
-    token = run_bash(api + 'echo "$ARBITER_TOKEN"', env, settings.BASE_DIR).strip()
+    out = run_bash(api + 'echo "$ARBITER_TOKEN"', env, settings.BASE_DIR).strip().splitlines()
+    assert out[0].startswith("token ") and out[0].endswith(" approved by ops"), out
+    token = out[-1]
     account = ServiceAccount.objects.get(user__username="vision-ci")
     assert account.project is not None and account.project.slug == "vision"
     assert ApiToken.objects.filter(user=account.user, name="release pipeline").count() == 1

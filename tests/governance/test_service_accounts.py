@@ -37,7 +37,7 @@ def _bearer(key: str) -> APIClient:
     return client
 
 
-def test_a_lead_makes_an_account_for_their_project_and_a_token_shown_once(world, lead):
+def test_a_lead_makes_an_account_for_their_project_and_a_token_shown_once(request, world, lead):
     client = login(lead)
     page = client.get(LIST)
     assert page.status_code == 200 and "Make a service account" in page.content.decode()
@@ -58,6 +58,17 @@ def test_a_lead_makes_an_account_for_their_project_and_a_token_shown_once(world,
         detail, {"action": "create", "name": "release", "scopes": ["read", "request"]}
     )
     key = _shown_key(response)
+    # Its request scope is a governed change: it works once a second person approved it.
+    waiting = _bearer(key).get(reverse("api_project_list"))
+    assert waiting.status_code == 401 and "second person" in waiting.json()["detail"]
+    assert "waits for a second person" in client.get(detail).content.decode()
+    token = ApiToken.objects.get(prefix=key.split("_")[1])
+    refused = client.post(detail, {"action": "approve_token", "token": token.pk}, follow=True)
+    assert "Only ops" in refused.content.decode()
+    approved = login(request.getfixturevalue("ops")).post(
+        detail, {"action": "approve_token", "token": token.pk}, follow=True
+    )
+    assert "The token was approved." in approved.content.decode()
     assert key and _bearer(key).get(reverse("api_project_list")).status_code == 200
     assert _shown_key(client.get(detail)) is None
 
@@ -83,10 +94,17 @@ def test_others_manage_no_service_accounts(request, world, persona, ci_user):
     assert response.status_code == 403
 
 
-def test_ops_make_a_site_wide_account_that_acts_as_ops_but_never_decides(world, ops):
+def test_ops_make_a_site_wide_account_that_acts_as_ops_but_never_decides(world, ops, ops2):
     account = services.service_account_create(
         project=None, username="ops-tool", user=ops, reason=REASON
     )
+    # It acts as ops, so it is a governed change: it works once a second person approved it.
+    assert account.awaits_approval and not account.user.is_active
+    with pytest.raises(PermissionDenied, match="Four eyes"):
+        services.service_account_approve(account=account, user=ops)
+    services.service_account_approve(account=account, user=ops2)
+    account.refresh_from_db()
+    assert account.approved_by == ops2 and account.user.is_active
     assert account.user.site_role == SiteRole.OPS and account.user.is_ops
     assert not Membership.objects.filter(user=account.user).exists()
     client = login(ops)

@@ -65,6 +65,19 @@ def test_settings_refuse_to_load_without_a_secret_key_when_debug_is_off(tmp_path
     assert "DJANGO_SECRET_KEY" in result.stderr
 
 
+def test_the_placeholder_secret_of_env_example_refuses_to_start_in_production(tmp_path):
+    example = (settings.BASE_DIR / ".env.example").read_text(encoding="utf-8")
+    placeholder = re.search(r"^DJANGO_SECRET_KEY=(\S+)$", example, flags=re.MULTILINE)
+    assert placeholder is not None
+    result = _run(
+        ["manage.py", "check", "--deploy"],
+        {**PRODUCTION_ENV, "DJANGO_SECRET_KEY": placeholder.group(1)},
+        tmp_path,
+    )
+    assert result.returncode != 0
+    assert "placeholder" in result.stderr and "ImproperlyConfigured" in result.stderr
+
+
 def test_settings_load_without_a_secret_key_in_debug(tmp_path):
     code = "import django; django.setup(); from django.conf import settings; print(settings.DEBUG)"
     env = {"DJANGO_SETTINGS_MODULE": "governance.settings", "DJANGO_DEBUG": "1"}

@@ -171,3 +171,22 @@ def test_project_jobs_page_groups_pending_jobs(jobs, lead, django_assert_num_que
     with django_assert_num_queries(10):
         client.get("/projects/vision/workload/")
     assert "/projects/vision/workload/" in client.get("/projects/vision/").content.decode()
+
+
+def test_a_projects_workload_page_is_scoped_like_the_job_page(world, lead, member, outsider):
+    """Another project's jobs are a 404 for a person outside it, as its job page is."""
+    assert login(outsider).get("/projects/vision/workload/").status_code == 404
+    assert login(outsider).get("/projects/nothing/workload/").status_code == 404
+    assert login(member).get("/projects/vision/workload/").status_code == 200
+    assert login(world.ops).get("/projects/speech/workload/").status_code == 200
+
+
+def test_the_api_finds_a_kueue_job_whose_id_holds_a_slash(jobs, member):
+    ingest(jobs, "vision-ns/train-7f3c", "Resources", gpus=2)
+    client = APIClient()
+    client.force_authenticate(member)
+    for path in ("vision-ns/train-7f3c", "vision-ns%2Ftrain-7f3c"):
+        response = client.get(f"/api/v1/jobs/{path}/wait/")
+        assert response.status_code == 200, (path, response.content)
+        assert response.json()["job_id"] == "vision-ns/train-7f3c"
+    assert client.get("/api/v1/jobs/vision-ns/nothing/wait/").status_code == 404

@@ -1,13 +1,16 @@
 """Ingesting workload events: the service (batched, idempotent) and the bulk API."""
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.contrib.auth.models import Permission
+from django.urls import reverse
 from rest_framework.test import APIClient
 
 from queues.models import EventKind, JobState, WaitCategory, WorkloadEvent, WorkloadJob
 from queues.services.workload import JobEvent, events_ingest
+from tests.conftest import token_for
 
 T0 = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
 URL = "/api/v1/workload-events/"
@@ -125,6 +128,13 @@ def test_api_ingests_and_classifies_kueue_waiting_for_quota(world, ops_api):
     assert (again["stored"], again["duplicates"]) == (0, 1)
 
 
+def test_the_counts_add_up_with_repeats_inside_one_batch(world, ops_api):
+    first = item(event_id="d1", job_id="ns/dup")
+    answer = post(ops_api, [first, dict(first), item(event_id="d2", job_id="ns/dup")]).json()
+    assert (answer["received"], answer["stored"], answer["duplicates"]) == (3, 2, 1)
+    assert answer["received"] == answer["stored"] + answer["duplicates"] + answer["rejected"]
+
+
 @pytest.mark.parametrize(
     "body",
     [
@@ -204,3 +214,38 @@ def test_api_rejects_a_contradictory_event_alone_and_says_why(world, ops_api):
     assert (body["stored"], body["rejected"]) == (2, 1)
     assert body["errors"][0]["event_id"] == "a3" and "ended" in body["errors"][0]["error"]
     assert WorkloadJob.objects.get(job_id="ns/x").state == JobState.COMPLETED
+
+
+def test_the_documented_ten_thousand_events_fit_and_a_larger_body_names_the_limit(
+    world, ops, settings
+):
+    """10,000 realistic events (about 3.9 MB, over the site's 2.5 MB body limit) are taken;
+    a body over the endpoint's own limit is the API's JSON 413, naming the limit."""
+    from queues.apis.workload import MAX_BODY_BYTES
+
+    events = [
+        item(event_id=f"big-{n}", job_id=f"ns/big-{n % 500}", message="m" * 160)
+        for n in range(10_000)
+    ]
+    body = json.dumps({"events": events})
+    assert settings.DATA_UPLOAD_MAX_MEMORY_SIZE < len(body) < MAX_BODY_BYTES
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=token_for(ops))
+    response = client.post(reverse("api_workload_events"), body, content_type="application/json")
+    assert response.status_code == 200, response.content[:300]
+    assert response.json()["received"] == 10_000
+    too_big = client.post(
+        reverse("api_workload_events"),
+        b"x" * (MAX_BODY_BYTES + 1),
+        content_type="application/json",
+    )
+    assert too_big.status_code == 413 and too_big["Content-Type"] == "application/json"
+    assert too_big.json()["error"] == "body_too_large"
+    assert f"{MAX_BODY_BYTES:,} bytes" in too_big.json()["detail"]
+    # Elsewhere the site's limit holds, with the same JSON answer.
+    elsewhere = client.post(
+        reverse("api_change_propose"),
+        b"x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1),
+        content_type="application/json",
+    )
+    assert elsewhere.status_code == 413 and elsewhere.json()["error"] == "body_too_large"

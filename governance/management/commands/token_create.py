@@ -108,6 +108,15 @@ class Command(BaseCommand):
                 "expires": f"{token.expires_at:%Y-%m-%d %H:%M %Z}",
             }
         )
+        if token.approved_at is None:
+            self.stderr.write(
+                _(
+                    "It works once a second person from ops, not behind the account, approved "
+                    "it (the account's page, or POST /api/v1/service-accounts/%(id)d/tokens/"
+                    "%(token)d/approve/)."
+                )
+                % {"id": token.user.service_account.pk, "token": token.pk}
+            )
         self.stderr.write(_("The key is shown this once; store it now."))
         self.stdout.write(token.key)  # type: ignore[attr-defined]
 

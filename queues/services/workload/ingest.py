@@ -322,11 +322,13 @@ def _ingest_chunk(chunk: list[JobEvent], position_for: PositionFor | None) -> In
     result = IngestResult(received=len(chunk))
     # Drop malformed events and repeats inside the chunk, then the ids already stored.
     unique: dict[tuple[str, str], JobEvent] = {}
+    well_formed = 0
     for event in chunk:
         problem = _malformed(event)
         if problem:
             result.reject(event, problem)
             continue
+        well_formed += 1
         unique.setdefault((event.source, event.event_id), event)
     by_source: dict[str, list[JobEvent]] = defaultdict(list)
     for event in unique.values():
@@ -342,7 +344,9 @@ def _ingest_chunk(chunk: list[JobEvent], position_for: PositionFor | None) -> In
         if ids:
             stored.update((source, event_id) for event_id in _stored_event_ids(source, ids))
     fresh = [event for key, event in unique.items() if key not in stored]
-    result.duplicates = len(unique) - len(fresh)
+    # Repeats inside the batch and ids stored before alike: received = stored + duplicates
+    # + rejected.
+    result.duplicates = well_formed - len(fresh)
     if not fresh:
         return result
     fresh.sort(key=lambda event: (event.time, KIND_ORDER[event.kind], event.event_id))
