@@ -32,6 +32,7 @@ from .grants import (
     RulesRevision,
     Terms,
 )
+from .identities import ProviderIdentity
 from .projects import Membership, Project, ProjectRole
 from .quotas import Quota
 from .resources import LABEL_KEY_RE, LABEL_VALUE_RE, GpuFlavor, Pool, PoolCapacity, TaintEffect
@@ -68,6 +69,7 @@ __all__ = [
     "PriorityTier",
     "Project",
     "ProjectRole",
+    "ProviderIdentity",
     "Quota",
     "ReminderKind",
     "Review",

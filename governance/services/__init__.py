@@ -25,10 +25,29 @@ from .changes import (
 from .demo import demo_seed
 from .flavors import flavor_create, flavor_update
 from .grants import grant_create, grant_revoke, grants_transition, system_user
-from .people import USER_EDITABLE, user_access_update, user_create, user_language_set
+from .identity import (
+    IdentityRefused,
+    identity_confirm,
+    identity_disable,
+    identity_sign_in,
+    refresh_token_open,
+)
+from .people import (
+    USER_EDITABLE,
+    user_access_update,
+    user_create,
+    user_language_set,
+    user_site_role_withdraw,
+)
 from .pools import pool_capacity_set, pool_create, pool_overcommit_message, pool_update
 from .preemption import preemption_class_create, preemption_class_update
-from .projects import membership_remove, membership_set, project_create, project_update
+from .projects import (
+    membership_directory_apply,
+    membership_remove,
+    membership_set,
+    project_create,
+    project_update,
+)
 from .quotas import quota_create, quota_update
 from .reviews import review_record, review_reminders_send
 from .revisions import rules_revision_create
@@ -49,6 +68,7 @@ __all__ = [
     "TEXT_MAX_LENGTH",
     "USER_EDITABLE",
     "EditSpec",
+    "IdentityRefused",
     "RuleKind",
     "api_token_revoke",
     "api_token_touch",
@@ -62,6 +82,10 @@ __all__ = [
     "grant_create",
     "grant_revoke",
     "grants_transition",
+    "identity_confirm",
+    "identity_disable",
+    "identity_sign_in",
+    "membership_directory_apply",
     "membership_remove",
     "membership_set",
     "personal_token_create",
@@ -75,6 +99,7 @@ __all__ = [
     "project_update",
     "quota_create",
     "quota_update",
+    "refresh_token_open",
     "require_reason",
     "require_text",
     "review_record",
@@ -97,4 +122,5 @@ __all__ = [
     "user_access_update",
     "user_create",
     "user_language_set",
+    "user_site_role_withdraw",
 ]

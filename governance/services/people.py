@@ -79,3 +79,15 @@ def user_language_set(*, user: User, language: str) -> User:
         user.language = language
         governed_save(user, user=user, reason=gettext_noop("Chose a language"))
     return user
+
+
+@transaction.atomic
+def user_site_role_withdraw(*, person: User, user: User, reason: str) -> User:
+    """``person`` is a member again, at once: the identity provider's groups claim no longer
+    lists the group of their site role. Only ever lowers a role (no approval needed to take
+    power away; granting it is a rule change)."""
+    person = User.objects.select_for_update().get(pk=person.pk)
+    if person.site_role != SiteRole.MEMBER:
+        person.site_role = SiteRole.MEMBER
+        governed_save(person, user=user, reason=reason)
+    return person
