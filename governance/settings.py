@@ -537,8 +537,28 @@ ARBITER_OIDC_RECHECK_MINUTES = int(os.environ.get("ARBITER_OIDC_RECHECK_MINUTES"
 # ARBITER_BREAK_GLASS_USERS may still sign in with a password.
 ARBITER_LOCAL_LOGIN = env_bool("ARBITER_LOCAL_LOGIN", True)
 ARBITER_BREAK_GLASS_USERS = env_list("ARBITER_BREAK_GLASS_USERS")
+
+
+def provider_form_action(policy: dict, issuer: str, end_session: str = "") -> dict:
+    """The CSP with the provider's origins in ``form-action``: signing out (a form) is
+    redirected to the provider's end-session endpoint, which browsers check against it."""
+    from urllib.parse import urlsplit
+
+    origins = []
+    for url in (issuer, end_session):
+        parts = urlsplit(url)
+        if parts.scheme and parts.netloc:
+            origins.append(f"{parts.scheme}://{parts.netloc}")
+    directives = dict(policy["DIRECTIVES"])
+    directives["form-action"] = list(dict.fromkeys([*directives["form-action"], *origins]))
+    return {**policy, "DIRECTIVES": directives}
+
+
 if ARBITER_OIDC_ENABLED:
     AUTHENTICATION_BACKENDS.append("governance.views.oidc.ProviderBackend")
+    CONTENT_SECURITY_POLICY = provider_form_action(
+        CONTENT_SECURITY_POLICY, ARBITER_OIDC_ISSUER, OIDC_OP_END_SESSION_ENDPOINT
+    )
 
 LOGGING = {
     "version": 1,

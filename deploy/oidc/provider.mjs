@@ -72,9 +72,12 @@ const configuration = {
     devInteractions: { enabled: false },
     rpInitiatedLogout: {
       enabled: true,
-      // No confirmation page: the tests sign out in one step.
+      // The provider asks before it ends its session, as most do.
       logoutSource: async (ctx, form) => {
-        ctx.body = `<!DOCTYPE html><html><body>${form}<script>document.forms[0].submit()</script></body></html>`;
+        ctx.body = `<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Test provider: sign out</title></head>
+<body><h1>Sign out of the test identity provider?</h1>${form}
+<button id="logout-yes" type="submit" form="op.logoutForm" value="yes" name="logout">Yes, sign me out</button>
+<button id="logout-no" type="submit" form="op.logoutForm">No, stay signed in</button></body></html>`;
       },
     },
   },
@@ -102,6 +105,12 @@ const configuration = {
 };
 
 const provider = new Provider(issuer, configuration);
+// Every refusal in the log, with its cause (the tests print the log when they fail).
+for (const event of ['authorization.error', 'grant.error', 'end_session.error', 'userinfo.error', 'server_error']) {
+  provider.on(event, (ctx, error) => {
+    console.error(`${event}: ${error.message} ${error.error_description || ''} ${error.cause ? error.cause.message : ''}`);
+  });
+}
 
 function escape(text) {
   return String(text).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
