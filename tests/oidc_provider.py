@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import jwt
+import pytest
 import requests
 from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -183,3 +184,20 @@ def provider_settings(settings: Any, provider: Provider) -> None:
         settings.CONTENT_SECURITY_POLICY, provider.issuer
     )
     cache.clear()
+
+
+@pytest.fixture(scope="session")
+def oidc_provider(live_server, tmp_path_factory):
+    """The provider, once per test session (its client's redirect URI is the live server's)."""
+    started = provider_start(tmp_path_factory.mktemp("oidc"), redirect_base=live_server.url)
+    yield started
+    started.process.terminate()
+    started.process.wait(timeout=10)
+
+
+@pytest.fixture
+def provider(oidc_provider, settings):
+    """Arbiter pointed at the provider, whose people are the defaults again."""
+    oidc_provider.reset()
+    provider_settings(settings, oidc_provider)
+    return oidc_provider
