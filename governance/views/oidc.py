@@ -388,9 +388,10 @@ def provider_account_problem(user: Any) -> str:
 def _recheck(identity: ProviderIdentity) -> str:
     refresh_token = services.refresh_token_open(identity.refresh_token)
     if not refresh_token:
-        # Nothing to ask the provider with: the person must sign in again to use the API.
-        services.identity_disable(identity=identity, detail="no refresh token to check with")
-        return _("Sign in to Arbiter through the identity provider again to use API tokens.")
+        # The provider issued none: nothing to ask it with. The token is accepted; the
+        # account's end is seen only when the provider refuses the next sign-in.
+        logger.info("No refresh token for %s: the provider cannot be asked", identity)
+        return ""
     backend = ProviderBackend()
     payload = {
         "client_id": backend.OIDC_RP_CLIENT_ID,
