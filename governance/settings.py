@@ -102,6 +102,8 @@ MIDDLEWARE = [
     "governance.views._input.RejectBadInputMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # A session begun through the identity provider: is the account still there? (views.oidc)
+    "governance.views.oidc.ProviderSessionCheckMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "simple_history.middleware.HistoryRequestMiddleware",

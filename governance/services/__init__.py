@@ -27,8 +27,10 @@ from .flavors import flavor_create, flavor_update
 from .grants import grant_create, grant_revoke, grants_transition, system_user
 from .identity import (
     IdentityRefused,
-    identity_confirm,
+    ProviderSaysNo,
+    ProviderSilent,
     identity_disable,
+    identity_recheck,
     identity_sign_in,
     refresh_token_open,
 )
@@ -69,6 +71,8 @@ __all__ = [
     "USER_EDITABLE",
     "EditSpec",
     "IdentityRefused",
+    "ProviderSaysNo",
+    "ProviderSilent",
     "RuleKind",
     "api_token_revoke",
     "api_token_touch",
@@ -82,8 +86,8 @@ __all__ = [
     "grant_create",
     "grant_revoke",
     "grants_transition",
-    "identity_confirm",
     "identity_disable",
+    "identity_recheck",
     "identity_sign_in",
     "membership_directory_apply",
     "membership_remove",

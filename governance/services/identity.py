@@ -21,7 +21,7 @@ tokens are revoked.
 import base64
 import hashlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -373,6 +373,52 @@ def _open_proposal_exists(edit: EditSpec) -> bool:
 # --- is the account still there? -------------------------------------------------------------
 
 
+class ProviderSaysNo(Exception):
+    """The provider refused the refresh token: the account is gone or disabled (or the grant
+    was revoked there)."""
+
+
+class ProviderSilent(Exception):
+    """The provider did not answer (down, or an answer that is not OAuth's)."""
+
+
+@transaction.atomic
+def identity_recheck(
+    *, identity: ProviderIdentity, redeem: Callable[[str], str], min_age_seconds: float
+) -> bool:
+    """Ask the provider whether the account still exists, unless it confirmed it less than
+    ``min_age_seconds`` ago; ``True`` when it is gone or disabled (then recorded by
+    ``identity_disable``). ``redeem`` redeems a refresh token and returns the new one (or
+    empty), raising ``ProviderSaysNo`` or ``ProviderSilent``. The row stays locked while the
+    provider is asked, so that two requests never redeem the same (rotating) token."""
+    identity = ProviderIdentity.objects.select_for_update().get(pk=identity.pk)
+    if identity.disabled_at is not None:
+        return True
+    now = timezone.now()
+    if identity.checked_at and (now - identity.checked_at).total_seconds() < min_age_seconds:
+        return False
+    refresh_token = refresh_token_open(identity.refresh_token)
+    if not refresh_token:
+        # The provider issued none: nothing to ask it with. The account's end shows only
+        # when the provider refuses the next sign-in.
+        logger.info("No refresh token for %s: the provider cannot be asked", identity)
+        return False
+    try:
+        renewed = redeem(refresh_token)
+    except ProviderSaysNo as error:
+        identity_disable(identity=identity, detail=str(error))
+        return True
+    except ProviderSilent as error:
+        # An outage must not lock out every pipeline: accepted, asked again at the next use.
+        logger.warning("Identity provider unreachable (%s); the account is taken as it was", error)
+        return False
+    identity.checked_at = now
+    if renewed:
+        identity.refresh_token = refresh_token_seal(renewed)
+    identity.save(update_fields=["checked_at", "refresh_token"])
+    return False
+
+
 @transaction.atomic
 def identity_disable(*, identity: ProviderIdentity, detail: str) -> None:
     """The provider says the account is gone or disabled: its sessions end (the backend no
@@ -405,13 +451,3 @@ def identity_disable(*, identity: ProviderIdentity, detail: str) -> None:
         detail,
         len(tokens),
     )
-
-
-@transaction.atomic
-def identity_confirm(*, identity: ProviderIdentity, refresh_token: str) -> None:
-    """The provider confirmed the account (a refresh-token grant succeeded)."""
-    identity = ProviderIdentity.objects.select_for_update().get(pk=identity.pk)
-    identity.checked_at = timezone.now()
-    if refresh_token:
-        identity.refresh_token = refresh_token_seal(refresh_token)
-    identity.save(update_fields=["checked_at", "refresh_token"])

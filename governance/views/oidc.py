@@ -249,6 +249,13 @@ class ProviderBackend(OIDCAuthenticationBackend):
         )
 
 
+def _token_error_code(response: Any) -> str:
+    try:
+        return str(response.json().get("error", ""))
+    except (ValueError, AttributeError):
+        return ""
+
+
 def _token_error(response: Any) -> str:
     try:
         body = response.json()
@@ -297,6 +304,8 @@ class ProviderCallbackView(OIDCAuthenticationCallbackView):
             return refused(request, refusal)
         self.user.backend = BACKEND  # type: ignore[attr-defined]
         response: HttpResponse = self.login_success()
+        # The provider has just confirmed the account.
+        request.session[ProviderSessionCheckMiddleware.SESSION_KEY] = time.time()
         return response
 
     def _signed_in(self, request: HttpRequest) -> User:
@@ -363,35 +372,54 @@ def sign_in_page(request: HttpRequest) -> HttpResponse:
     return view(request)  # type: ignore[return-value]
 
 
-def provider_account_problem(user: Any) -> str:
-    """Why ``user``'s API token must not be accepted now because of the provider: empty when
-    the person has no provider identity or the provider confirmed the account lately;
-    otherwise the provider is asked (a refresh-token grant) and a gone or disabled account
-    is recorded (``identity_disable``: tokens revoked)."""
-    identities = list(ProviderIdentity.objects.filter(user_id=user.pk))
-    if not identities or not settings.ARBITER_OIDC_ENABLED:
+class ProviderSessionCheckMiddleware:
+    """A page session begun through the provider is checked with the provider like an API
+    token (``provider_account_problem``), at most every ARBITER_OIDC_RECHECK_MINUTES: a
+    person disabled or deleted there is signed out at their next page. Sessions begun with a
+    password are never touched (and cost nothing here)."""
+
+    SESSION_KEY = "arbiter_provider_checked_at"
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if (
+            settings.ARBITER_OIDC_ENABLED
+            and request.session.get(auth.BACKEND_SESSION_KEY) == BACKEND
+            and request.user.is_authenticated
+        ):
+            checked = request.session.get(self.SESSION_KEY, 0)
+            if time.time() - checked >= settings.ARBITER_OIDC_RECHECK_MINUTES * 60:
+                if provider_account_problem(request.user, force=True):
+                    auth.logout(request)
+                    return HttpResponseRedirect(
+                        f"{reverse(settings.LOGIN_URL)}?{urlencode({'next': request.path})}"
+                    )
+                request.session[self.SESSION_KEY] = time.time()
+        response: HttpResponse = self.get_response(request)
+        return response
+
+
+def provider_account_problem(user: Any, *, force: bool = False) -> str:
+    """Why ``user``'s API token (or page session) must not be accepted now because of the
+    provider: empty when the person has no identity there or the provider confirmed the
+    account lately (ARBITER_OIDC_RECHECK_MINUTES; ``force``: ask now); otherwise the
+    provider is asked with a refresh-token grant, and a gone or disabled account is recorded
+    (``identity_disable``: tokens revoked, sessions no longer loaded)."""
+    if not settings.ARBITER_OIDC_ENABLED:
         return ""
-    for identity in identities:
-        if identity.issuer != settings.ARBITER_OIDC_ISSUER:
-            continue
-        if identity.disabled_at is not None:
+    min_age = 0 if force else settings.ARBITER_OIDC_RECHECK_MINUTES * 60
+    for identity in ProviderIdentity.objects.filter(
+        user_id=user.pk, issuer=settings.ARBITER_OIDC_ISSUER
+    ):
+        if services.identity_recheck(identity=identity, redeem=_redeem, min_age_seconds=min_age):
             return _("Your account at the identity provider is gone or disabled.")
-        age = time.time() - identity.checked_at.timestamp() if identity.checked_at else None
-        if age is not None and age < settings.ARBITER_OIDC_RECHECK_MINUTES * 60:
-            continue
-        problem = _recheck(identity)
-        if problem:
-            return problem
     return ""
 
 
-def _recheck(identity: ProviderIdentity) -> str:
-    refresh_token = services.refresh_token_open(identity.refresh_token)
-    if not refresh_token:
-        # The provider issued none: nothing to ask it with. The token is accepted; the
-        # account's end is seen only when the provider refuses the next sign-in.
-        logger.info("No refresh token for %s: the provider cannot be asked", identity)
-        return ""
+def _redeem(refresh_token: str) -> str:
+    """A refresh-token grant at the provider: the new refresh token (or empty)."""
     backend = ProviderBackend()
     payload = {
         "client_id": backend.OIDC_RP_CLIENT_ID,
@@ -402,16 +430,12 @@ def _recheck(identity: ProviderIdentity) -> str:
     try:
         token_info = backend.get_token(payload)
     except requests.HTTPError as error:
+        # Only "invalid_grant" speaks of the account (RFC 6749 §5.2); "invalid_client" and
+        # the like are Arbiter's own configuration and must not end anyone's access.
         detail = _token_error(error.response)
-        if error.response is not None and error.response.status_code in (400, 401):
-            services.identity_disable(identity=identity, detail=detail)
-            return _("Your account at the identity provider is gone or disabled.")
-        logger.warning("Identity provider check failed (%s); the token is accepted", detail)
-        return ""
+        if _token_error_code(error.response) == "invalid_grant":
+            raise services.ProviderSaysNo(detail) from error
+        raise services.ProviderSilent(detail) from error
     except (requests.RequestException, ValueError, IdentityRefused) as error:
-        # The provider is down: the token keeps working (an outage must not lock out every
-        # pipeline); the next use asks again.
-        logger.warning("Identity provider unreachable (%s); the token is accepted", error)
-        return ""
-    services.identity_confirm(identity=identity, refresh_token=token_info.get("refresh_token", ""))
-    return ""
+        raise services.ProviderSilent(str(error)) from error
+    return str(token_info.get("refresh_token") or "")

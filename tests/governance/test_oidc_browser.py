@@ -151,6 +151,31 @@ def test_a_disabled_account_is_refused_and_its_token_stops(
     page.context.close()
 
 
+def test_a_page_session_ends_when_the_provider_disables_the_account(
+    browser, live_server, world, provider, settings
+):
+    page = new_page(browser, "en-US")
+    provider_sign_in(page, live_server, "wei", "wei-password")
+    page.wait_for_url(f"{live_server.url}/")
+    settings.ARBITER_OIDC_RECHECK_MINUTES = 0
+    page.goto(f"{live_server.url}/projects/")
+    assert page.url == f"{live_server.url}/projects/"  # the provider confirmed the account
+    provider.set_person("wei", disabled=True)
+    page.goto(f"{live_server.url}/projects/")
+    assert "/accounts/login/" in page.url
+    identity = ProviderIdentity.objects.get(user__username="wei")
+    assert identity.disabled_at is not None
+    # Enabled again at the provider: the next sign-in works and clears the mark.
+    provider.set_person("wei", disabled=False)
+    # (The provider's own session is still open: it sends the browser straight back, to the
+    # page that was asked for.)
+    page.click("#sign-in-provider")
+    page.wait_for_url(f"{live_server.url}/projects/")
+    identity.refresh_from_db()
+    assert identity.disabled_at is None
+    page.context.close()
+
+
 def test_a_replayed_callback_is_refused(browser, live_server, world, provider):
     page = new_page(browser, "en-US")
     callbacks = callback_urls(page)
