@@ -384,13 +384,19 @@ class ProviderSilent(Exception):
 
 @transaction.atomic
 def identity_recheck(
-    *, identity: ProviderIdentity, redeem: Callable[[str], str], min_age_seconds: float
+    *,
+    identity: ProviderIdentity,
+    redeem: Callable[[str], tuple[str, Mapping[str, Any] | None]],
+    min_age_seconds: float,
 ) -> bool:
     """Ask the provider whether the account still exists, unless it confirmed it less than
     ``min_age_seconds`` ago; ``True`` when it is gone or disabled (then recorded by
     ``identity_disable``). ``redeem`` redeems a refresh token and returns the new one (or
-    empty), raising ``ProviderSaysNo`` or ``ProviderSilent``. The row stays locked while the
-    provider is asked, so that two requests never redeem the same (rotating) token."""
+    empty) and the verified claims of the new ID token (or ``None``), raising
+    ``ProviderSaysNo`` or ``ProviderSilent``. When those claims carry the groups claim, the
+    memberships and site roles follow it as at a sign-in (a role whose group was left goes
+    now, not at the next sign-in). The row stays locked while the provider is asked, so
+    that two requests never redeem the same (rotating) token."""
     identity = ProviderIdentity.objects.select_for_update().get(pk=identity.pk)
     if identity.disabled_at is not None:
         return True
@@ -404,7 +410,7 @@ def identity_recheck(
         logger.info("No refresh token for %s: the provider cannot be asked", identity)
         return False
     try:
-        renewed = redeem(refresh_token)
+        renewed, claims = redeem(refresh_token)
     except ProviderSaysNo as error:
         identity_disable(identity=identity, detail=str(error))
         return True
@@ -415,7 +421,20 @@ def identity_recheck(
     identity.checked_at = now
     if renewed:
         identity.refresh_token = refresh_token_seal(renewed)
-    identity.save(update_fields=["checked_at", "refresh_token"])
+    groups = None
+    if claims is not None and claims.get("sub") == identity.subject:
+        try:
+            groups = claimed_groups(claims)
+        except IdentityRefused:
+            groups = None  # a refreshed ID token may omit the groups: the last sign-in's stay
+    if groups is not None:
+        person = User.objects.select_for_update().get(pk=identity.user_id)
+        identity.groups = groups
+        _memberships_follow(person, issuer=identity.issuer, groups=groups)
+        identity.claimed = _powers_follow(
+            person, identity=identity, issuer=identity.issuer, groups=groups
+        )
+    identity.save(update_fields=["checked_at", "refresh_token", "groups", "claimed"])
     return False
 
 

@@ -204,7 +204,8 @@ class ProviderBackend(OIDCAuthenticationBackend):
         audiences = payload["aud"] if isinstance(payload["aud"], list) else [payload["aud"]]
         if len(audiences) > 1 and payload.get("azp") != self.OIDC_RP_CLIENT_ID:
             raise IdentityRefused("audience", f"azp {payload.get('azp')!r}")
-        if nonce is None or payload.get("nonce") != nonce:
+        # A refreshed ID token answers no sign-in of this browser: it has no nonce to match.
+        if not kwargs.get("refreshed") and (nonce is None or payload.get("nonce") != nonce):
             raise IdentityRefused("nonce", "the nonce does not match")
         return payload
 
@@ -418,8 +419,9 @@ def provider_account_problem(user: Any, *, force: bool = False) -> str:
     return ""
 
 
-def _redeem(refresh_token: str) -> str:
-    """A refresh-token grant at the provider: the new refresh token (or empty)."""
+def _redeem(refresh_token: str) -> tuple[str, dict[str, Any] | None]:
+    """A refresh-token grant at the provider: the new refresh token (or empty) and the
+    verified claims of the new ID token (``None`` when it sent none or it does not verify)."""
     backend = ProviderBackend()
     payload = {
         "client_id": backend.OIDC_RP_CLIENT_ID,
@@ -438,4 +440,10 @@ def _redeem(refresh_token: str) -> str:
         raise services.ProviderSilent(detail) from error
     except (requests.RequestException, ValueError, IdentityRefused) as error:
         raise services.ProviderSilent(str(error)) from error
-    return str(token_info.get("refresh_token") or "")
+    claims = None
+    if token_info.get("id_token"):
+        try:
+            claims = backend.verify_token(token_info["id_token"], refreshed=True)
+        except IdentityRefused as refusal:
+            logger.warning("A refreshed ID token was refused (%s); its claims are ignored", refusal)
+    return str(token_info.get("refresh_token") or ""), claims

@@ -188,3 +188,48 @@ def test_a_provider_disabled_account_loses_its_tokens(world):
     token.refresh_from_db()
     assert token.revoked_at is not None
     assert "gone or disabled" in token.history.first().history_change_reason
+
+
+def test_a_recheck_applies_the_refreshed_groups_and_takes_a_role_away_at_once(world, ops2):
+    person = services.identity_sign_in(
+        issuer=ISSUER, claims=claims(groups=["arbiter-ops"]), refresh_token="rt-1"
+    )
+    change = RuleChange.objects.get(author=person)
+    services.rule_change_approve(change=change, user=ops2)
+    services.rule_change_apply(change=change, user=ops2)
+    identity = ProviderIdentity.objects.get(user=person)
+    asked: list[str] = []
+
+    def redeem(refresh_token):
+        asked.append(refresh_token)
+        return "rt-2", claims(groups=["team-speech"])
+
+    # Confirmed a moment ago: not asked again.
+    assert not services.identity_recheck(identity=identity, redeem=redeem, min_age_seconds=60)
+    assert asked == []
+    assert not services.identity_recheck(identity=identity, redeem=redeem, min_age_seconds=0)
+    assert asked == ["rt-1"]
+    person.refresh_from_db()
+    assert person.site_role == SiteRole.MEMBER
+    assert Membership.objects.filter(user=person, project=world.speech).exists()
+    identity.refresh_from_db()
+    assert services.refresh_token_open(identity.refresh_token) == "rt-2"
+    assert identity.groups == ["team-speech"]
+
+
+def test_a_recheck_the_provider_refuses_disables_and_one_it_cannot_answer_does_not(world):
+    person = services.identity_sign_in(issuer=ISSUER, claims=claims(), refresh_token="rt-1")
+    identity = ProviderIdentity.objects.get(user=person)
+
+    def silent(refresh_token):
+        raise services.ProviderSilent("connection refused")
+
+    def refused(refresh_token):
+        raise services.ProviderSaysNo("invalid_grant")
+
+    assert not services.identity_recheck(identity=identity, redeem=silent, min_age_seconds=0)
+    identity.refresh_from_db()
+    assert identity.disabled_at is None
+    assert services.identity_recheck(identity=identity, redeem=refused, min_age_seconds=0)
+    identity.refresh_from_db()
+    assert identity.disabled_at is not None and identity.refresh_token == ""

@@ -192,3 +192,23 @@ def test_a_replayed_callback_is_refused(browser, live_server, world, provider):
     assert "/accounts/login/" in page.url
     assert User.objects.count() == count
     page.context.close()
+
+
+def test_a_group_left_at_the_provider_takes_effect_at_the_next_check(
+    browser, live_server, world, provider, settings
+):
+    """No sign-in needed: the session's check with the provider (a refresh-token grant)
+    brings the new groups, and the memberships follow them."""
+    page = new_page(browser, "en-US")
+    provider_sign_in(page, live_server, "wei", "wei-password")
+    page.wait_for_url(f"{live_server.url}/")
+    wei = User.objects.get(username="wei")
+    assert Membership.objects.filter(user=wei, project=world.vision).exists()
+    provider.set_person("wei", groups=["team-speech"])
+    settings.ARBITER_OIDC_RECHECK_MINUTES = 0
+    page.goto(f"{live_server.url}/projects/")
+    assert page.url == f"{live_server.url}/projects/"
+    assert list(Membership.objects.filter(user=wei).values_list("project__slug", flat=True)) == [
+        "speech"
+    ]
+    page.context.close()
