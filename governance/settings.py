@@ -89,6 +89,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "django_filters",
+    "mozilla_django_oidc",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "axes",
@@ -109,6 +110,8 @@ MIDDLEWARE = [
     "governance.toolkit.bad_input.RejectBadInputMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # A session begun through the identity provider: is the account still there? (toolkit.oidc)
+    "governance.toolkit.oidc.ProviderSessionCheckMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "simple_history.middleware.HistoryRequestMiddleware",
@@ -488,6 +491,98 @@ ARBITER_REVIEW_DUE_WINDOW_DAYS = int(os.environ.get("ARBITER_REVIEW_DUE_WINDOW_D
 ARBITER_REVIEW_CONNECTIONS = max(1, int(os.environ.get("ARBITER_REVIEW_CONNECTIONS", "2")))
 # The address people open Arbiter at; mails (review reminders) link to pages under it.
 ARBITER_SITE_URL = os.environ.get("ARBITER_SITE_URL", "http://127.0.0.1:8000").rstrip("/")
+
+# --- Sign-in: the organisation's identity provider (OpenID Connect) and local passwords ---
+# ARBITER_OIDC_ISSUER turns the provider on: its endpoints and keys come from the issuer's
+# discovery document (/.well-known/openid-configuration) unless set one by one below. The
+# authorization-code flow with PKCE (S256), state and nonce (mozilla-django-oidc); the ID
+# token's signature (the provider's JWKS), issuer, audience, expiry and nonce are checked.
+ARBITER_OIDC_ISSUER = os.environ.get("ARBITER_OIDC_ISSUER", "").rstrip("/")
+ARBITER_OIDC_ENABLED = bool(ARBITER_OIDC_ISSUER)
+OIDC_RP_CLIENT_ID = os.environ.get("ARBITER_OIDC_CLIENT_ID", "")
+OIDC_RP_CLIENT_SECRET = os.environ.get("ARBITER_OIDC_CLIENT_SECRET", "")
+if ARBITER_OIDC_ENABLED and not (OIDC_RP_CLIENT_ID and OIDC_RP_CLIENT_SECRET):
+    raise ImproperlyConfigured(
+        "ARBITER_OIDC_ISSUER is set: set ARBITER_OIDC_CLIENT_ID and ARBITER_OIDC_CLIENT_SECRET "
+        "too (see .env.example)."
+    )
+OIDC_RP_SCOPES = os.environ.get("ARBITER_OIDC_SCOPES", "openid profile email groups")
+OIDC_RP_SIGN_ALGO = os.environ.get("ARBITER_OIDC_SIGN_ALGO", "RS256")
+# Empty: from the discovery document.
+OIDC_OP_AUTHORIZATION_ENDPOINT = os.environ.get("ARBITER_OIDC_AUTHORIZATION_ENDPOINT", "")
+OIDC_OP_TOKEN_ENDPOINT = os.environ.get("ARBITER_OIDC_TOKEN_ENDPOINT", "")
+OIDC_OP_USER_ENDPOINT = os.environ.get("ARBITER_OIDC_USERINFO_ENDPOINT", "")
+OIDC_OP_JWKS_ENDPOINT = os.environ.get("ARBITER_OIDC_JWKS_ENDPOINT", "")
+OIDC_OP_END_SESSION_ENDPOINT = os.environ.get("ARBITER_OIDC_END_SESSION_ENDPOINT", "")
+OIDC_USE_PKCE = True
+OIDC_PKCE_CODE_CHALLENGE_METHOD = "S256"
+OIDC_USE_NONCE = True
+OIDC_STORE_ID_TOKEN = True  # the logout's id_token_hint
+# How Arbiter authenticates at the token endpoint: "basic" (client_secret_basic) or "post".
+OIDC_TOKEN_USE_BASIC_AUTH = os.environ.get("ARBITER_OIDC_TOKEN_AUTH", "basic") == "basic"
+OIDC_TIMEOUT = int(os.environ.get("ARBITER_OIDC_TIMEOUT", "10"))
+OIDC_VERIFY_SSL = env_bool("ARBITER_OIDC_VERIFY_TLS", True)
+OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_callback"
+OIDC_REDIRECT_FIELD_NAME = "next"
+# The claims Arbiter reads (the subject is always "sub").
+ARBITER_OIDC_USERNAME_CLAIM = os.environ.get("ARBITER_OIDC_USERNAME_CLAIM", "preferred_username")
+ARBITER_OIDC_EMAIL_CLAIM = os.environ.get("ARBITER_OIDC_EMAIL_CLAIM", "email")
+ARBITER_OIDC_GIVEN_NAME_CLAIM = os.environ.get("ARBITER_OIDC_GIVEN_NAME_CLAIM", "given_name")
+ARBITER_OIDC_FAMILY_NAME_CLAIM = os.environ.get("ARBITER_OIDC_FAMILY_NAME_CLAIM", "family_name")
+ARBITER_OIDC_LOCALE_CLAIM = os.environ.get("ARBITER_OIDC_LOCALE_CLAIM", "locale")
+# The claim that lists the person's directory groups (empty: groups are not used). When set,
+# a token without it is refused: a missing claim must not read as "in no group".
+ARBITER_OIDC_GROUPS_CLAIM = os.environ.get("ARBITER_OIDC_GROUPS_CLAIM", "groups")
+
+
+def env_mapping(name: str) -> dict[str, list[str]]:
+    """``group=value,group=value`` → {group: [value, ...]} (a group may map to several)."""
+    result: dict[str, list[str]] = {}
+    for item in env_list(name):
+        group, sep, value = item.partition("=")
+        if not sep or not group.strip() or not value.strip():
+            raise ImproperlyConfigured(f"{name}: write each entry as group=value, not {item!r}.")
+        result.setdefault(group.strip(), []).append(value.strip())
+    return result
+
+
+# Directory groups → project memberships: "group=project-slug[:lead]". The directory decides
+# the memberships of the projects named here (added and removed at each sign-in, signed by
+# Arbiter with the issuer, claim and group in the history); other projects are left alone.
+ARBITER_OIDC_PROJECT_GROUPS = env_mapping("ARBITER_OIDC_PROJECT_GROUPS")
+# Directory groups that ask for a site role or a tier's ownership: "group=ops",
+# "group=approver", "group=tier:<slug>". A claim never grants them: it proposes a rule change
+# that a second person approves. Leaving a site role's group takes the role away at once.
+ARBITER_OIDC_ROLE_GROUPS = env_mapping("ARBITER_OIDC_ROLE_GROUPS")
+# Before an API token of a person who signs in through the provider is accepted, Arbiter asks
+# the provider (a refresh-token grant) whether the account still exists, at most this often.
+ARBITER_OIDC_RECHECK_MINUTES = int(os.environ.get("ARBITER_OIDC_RECHECK_MINUTES", "15"))
+# Local passwords (the demo's accounts). Off: only the break-glass accounts named in
+# ARBITER_BREAK_GLASS_USERS may still sign in with a password.
+ARBITER_LOCAL_LOGIN = env_bool("ARBITER_LOCAL_LOGIN", True)
+ARBITER_BREAK_GLASS_USERS = env_list("ARBITER_BREAK_GLASS_USERS")
+
+
+def provider_form_action(policy: dict, issuer: str, end_session: str = "") -> dict:
+    """The CSP with the provider's origins in ``form-action``: signing out (a form) is
+    redirected to the provider's end-session endpoint, which browsers check against it."""
+    from urllib.parse import urlsplit
+
+    origins = []
+    for url in (issuer, end_session):
+        parts = urlsplit(url)
+        if parts.scheme and parts.netloc:
+            origins.append(f"{parts.scheme}://{parts.netloc}")
+    directives = dict(policy["DIRECTIVES"])
+    directives["form-action"] = list(dict.fromkeys([*directives["form-action"], *origins]))
+    return {**policy, "DIRECTIVES": directives}
+
+
+if ARBITER_OIDC_ENABLED:
+    AUTHENTICATION_BACKENDS.append("governance.toolkit.oidc.ProviderBackend")
+    CONTENT_SECURITY_POLICY = provider_form_action(
+        CONTENT_SECURITY_POLICY, ARBITER_OIDC_ISSUER, OIDC_OP_END_SESSION_ENDPOINT
+    )
 
 LOGGING = {
     "version": 1,

@@ -1,11 +1,11 @@
 """Root URL configuration: governance's pages and read API, plus every app's ``urls``."""
 
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from governance import apis, views
+from governance.views import oidc
 
 page_patterns = [
     path("projects/", views.project_list, name="project_list"),
@@ -215,8 +215,11 @@ urlpatterns = [
     # Swagger UI from the installed sidecar package; its script is a file of its own (no
     # inline code), served at /api/docs/?script.
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api_schema"), name="api_docs"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/login/", oidc.sign_in_page, name="login"),
+    path("accounts/logout/", oidc.sign_out, name="logout"),
+    # Sign-in through the organisation's identity provider (OpenID Connect).
+    path("accounts/oidc/start/", oidc.ProviderSignInView.as_view(), name="oidc_start"),
+    path("accounts/oidc/callback/", oidc.ProviderCallbackView.as_view(), name="oidc_callback"),
     path("accounts/token/", views.api_token, name="api_token"),
     # Passwords are set by their owner: change it signed in, or from a reset link by mail.
     # Arbiter's: rate-limited, also for a first password; setting one revokes the tokens.

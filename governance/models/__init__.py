@@ -34,6 +34,7 @@ from .grants import (
     grant_in_force,
     grant_in_force_q,
 )
+from .identities import ProviderIdentity
 from .projects import Membership, Project, ProjectRole
 from .quotas import Quota
 from .resources import LABEL_KEY_RE, LABEL_VALUE_RE, GpuFlavor, Pool, PoolCapacity, TaintEffect
@@ -70,6 +71,7 @@ __all__ = [
     "PriorityTier",
     "Project",
     "ProjectRole",
+    "ProviderIdentity",
     "Quota",
     "ReminderKind",
     "Review",

@@ -25,6 +25,15 @@ from .changes import (
 from .demo import demo_seed
 from .flavors import flavor_create, flavor_update
 from .grants import grant_create, grant_revoke, grants_transition, system_user
+from .identity import (
+    IdentityRefused,
+    ProviderSaysNo,
+    ProviderSilent,
+    identity_disable,
+    identity_recheck,
+    identity_sign_in,
+    refresh_token_open,
+)
 from .people import (
     USER_EDITABLE,
     user_access_update,
@@ -32,10 +41,17 @@ from .people import (
     user_invitation_send,
     user_language_set,
     user_password_set,
+    user_site_role_withdraw,
 )
 from .pools import pool_capacity_set, pool_create, pool_overcommit_message, pool_update
 from .preemption import preemption_class_create, preemption_class_update
-from .projects import membership_remove, membership_set, project_create, project_update
+from .projects import (
+    membership_directory_apply,
+    membership_remove,
+    membership_set,
+    project_create,
+    project_update,
+)
 from .quotas import quota_create, quota_update
 from .reviews import review_record, review_reminders_send
 from .revisions import rules_revision_create
@@ -59,6 +75,9 @@ __all__ = [
     "TEXT_MAX_LENGTH",
     "USER_EDITABLE",
     "EditSpec",
+    "IdentityRefused",
+    "ProviderSaysNo",
+    "ProviderSilent",
     "RuleKind",
     "api_token_approve",
     "api_token_revoke",
@@ -73,6 +92,10 @@ __all__ = [
     "grant_create",
     "grant_revoke",
     "grants_transition",
+    "identity_disable",
+    "identity_recheck",
+    "identity_sign_in",
+    "membership_directory_apply",
     "membership_remove",
     "membership_set",
     "personal_token_create",
@@ -86,6 +109,7 @@ __all__ = [
     "project_update",
     "quota_create",
     "quota_update",
+    "refresh_token_open",
     "require_reason",
     "require_text",
     "review_record",
@@ -111,5 +135,6 @@ __all__ = [
     "user_invitation_send",
     "user_language_set",
     "user_password_set",
+    "user_site_role_withdraw",
     "user_tokens_revoke",
 ]

@@ -160,3 +160,18 @@ def user_invitation_send(*, person_id: int) -> bool:
         }
     send_mail(subject, body, None, [person.email])
     return True
+
+
+@transaction.atomic
+def user_site_role_withdraw(*, person: User, user: User, reason: str) -> User:
+    """``person`` is a member again, at once: the identity provider's groups claim no longer
+    lists the group of their site role. Only ever lowers a role (no approval needed to take
+    power away; granting it is a rule change)."""
+    person = User.objects.select_for_update().get(pk=person.pk)
+    if person.site_role != SiteRole.MEMBER:
+        person.site_role = SiteRole.MEMBER
+        governed_save(person, user=user, reason=reason)
+        # A role taken away: the tokens made with the old powers end (as user_access_update).
+        revoked = user_tokens_revoke(owner=person, user=user, reason=reason)
+        tokens_revoked_notify(person=person, count=revoked)
+    return person

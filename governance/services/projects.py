@@ -48,6 +48,12 @@ def membership_set(
     require_ops(user)
     if member.is_service_account:
         _require_own_project_member(project=project, member=member, role=role)
+    return _membership_write(project=project, member=member, role=role, user=user, reason=reason)
+
+
+def _membership_write(
+    *, project: Project, member: User, role: str, user: User, reason: str
+) -> Membership:
     membership = Membership.objects.select_for_update().filter(project=project, user=member).first()
     if membership is None:
         membership = Membership(project=project, user=member, role=role)
@@ -69,6 +75,27 @@ def _role_removed(member: User, *, user: User) -> None:
         reason=gettext_noop("A project role removed: every token revoked"),
     )
     tokens_revoked_notify(person=member, count=revoked)
+
+
+@transaction.atomic
+def membership_directory_apply(
+    *, project: Project, member: User, role: str | None, user: User, reason: str
+) -> Membership | None:
+    """The directory's answer for ``member`` in ``project``: ``role``, or not a member
+    (``None``). Called at sign-in through the identity provider (``services.identity``), for
+    the projects whose membership the directory decides; ``user`` is Arbiter's own account
+    and ``reason`` names the issuer, the claim and the group."""
+    if member.is_service_account:
+        return None
+    if role is not None:
+        return _membership_write(
+            project=project, member=member, role=role, user=user, reason=reason
+        )
+    membership = Membership.objects.select_for_update().filter(project=project, user=member).first()
+    if membership is not None:
+        governed_delete(membership, user=user, reason=reason)
+        _role_removed(member, user=user)
+    return None
 
 
 def _require_own_project_member(*, project: Project, member: User, role: str) -> None:

@@ -6,6 +6,8 @@
 - ``changes``: the answer of every operation that proposes or decides a rule change.
 - ``auth``, ``throttles``, ``parsers``: DRF's token authentication and scope permission, the
   rate limits and the JSON parser (named in settings), the API write audit middleware.
+- ``client``: the client's address (``X-Forwarded-For`` only from trusted proxies).
+- ``oidc``: the identity provider's backend, its account check and session middleware.
 - ``bad_input``: the middleware that answers undecodable input with a 400.
 - ``paging``: the HTML list pages' paging (``paginate``).
 - ``web``: the HTML views' posted data and ``propose`` (a rule change from a form).

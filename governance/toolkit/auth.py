@@ -15,6 +15,7 @@
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.backends import ModelBackend
 from django.http import HttpRequest, HttpResponse
 from django.utils.translation import gettext as _
@@ -62,6 +63,18 @@ class ApiTokenAuthentication(BaseAuthentication):
         token, problem = selectors.api_token_authenticate(key=key, find=find)
         if token is None:
             raise exceptions.AuthenticationFailed(problem)
+        # A person who signs in through the identity provider: is the account still there?
+        # (The provider is asked at most every ARBITER_OIDC_RECHECK_MINUTES; toolkit.oidc.)
+        if (
+            settings.ARBITER_OIDC_ENABLED
+            and not token.user.is_service_account
+            and not token.user.has_usable_password()
+        ):
+            from .oidc import provider_account_problem
+
+            problem = provider_account_problem(token.user)
+            if problem:
+                raise exceptions.AuthenticationFailed(problem)
         address = client_address(request)
         services.api_token_touch(token=token, address=address)
         # For the audit middleware, which sees the Django request, not DRF's.
@@ -140,5 +153,11 @@ class PeopleOnlyBackend(ModelBackend):
 
     def user_can_authenticate(self, user: Any) -> bool:
         if getattr(user, "is_service_account", False):
+            return False
+        # Local passwords switched off: only the documented break-glass accounts.
+        if (
+            not settings.ARBITER_LOCAL_LOGIN
+            and user.username not in settings.ARBITER_BREAK_GLASS_USERS
+        ):
             return False
         return super().user_can_authenticate(user)

@@ -28,7 +28,7 @@ from governance.selectors.changes import (
     value_to_json,
 )
 
-from .._access import dry_run
+from .._access import dry_run, is_directory_proposal
 from .._history import governed_save, require_reason
 from ._state import lock_change, require_action
 from .apply import apply_edits
@@ -45,7 +45,7 @@ from .spec import (
 
 
 def _require_may_propose(user: User, edits: Sequence[EditSpec]) -> None:
-    if user.is_ops:
+    if user.is_ops or is_directory_proposal():
         return
     tier_ids = {edit.target.pk for edit in edits if isinstance(edit.target, PriorityTier)}
     if (
