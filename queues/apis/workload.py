@@ -237,7 +237,22 @@ class JobWaitApi(APIView):
         category_label = serializers.CharField()
         category_text = serializers.CharField()
         clears_by_itself = serializers.BooleanField(allow_null=True)
-        waited_seconds = serializers.IntegerField()
+        waited_seconds = serializers.IntegerField(
+            help_text=gettext_lazy(
+                "The job's wait: its first wait, from the submit to its first start (or to its "
+                "end when it never started; to now while it still waits)."
+            )
+        )
+        current_wait_seconds = serializers.IntegerField(
+            allow_null=True,
+            help_text=gettext_lazy(
+                "Its current wait: seconds pending since it last became pending (the submit or "
+                "the last requeue); null unless it is pending."
+            ),
+        )
+        never_started = serializers.BooleanField(
+            help_text=gettext_lazy("The job ended (cancelled, failed) without ever starting.")
+        )
         next_step = serializers.CharField()
         action_url = serializers.CharField()
         quota = serializers.SerializerMethodField()
@@ -291,6 +306,8 @@ class JobWaitApi(APIView):
                     "category_text": "The project uses all the GPUs its quota allows.",
                     "clears_by_itself": True,
                     "waited_seconds": 1200,
+                    "current_wait_seconds": 1200,
+                    "never_started": False,
                     "next_step": "Wait for the project's running jobs to end, or ask for more.",
                     "action_url": "/requests/new/?project=vision&kind=quota_exception",
                     "quota": None,

@@ -20,6 +20,8 @@ from governance.models import GpuFlavor, PoolCapacity, Project
 from governance.selectors import effective_rules
 from queues.models import JobState, WaitCategory, WorkloadJob
 
+from . import definitions
+
 CATEGORY_TEXT = {
     WaitCategory.RESOURCE: gettext_lazy(
         "The pool has no free GPUs of the kind the job asks for; it starts when some free up."
@@ -78,11 +80,10 @@ def job_get(*, user: Any, job_id: str, source: str = "") -> WorkloadJob:
 
 
 def waited_seconds(job: WorkloadJob, now: datetime) -> int:
-    """Time spent pending so far: finished waits plus the current one."""
-    current = (
-        (now - job.pending_since).total_seconds() if job.is_pending and job.pending_since else 0
-    )
-    return int(job.waited_seconds + max(0, current))
+    """The job's wait so far (its first wait, ``definitions.job_wait``; 0 without a submit
+    time)."""
+    wait = definitions.job_wait(job, now=now)
+    return wait.seconds if wait is not None else 0
 
 
 @dataclass
@@ -186,7 +187,9 @@ class WaitExplanation:
     category_label: str
     category_text: str
     clears_by_itself: bool | None
-    waited_seconds: int
+    waited_seconds: int  # the job's wait (docs/definitions.md)
+    current_wait_seconds: int | None  # since it last became pending; None unless pending
+    never_started: bool
     next_step: str
     action_url: str = ""
     action_label: str = ""
@@ -197,6 +200,10 @@ class WaitExplanation:
     @property
     def waited_minutes(self) -> int:
         return self.waited_seconds // 60
+
+    @property
+    def current_wait_minutes(self) -> int | None:
+        return None if self.current_wait_seconds is None else self.current_wait_seconds // 60
 
 
 def next_step(
@@ -304,13 +311,16 @@ def job_wait_explanation(job: WorkloadJob, *, now: datetime | None = None) -> Wa
     pool = pool_free(job)
     text, url, label = next_step(job, use, ahead, pool)
     category = job.category if job.is_pending else ""
+    wait = definitions.job_wait(job, now=now)
     return WaitExplanation(
         job=job,
         category=category,
         category_label=str(WaitCategory(category).label) if category else "",
         category_text=str(CATEGORY_TEXT.get(WaitCategory(category), "")) if category else "",
         clears_by_itself=job.clears_by_itself if job.is_pending else None,
-        waited_seconds=waited_seconds(job, now),
+        waited_seconds=wait.seconds if wait is not None else 0,
+        current_wait_seconds=definitions.current_wait_seconds(job, now=now),
+        never_started=bool(wait and wait.never_started),
         next_step=text,
         action_url=url,
         action_label=label,
@@ -342,9 +352,11 @@ def project_workload(*, project: Project, now: datetime | None = None) -> Projec
     )
     groups: dict[str, list[WorkloadJob]] = defaultdict(list)
     running = []
+    starts = definitions.first_starts(job for job in jobs if job.is_pending)
     for job in jobs:
         if job.is_pending:
-            job.waited = waited_seconds(job, now)  # type: ignore[attr-defined]
+            wait = definitions.job_wait(job, now=now, started=starts.get(job.pk))
+            job.waited = wait.seconds if wait else 0  # type: ignore[attr-defined]
             groups[job.category or WaitCategory.UNCLASSIFIED].append(job)
         else:
             running.append(job)
@@ -362,21 +374,48 @@ def project_workload(*, project: Project, now: datetime | None = None) -> Projec
 
 
 def recent_waits(
-    *, project_ids: list[int], since: datetime
+    *, project_ids: list[int], since: datetime, now: datetime | None = None
 ) -> dict[int, dict[str, dict[str, int]]]:
-    """Per project and category: jobs that waited since ``since`` and their mean wait in
-    minutes (one query, index-only on PostgreSQL)."""
-    rows = (
+    """Per project and category: the jobs submitted since ``since`` that waited for that
+    reason, their mean wait in minutes (the job's wait, ``definitions.job_wait``, censored at
+    ``now``), how many never started and how many still wait (two queries)."""
+    now = now or timezone.now()
+    jobs = list(
         WorkloadJob.objects.filter(project_id__in=project_ids, submitted_at__gte=since)
         .exclude(category="")
-        .values_list("project_id", "category")
-        .annotate(jobs=Count("*"), total=Sum("waited_seconds"))  # index-only: no pk read
+        .only(
+            "project_id",
+            "category",
+            "state",
+            "submitted_at",
+            "started_at",
+            "ended_at",
+            "preemptions",
+            "requeues",
+        )
     )
+    starts = definitions.first_starts(jobs)
+    totals: dict[tuple[int, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for job in jobs:
+        wait = definitions.job_wait(
+            job,
+            now=now,
+            started=starts.get(job.pk) if definitions.needs_events(job) else job.started_at,
+        )
+        if wait is None or job.project_id is None:
+            continue
+        total = totals[(job.project_id, job.category)]
+        total[0] += 1
+        total[1] += wait.seconds
+        total[2] += int(wait.never_started)
+        total[3] += int(wait.ongoing)
     result: dict[int, dict[str, dict[str, int]]] = defaultdict(dict)
-    for project_id, category, jobs, total in rows:
+    for (project_id, category), (count, seconds, never, ongoing) in totals.items():
         result[project_id][category] = {
-            "jobs": jobs,
-            "mean_minutes": int((total or 0) / max(jobs, 1) / 60),
+            "jobs": count,
+            "mean_minutes": int(seconds / max(count, 1) / 60),
+            "never_started": never,
+            "still_waiting": ongoing,
         }
     return result
 
@@ -430,7 +469,7 @@ def project_workload_summary(
     now = at or timezone.now()
     since = now - timedelta(days=days)
     use = project_flavor_use(project, at=now)
-    waits = recent_waits(project_ids=[project.pk], since=since).get(project.pk, {})
+    waits = recent_waits(project_ids=[project.pk], since=since, now=now).get(project.pk, {})
     return {
         "days": days,
         "flavors": [
