@@ -147,6 +147,15 @@ class WorkloadJob(models.Model):
         default=0,
         help_text=_("Total time pending, over every wait of the job (finished waits only)."),
     )
+    waits_recorded = models.BooleanField(
+        _("waits recorded"),
+        default=True,
+        db_default=True,
+        help_text=_(
+            "False when the job's source cannot tell how long it waited (a trace without start "
+            "times, an instance that existed before the trace): the job has no wait."
+        ),
+    )
     last_event_at = models.DateTimeField(_("last event at"))
 
     class Meta:

@@ -9,6 +9,8 @@ rollup derives with them), so two answers about one job cannot disagree:
   and is counted as *never started*; a job still waiting is *censored* at the moment asked
   (the window's end for the review, now for a page). Requeues and later waits do not add to
   it.
+  A job without a submit time, or whose source cannot tell its wait (``waits_recorded``
+  false: a trace without start times, an instance that existed before the trace), has none.
 - **A job's current wait** (``current_wait_seconds``): how long a job that is pending now has
   been pending since it last became pending (its submit, or its last requeue). Only the
   long-wait alert reads it, and names it so.
@@ -100,7 +102,7 @@ def job_wait(job: WorkloadJob, *, now: datetime, started: Any = UNREAD) -> JobWa
     """The job's wait (see the module's docstring), censored at ``now``; ``None`` for a job
     without a submit time. ``started``: its first start (or ``None``) when the caller knows
     it; read otherwise."""
-    if job.submitted_at is None:
+    if job.submitted_at is None or not job.waits_recorded:
         return None
     began: datetime | None = first_start(job) if started is UNREAD else started
     end = wait_end(job, began)

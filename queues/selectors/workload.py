@@ -610,6 +610,7 @@ def recent_waits(
             "ended_at",
             "preemptions",
             "requeues",
+            "waits_recorded",
         )
     )
     starts = definitions.first_starts(jobs)

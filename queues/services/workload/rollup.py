@@ -152,8 +152,8 @@ def job_wait(
 ) -> WorkloadWait | None:
     """The first wait of ``job`` as ``queues.selectors.definitions`` defines it (``events``:
     its events in time order, when it is replayed), or ``None`` for a job without a submit
-    time."""
-    if job.submitted_at is None:
+    time or whose source cannot tell its wait."""
+    if job.submitted_at is None or not job.waits_recorded:
         return None
     started = (
         definitions.first_start(job, events) if definitions.needs_events(job) else job.started_at
