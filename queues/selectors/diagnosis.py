@@ -23,7 +23,8 @@ categories as the classifier decided them):
 - **association limit** (``AssocMaxJobsLimit`` and the other job-count limits): a limit set
   by hand on the account or user (Arbiter compiles none): ops must change it.
 - **pool capacity** (a resource category): the declared capacity of the job's flavor in its
-  cluster's pools, against the GPUs of that flavor the source runs. True when free < asked.
+  pool (``definitions.job_pool_id``), against the GPUs of that flavor the source runs in that
+  pool. True when free < asked.
 - **jobs ahead** (``Priority``): pending jobs of the same source, flavor and pool that could
   start (not held, not waiting on a dependency, a begin time or a node) and rank ahead (a
   higher tier, or the same tier submitted earlier), with their true count.
@@ -115,7 +116,7 @@ class QueueState:
     # (project, pool, flavor) → the effective maximum (None: up to the pool's capacity).
     quotas: dict[tuple[int, int, int], int | None] = field(default_factory=dict)
     tiers: dict[int, TierRule] = field(default_factory=dict)
-    # (pool, flavor) → the declared capacity of the job's cluster's pools.
+    # (pool, flavor) → the declared capacity of the job's pool and its cluster's pools.
     capacity: dict[tuple[int, int], int] = field(default_factory=dict)
 
 

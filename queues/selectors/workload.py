@@ -132,8 +132,8 @@ def project_flavor_use(project: Project, *, at: datetime, source: str = "") -> l
 def queue_state(job: WorkloadJob, *, now: datetime) -> tuple[diagnosis.QueueState, int | None]:
     """What ``diagnose`` reads, from the job's own source only: the GPUs running now per
     (project, tier, user, flavor, pool), the other pending jobs of the job's flavor, the
-    project's effective maxima, the tiers' caps and the declared capacity of the job's
-    cluster's pools; and the job's pool (a fixed number of queries)."""
+    project's effective maxima, the tiers' caps and the declared capacity of the job's pool
+    and its cluster's pools; and the job's pool (a fixed number of queries)."""
     maps = definitions.pool_maps()
     pool_id = definitions.job_pool_id(job=job, maps=maps)
     tiers = {
@@ -198,12 +198,16 @@ def queue_state(job: WorkloadJob, *, now: datetime) -> tuple[diagnosis.QueueStat
         for quota in rules[job.project.slug].quotas if job.project.slug in rules else ():
             key = (job.project.pk, quota.quota.pool_id, quota.quota.flavor_id)
             quotas[key] = quota.maximum
-    capacity: dict[tuple[int, int], int] = {}
+    # The declared capacity of the job's pool and of its cluster's pools.
+    pools = Q(pool_id=pool_id) if pool_id is not None else Q(pk__in=[])
     if job.cluster_id is not None:
-        for pool_id_, flavor_id, gpus in PoolCapacity.objects.filter(
-            pool__clusters=job.cluster_id
-        ).values_list("pool_id", "flavor_id", "gpus"):
-            capacity[(pool_id_, flavor_id)] = capacity.get((pool_id_, flavor_id), 0) + gpus
+        pools |= Q(pool__clusters=job.cluster_id)
+    capacity = {
+        (pool, flavor): gpus
+        for pool, flavor, gpus in PoolCapacity.objects.filter(pools)
+        .distinct()
+        .values_list("pool_id", "flavor_id", "gpus")
+    }
     state = diagnosis.QueueState(
         running=running, waiting=waiting, quotas=quotas, tiers=tiers, capacity=capacity
     )
@@ -418,13 +422,13 @@ def next_step(
         if found.can_never_start:
             text = _(
                 "The job asks for %(asked)s %(flavor)s GPUs, more than the %(capacity)s its "
-                "cluster's pools have: make it smaller."
+                "pool has: make it smaller."
             )
         else:
             text = _(
-                "The cluster's pools have %(capacity)s %(flavor)s GPUs (declared); %(running)s "
-                "run now, %(free)s are free and the job asks for %(asked)s: it starts when GPUs "
-                "are released. Raising its priority does not add GPUs."
+                "The job's pool has %(capacity)s %(flavor)s GPUs (declared); %(running)s run "
+                "there now, %(free)s are free and the job asks for %(asked)s: it starts when "
+                "GPUs are released. Raising its priority does not add GPUs."
             )
         return text % f, "", ""
     if found.limit == Limit.JOBS_AHEAD:

@@ -70,8 +70,8 @@ def jobs(world):
         ("901", WaitCategory.QUOTA, "Your project uses 40 of 40 A100 80G GPUs in the job"),
         ("902", WaitCategory.DEPENDENCY, "jobs it depends on"),
         ("903", WaitCategory.PLACEMENT, "The constraint “nvlink” matches no node"),
-        # No cluster, so no capacity is known: the figures cannot support "resource".
-        ("904", "unknown", "no capacity of the job"),
+        # 64 A100 in the job's pool, 40 run: 24 are free, so "resource" is not supported.
+        ("904", "unknown", "(capacity 64, running 40, free 24, asked 2)"),
         ("905", WaitCategory.QUEUE_RULE, "2 jobs that compete for the same GPUs"),
         ("906", "unknown", "NewReasonNobodyKnows"),
     ],
