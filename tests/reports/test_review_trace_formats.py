@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.urls import reverse
 
 from queues.models import WorkloadJob, WorkloadWait
 from reports import services
 from reports.models import ReviewStatus
+from tests.conftest import login
 
 SAMPLES = Path(__file__).resolve().parent.parent / "fixtures" / "traces"
 TIER_MAP = "LS=production,Burstable=key,BE=exploratory,Guaranteed=regular"
@@ -124,6 +126,15 @@ def test_a_source_without_start_times_records_no_waits(ops, world, fmt, name, st
     jobs = WorkloadJob.objects.filter(source=f"trace:{fmt}")
     assert jobs.count() == 200 and not jobs.filter(waits_recorded=True).exists()
     review = build(ops, start, end)
-    # Run times are not waits: the review counts no wait at all for these jobs.
+    # Run times are not waits: the review counts no wait at all for these jobs, and says so.
     assert review.metrics["waits"]["overall"]["jobs"] == 0
     assert not WorkloadWait.objects.exists()
+    inside = jobs.filter(submitted_at__gte=start, submitted_at__lt=end).count()
+    assert inside > 150
+    assert review.metrics["waits"]["not_recorded"] == [{"source": f"trace:{fmt}", "jobs": inside}]
+    assert review.project_metrics["vision"]["waits"]["not_recorded"] == [
+        {"source": f"trace:{fmt}", "jobs": inside}
+    ]
+    page = login(ops).get(reverse("report_detail", args=[review.pk])).content.decode()
+    assert "Waits not recorded for this source:" in page and f"trace:{fmt}" in page
+    assert "every rule worked as intended" not in page
