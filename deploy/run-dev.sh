@@ -13,8 +13,10 @@ data_dir="$($PY -c 'from django.conf import settings; print(settings.DATA_DIR)')
 
 $PY manage.py migrate --noinput
 $PY manage.py seed_demo
-$PY manage.py seed_demo_approvals
+# The job history before the requests: a request's evidence (usage, waits) is fixed when it
+# is submitted, from the history there is then.
 $PY manage.py seed_demo_workload
+$PY manage.py seed_demo_approvals
 $PY manage.py seed_demo_reviews
 
 worker="" web=""

@@ -79,7 +79,12 @@ class SyncForm(forms.Form):
 
 
 class JobSearchForm(forms.Form):
-    job = forms.CharField(label=_("Job id"), max_length=200)
+    # Wide enough for whole ids: Slurm array tasks (4821345_117), Kueue workload names.
+    job = forms.CharField(
+        label=_("Job id"),
+        max_length=200,
+        widget=forms.TextInput(attrs={"class": "input--job-id", "spellcheck": "false"}),
+    )
     source = forms.CharField(
         label=_("Cluster"),
         max_length=100,

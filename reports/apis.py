@@ -1,16 +1,21 @@
-"""The reports app's API: a stored review's build status (what the progress page shows)."""
+"""The reports app's API: a stored review's build status (what the progress page shows), its
+figures (the same tables as the page) and its CSV."""
 
 from typing import Any
 
+from django.http import Http404, HttpResponse
+from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
-from drf_spectacular.utils import OpenApiExample, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance.toolkit.api import NOT_FOUND
-from reports.selectors.stored_reviews import review_get
+from reports.selectors.stored_reviews import review_csv_rows, review_get, review_tables
+from reports.views import csv_response
 
 
 class ReviewStatusApi(APIView):
@@ -53,3 +58,117 @@ class ReviewStatusApi(APIView):
     def get(self, request: Request, pk: int) -> Response:
         review = review_get(user=request.user, pk=pk)
         return Response(self.OutputSerializer(review).data)
+
+
+PROJECT_PARAMETER = OpenApiParameter(
+    "project",
+    str,
+    description=gettext_lazy("A project's view of the review (its slug): for ops and its leads."),
+)
+
+
+def _built(request: Request, pk: int) -> tuple[Any, str | None]:
+    project = request.query_params.get("project", "").strip() or None
+    review = review_get(user=request.user, pk=pk, project=project)
+    if not review.is_built:
+        raise Http404(_("The review is not built yet."))
+    return review, project
+
+
+class ReviewFiguresApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        start = serializers.DateTimeField()
+        end = serializers.DateTimeField()
+        pool = serializers.CharField()
+        project = serializers.CharField()
+        version = serializers.IntegerField()
+        built_at = serializers.DateTimeField(allow_null=True)
+        tables = serializers.DictField(
+            child=serializers.DictField(),
+            help_text=gettext_lazy(
+                "Every table of the page, by key: title, columns and rows (the numbers beside "
+                "each chart, as the CSV has them)."
+            ),
+        )
+        findings = serializers.ListField(child=serializers.DictField())
+
+        class Meta:
+            ref_name = "ReviewFigures"
+
+    @extend_schema(
+        operation_id="monthly_reviews_retrieve",
+        tags=["reviews"],
+        summary=gettext_lazy("A built monthly review's figures: the same tables as its page"),
+        parameters=[PROJECT_PARAMETER],
+        responses={200: OutputSerializer, 404: NOT_FOUND},
+        examples=[
+            OpenApiExample(
+                "A month",
+                value={
+                    "id": 7,
+                    "start": "2026-10-01T00:00:00Z",
+                    "end": "2026-11-01T00:00:00Z",
+                    "pool": "",
+                    "project": "",
+                    "version": 1,
+                    "built_at": "2026-11-01T02:00:00Z",
+                    "tables": {
+                        "waits_by_tier": {
+                            "title": "Waits by tier",
+                            "columns": ["Tier", "Jobs", "p50 (min)", "p90 (min)"],
+                            "rows": [["Production service", 1134, 1.0, 9.4]],
+                        }
+                    },
+                    "findings": [],
+                },
+                response_only=True,
+            )
+        ],
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        review, project = _built(request, pk)
+        metrics = review.project_metrics[project] if project else review.metrics
+        tables = review_tables(metrics=metrics, project=project)
+        data = {
+            "id": review.pk,
+            "start": review.start,
+            "end": review.end,
+            "pool": review.pool,
+            "project": project or review.project,
+            "version": review.version,
+            "built_at": review.built_at,
+            "tables": {
+                key: {"title": str(t.title), "columns": [str(c) for c in t.columns], "rows": t.rows}
+                for key, t in tables.items()
+            },
+            "findings": [
+                finding
+                for finding in review.findings
+                if project is None or finding.get("project") in (None, "", project)
+            ],
+        }
+        return Response(self.OutputSerializer(data).data)
+
+
+class ReviewCsvApi(APIView):
+    @extend_schema(
+        operation_id="monthly_reviews_csv_retrieve",
+        tags=["reviews"],
+        summary=gettext_lazy("A built monthly review as one CSV (every table, as the page's)"),
+        parameters=[PROJECT_PARAMETER],
+        responses={(200, "text/csv"): OpenApiTypes.STR, 404: NOT_FOUND},
+        examples=[
+            OpenApiExample(
+                "A month",
+                value="section,Tier,Jobs,p50 (min)\nwaits_by_tier,Production service,1134,1.0\n",
+                response_only=True,
+                media_type="text/csv",
+            )
+        ],
+    )
+    def get(self, request: Request, pk: int) -> HttpResponse:
+        review, project = _built(request, pk)
+        stem = f"review-{review.pk}-v{review.version}" + (f"-{project}" if project else "")
+        # The same CSV as the page's download (formula-looking text quoted).
+        return csv_response(review_csv_rows(review=review, project=project), f"{stem}.csv")

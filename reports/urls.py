@@ -13,6 +13,16 @@ urlpatterns = [
         apis.ReviewStatusApi.as_view(),
         name="api_review_status",
     ),
+    path(
+        "api/v1/monthly-reviews/<int:pk>/",
+        apis.ReviewFiguresApi.as_view(),
+        name="api_monthly_review",
+    ),
+    path(
+        "api/v1/monthly-reviews/<int:pk>/csv/",
+        apis.ReviewCsvApi.as_view(),
+        name="api_monthly_review_csv",
+    ),
     path("monthly-reviews/<int:pk>/print/", views.report_print, name="report_print"),
     path("monthly-reviews/<int:pk>/csv/", views.report_csv, name="report_csv"),
     path("monthly-reviews/<int:pk>/csv/<slug:key>/", views.report_csv, name="report_table_csv"),

@@ -235,7 +235,7 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def _csv_response(rows: list[list[Any]], filename: str) -> HttpResponse:
+def csv_response(rows: list[list[Any]], filename: str) -> HttpResponse:
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     response.write("\ufeff")  # spreadsheets read the Chinese headers as UTF-8
@@ -257,12 +257,12 @@ def report_csv(
     stem = f"review-{review.pk}-v{review.version}" + (f"-{slug}" if slug else "")
     if key is None:
         rows = review_selectors.review_csv_rows(review=review, project=slug)
-        return _csv_response(rows, f"{stem}.csv")
+        return csv_response(rows, f"{stem}.csv")
     metrics = review.project_metrics[slug] if slug else review.metrics
     table = review_selectors.review_tables(metrics=metrics, project=slug).get(key)
     if table is None:
         raise Http404(_("The review has no such table."))
-    return _csv_response([table.columns, *table.rows], f"{stem}-{key}.csv")
+    return csv_response([table.columns, *table.rows], f"{stem}-{key}.csv")
 
 
 @login_required

@@ -236,19 +236,62 @@ class JobWaitApi(APIView):
         message = serializers.CharField(source="job.message")
         category = serializers.CharField(
             help_text=gettext_lazy(
-                "resource, quota, queue_rule, dependency, placement or unclassified; "
-                "empty when the job is not pending."
+                "resource, quota, queue_rule, dependency, placement, unclassified, or unknown "
+                "when the figures support no reason (the raw reason is in reason); empty when "
+                "the job is not pending."
             )
         )
         category_label = serializers.CharField()
         category_text = serializers.CharField()
         clears_by_itself = serializers.BooleanField(allow_null=True)
-        waited_seconds = serializers.IntegerField()
+        waited_seconds = serializers.IntegerField(
+            help_text=gettext_lazy(
+                "The job's wait: its first wait, from the submit to its first start (or to its "
+                "end when it never started; to now while it still waits)."
+            )
+        )
+        current_wait_seconds = serializers.IntegerField(
+            allow_null=True,
+            help_text=gettext_lazy(
+                "Its current wait: seconds pending since it last became pending (the submit or "
+                "the last requeue); null unless it is pending."
+            ),
+        )
+        never_started = serializers.BooleanField(
+            help_text=gettext_lazy("The job ended (cancelled, failed) without ever starting.")
+        )
         next_step = serializers.CharField()
         action_url = serializers.CharField()
         quota = serializers.SerializerMethodField()
-        jobs_ahead = serializers.SerializerMethodField()
-        pool_free = serializers.ListField(source="pool", child=serializers.DictField())
+        jobs_ahead = serializers.ListField(
+            source="ahead",
+            child=serializers.DictField(),
+            help_text=gettext_lazy(
+                "The first 20 pending jobs that compete for the same flavor and pool, could "
+                "start and rank ahead (job_id, tier, tier_name, gpus)."
+            ),
+        )
+        jobs_ahead_count = serializers.IntegerField(
+            source="ahead_count", help_text=gettext_lazy("How many such jobs, all of them.")
+        )
+        limit = serializers.CharField(
+            help_text=gettext_lazy(
+                "The limit that holds the job: project_quota, tier_cap, user_cap, per_job, "
+                "association_limit, pool_capacity, jobs_ahead, hold, begin_time, dependency, "
+                "constraint, queue_rule; empty when unknown or not pending."
+            )
+        )
+        figures = serializers.DictField(
+            child=serializers.CharField(),
+            help_text=gettext_lazy(
+                "The figures that make the answer true (used, limit, asked, capacity, "
+                "running, free, ahead, ahead_gpus), read from the job's own source now."
+            ),
+        )
+        holders = serializers.ListField(
+            child=serializers.DictField(),
+            help_text=gettext_lazy("Who uses the limit: project and GPUs."),
+        )
 
         class Meta:
             ref_name = "JobWait"
@@ -263,11 +306,6 @@ class JobWaitApi(APIView):
                     "pending": use.pending,
                 }
                 for use in obj.use
-            ]
-
-        def get_jobs_ahead(self, obj: Any) -> list[dict[str, Any]]:
-            return [
-                {"job_id": job.job_id, "tier": job.tier.slug, "gpus": job.gpus} for job in obj.ahead
             ]
 
     @extend_schema(
@@ -297,11 +335,16 @@ class JobWaitApi(APIView):
                     "category_text": "The project uses all the GPUs its quota allows.",
                     "clears_by_itself": True,
                     "waited_seconds": 1200,
+                    "current_wait_seconds": 1200,
+                    "never_started": False,
                     "next_step": "Wait for the project's running jobs to end, or ask for more.",
                     "action_url": "/requests/new/?project=vision&kind=quota_exception",
                     "quota": None,
                     "jobs_ahead": [],
-                    "pool_free": [],
+                    "jobs_ahead_count": 0,
+                    "limit": "project_quota",
+                    "figures": {"used": "40", "limit": "40", "asked": "8"},
+                    "holders": [{"project": "Vision", "gpus": "40"}],
                 },
             )
         ],

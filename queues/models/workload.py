@@ -147,6 +147,15 @@ class WorkloadJob(models.Model):
         default=0,
         help_text=_("Total time pending, over every wait of the job (finished waits only)."),
     )
+    waits_recorded = models.BooleanField(
+        _("waits recorded"),
+        default=True,
+        db_default=True,
+        help_text=_(
+            "False when the job's source cannot tell how long it waited (a trace without start "
+            "times, an instance that existed before the trace): the job has no wait."
+        ),
+    )
     last_event_at = models.DateTimeField(_("last event at"))
 
     class Meta:
@@ -168,6 +177,13 @@ class WorkloadJob(models.Model):
             # The hourly rollup rereads the jobs changed since its watermark.
             models.Index(fields=["last_event_at"], name="job_last_event"),
             models.Index(fields=["source", "job_id"], name="job_source_job_id"),
+            # The review's count of the jobs whose waits were not recorded: a small partial
+            # index instead of a scan of the window's jobs.
+            models.Index(
+                fields=["submitted_at"],
+                name="job_waits_not_recorded",
+                condition=Q(waits_recorded=False),
+            ),
             # A project's waits by category over a window, index-only (recent_waits).
             models.Index(
                 fields=["project", "submitted_at", "category", "waited_seconds"],

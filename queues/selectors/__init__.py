@@ -184,8 +184,9 @@ ALERT_BODIES = {
         "Last error: %(error)s"
     ),
     AlertKind.LONG_WAIT: gettext_lazy(
-        "Job %(job)s of project %(project)s in tier %(tier)s has waited %(minutes)s minutes "
-        "(threshold %(threshold)s minutes). Why it waits: %(category)s (%(reason)s)."
+        "Job %(job)s of project %(project)s in tier %(tier)s has been pending for "
+        "%(minutes)s minutes since it last became pending (its current wait; threshold "
+        "%(threshold)s minutes). Why it waits: %(category)s (%(reason)s)."
     ),
     AlertKind.RULE_NOT_ENFORCED: gettext_lazy(
         "On cluster %(cluster)s, %(project)s: %(rule)s (allowed %(allowed)s, seen %(seen)s)."

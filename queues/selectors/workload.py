@@ -16,9 +16,12 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from governance.models import GpuFlavor, PoolCapacity, Project
+from governance.models import GpuFlavor, PoolCapacity, PriorityTier, Project
 from governance.selectors import effective_rules
 from queues.models import JobState, WaitCategory, WorkloadJob
+from queues.services.workload.classify import slurm_reason_token
+
+from . import definitions, diagnosis
 
 CATEGORY_TEXT = {
     WaitCategory.RESOURCE: gettext_lazy(
@@ -38,8 +41,6 @@ CATEGORY_TEXT = {
         "The scheduler gave a reason Arbiter does not know yet; it is kept and counted."
     ),
 }
-HELD = {"JobHeldAdmin", "JobHeldUser", "JobHoldMaxRequeue"}
-NEVER = {"BadConstraints", "DependencyNeverSatisfied"}
 
 
 def user_can_see_all_jobs(user: Any) -> bool:
@@ -92,11 +93,10 @@ def job_get(*, user: Any, job_id: str, source: str = "") -> WorkloadJob:
 
 
 def waited_seconds(job: WorkloadJob, now: datetime) -> int:
-    """Time spent pending so far: finished waits plus the current one."""
-    current = (
-        (now - job.pending_since).total_seconds() if job.is_pending and job.pending_since else 0
-    )
-    return int(job.waited_seconds + max(0, current))
+    """The job's wait so far (its first wait, ``definitions.job_wait``; 0 without a submit
+    time)."""
+    wait = definitions.job_wait(job, now=now)
+    return wait.seconds if wait is not None else 0
 
 
 @dataclass
@@ -112,9 +112,10 @@ class FlavorUse:
         return self.maximum is not None and self.running >= self.maximum
 
 
-def project_flavor_use(project: Project, *, at: datetime) -> list[FlavorUse]:
+def project_flavor_use(project: Project, *, at: datetime, source: str = "") -> list[FlavorUse]:
     """The project's effective guarantee and maximum per flavor (over pools), against the GPUs
-    its jobs run and ask for now (effective rules: four queries; usage: one)."""
+    its jobs run and ask for now (of ``source`` alone when given; effective rules: four
+    queries; usage: one)."""
     rules = effective_rules(at=at, project_slugs=[project.slug]).projects.get(project.slug)
     uses: dict[int | None, FlavorUse] = {}
     for quota in rules.quotas if rules else ():
@@ -122,11 +123,12 @@ def project_flavor_use(project: Project, *, at: datetime) -> list[FlavorUse]:
         use.guarantee += quota.guarantee
         top = quota.maximum
         use.maximum = None if top is None or use.maximum is None else use.maximum + top
-    rows = (
-        WorkloadJob.objects.filter(project=project, state__in=[JobState.RUNNING, JobState.PENDING])
-        .values_list("flavor_id", "state")
-        .annotate(total=Sum("gpus"))
+    jobs = WorkloadJob.objects.filter(
+        project=project, state__in=[JobState.RUNNING, JobState.PENDING]
     )
+    if source:
+        jobs = jobs.filter(source=source)
+    rows = jobs.values_list("flavor_id", "state").annotate(total=Sum("gpus"))
     flavors = {use.flavor.pk: use.flavor for use in uses.values() if use.flavor}
     for flavor_id, state, total in rows:
         if flavor_id not in uses:
@@ -141,42 +143,107 @@ def project_flavor_use(project: Project, *, at: datetime) -> list[FlavorUse]:
     return sorted(uses.values(), key=lambda use: use.flavor.name if use.flavor else "")
 
 
-def pool_free(job: WorkloadJob) -> list[dict[str, Any]]:
-    """Per flavor of the job's cluster pools: capacity, GPUs running there, and free."""
-    if job.cluster_id is None:
-        return []
-    capacities = (
-        PoolCapacity.objects.filter(pool__clusters=job.cluster_id)
-        .values("flavor_id", "flavor__name")
-        .annotate(total=Sum("gpus"))
-    )
-    running = dict(
-        WorkloadJob.objects.filter(source=job.source, state=JobState.RUNNING)
-        .values_list("flavor_id")
-        .annotate(total=Sum("gpus"))
-    )
-    return [
-        {
-            "flavor": row["flavor__name"],
-            "capacity": row["total"],
-            "running": running.get(row["flavor_id"], 0),
-            "free": max(0, row["total"] - running.get(row["flavor_id"], 0)),
-        }
-        for row in capacities.order_by("flavor__name")
-    ]
-
-
-def jobs_ahead(job: WorkloadJob) -> list[WorkloadJob]:
-    """Pending jobs of higher tiers on the same cluster (the ones the scheduler runs first)."""
-    if job.tier is None or not job.is_pending:
-        return []
-    return list(
-        WorkloadJob.objects.filter(
-            source=job.source, state=JobState.PENDING, tier__score__gt=job.tier.score
+def queue_state(job: WorkloadJob, *, now: datetime) -> tuple[diagnosis.QueueState, int | None]:
+    """What ``diagnose`` reads, from the job's own source only: the GPUs running now per
+    (project, tier, user, flavor, pool), the other pending jobs of the job's flavor, the
+    project's effective maxima, the tiers' caps and the declared capacity of the job's pool
+    and its cluster's pools; and the job's pool (a fixed number of queries)."""
+    maps = definitions.pool_maps()
+    pool_id = definitions.job_pool_id(job=job, maps=maps)
+    tiers = {
+        tier.pk: diagnosis.TierRule(
+            score=tier.score, max_total=tier.max_gpus_total, max_per_job=tier.max_gpus_per_job
         )
-        .select_related("tier", "project")
-        .order_by("-tier__score", "submitted_at")[:20]
+        for tier in PriorityTier.objects.all()
+    }
+    running = []
+    rows = (
+        WorkloadJob.objects.filter(source=job.source, state=JobState.RUNNING)
+        .order_by()
+        .values_list("project_id", "tier_id", "user_name", "flavor_id", "cluster_id")
+        .annotate(total=Sum("gpus"))
     )
+    for project_id, tier_id, user, flavor_id, cluster_id, total in rows:
+        probe = WorkloadJob(project_id=project_id, flavor_id=flavor_id, cluster_id=cluster_id)
+        running.append(
+            diagnosis.Running(
+                project=project_id,
+                tier=tier_id,
+                user=user,
+                flavor=flavor_id,
+                pool=definitions.job_pool_id(job=probe, maps=maps),
+                gpus=float(total or 0),
+            )
+        )
+    waiting = []
+    others = (
+        WorkloadJob.objects.filter(source=job.source, state=JobState.PENDING, flavor=job.flavor)
+        .exclude(pk=job.pk)
+        .values_list(
+            "job_id",
+            "project_id",
+            "tier_id",
+            "flavor_id",
+            "cluster_id",
+            "gpus",
+            "submitted_at",
+            "reason",
+        )
+    )
+    for job_id, project_id, tier_id, flavor_id, cluster_id, gpus, submitted, reason in others:
+        probe = WorkloadJob(project_id=project_id, flavor_id=flavor_id, cluster_id=cluster_id)
+        rule = tiers.get(tier_id) if tier_id is not None else None
+        waiting.append(
+            diagnosis.Waiting(
+                job_id=job_id,
+                project=project_id,
+                tier=tier_id,
+                tier_score=rule.score if rule else 0,
+                flavor=flavor_id,
+                pool=definitions.job_pool_id(job=probe, maps=maps),
+                gpus=float(gpus),
+                submitted=submitted,
+                reason=slurm_reason_token(reason),
+            )
+        )
+    quotas: dict[tuple[int, int, int], int | None] = {}
+    if job.project is not None:
+        rules = effective_rules(at=now, project_slugs=[job.project.slug]).projects
+        for quota in rules[job.project.slug].quotas if job.project.slug in rules else ():
+            key = (job.project.pk, quota.quota.pool_id, quota.quota.flavor_id)
+            quotas[key] = quota.maximum
+    # The declared capacity of the job's pool and of its cluster's pools.
+    pools = Q(pool_id=pool_id) if pool_id is not None else Q(pk__in=[])
+    if job.cluster_id is not None:
+        pools |= Q(pool__clusters=job.cluster_id)
+    capacity = {
+        (pool, flavor): gpus
+        for pool, flavor, gpus in PoolCapacity.objects.filter(pools)
+        .distinct()
+        .values_list("pool_id", "flavor_id", "gpus")
+    }
+    state = diagnosis.QueueState(
+        running=running, waiting=waiting, quotas=quotas, tiers=tiers, capacity=capacity
+    )
+    return state, pool_id
+
+
+def job_diagnosis(job: WorkloadJob, *, now: datetime) -> diagnosis.Diagnosis:
+    state, pool_id = queue_state(job, now=now)
+    asked = diagnosis.Asked(
+        job_id=job.job_id,
+        project=job.project_id,
+        tier=job.tier_id,
+        user=job.user_name,
+        flavor=job.flavor_id,
+        pool=pool_id,
+        gpus=float(job.gpus),
+        submitted=job.submitted_at,
+        reason=slurm_reason_token(job.reason),
+        category=job.category or WaitCategory.UNCLASSIFIED,
+        constraints=job.constraints,
+    )
+    return diagnosis.diagnose(state, asked)
 
 
 def quota_request_url(job: WorkloadJob) -> str:
@@ -193,101 +260,223 @@ def queue_jump_url(job: WorkloadJob) -> str:
     return f"{reverse('request_create')}?{urlencode(query)}"
 
 
+WHY_UNKNOWN = {
+    "per_job_room": gettext_lazy("the job asks for no more than its tier's per-job maximum"),
+    "user_room": gettext_lazy("the user's running GPUs in the tier leave room for the job"),
+    "tier_room": gettext_lazy("the tier's running GPUs leave room for the job under its cap"),
+    "keys_unknown": gettext_lazy("the job's project, pool or flavor is not known"),
+    "quota_room": gettext_lazy(
+        "the project's running GPUs leave room for the job under its maximum"
+    ),
+    "no_capacity": gettext_lazy("no capacity of the job's flavor is declared for its pool"),
+    "capacity_free": gettext_lazy(
+        "the declared capacity has enough free GPUs for the job (the GPUs may be on nodes "
+        "that are down or reserved, or used by jobs Arbiter does not see)"
+    ),
+    "none_ahead": gettext_lazy(
+        "no job that could start ranks ahead of it for the same flavor and pool"
+    ),
+    "reason_unknown": gettext_lazy("the scheduler's reason is not one Arbiter knows"),
+}
+FIGURE_NAMES = {
+    "used": gettext_lazy("in use"),
+    "limit": gettext_lazy("limit"),
+    "asked": gettext_lazy("asked"),
+    "capacity": gettext_lazy("capacity"),
+    "running": gettext_lazy("running"),
+    "free": gettext_lazy("free"),
+    "ahead": gettext_lazy("jobs ahead"),
+    "ahead_gpus": gettext_lazy("GPUs ahead"),
+}
+UNKNOWN_LABEL = gettext_lazy("Unknown")
+UNKNOWN_TEXT = gettext_lazy(
+    "The figures Arbiter reads do not support any reason: the scheduler's raw reason is shown."
+)
+
+
+def gpus_text(value: float) -> str:
+    """A GPU count as people write it: 3, or 0.25 for a fraction."""
+    return str(int(value)) if float(value).is_integer() else f"{value:.2f}".rstrip("0")
+
+
 @dataclass
 class WaitExplanation:
     job: WorkloadJob
-    category: str
+    category: str  # a WaitCategory value, "unknown", or empty when the job is not pending
     category_label: str
     category_text: str
     clears_by_itself: bool | None
-    waited_seconds: int
+    waited_seconds: int  # the job's wait (docs/definitions.md)
+    current_wait_seconds: int | None  # since it last became pending; None unless pending
+    never_started: bool
     next_step: str
     action_url: str = ""
     action_label: str = ""
     use: list[FlavorUse] = field(default_factory=list)
-    ahead: list[WorkloadJob] = field(default_factory=list)
-    pool: list[dict[str, Any]] = field(default_factory=list)
+    ahead: list[dict[str, Any]] = field(default_factory=list)
+    ahead_count: int = 0
+    limit: str = ""
+    figures: dict[str, str] = field(default_factory=dict)
+    holders: list[dict[str, Any]] = field(default_factory=list)
+    diagnosis: diagnosis.Diagnosis | None = None
 
     @property
     def waited_minutes(self) -> int:
         return self.waited_seconds // 60
 
+    @property
+    def current_wait_minutes(self) -> int | None:
+        return None if self.current_wait_seconds is None else self.current_wait_seconds // 60
+
+    @property
+    def figure_rows(self) -> list[tuple[str, str]]:
+        return [(str(FIGURE_NAMES.get(k, k)), v) for k, v in self.figures.items()]
+
 
 def next_step(
-    job: WorkloadJob, use: list[FlavorUse], ahead: list[WorkloadJob], pool: list[dict[str, Any]]
+    job: WorkloadJob, found: diagnosis.Diagnosis, *, tier_name: str = ""
 ) -> tuple[str, str, str]:
-    """The plain-words next step for the job's category, and an action link when one helps."""
-    category = job.category
+    """The plain-words next step, from the figures of the diagnosis, and an action link only
+    where it would help."""
     if not job.is_pending:
         return (
             _("The job is not waiting (it is %(state)s).") % {"state": job.get_state_display()},
             "",
             "",
         )
-    if category == WaitCategory.QUOTA:
-        mine = next((u for u in use if u.flavor and u.flavor.pk == job.flavor_id), None)
-        mine = mine or next((u for u in use if u.maximum is not None), None)
-        if mine is not None and mine.maximum is not None:
-            text = _(
-                "Your project uses %(used)d of %(limit)d %(flavor)s GPUs — wait for its jobs to "
-                "finish, or request a quota exception."
-            ) % {"used": mine.running, "limit": mine.maximum, "flavor": mine.flavor or ""}
-        elif job.clears_by_itself is False:
-            text = _(
-                "The job asks for more than one job may have (%(reason)s): make it smaller, or "
-                "request a quota exception."
-            ) % {"reason": job.reason}
-        else:
-            text = _("A limit holds it (%(reason)s) — wait, or request a quota exception.") % {
-                "reason": job.reason
-            }
-        return text, quota_request_url(job), _("Request a quota exception")
-    if category == WaitCategory.RESOURCE:
-        free = next((p for p in pool if job.flavor and p["flavor"] == job.flavor.name), None)
-        if free is not None:
-            return (
-                _(
-                    "The pool has %(free)d free %(flavor)s GPUs and the job asks for %(gpus)d: it "
-                    "starts when GPUs free up. Raising its priority does not add GPUs."
-                )
-                % {"free": free["free"], "flavor": free["flavor"], "gpus": job.gpus},
-                "",
-                "",
-            )
-        return _("It starts when GPUs free up. Raising its priority does not add GPUs."), "", ""
-    if category == WaitCategory.QUEUE_RULE:
-        if job.reason in HELD:
-            return (
-                _("The job is held (%(reason)s): release it, or ask ops why it is held.")
-                % {"reason": job.reason},
-                "",
-                "",
-            )
-        if job.reason == "Priority" or ahead:
-            return (
-                _(
-                    "%(count)d jobs of higher tiers are ahead of it; it starts after them. If the "
-                    "work is urgent, request a queue jump for this job."
-                )
-                % {"count": len(ahead)},
-                queue_jump_url(job),
-                _("Request a queue jump"),
-            )
+    f = {key: gpus_text(value) for key, value in found.figures.items()}
+    used, limit, asked = (found.figures.get(k, 0.0) for k in ("used", "limit", "asked"))
+    f["needed"] = gpus_text(max(0.0, used + asked - limit))
+    f["flavor"] = job.flavor.name if job.flavor else ""
+    f["tier"] = tier_name
+    f["reason"] = found.reason or job.reason
+    Limit = diagnosis.Limit
+    if not found.known:
+        figures = ", ".join(f"{FIGURE_NAMES.get(k, k)} {f[k]}" for k in found.figures)
         return (
-            _("A queue rule holds it (%(reason)s): check its queue, QOS and account, or ask ops.")
-            % {"reason": job.reason},
+            _(
+                "Arbiter cannot tell why it waits: the scheduler says “%(reason)s”, but "
+                "%(why)s%(figures)s. Ask ops."
+            )
+            % {
+                "reason": f["reason"] or "—",
+                "why": WHY_UNKNOWN.get(found.why_unknown, found.why_unknown),
+                "figures": f" ({figures})" if figures else "",
+            },
             "",
             "",
         )
-    if category == WaitCategory.DEPENDENCY:
-        if job.reason in NEVER:
+    if found.limit == Limit.PROJECT_QUOTA:
+        if found.figures.get("limit") == 0:
+            text = _(
+                "Your project has no %(flavor)s quota in the job's pool (maximum 0): the job can "
+                "never start as it is. Request a quota exception, or ask for a flavor the "
+                "project has."
+            )
+        elif found.can_never_start:
+            text = _(
+                "The job asks for %(asked)s %(flavor)s GPUs, more than your project's maximum "
+                "of %(limit)s in its pool: make it smaller, or request a quota exception."
+            )
+        else:
+            text = _(
+                "Your project uses %(used)s of %(limit)s %(flavor)s GPUs in the job's pool and "
+                "the job asks for %(asked)s: it starts when %(needed)s of them are released — "
+                "or request a quota exception."
+            )
+        return text % f, quota_request_url(job), _("Request a quota exception")
+    if found.limit == Limit.TIER_CAP:
+        if found.can_never_start:
+            text = _(
+                "The job asks for %(asked)s GPUs, more than tier %(tier)s's cap of %(limit)s "
+                "across all projects: make it smaller."
+            )
+        else:
+            text = _(
+                "Tier %(tier)s is capped at %(limit)s GPUs across all projects; its jobs use "
+                "%(used)s and this one asks for %(asked)s: it starts when %(needed)s are "
+                "released. A quota exception for your project does not lift the tier's cap."
+            )
+        return text % f, "", ""
+    if found.limit == Limit.USER_CAP:
+        if found.can_never_start:
+            text = _(
+                "The job asks for %(asked)s GPUs, more than tier %(tier)s lets one user run "
+                "(%(limit)s): make it smaller."
+            )
+        else:
+            text = _(
+                "Tier %(tier)s lets one user run %(limit)s GPUs; your jobs in it use %(used)s "
+                "and this one asks for %(asked)s: it starts when %(needed)s of yours are "
+                "released. A quota exception does not lift a per-user cap."
+            )
+        return text % f, "", ""
+    if found.limit == Limit.PER_JOB:
+        return (
+            _(
+                "The job asks for %(asked)s GPUs; its tier allows %(limit)s per job: it cannot "
+                "start as it is — make it smaller."
+            )
+            % f,
+            "",
+            "",
+        )
+    if found.limit == Limit.ASSOCIATION:
+        return (
+            _(
+                "A job-count limit set by hand on the account or user holds it (%(reason)s). "
+                "Arbiter compiles no such limit, so a quota exception would not help: ask ops "
+                "to change it."
+            )
+            % f,
+            "",
+            "",
+        )
+    if found.limit == Limit.POOL_CAPACITY:
+        if found.can_never_start:
+            text = _(
+                "The job asks for %(asked)s %(flavor)s GPUs, more than the %(capacity)s its "
+                "pool has: make it smaller."
+            )
+        else:
+            text = _(
+                "The job's pool has %(capacity)s %(flavor)s GPUs (declared); %(running)s run "
+                "there now, %(free)s are free and the job asks for %(asked)s: it starts when "
+                "GPUs are released. Raising its priority does not add GPUs."
+            )
+        return text % f, "", ""
+    if found.limit == Limit.JOBS_AHEAD:
+        return (
+            _(
+                "%(ahead)s jobs that compete for the same GPUs and could start rank ahead of it "
+                "(%(ahead_gpus)s GPUs); it starts after them. If the work is urgent, request a "
+                "queue jump for this job."
+            )
+            % f,
+            queue_jump_url(job),
+            _("Request a queue jump"),
+        )
+    if found.limit == Limit.HOLD:
+        return (
+            _("The job is held (%(reason)s): release it, or ask ops why it is held.") % f,
+            "",
+            "",
+        )
+    if found.limit == Limit.BEGIN_TIME:
+        return (
+            _("It may not start before its begin time (%(reason)s); then it starts by itself.") % f,
+            "",
+            "",
+        )
+    if found.limit == Limit.DEPENDENCY:
+        if found.can_never_start:
             return (
                 _("Its dependency can never be satisfied: cancel it and submit it again."),
                 "",
                 "",
             )
         return _("It starts when the jobs it depends on have finished as required."), "", ""
-    if category == WaitCategory.PLACEMENT:
+    if found.limit == Limit.CONSTRAINT:
         if job.constraints:
             return (
                 _("The constraint “%(constraint)s” matches no node: change the request.")
@@ -300,37 +489,80 @@ def next_step(
                 "No node fits the job now (%(reason)s): check its request, or ask ops about "
                 "the nodes."
             )
-            % {"reason": job.reason},
+            % f,
             "",
             "",
         )
     return (
-        _("Arbiter does not know the reason “%(reason)s”: ask ops.") % {"reason": job.reason},
+        _("A queue rule holds it (%(reason)s): check its queue, QOS and account, or ask ops.") % f,
         "",
         "",
     )
 
 
 def job_wait_explanation(job: WorkloadJob, *, now: datetime | None = None) -> WaitExplanation:
+    """Why the job waits, with the figures that make the answer true (from its own source)."""
     now = now or timezone.now()
-    use = project_flavor_use(job.project, at=now) if job.project is not None else []
-    ahead = jobs_ahead(job)
-    pool = pool_free(job)
-    text, url, label = next_step(job, use, ahead, pool)
-    category = job.category if job.is_pending else ""
+    use = (
+        project_flavor_use(job.project, at=now, source=job.source)
+        if job.project is not None
+        else []
+    )
+    found = job_diagnosis(job, now=now) if job.is_pending else None
+    tiers = {
+        pk: (slug, name)
+        for pk, slug, name in PriorityTier.objects.values_list("pk", "slug", "name")
+    }
+    projects: dict[int | None, str] = {}
+    if found is not None:
+        projects = dict(
+            Project.objects.filter(pk__in=[k for k in found.holders if k is not None])
+            .values_list("pk", "name")
+            .order_by()
+        )
+    if found is not None:
+        text, url, label = next_step(job, found, tier_name=tiers.get(job.tier_id or 0, ("", ""))[1])
+    else:
+        text, url, label = next_step(job, diagnosis.Diagnosis("", "", job.reason))
+    category = (found.category if found else "") if job.is_pending else ""
+    wait = definitions.job_wait(job, now=now)
+    if category == diagnosis.UNKNOWN:
+        label_text, category_text = str(UNKNOWN_LABEL), str(UNKNOWN_TEXT)
+    elif category:
+        label_text = str(WaitCategory(category).label)
+        category_text = str(CATEGORY_TEXT.get(WaitCategory(category), ""))
+    else:
+        label_text = category_text = ""
     return WaitExplanation(
         job=job,
         category=category,
-        category_label=str(WaitCategory(category).label) if category else "",
-        category_text=str(CATEGORY_TEXT.get(WaitCategory(category), "")) if category else "",
-        clears_by_itself=job.clears_by_itself if job.is_pending else None,
-        waited_seconds=waited_seconds(job, now),
+        category_label=label_text,
+        category_text=category_text,
+        clears_by_itself=found.clears_by_itself if found else None,
+        waited_seconds=wait.seconds if wait is not None else 0,
+        current_wait_seconds=definitions.current_wait_seconds(job, now=now),
+        never_started=bool(wait and wait.never_started),
         next_step=text,
         action_url=url,
         action_label=label,
         use=use,
-        ahead=ahead,
-        pool=pool,
+        ahead=[
+            {
+                "job_id": other.job_id,
+                "tier": tiers.get(other.tier or 0, ("", ""))[0],
+                "tier_name": tiers.get(other.tier or 0, ("", ""))[1],
+                "gpus": gpus_text(other.gpus),
+            }
+            for other in (found.ahead if found else [])
+        ],
+        ahead_count=found.ahead_count if found else 0,
+        limit=found.limit if found else "",
+        figures={k: gpus_text(v) for k, v in found.figures.items()} if found else {},
+        holders=[
+            {"project": projects.get(k, "—") if k is not None else "—", "gpus": gpus_text(v)}
+            for k, v in (found.holders.items() if found else [])
+        ],
+        diagnosis=found,
     )
 
 
@@ -356,9 +588,11 @@ def project_workload(*, project: Project, now: datetime | None = None) -> Projec
     )
     groups: dict[str, list[WorkloadJob]] = defaultdict(list)
     running = []
+    starts = definitions.first_starts(job for job in jobs if job.is_pending)
     for job in jobs:
         if job.is_pending:
-            job.waited = waited_seconds(job, now)  # type: ignore[attr-defined]
+            wait = definitions.job_wait(job, now=now, started=starts.get(job.pk))
+            job.waited = wait.seconds if wait else 0  # type: ignore[attr-defined]
             groups[job.category or WaitCategory.UNCLASSIFIED].append(job)
         else:
             running.append(job)
@@ -376,21 +610,49 @@ def project_workload(*, project: Project, now: datetime | None = None) -> Projec
 
 
 def recent_waits(
-    *, project_ids: list[int], since: datetime
+    *, project_ids: list[int], since: datetime, now: datetime | None = None
 ) -> dict[int, dict[str, dict[str, int]]]:
-    """Per project and category: jobs that waited since ``since`` and their mean wait in
-    minutes (one query, index-only on PostgreSQL)."""
-    rows = (
+    """Per project and category: the jobs submitted since ``since`` that waited for that
+    reason, their mean wait in minutes (the job's wait, ``definitions.job_wait``, censored at
+    ``now``), how many never started and how many still wait (two queries)."""
+    now = now or timezone.now()
+    jobs = list(
         WorkloadJob.objects.filter(project_id__in=project_ids, submitted_at__gte=since)
         .exclude(category="")
-        .values_list("project_id", "category")
-        .annotate(jobs=Count("*"), total=Sum("waited_seconds"))  # index-only: no pk read
+        .only(
+            "project_id",
+            "category",
+            "state",
+            "submitted_at",
+            "started_at",
+            "ended_at",
+            "preemptions",
+            "requeues",
+            "waits_recorded",
+        )
     )
+    starts = definitions.first_starts(jobs)
+    totals: dict[tuple[int, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for job in jobs:
+        wait = definitions.job_wait(
+            job,
+            now=now,
+            started=starts.get(job.pk) if definitions.needs_events(job) else job.started_at,
+        )
+        if wait is None or job.project_id is None:
+            continue
+        total = totals[(job.project_id, job.category)]
+        total[0] += 1
+        total[1] += wait.seconds
+        total[2] += int(wait.never_started)
+        total[3] += int(wait.ongoing)
     result: dict[int, dict[str, dict[str, int]]] = defaultdict(dict)
-    for project_id, category, jobs, total in rows:
+    for (project_id, category), (count, seconds, never, ongoing) in totals.items():
         result[project_id][category] = {
-            "jobs": jobs,
-            "mean_minutes": int((total or 0) / max(jobs, 1) / 60),
+            "jobs": count,
+            "mean_minutes": int(seconds / max(count, 1) / 60),
+            "never_started": never,
+            "still_waiting": ongoing,
         }
     return result
 
@@ -444,7 +706,7 @@ def project_workload_summary(
     now = at or timezone.now()
     since = now - timedelta(days=days)
     use = project_flavor_use(project, at=now)
-    waits = recent_waits(project_ids=[project.pk], since=since).get(project.pk, {})
+    waits = recent_waits(project_ids=[project.pk], since=since, now=now).get(project.pk, {})
     return {
         "days": days,
         "flavors": [

@@ -505,7 +505,36 @@ def _annotate(figure: go.Figure, timeline: list[dict[str, Any]]) -> None:
         )
 
 
+def _has_data(figure: go.Figure) -> bool:
+    for trace in figure.data:
+        for axis in ("y", "x", "values"):
+            values = getattr(trace, axis, None)
+            if values is not None and len(values):
+                return True
+    return False
+
+
 def _as_json(figure: go.Figure) -> dict[str, Any]:
+    """The figure as JSON data; one without a data point says so in words, without axes (an
+    empty chart would draw blank axes with a made-up range)."""
+    if not _has_data(figure):
+        figure.update_layout(
+            xaxis={"visible": False},
+            yaxis={"visible": False},
+            showlegend=False,
+            shapes=[],
+            annotations=[
+                {
+                    "text": str(_("No data in this window")),
+                    "xref": "paper",
+                    "yref": "paper",
+                    "x": 0.5,
+                    "y": 0.5,
+                    "showarrow": False,
+                    "font": {"size": 16, "color": "#64748b"},
+                }
+            ],
+        )
     return json.loads(figure.to_json())
 
 

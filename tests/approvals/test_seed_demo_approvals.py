@@ -87,3 +87,25 @@ def test_no_notification_of_the_demo_has_a_double_period(demo):
     texts = list(Notification.objects.values_list("text", flat=True))
     assert any(re.search(r"\d{1,2} \w{3} \d{4}, \d{2}:\d{2}\.$", text) for text in texts)
     assert [text for text in texts if ".." in text] == []
+
+
+def test_the_demo_loads_its_job_history_before_its_requests():
+    """As `make run` loads it (deploy/run-dev.sh): the requests' evidence then shows the
+    projects' real usage, not "0.0 GPU-hours in the last 30 days"."""
+    from io import StringIO
+    from pathlib import Path
+
+    from django.conf import settings
+
+    script = (Path(settings.BASE_DIR) / "deploy" / "run-dev.sh").read_text()
+    assert script.index("seed_demo_workload") < script.index("seed_demo_approvals")
+    call_command("seed_demo")
+    call_command("seed_demo_workload", "--days", "14", stdout=StringIO())
+    call_command("seed_demo_approvals")
+    used = [
+        request.evidence["usage"]["usage"]["gpu_hours"]
+        for request in UpgradeRequest.objects.exclude(evidence={})
+        if (request.evidence.get("usage") or {}).get("usage")
+    ]
+    # Loaded the other way round, every one of them read 0.0 (one demo project runs nothing).
+    assert sum(hours > 0 for hours in used) >= len(used) - 1 >= 4

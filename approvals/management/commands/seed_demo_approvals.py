@@ -1,4 +1,6 @@
-"""``manage.py seed_demo_approvals``: demo policies and requests (idempotent; after seed_demo)."""
+"""``manage.py seed_demo_approvals``: demo policies and requests (idempotent; after seed_demo and
+seed_demo_workload: each request's evidence is fixed when it is submitted, from the job
+history there is then)."""
 
 from typing import Any
 

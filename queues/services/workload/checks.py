@@ -1,11 +1,13 @@
 """Periodic checks on the workload evidence: long waits, and rules the scheduler did not hold.
 
-``wait_alerts_check``: a pending job waiting longer than its tier's ``wait_alert_minutes``
-opens one alert (to the tier owner and ops), refreshed while it waits and closed, with the
-total wait, once it starts or ends. ``rules_check`` compares what runs with the effective
-rules: a project running more GPUs of a flavor than its maximum in the cluster's pools, a job
-running in a QOS its project may not use, a job of a never-preempt class that was preempted.
-Each finding is a ``rule_not_enforced`` alert to ops, closed when the finding is gone.
+``wait_alerts_check``: a pending job whose *current wait* (since it last became pending,
+``queues.selectors.definitions.current_wait_seconds``) is longer than its tier's
+``wait_alert_minutes`` opens one alert (to the tier owner and ops), refreshed while it
+waits and closed, with that wait's length, once it starts or ends. ``rules_check``
+compares what runs with the effective rules: a project running more GPUs of a flavor than
+its maximum in the cluster's pools, a job running in a QOS its project may not use, a job
+of a never-preempt class that was preempted. Each finding is a ``rule_not_enforced`` alert
+to ops, closed when the finding is gone.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from django.utils import timezone
 from governance.models import PreemptionKind, SiteRole, User
 from governance.selectors import effective_rules
 from queues.models import Alert, AlertKind, Cluster, JobState, WaitCategory, WorkloadJob
+from queues.selectors.definitions import current_wait_seconds
 
 from ..alerts import alert_close, alert_raise
 from ..slurm.values import borrow_qos, guarantee_qos, tier_qos
@@ -55,10 +58,10 @@ def wait_alerts_check(*, now: datetime | None = None) -> dict[str, int]:
     raised: set[str] = set()
     for job in waiting.iterator():
         tier, since = job.tier, job.pending_since
-        if tier is None or tier.wait_alert_minutes is None or since is None:
+        waited = current_wait_seconds(job, now=now)
+        if tier is None or tier.wait_alert_minutes is None or since is None or waited is None:
             continue
         threshold = tier.wait_alert_minutes
-        waited = (now - since).total_seconds()
         if waited < threshold * 60:
             continue
         key = job_alert_key(job)

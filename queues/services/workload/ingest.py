@@ -88,6 +88,7 @@ JOB_FIELDS = (
     "gpu_seconds_lost",
     "requeues",
     "waited_seconds",
+    "waits_recorded",
     "last_event_at",
 )
 IDENTITY = ("source", "key", "job_id")
@@ -142,6 +143,7 @@ class JobRow:
     gpu_seconds_lost: int
     requeues: int
     waited_seconds: int
+    waits_recorded: bool
     last_event_at: datetime
 
     @classmethod
@@ -157,6 +159,7 @@ class JobRow:
         for name in ("gpus", "preemptions", "gpu_seconds_lost", "requeues", "waited_seconds"):
             setattr(row, name, 0)
         row.state = JobState.PENDING
+        row.waits_recorded = True
         row.submitted_at = row.pending_since = row.last_event_at = at
         return row
 
@@ -541,6 +544,19 @@ def _apply(
             _("Job %(job)s started after it had ended: a different job with the same id?")
             % {"job": job.job_id}
         )
+    if (
+        kind in (EventKind.SUBMITTED, EventKind.PENDING)
+        and current
+        and job.state in FINISHED
+        and job.ended_at is not None
+        and event.time > job.ended_at
+    ):
+        raise Contradiction(
+            _("Job %(job)s was reported waiting after it had ended: it cannot reopen.")
+            % {"job": job.job_id}
+        )
+    if not event.waits_known:
+        job.waits_recorded = False  # the source cannot tell this job's wait
     for name in DESCRIPTIVE:
         value = getattr(event, name)
         if value:

@@ -18,7 +18,8 @@ A job contributes, to the UTC hours it overlaps:
 
 Jobs with neither preemptions, requeues nor suspension use their own fields (submit, start,
 end); the others replay their events. The pool of a job is the pool of its project's quota
-for the job's flavor (the lowest id when there are several), else its cluster's pool.
+for the job's flavor (the lowest id when there are several), else its cluster's pool
+(``queues.selectors.definitions.job_pool_id``).
 
 The same run keeps each job's first wait (``WorkloadWait``, what the review's waits read):
 it ends at the job's first start (its first ``started`` event when it was preempted or
@@ -35,13 +36,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Min
 from django.utils import timezone
 
-from governance.models import Quota
 from queues.models import (
     ACTIVE_STATES,
-    Cluster,
     EventKind,
     JobState,
     RollupState,
@@ -52,6 +50,7 @@ from queues.models import (
     WorkloadJobRollup,
     WorkloadWait,
 )
+from queues.selectors import definitions
 
 ROLLUP_NAME = "workload_hours"
 Interval = tuple[float, float]
@@ -148,42 +147,17 @@ def _add(
         deltas[(hour, key)][1] += sign * value
 
 
-def _pool_maps() -> tuple[dict[tuple[int, int], int], dict[int, int]]:
-    by_quota = {
-        (row["project_id"], row["flavor_id"]): row["pool_min"]
-        for row in Quota.objects.order_by()
-        .values("project_id", "flavor_id")
-        .annotate(pool_min=Min("pool_id"))
-    }
-    by_cluster = {
-        row["pk"]: row["pool_min"]
-        for row in Cluster.objects.order_by().values("pk").annotate(pool_min=Min("pools__id"))
-        if row["pool_min"] is not None
-    }
-    return by_quota, by_cluster
-
-
-def job_pool_id(
-    *, job: WorkloadJob, by_quota: dict[tuple[int, int], int], by_cluster: dict[int, int]
-) -> int | None:
-    pool = by_quota.get((job.project_id, job.flavor_id))  # type: ignore[arg-type]
-    if pool is None and job.cluster_id is not None:
-        pool = by_cluster.get(job.cluster_id)
-    return pool
-
-
 def job_wait(
     *, job: WorkloadJob, events: list[WorkloadEvent], pool_id: int | None
 ) -> WorkloadWait | None:
-    """The first wait of ``job`` (``events``: its events in time order, when it is replayed;
-    see the module's docstring), or ``None`` for a job without a submit time."""
-    if job.submitted_at is None:
+    """The first wait of ``job`` as ``queues.selectors.definitions`` defines it (``events``:
+    its events in time order, when it is replayed), or ``None`` for a job without a submit
+    time or whose source cannot tell its wait."""
+    if job.submitted_at is None or not job.waits_recorded:
         return None
-    first_start = job.started_at
-    if job.preemptions or job.requeues:
-        starts = [event.time for event in events if event.kind == EventKind.STARTED]
-        first_start = min(starts, default=job.started_at)
-    wait_end = first_start if first_start is not None else job.ended_at
+    started = (
+        definitions.first_start(job, events) if definitions.needs_events(job) else job.started_at
+    )
     return WorkloadWait(
         job_id=job.pk,
         submitted_at=job.submitted_at,
@@ -193,7 +167,7 @@ def job_wait(
         flavor_id=job.flavor_id,
         pool_id=pool_id,
         category=job.category,
-        wait_end=wait_end,
+        wait_end=definitions.wait_end(job, started),
     )
 
 
@@ -311,7 +285,7 @@ def workload_hours_roll_up(
             | set(active.values_list("pk", flat=True))
             | set(still_open.values_list("job_id", flat=True))
         )
-    by_quota, by_cluster = _pool_maps()
+    maps = definitions.pool_maps()
     counts = {"jobs": 0, "changed": 0, "hours": 0, "waits": 0}
     for offset in range(0, len(ids), batch_size):
         batch_ids = ids[offset : offset + batch_size]
@@ -333,7 +307,7 @@ def workload_hours_roll_up(
         for job in batch:
             job_events = events.get(job.pk, [])
             run, wait = job_intervals(job=job, events=job_events, cutoff=cutoff)
-            pool_id = job_pool_id(job=job, by_quota=by_quota, by_cluster=by_cluster)
+            pool_id = definitions.job_pool_id(job=job, maps=maps)
             waits[job.pk] = job_wait(job=job, events=job_events, pool_id=pool_id)
             contribution = {
                 "key": [

@@ -23,8 +23,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from governance.models import GpuFlavor, PriorityTier, Project
+from governance.selectors import effective_rules
 from queues.models import (
     Cluster,
+    ClusterSyncState,
     CollectorState,
     EventKind,
     JobState,
@@ -125,17 +127,36 @@ def _null(value: str) -> str:
 
 @dataclass
 class Names:
-    """What the sync compiled, read backwards: account → project, QOS → tier, type → flavor."""
+    """What the sync compiled, read backwards: account → project, QOS → tier, type → flavor.
+
+    A project's guarantee QOS (and its borrow QOS) carry the priority of the project's
+    *effective* tier, grants included, as the last successful sync compiled it: so a job in
+    them is filed under that tier (docs/definitions.md), not the project's base tier."""
 
     accounts: dict[str, Project]
     qos: dict[str, PriorityTier | None]
     flavors: dict[str, GpuFlavor]
+    project_tiers: dict[int, PriorityTier | None] = field(default_factory=dict)
 
     @classmethod
-    def for_cluster(cls, cluster: Cluster) -> Names:
+    def for_cluster(cls, cluster: Cluster, *, now: datetime | None = None) -> Names:
         tiers = list(PriorityTier.objects.all())
         default = next((tier for tier in tiers if tier.is_default), None)
         projects = list(Project.objects.select_related("tier"))
+        compiled_at = (
+            ClusterSyncState.objects.filter(cluster=cluster)
+            .values_list("applied_at", flat=True)
+            .first()
+        )
+        effective = effective_rules(at=compiled_at or now or timezone.now()).projects
+        project_tiers = {
+            project.pk: (
+                effective[project.slug].tier
+                if project.slug in effective
+                else project.tier or default
+            )
+            for project in projects
+        }
         accounts: dict[str, Project] = {}
         qos: dict[str, PriorityTier | None] = {}
         for tier in tiers:
@@ -145,15 +166,15 @@ class Names:
             qos[borrow_qos(pool)] = None
             for project in projects:
                 accounts[project_account(pool, project.slug)] = project
-                qos[guarantee_qos(pool, project.slug)] = project.tier or default
+                qos[guarantee_qos(pool, project.slug)] = project_tiers[project.pk]
         flavors = {f.gres_type: f for f in GpuFlavor.objects.exclude(gres_type="")}
-        return cls(accounts=accounts, qos=qos, flavors=flavors)
+        return cls(accounts=accounts, qos=qos, flavors=flavors, project_tiers=project_tiers)
 
     def describe(self, *, account: str, qos: str, gres: str, nodes: str) -> dict[str, Any]:
         project = self.accounts.get(account)
         tier = self.qos.get(qos)
         if tier is None and project is not None and qos in self.qos:  # the borrow QOS
-            tier = project.tier
+            tier = self.project_tiers.get(project.pk, project.tier)
         gpus, kind = gpus_of(gres, nodes)
         return {
             "project": project,

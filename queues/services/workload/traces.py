@@ -18,6 +18,11 @@ What each format gives and what it cannot:
   submit times in seconds from the collection start. No wait can be derived.
 
 No format carries pending reasons, so imported jobs have no wait category.
+
+Enforced, not only said: a job whose source cannot tell its wait (Philly and ITP jobs, and
+v2025 instances that existed before the window) is stored with ``waits_recorded`` false, so
+it has no wait anywhere (``queues.selectors.definitions.job_wait``; the review counts none).
+An event after a job's end cannot reopen it: the ingest rejects and lists it.
 """
 
 from __future__ import annotations

@@ -65,13 +65,16 @@ and exceptions to one project (capacity stays the pool's).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from functools import partial
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Count
+
+from queues.models import WorkloadJob
 
 from .. import _sql
 from ._common import Names, Scope, iso, tables
@@ -119,6 +122,30 @@ def _queries(
     ]
 
 
+def _waits_not_recorded(scope: Scope) -> list[tuple[str, int | None, int]]:
+    """(source, project id, jobs) submitted in the window whose source cannot tell their
+    wait (``WorkloadJob.waits_recorded``): the review counts no wait for them and says so.
+    One query of the jobs table by submit time."""
+    jobs = WorkloadJob.objects.filter(
+        submitted_at__gte=scope.start, submitted_at__lt=scope.end, waits_recorded=False
+    )
+    if scope.project_id is not None:
+        jobs = jobs.filter(project_id=scope.project_id)
+    return [
+        (source, project_id, count)
+        for source, project_id, count in jobs.order_by()
+        .values_list("source", "project_id")
+        .annotate(count=Count("pk"))
+    ]
+
+
+def _by_source(rows: Iterable[tuple[str, int | None, int]]) -> list[dict[str, Any]]:
+    totals: dict[str, int] = {}
+    for source, _project, count in rows:
+        totals[source] = totals.get(source, 0) + count
+    return [{"source": source, "jobs": jobs} for source, jobs in sorted(totals.items())]
+
+
 def _metrics(
     *, start: datetime, end: datetime, pool: str | None, project: str | None, per_project: bool
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
@@ -133,8 +160,10 @@ def _metrics(
         # reading this transaction's snapshot.
         tasks = [task for _name, task in _queries(scope, t, names, per_project=per_project)]
         results = _sql.run_all(tasks, snapshot=snapshot, prepare=_settings)
+        unrecorded = _waits_not_recorded(scope)
     rows_first, rows_second, service_part, preemptions_part, exceptions_part, timeline = results
     waits, project_waits = waits_from_rows([*rows_first, *rows_second], names, per_project)
+    waits["not_recorded"] = _by_source(unrecorded)
     service, project_service, capacity = service_part
     exceptions, project_exceptions = exceptions_part
     preemptions, project_preemptions = preemptions_part
@@ -159,7 +188,12 @@ def _metrics(
     ids = [
         project_id
         for project_id in names.projects
-        if project_id is not None and (project_id in project_service or project_id in project_waits)
+        if project_id is not None
+        and (
+            project_id in project_service
+            or project_id in project_waits
+            or any(row[1] == project_id for row in unrecorded)
+        )
     ]
     empty_waits = shape_waits({}, names)
     views: dict[str, dict[str, Any]] = {}
@@ -169,7 +203,10 @@ def _metrics(
         views[item.slug] = {
             "window": window,
             "scope": {"pool": pool, "project": item.slug},
-            "waits": project_waits.get(project_id, empty_waits),
+            "waits": {
+                **project_waits.get(project_id, empty_waits),
+                "not_recorded": _by_source(row for row in unrecorded if row[1] == project_id),
+            },
             "service": {"by_project": project_service.get(project_id, [])},
             "capacity": capacity,
             "exceptions": project_exceptions.get(

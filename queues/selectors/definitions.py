@@ -1,0 +1,156 @@
+"""The one definition of each quantity the workload evidence reads (docs/definitions.md).
+
+Every page, alert, API, CSV and approver's evidence that speaks of a job's wait, its pool or
+its flavor reads these functions (or, for the monthly review, the ``WorkloadWait`` rows the
+rollup derives with them), so two answers about one job cannot disagree:
+
+- **A job's wait** (``job_wait``): its *first* wait, from the submit to its first start. A job
+  that ended without ever starting (cancelled, or failed, while pending) waited until that end
+  and is counted as *never started*; a job still waiting is *censored* at the moment asked
+  (the window's end for the review, now for a page). Requeues and later waits do not add to
+  it.
+  A job without a submit time, or whose source cannot tell its wait (``waits_recorded``
+  false: a trace without start times, an instance that existed before the trace), has none.
+- **A job's current wait** (``current_wait_seconds``): how long a job that is pending now has
+  been pending since it last became pending (its submit, or its last requeue). Only the
+  long-wait alert reads it, and names it so.
+- **A job's tier**: the tier its collector filed it under, which is the effective tier of its
+  project at submit time, grants included, as the last sync compiled it (the Slurm collector
+  reads it from the QOS, see ``queues.services.workload.slurm``). Stored on the job.
+- **A job's flavor**: the GPU flavor its collector resolved from what it asked for. Stored on
+  the job.
+- **A job's pool** (``job_pool_id``): the pool of its project's quota for its flavor (the
+  lowest id when the project has the flavor in several pools), else its cluster's pool
+  (the lowest id), else none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Min
+
+from governance.models import Quota
+from queues.models import Cluster, EventKind, JobState, WorkloadEvent, WorkloadJob
+
+
+@dataclass(frozen=True)
+class JobWait:
+    """A job's (first) wait, as ``job_wait`` defines it."""
+
+    start: datetime
+    end: datetime | None  # the first start, or the end of a job that never started
+    seconds: int  # end − start; for a wait still going on, the moment asked − start
+    started: bool  # the wait ended with a start
+    never_started: bool  # the job ended (cancelled, failed) without ever starting
+
+    @property
+    def ongoing(self) -> bool:
+        return self.end is None
+
+
+def first_start_from_events(events: Iterable[WorkloadEvent]) -> datetime | None:
+    return min((event.time for event in events if event.kind == EventKind.STARTED), default=None)
+
+
+def needs_events(job: WorkloadJob) -> bool:
+    """A job's own ``started_at`` is its latest start: a job preempted or requeued may have
+    started before it, and its first start is read from its events."""
+    return bool(job.preemptions or job.requeues)
+
+
+def first_start(job: WorkloadJob, events: Iterable[WorkloadEvent] | None = None) -> datetime | None:
+    """The job's first start (``events``: its events, when the caller has read them)."""
+    if not needs_events(job):
+        return job.started_at
+    if events is None:
+        found = WorkloadEvent.objects.filter(job=job, kind=EventKind.STARTED).aggregate(
+            first=Min("time")
+        )["first"]
+    else:
+        found = first_start_from_events(events)
+    candidates = [moment for moment in (found, job.started_at) if moment is not None]
+    return min(candidates, default=None)
+
+
+def first_starts(jobs: Iterable[WorkloadJob]) -> dict[int, datetime]:
+    """The first start of each job that needs its events (one query for all of them)."""
+    ids = [job.pk for job in jobs if needs_events(job)]
+    if not ids:
+        return {}
+    return dict(
+        WorkloadEvent.objects.filter(job_id__in=ids, kind=EventKind.STARTED)
+        .order_by()
+        .values("job_id")
+        .annotate(first=Min("time"))
+        .values_list("job_id", "first")
+    )
+
+
+def wait_end(job: WorkloadJob, started: datetime | None) -> datetime | None:
+    """Where the job's wait ends, given its first start: that start, else its end."""
+    return started if started is not None else job.ended_at
+
+
+UNREAD: Any = object()
+
+
+def job_wait(job: WorkloadJob, *, now: datetime, started: Any = UNREAD) -> JobWait | None:
+    """The job's wait (see the module's docstring), censored at ``now``; ``None`` for a job
+    without a submit time. ``started``: its first start (or ``None``) when the caller knows
+    it; read otherwise."""
+    if job.submitted_at is None or not job.waits_recorded:
+        return None
+    began: datetime | None = first_start(job) if started is UNREAD else started
+    end = wait_end(job, began)
+    if end is not None and end > now:
+        end = None  # a start after the moment asked: still waiting then
+        began = None
+    stop = end if end is not None else now
+    return JobWait(
+        start=job.submitted_at,
+        end=end,
+        seconds=int(max(0.0, (stop - job.submitted_at).total_seconds())),
+        started=began is not None,
+        never_started=began is None and end is not None,
+    )
+
+
+def current_wait_seconds(job: WorkloadJob, *, now: datetime) -> int | None:
+    """How long a pending job has been pending since it last became pending; ``None`` for a
+    job that is not pending (or whose pending time is unknown)."""
+    if job.state != JobState.PENDING or job.pending_since is None:
+        return None
+    return int(max(0.0, (now - job.pending_since).total_seconds()))
+
+
+PoolMaps = tuple[dict[tuple[int, int], int], dict[int, int]]
+
+
+def pool_maps() -> PoolMaps:
+    """What ``job_pool_id`` reads: the pool of each (project, flavor) quota and of each
+    cluster (two queries)."""
+    by_quota = {
+        (row["project_id"], row["flavor_id"]): row["pool_min"]
+        for row in Quota.objects.order_by()
+        .values("project_id", "flavor_id")
+        .annotate(pool_min=Min("pool_id"))
+    }
+    by_cluster = {
+        row["pk"]: row["pool_min"]
+        for row in Cluster.objects.order_by().values("pk").annotate(pool_min=Min("pools__id"))
+        if row["pool_min"] is not None
+    }
+    return by_quota, by_cluster
+
+
+def job_pool_id(*, job: WorkloadJob, maps: PoolMaps) -> int | None:
+    """The job's pool (see the module's docstring)."""
+    by_quota, by_cluster = maps
+    pool = by_quota.get((job.project_id, job.flavor_id))  # type: ignore[arg-type]
+    if pool is None and job.cluster_id is not None:
+        pool = by_cluster.get(job.cluster_id)
+    return pool
