@@ -400,6 +400,12 @@ class ClusterSyncState(models.Model):
             "object not listed here was made by hand and is never deleted."
         ),
     )
+    # Arbiter's job_submit plugin on a Slurm cluster (see queues/services/slurm/submit.py):
+    # installed, current, and the table it reads; refreshed by each sync and guard run.
+    submit_plugin = models.JSONField(_("submit plugin"), default=dict, blank=True)
+    submit_plugin_checked_at = models.DateTimeField(
+        _("submit plugin checked at"), null=True, blank=True
+    )
     # One sync at a time: a lease that expires, so a crashed worker never blocks for good.
     lease_token = models.CharField(_("lease token"), max_length=64, blank=True)
     lease_expires_at = models.DateTimeField(_("lease expires at"), null=True, blank=True)
@@ -437,6 +443,7 @@ class Enforcement(models.TextChoices):
     """How the scheduler holds a rule (shown per rule in every plan)."""
 
     NATIVE = "native", _("Enforced by the scheduler")
+    SUBMIT = "submit", _("Enforced at submit time by Arbiter's job_submit plugin")
     GUARD = "guard", _("Enforced by Arbiter's guard")
     NOT_ENFORCED = "not_enforced", _("Not enforced on this cluster")
 

@@ -295,6 +295,7 @@ def enforcement_for(
         pools=pools,
         gres_types=pool_gres_types(pools),
         priority_config=config,
+        plugin=_state(cluster).submit_plugin,
     )
 
 
@@ -338,6 +339,7 @@ def sync_execute(
         desired = desired_state_for(cluster=cluster, backend=backend, at=now)
         _progress(run, _("checking what the cluster tracks"))
         refused = cluster_preflight(cluster=cluster, backend=backend)
+        submit_refresh(cluster=cluster, backend=backend, write=False)
         enforcement = enforcement_for(cluster=cluster, backend=backend, at=now)
         _progress(run, _("reading the live state"))
         sync_state = _state(cluster)
@@ -434,6 +436,10 @@ def sync_execute(
         state.save()
         if not conflicts:
             out_of_sync_close(cluster=cluster)
+        submit = submit_refresh(cluster=cluster, backend=backend, write=True)
+        warnings = list(applied.warnings)
+        if submit.get("error"):
+            warnings.append(submit["error"])
         return _finish(
             run,
             status=SyncStatus.NEEDS_ATTENTION if conflicts else SyncStatus.SUCCEEDED,
@@ -441,7 +447,8 @@ def sync_execute(
             **summary,
             writes=applied.writes,
             calls=backend.calls,
-            warnings=applied.warnings,
+            warnings=warnings,
+            submit_plugin=submit,
         )
     except (SchedulerUnavailable, SyncBusy) as error:
         run.status = SyncStatus.RETRYING
@@ -654,6 +661,35 @@ def drift_remove(
     )
 
 
+def submit_refresh(*, cluster: Cluster, backend: SchedulerBackend, write: bool) -> dict[str, Any]:
+    """Write the job_submit plugin's table from the applied state (when ``write``) and record
+    whether the plugin is installed and current (see ``slurm.submit``). Not Slurm, or never
+    synced: nothing. A table that cannot be written is reported, never raised: the plugin
+    then fails safe once the old table expires."""
+    table = getattr(backend, "submit_table", None)
+    status_of = getattr(backend, "submit_status", None)
+    state = _state(cluster)
+    if table is None or status_of is None:
+        return {}
+    status: dict[str, Any] = {}
+    if write and state.applied_state:
+        try:
+            status["written"] = table(applied=state.applied_state)
+        except OSError as error:
+            status["error"] = str(
+                _("The job_submit plugin's table could not be written: %(error)s")
+                % {"error": error}
+            )
+    try:
+        status.update(status_of(applied=state.applied_state))
+    except SchedulerError as error:
+        status["check_error"] = str(error)
+    state.submit_plugin = status
+    state.submit_plugin_checked_at = timezone.now()
+    state.save(update_fields=["submit_plugin", "submit_plugin_checked_at"])
+    return status
+
+
 def guard_check(
     *, cluster: Cluster, backend: SchedulerBackend | None = None
 ) -> list[dict[str, str]]:
@@ -669,6 +705,9 @@ def guard_check(
     guard = getattr(backend, "guard", None)
     if guard is None:  # not Slurm: the scheduler itself holds every limit
         return []
+    # The table's expiry is renewed only while the rules are applied: a cluster whose sync
+    # keeps failing ends with a plugin that refuses governed GPU jobs (fails safe).
+    submit_refresh(cluster=cluster, backend=backend, write=not sync_is_due(cluster=cluster))
     try:
         return guard(applied=state.applied_state)
     except SchedulerError:

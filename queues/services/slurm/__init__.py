@@ -3,8 +3,8 @@
 What Arbiter creates (all names lowercase, as Slurm stores them):
 
 * ``<tier>``: a QOS per priority tier. ``Priority`` is the tier's scheduler value,
-  ``GrpTRES=gres/gpu=<tier cap>``, ``MaxTRESPerJob`` and ``MaxTRESPerUser`` both
-  ``gres/gpu=<per-job cap>``, ``Preempt=`` the plain QOS of the tiers it may preempt (and the
+  ``GrpTRES=gres/gpu=<tier cap>``, ``MaxTRESPerJob=gres/gpu=<per-job cap>`` (per job only),
+  ``Preempt=`` the plain QOS of the tiers it may preempt (and the
   pools' borrow QOS), ``PreemptMode=requeue``.
 * ``<tier>-protected``: the same tier for work whose preemption class is *forbidden*. It is
   in no QOS's ``Preempt`` list, so that work is never preempted.
@@ -27,9 +27,11 @@ Why this shape (measured on Slurm 22.05): Slurm uses, per TRES and per kind of l
 first limit it finds (partition QOS, job QOS, user association, accounts upward), so a QOS
 ``GrpTRES`` on ``gres/gpu`` switches the account's ``gres/gpu`` limit off; and untyped GPU
 requests are checked against untyped limits only. Typed requests are therefore held natively
-everywhere; untyped ones natively except on GPU types without quota and in capped tiers,
-where the guard (``guard.py``) requeues and holds them. ``enforcement.py`` lists, per rule,
-how it is enforced.
+everywhere; untyped ones natively except on GPU types without quota and in capped tiers.
+There Arbiter's ``job_submit`` Lua plugin (``submit.py``, ``job_submit.lua``) rewrites an
+untyped request to the one GPU type the project may use, or refuses it with a message, before
+the job exists; the guard (``guard.py``) stays as a backstop for a plugin not installed or a
+table older than the rules. ``enforcement.py`` lists, per rule, how it is enforced.
 
 Named jobs: a priority upgrade or queue jump that names jobs, and a preemption protection
 that names jobs, move each named job that is still *pending* with

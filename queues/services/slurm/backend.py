@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from django.utils.translation import gettext as _
 
@@ -29,6 +30,7 @@ from .drift import slurm_drift
 from .guard import guard_apply
 from .jobs import job_order, settle
 from .live import read_live
+from .submit import plugin_status, table_write
 from .values import KINDS, PENDING, values_equal
 
 
@@ -109,6 +111,16 @@ class SlurmBackend:
     def guard(self, *, applied: State) -> list[dict[str, str]]:
         """Requeue and hold untyped GPU jobs over their project's quota (see ``guard``)."""
         return guard_apply(self.commands, applied=applied)
+
+    # -- submit-time checks (job_submit plugin) --
+
+    def submit_table(self, *, applied: State) -> dict[str, Any]:
+        """Write the job_submit plugin's table from the applied state (see ``submit``)."""
+        return table_write(commands=self.commands, state=applied, cluster_name=self.cluster_name)
+
+    def submit_status(self, *, applied: State) -> dict[str, Any]:
+        """Whether the plugin is installed and current, and its table (one ``scontrol``)."""
+        return plugin_status(commands=self.commands, state=applied, cluster_name=self.cluster_name)
 
     # -- preflight --
 

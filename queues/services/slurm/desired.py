@@ -109,10 +109,13 @@ def desired_state(
             if forbidden:
                 protected_tiers.update(tier.pk for tier in project.allowed_tiers)
             plans.append((pool, slug, project, quotas, forbidden, borrow_name))
+    # Each project's accounts, grouped once (a scan of every plan per project was quadratic).
+    accounts_of: dict[str, list[tuple[str, bool]]] = defaultdict(list)
+    for pool, slug, _project, _quotas, forbidden, _borrow in plans:
+        accounts_of[slug].append((project_account(pool, slug), forbidden))
     for slug, project in sorted(rules.projects.items()):
-        mine = [(project_account(pool, s), f) for pool, s, _p, _q, f, _b in plans if s == slug]
-        if mine:
-            jobs.update(job_requests(slug, project, mine, protected_tiers))
+        if slug in accounts_of:
+            jobs.update(job_requests(slug, project, accounts_of[slug], protected_tiers))
 
     for pool in pools:
         accounts[pool_account(pool)] = account_fields(f"pool {pool.name}", ROOT_ACCOUNT, 1, {})
@@ -144,8 +147,8 @@ def desired_state(
             preempt=format_list(victims),
             preempt_mode="requeue",
             grp_tres=format_tres({GPU: tier.max_gpus_total}) if tier.max_gpus_total else "",
+            # Per job only: MaxTRESPerUser would cap a member's running jobs together.
             max_tres_per_job=per_job,
-            max_tres_per_user=per_job,
         )
         qos[tier_qos(tier)] = fields
         if tier.pk in protected_tiers:
