@@ -331,7 +331,8 @@ slurmdbd_answers() { sacctmgr -n -P show cluster; }
 slurmctld_up() { scontrol ping | grep -q 'is UP'; }
 cluster_registered() { sacctmgr -n -P show cluster format=cluster | grep -qx "$CLUSTER"; }
 node_state() { sinfo -h -n "$NODE" -o %t 2>/dev/null; }
-node_idle() { [[ $(node_state) == idle ]]; }
+# Ready: idle, or running jobs (mixed/allocated), so up.sh on a busy cluster just checks it.
+node_ready() { [[ $(node_state) =~ ^(idle|mix|alloc)$ ]]; }
 
 start_daemon munged "" munged --key-file="$STATE_DIR/munge/munge.key" \
     --socket="$MUNGE_SOCKET" --pid-file="$(pid_file munged)" --log-file="$LOG/munged.log" \
@@ -352,10 +353,10 @@ wait_for slurmctld slurmctld_up || { show_log "$LOG/slurmctld.log"; die "slurmct
 
 start_daemon slurmd "$SLURMD_PORT" slurmd -f "$CONF" -N "$NODE"
 
-# Wait for the node to be idle. A node drained or down from an earlier run (with state kept)
+# Wait for the node to be ready (idle, or busy with jobs). A node drained or down from an earlier run (with state kept)
 # is resumed once; if it falls back, the reason is printed.
 deadline=$((SECONDS + TIMEOUT)) resumed=0
-until node_idle; do
+until node_ready; do
     state=$(node_state || true)
     if [[ $state =~ ^(drain|drng|down|inval|fail)$ ]] && ((!resumed)); then
         say "node $NODE is $state ($(sinfo -h -n "$NODE" -o %E)); resuming it"
@@ -365,13 +366,13 @@ until node_idle; do
     if ((SECONDS >= deadline)); then
         show_log "$LOG/slurmd.log"
         show_log "$LOG/slurmctld.log"
-        die "node $NODE is '${state:-unknown}', not idle ($(sinfo -h -n "$NODE" -o %E))"
+        die "node $NODE is '${state:-unknown}', not ready ($(sinfo -h -n "$NODE" -o %E))"
     fi
     sleep 0.2
 done
 cluster_registered || die "cluster $CLUSTER is not listed by sacctmgr"
 
-say "cluster $CLUSTER ready in $(elapsed "$STARTED_AT") s: node $NODE idle with $GRES_NODE"
+say "cluster $CLUSTER ready in $(elapsed "$STARTED_AT") s: node $NODE $(node_state) with $GRES_NODE"
 say "logs: $LOG"
 printf 'SLURM_CONF=%s\n' "$CONF" >"$STATE_DIR/env"
 echo "export SLURM_CONF=$CONF"

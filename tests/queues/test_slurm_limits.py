@@ -13,7 +13,7 @@ import pytest
 
 from governance import services as rules
 from queues import services
-from queues.models import Enforcement, SyncStatus
+from queues.models import Alert, AlertKind, Enforcement, SyncStatus
 from queues.services.slurm.submit import TABLE_NAME, table_data, table_text
 from tests.conftest import REASON
 
@@ -152,11 +152,21 @@ def test_the_guard_requeues_an_untyped_job_that_lands_on_a_flavor_without_quota(
     stray = _submit(slurm, account=lab.account(alpha), gres="gpu:1", qos="regular")
     slurm.wait_state(stray, "RUNNING")
     typed = _submit(slurm, account=lab.account(alpha), gres="gpu:h100:1", qos="regular")
+    # An untyped job that waits (alpha's untyped total is 2): held before it can start.
+    waiting = _submit(slurm, account=lab.account(alpha), gres="gpu:2", qos="regular")
+    slurm.wait_for("the job to wait", lambda: slurm.job(waiting)["reason"] == "AssocGrpGRES")
 
     requeued = services.guard_check(cluster=lab.cluster)
 
-    assert requeued == [{"job": stray, "account": "lab.alpha", "over": "gres/gpu:h100"}]
+    assert requeued == [
+        {"job": stray, "account": "lab.alpha", "over": "gres/gpu:h100", "action": "requeuehold"},
+        {"job": waiting, "account": "lab.alpha", "over": "held", "action": "hold"},
+    ]
+    for job, action in ((stray, "requeuehold"), (waiting, "hold")):
+        alert = Alert.objects.get(kind=AlertKind.GUARD_ACTION, key__endswith=f":{job}")
+        assert alert.details["action"] == action
     _assert_held_by_the_guard(slurm, stray)
+    _assert_held_by_the_guard(slurm, waiting)
     assert slurm.job(typed)["reason"] == "AssocGrpGRES"  # typed: Slurm holds it natively
     assert all(slurm.job(job)["state"] == "RUNNING" for job in busy)
 

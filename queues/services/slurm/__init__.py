@@ -12,6 +12,9 @@ What Arbiter creates (all names lowercase, as Slurm stores them):
   guarantee (priority 0, ``PreemptMode=requeue``, ``GraceTime`` the largest reclaim grace of
   its quotas); ``<pool>.borrow.<class>`` for each cautious preemption class, with
   ``PreemptExemptTime`` its minimum runtime before preemption.
+* ``<tier>.<class>``: a preemptible tier's QOS for a cautious class with a minimum runtime:
+  the same settings plus ``PreemptExemptTime``, in the same ``Preempt`` lists; the class's
+  projects get it instead of the tier's QOS, so their work is exempt wherever it runs.
 * ``<pool>.<project>.guarantee``: a QOS per project with a guarantee, capped with
   ``MaxTRESPerAccount`` (typed per GRES type of the pool, and the untyped total), at the
   project's tier priority, that may preempt the pool's borrow QOS.

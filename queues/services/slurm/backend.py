@@ -118,9 +118,15 @@ class SlurmBackend:
         """Write the job_submit plugin's table from the applied state (see ``submit``)."""
         return table_write(commands=self.commands, state=applied, cluster_name=self.cluster_name)
 
-    def submit_status(self, *, applied: State) -> dict[str, Any]:
-        """Whether the plugin is installed and current, and its table (one ``scontrol``)."""
-        return plugin_status(commands=self.commands, state=applied, cluster_name=self.cluster_name)
+    def submit_status(self, *, applied: State, plugins: str | None = None) -> dict[str, Any]:
+        """Whether the plugin is installed and current, and its table (one ``scontrol``
+        unless ``plugins``, JobSubmitPlugins as just read, is given)."""
+        return plugin_status(
+            commands=self.commands,
+            state=applied,
+            cluster_name=self.cluster_name,
+            plugins=plugins,
+        )
 
     # -- preflight --
 
@@ -133,6 +139,16 @@ class SlurmBackend:
                 for row in self.commands.sacctmgr_read("show", "tres", "format=type,name")
             )
         }
+
+    def node_gres(self) -> dict[str, str]:
+        """Each node's GRES as ``sinfo`` shows it (``gpu:a100:4,gpu:h100:4``): one call."""
+        out = self.commands.run(["sinfo", "-h", "-N", "-o", "%N|%G"])
+        found: dict[str, str] = {}
+        for line in out.splitlines():
+            node, _sep, gres = line.strip().partition("|")
+            if node:
+                found[node] = "" if gres in ("(null)", "N/A") else gres
+        return found
 
     def priority_config(self) -> dict[str, str]:
         """The multifactor settings slurmctld runs with (``scontrol show config``)."""

@@ -216,10 +216,11 @@ def rule_enforcement(
                             NATIVE,
                             _(
                                 "borrowed work: QOS %(qos)s PreemptExemptTime and GraceTime; "
-                                "work in a preemptible tier QOS shares it with other classes "
-                                "and is not covered"
+                                "work in a preemptible tier: the tier's copy <tier>.%(klass)s "
+                                "with the same PreemptExemptTime, the project's QOS instead of "
+                                "the tier's"
                             )
-                            % {"qos": name},
+                            % {"qos": name, "klass": klass.slug.lower()},
                         )
                     )
                 if klass.max_preemptions_per_day:

@@ -214,7 +214,12 @@ def table_write(*, commands: SlurmCommands, state: State, cluster_name: str) -> 
 
 
 def plugin_status(
-    *, commands: SlurmCommands, state: State, cluster_name: str, now: float | None = None
+    *,
+    commands: SlurmCommands,
+    state: State,
+    cluster_name: str,
+    now: float | None = None,
+    plugins: str | None = None,
 ) -> dict[str, Any]:
     """Whether the plugin is installed and current, and whether its table is.
 
@@ -224,15 +229,16 @@ def plugin_status(
     """
     now = time.time() if now is None else now
     directory = config_dir(commands)
-    out = commands.run(["scontrol", "show", "config"])
-    plugins = next(
-        (
-            line.partition("=")[2].strip()
-            for line in out.splitlines()
-            if line.split("=")[0].strip() == "JobSubmitPlugins"
-        ),
-        "",
-    )
+    if plugins is None:  # else: JobSubmitPlugins as read a moment ago
+        out = commands.run(["scontrol", "show", "config"])
+        plugins = next(
+            (
+                line.partition("=")[2].strip()
+                for line in out.splitlines()
+                if line.split("=")[0].strip() == "JobSubmitPlugins"
+            ),
+            "",
+        )
     enabled = "lua" in {item.strip().removeprefix("job_submit/") for item in plugins.split(",")}
     try:
         installed_source = (directory / PLUGIN_NAME).read_text(encoding="utf-8")
