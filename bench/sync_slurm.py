@@ -217,12 +217,17 @@ def main() -> None:
 
 
 def _report(args, built: float, figures: dict) -> None:  # type: ignore[no-untyped-def]
-    commit = os.popen(f"git -C {CODE} rev-parse --short HEAD 2>/dev/null").read().strip()
+    import queues as loaded
+
+    # The code actually imported (an editable install could shadow --code): its checkout.
+    source = Path(loaded.__file__).resolve().parent.parent
+    commit = os.popen(f"git -C {source} rev-parse --short HEAD 2>/dev/null").read().strip()
     report = {
         "benchmark": "sync_slurm",
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
         "projects": args.projects,
         "code": commit,
+        "code_is_requested": source == CODE,
         "mode": "no_slurm" if args.no_slurm else "slurm",
         "flavors": 2,
         "tiers": 6,
