@@ -5,6 +5,11 @@ Run on demand against the lab Slurm (not part of the test suite), from the repos
     sudo deploy/slurm/up.sh
     DJANGO_DEBUG=1 ARBITER_DATA_DIR=var/bench .venv/bin/python bench/sync_slurm.py [--projects N]
 
+``--no-slurm`` times only the in-process part (rules → desired state, and its plan against an
+empty cluster), for 5,000 or 10,000 projects. ``--code DIR`` imports Arbiter from another
+checkout (e.g. a ``git worktree`` of the commit before a change), so that both versions run
+the same benchmark, interleaved, on the same machine.
+
 It builds the rules in a throwaway test database through the governance services, then
 times, with the number of ``sacctmgr`` calls: the plan of the first sync (rules → desired
 state, live read, diff), its apply, the read-back verify, a re-sync with no change (which must
@@ -22,7 +27,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+CODE = ROOT
+if "--code" in sys.argv:
+    CODE = Path(sys.argv[sys.argv.index("--code") + 1]).resolve()
+sys.path.insert(0, str(CODE))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governance.settings")
 os.environ.setdefault("DJANGO_DEBUG", "1")
 
@@ -37,6 +45,7 @@ from django.utils import timezone  # noqa: E402
 from governance import services as rules  # noqa: E402
 from governance.models import ProjectRole, SiteRole, User  # noqa: E402
 from queues import services  # noqa: E402
+from queues.services.backends import LiveState  # noqa: E402
 from queues.services.slurm import SlurmBackend, SlurmCommands  # noqa: E402
 
 REASON = "Benchmark"
@@ -115,10 +124,14 @@ def timed(step: str, figures: dict, commands: SlurmCommands, fn):  # type: ignor
     calls, writes = commands.calls, commands.writes
     start = time.perf_counter()
     value = fn()
+    seconds = time.perf_counter() - start
     figures[step] = {
-        "seconds": round(time.perf_counter() - start, 3),
-        "sacctmgr_calls": commands.calls - calls,
-        "sacctmgr_writes": commands.writes - writes,
+        "seconds": round(seconds, 3),
+        "slurm_commands": commands.calls - calls,
+        "slurm_writes": commands.writes - writes,
+        "seconds_per_command": round(seconds / (commands.calls - calls), 3)
+        if commands.calls > calls
+        else None,
     }
     return value
 
@@ -126,14 +139,26 @@ def timed(step: str, figures: dict, commands: SlurmCommands, fn):  # type: ignor
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--projects", type=int, default=500)
+    parser.add_argument("--no-slurm", action="store_true", help="desired state and plan only")
+    parser.add_argument("--code", default=str(ROOT), help="the checkout whose code is timed")
+    parser.add_argument(
+        "--reuse-db",
+        action="store_true",
+        help="use the configured database (DATABASE_URL, migrated) and build the rules there "
+        "only if it has none: both versions then time the same rules (--no-slurm only)",
+    )
     args = parser.parse_args()
 
     setup_test_environment()
-    test_db = connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    reuse = args.reuse_db and args.no_slurm
+    test_db = "" if reuse else connection.creation.create_test_db(verbosity=0, autoclobber=True)
     try:
         start = time.perf_counter()
-        _ops, cluster = build_rules(args.projects)
-        built = time.perf_counter() - start
+        from queues.models import Cluster
+
+        existing = Cluster.objects.filter(name="bench").first() if reuse else None
+        cluster = existing or build_rules(args.projects)[1]
+        built = 0.0 if existing else time.perf_counter() - start
         commands = SlurmCommands(slurm_conf=cluster.slurm_conf, timeout=600)
         backend = SlurmBackend(cluster_name=cluster.slurm_cluster, commands=commands)
         figures: dict = {}
@@ -142,6 +167,17 @@ def main() -> None:
         def plan():  # type: ignore[no-untyped-def]
             desired = services.desired_state_for(cluster=cluster, backend=backend, at=now)
             return desired, backend.plan(desired=desired, live=backend.read_live())
+
+        if args.no_slurm:
+
+            def offline():  # type: ignore[no-untyped-def]
+                desired = services.desired_state_for(cluster=cluster, backend=backend, at=now)
+                empty = LiveState(objects={}, managed={})
+                return desired, backend.plan(desired=desired, live=empty)
+
+            desired, first = timed("desired_state_and_plan", figures, commands, offline)
+            figures["desired_state_and_plan"]["changes"] = len(first)
+            return _report(args, built, figures)
 
         desired, first = timed("first_sync_plan", figures, commands, plan)
         writes = [change for change in first if change.is_write]
@@ -175,12 +211,24 @@ def main() -> None:
         gone = timed("cleanup_delete_all", figures, commands, cleanup)
         figures["cleanup_delete_all"]["changes"] = len(gone)
     finally:
-        connection.creation.destroy_test_db(test_db, verbosity=0)
+        if test_db:
+            connection.creation.destroy_test_db(test_db, verbosity=0)
+    _report(args, built, figures)
 
+
+def _report(args, built: float, figures: dict) -> None:  # type: ignore[no-untyped-def]
+    import queues as loaded
+
+    # The code actually imported (an editable install could shadow --code): its checkout.
+    source = Path(loaded.__file__).resolve().parent.parent
+    commit = os.popen(f"git -C {source} rev-parse --short HEAD 2>/dev/null").read().strip()
     report = {
         "benchmark": "sync_slurm",
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
         "projects": args.projects,
+        "code": commit,
+        "code_is_requested": source == CODE,
+        "mode": "no_slurm" if args.no_slurm else "slurm",
         "flavors": 2,
         "tiers": 6,
         "build_rules_seconds": round(built, 1),
@@ -190,7 +238,7 @@ def main() -> None:
     print(json.dumps(report, indent=2))
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"sync_slurm-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"
+    path = out / f"sync_slurm-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{commit}-{args.projects}.json"
     path.write_text(json.dumps(report, indent=2) + "\n")
     print(f"written to {path.relative_to(ROOT)}")
 

@@ -469,6 +469,10 @@ ARBITER_SYNC_LEASE_SECONDS = int(os.environ.get("ARBITER_SYNC_LEASE_SECONDS", "9
 # Minutes a cluster's rules may stay due before ops are alerted (mail and in-app).
 ARBITER_OUT_OF_SYNC_MINUTES = int(os.environ.get("ARBITER_OUT_OF_SYNC_MINUTES", "30"))
 ARBITER_SLURM_TIMEOUT = int(os.environ.get("ARBITER_SLURM_TIMEOUT", "60"))
+# Seconds the submit table a Slurm sync writes beside slurm.conf stays valid: the guard
+# renews it each minute while the cluster is in sync; past it, Arbiter's job_submit plugin
+# refuses GPU jobs of governed projects (fails safe).
+ARBITER_SLURM_SUBMIT_TABLE_TTL = int(os.environ.get("ARBITER_SLURM_SUBMIT_TABLE_TTL", "900"))
 # Kubernetes/Kueue clusters: the directory whose files (a bearer token or a kubeconfig) a
 # cluster's settings may name, the Kueue CRDs generated objects are validated against
 # (empty: the Kueue v0.19 CRDs shipped in queues/kueue_crds), and each API call's timeout.

@@ -9,10 +9,14 @@ from queues.models import Cluster, SyncRun, SyncStatus
 @shared_task(bind=True, max_retries=None, acks_late=True)
 def sync_cluster(self, run_id: int) -> str:  # type: ignore[no-untyped-def]
     """Run a queued sync; retry with capped exponential backoff while the scheduler does not
-    answer, for as long as the rules are due (ops hear of a cluster late past the threshold)."""
+    answer, for as long as the cluster is due (a failed sync keeps it due until one succeeds;
+    ops hear of a cluster late past the threshold)."""
     run = SyncRun.objects.select_related("cluster").filter(pk=run_id).first()
     if run is None or run.is_finished:
         return "gone" if run is None else run.status
+    if run.attempts and not services.sync_is_due(cluster=run.cluster):
+        # A retry, and another sync applied the rules meanwhile (with no failure since).
+        return services.sync_give_up(run=run).status
     try:
         services.sync_execute(run=run)
     except (services.SchedulerUnavailable, services.SyncBusy) as error:

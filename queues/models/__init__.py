@@ -352,6 +352,14 @@ class Cluster(models.Model):
         return str(SyncStatus(status).label) if status in SyncStatus.values else ""
 
 
+class SyncDueReason(models.TextChoices):
+    """Why a cluster is due although it applied the newest rules revision."""
+
+    NONE = "", _("—")
+    DRIFT = "drift", _("Live values differ from the applied ones")
+    FAILED = "failed", _("The last sync failed")
+
+
 class ClusterSyncState(models.Model):
     """What the sync keeps per cluster (not governed: the sync writes it, not people)."""
 
@@ -400,6 +408,17 @@ class ClusterSyncState(models.Model):
             "object not listed here was made by hand and is never deleted."
         ),
     )
+    # Set by a failed sync or by drift, cleared by a successful sync: the cluster is due then
+    # even with the newest rules applied, so the periodic sync (and a task's retries) go on.
+    due_reason = models.CharField(
+        _("due because"), max_length=16, choices=SyncDueReason.choices, blank=True, default=""
+    )
+    # Arbiter's job_submit plugin on a Slurm cluster (see queues/services/slurm/submit.py):
+    # installed, current, and the table it reads; refreshed by each sync and guard run.
+    submit_plugin = models.JSONField(_("submit plugin"), default=dict, blank=True)
+    submit_plugin_checked_at = models.DateTimeField(
+        _("submit plugin checked at"), null=True, blank=True
+    )
     # One sync at a time: a lease that expires, so a crashed worker never blocks for good.
     lease_token = models.CharField(_("lease token"), max_length=64, blank=True)
     lease_expires_at = models.DateTimeField(_("lease expires at"), null=True, blank=True)
@@ -437,6 +456,7 @@ class Enforcement(models.TextChoices):
     """How the scheduler holds a rule (shown per rule in every plan)."""
 
     NATIVE = "native", _("Enforced by the scheduler")
+    SUBMIT = "submit", _("Enforced at submit time by Arbiter's job_submit plugin")
     GUARD = "guard", _("Enforced by Arbiter's guard")
     NOT_ENFORCED = "not_enforced", _("Not enforced on this cluster")
 
@@ -513,6 +533,7 @@ class AlertKind(models.TextChoices):
     OUT_OF_SYNC = "out_of_sync", _("Cluster out of sync")
     LONG_WAIT = "long_wait", _("Job waiting past its tier's threshold")
     RULE_NOT_ENFORCED = "rule_not_enforced", _("Rule not enforced by the scheduler")
+    GUARD_ACTION = "guard_action", _("Job held by Arbiter's guard")
 
 
 class Alert(models.Model):
@@ -625,6 +646,7 @@ __all__ = [
     "EventKind",
     "JobState",
     "RollupState",
+    "SyncDueReason",
     "SyncRun",
     "SyncStatus",
     "SyncTrigger",

@@ -77,10 +77,13 @@ _UNSET: Any = object()
 def sync_due(
     cluster: Cluster, *, newest: int | None = _UNSET, state: ClusterSyncState | None = None
 ) -> bool:
-    """True while the cluster has not applied the newest rules revision (``newest``: the
-    newest revision's id when the caller has it, ``None`` when there is none)."""
+    """True while the cluster has not applied the newest rules revision, or its last sync
+    failed, or drift was found (``newest``: the newest revision's id when the caller has it,
+    ``None`` when there is none)."""
     newest = newest_revision_id() if newest is _UNSET else newest
     state = state or stored_sync_state(cluster)
+    if state.due_reason:
+        return True
     if newest is None:
         return state.applied_at is None
     return (state.applied_revision_id or 0) < newest
@@ -177,6 +180,7 @@ ALERT_SUBJECTS = {
     AlertKind.OUT_OF_SYNC: gettext_lazy("Cluster %(cluster)s is out of sync"),
     AlertKind.LONG_WAIT: gettext_lazy("Job %(job)s of %(project)s waits past its tier's threshold"),
     AlertKind.RULE_NOT_ENFORCED: gettext_lazy("A rule is not enforced on cluster %(cluster)s"),
+    AlertKind.GUARD_ACTION: gettext_lazy("Arbiter's guard held job %(job)s on %(cluster)s"),
 }
 ALERT_BODIES = {
     AlertKind.OUT_OF_SYNC: gettext_lazy(
@@ -190,6 +194,11 @@ ALERT_BODIES = {
     ),
     AlertKind.RULE_NOT_ENFORCED: gettext_lazy(
         "On cluster %(cluster)s, %(project)s: %(rule)s (allowed %(allowed)s, seen %(seen)s)."
+    ),
+    AlertKind.GUARD_ACTION: gettext_lazy(
+        "On cluster %(cluster)s the guard ran “scontrol %(action)s” on job %(job)s of account "
+        "%(account)s (%(over)s): an untyped GPU request got past the job_submit plugin. Check "
+        "that the plugin is installed and its table current (cluster page)."
     ),
 }
 

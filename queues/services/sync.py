@@ -38,6 +38,7 @@ from queues.models import (
     Cluster,
     ClusterBackend,
     ClusterSyncState,
+    SyncDueReason,
     SyncRun,
     SyncStatus,
     SyncTrigger,
@@ -147,12 +148,14 @@ def sync_enqueue_for_revision(*, revision_id: int) -> list[SyncRun]:
 
 
 def sync_enqueue_due() -> list[SyncRun]:
-    """Periodic: queue a sync for every enabled cluster whose rules are due."""
+    """Periodic: queue a sync for every enabled cluster whose rules are due, whose last sync
+    failed, or where drift was found."""
     newest = RulesRevision.objects.order_by("-pk").values_list("pk", flat=True).first()
     runs = []
     for cluster in Cluster.objects.filter(enabled=True).select_related("sync_state"):
         state = _state(cluster)
-        if newest is not None and (state.applied_revision_id or 0) < newest:
+        behind = newest is not None and (state.applied_revision_id or 0) < newest
+        if behind or state.due_reason:
             runs.append(sync_enqueue(cluster=cluster, trigger=SyncTrigger.PERIODIC))
     return runs
 
@@ -234,8 +237,9 @@ def cluster_preflight(
 
     Reads the TRES the cluster's accounting tracks; a flavor whose GRES type is not tracked
     cannot be limited (Slurm refuses the limit, or ignores it), so the plan is refused with
-    the ``slurm.conf`` line that fixes it. Empty: nothing stops it. Raises
-    ``SchedulerError`` when the cluster does not answer.
+    the ``slurm.conf`` line that fixes it. Then reads the nodes (``sinfo``): a flavor whose
+    GRES type no node offers is refused too, with the node lines expected. Empty: nothing
+    stops it. Raises ``SchedulerError`` when the cluster does not answer.
     """
     backend = backend or backend_for(cluster)
     tracked_tres = getattr(backend, "tracked_tres", None)
@@ -246,8 +250,9 @@ def cluster_preflight(
     needed = {"gres/gpu"} | {
         f"gres/gpu:{gres}" for flavors in pool_flavors(pools).values() for gres in flavors
     }
+    unoffered = _unoffered_gres(cluster=cluster, pools=pools, backend=backend)
     if needed <= tracked:
-        return []
+        return unoffered
     line = "AccountingStorageTRES=" + ",".join(
         sorted(name for name in tracked | needed if name.startswith("gres/"))
     )
@@ -275,6 +280,59 @@ def cluster_preflight(
             _("Cluster %(cluster)s does not track gres/gpu. Set “%(line)s” in its slurm.conf.")
             % {"cluster": cluster.name, "line": line}
         )
+    return [str(message) for message in messages] + unoffered
+
+
+def _gres_types(gres: str) -> set[str]:
+    """``gpu:a100:4(S:0),gpu:h100:4`` → ``{"a100", "h100"}`` (untyped GPUs give none)."""
+    types = set()
+    for item in gres.split(","):
+        parts = item.split("(")[0].split(":")
+        if parts[0] == "gpu" and len(parts) == 3:
+            types.add(parts[1].lower())
+    return types
+
+
+def _unoffered_gres(*, cluster: Cluster, pools: list, backend: Any) -> list[str]:
+    """Flavors whose GRES type no node of the cluster offers (``sinfo``), with the node lines
+    that would offer it: a quota on them could never run, so nothing is written."""
+    node_gres = getattr(backend, "node_gres", None)
+    if node_gres is None:
+        return []
+    nodes = node_gres()
+    offered = set().union(*(_gres_types(gres) for gres in nodes.values())) if nodes else set()
+    capacity = {
+        (pool_id, gres_type.lower()): gpus
+        for pool_id, gres_type, gpus in PoolCapacity.objects.filter(pool__in=pools).values_list(
+            "pool_id", "flavor__gres_type", "gpus"
+        )
+        if gres_type
+    }
+    shown = "; ".join(f"{node} {gres or '(no gres)'}" for node, gres in sorted(nodes.items()))
+    messages = []
+    for pool in sorted(pools, key=lambda p: p.slug):
+        for gres, flavor in sorted(pool_flavors([pool])[pool.pk].items()):
+            if gres in offered:
+                continue
+            count = capacity.get((pool.pk, gres)) or 1
+            messages.append(
+                _(
+                    "Flavor %(flavor)s of pool %(pool)s asks for GPU type %(gres)s, which no node "
+                    "of cluster %(cluster)s offers (nodes: %(nodes)s). Expected node lines such "
+                    "as “NodeName=<node> Gres=gpu:%(gres)s:%(count)d” in slurm.conf and "
+                    "“NodeName=<node> Name=gpu Type=%(gres)s File=/dev/nvidia[0-%(last)d]” in "
+                    "gres.conf; restart slurmctld and slurmd, then sync again."
+                )
+                % {
+                    "flavor": flavor,
+                    "pool": pool.name,
+                    "gres": gres,
+                    "cluster": cluster.name,
+                    "nodes": shown or "—",
+                    "count": count,
+                    "last": count - 1,
+                }
+            )
     return [str(message) for message in messages]
 
 
@@ -295,6 +353,7 @@ def enforcement_for(
         pools=pools,
         gres_types=pool_gres_types(pools),
         priority_config=config,
+        plugin=_state(cluster).submit_plugin,
     )
 
 
@@ -338,6 +397,7 @@ def sync_execute(
         desired = desired_state_for(cluster=cluster, backend=backend, at=now)
         _progress(run, _("checking what the cluster tracks"))
         refused = cluster_preflight(cluster=cluster, backend=backend)
+        submit_refresh(cluster=cluster, backend=backend, write=False)
         enforcement = enforcement_for(cluster=cluster, backend=backend, at=now)
         _progress(run, _("reading the live state"))
         sync_state = _state(cluster)
@@ -360,6 +420,8 @@ def sync_execute(
             "enforcement": enforcement,
             "preflight": refused,
         }
+        if refused and not run.is_dry_run:
+            _mark_due(cluster, SyncDueReason.FAILED)
         if refused:
             # Nothing is written: the cluster cannot hold these rules as it is configured.
             return _finish(
@@ -431,9 +493,14 @@ def sync_execute(
         if not conflicts:
             # With conflicts the rules stay due: the next sync tries again.
             state.applied_revision = revision
+            state.due_reason = SyncDueReason.NONE
         state.save()
         if not conflicts:
             out_of_sync_close(cluster=cluster)
+        submit = submit_refresh(cluster=cluster, backend=backend, write=True, recheck=False)
+        warnings = list(applied.warnings)
+        if submit.get("error"):
+            warnings.append(submit["error"])
         return _finish(
             run,
             status=SyncStatus.NEEDS_ATTENTION if conflicts else SyncStatus.SUCCEEDED,
@@ -441,19 +508,32 @@ def sync_execute(
             **summary,
             writes=applied.writes,
             calls=backend.calls,
-            warnings=applied.warnings,
+            warnings=warnings,
+            submit_plugin=submit,
         )
     except (SchedulerUnavailable, SyncBusy) as error:
+        if isinstance(error, SchedulerUnavailable) and not run.is_dry_run:
+            _mark_due(cluster, SyncDueReason.FAILED)
         run.status = SyncStatus.RETRYING
         run.error = str(error)
         run.progress = ""
         run.save()
         raise
     except SchedulerError as error:
+        if not run.is_dry_run:
+            _mark_due(cluster, SyncDueReason.FAILED)
         return _finish(run, status=SyncStatus.FAILED, error=str(error), calls=backend.calls)
     finally:
         if token:
             lease_release(cluster=cluster, token=token)
+
+
+def _mark_due(cluster: Cluster, reason: str) -> None:
+    """Keep the cluster due (a failed sync, drift) until a sync succeeds."""
+    state = _state(cluster)
+    if state.due_reason != SyncDueReason.FAILED:  # a failure outranks drift
+        state.due_reason = reason
+        state.save(update_fields=["due_reason"])
 
 
 def _conflict_advice(conflicts: list) -> str:
@@ -474,11 +554,15 @@ def _conflict_advice(conflicts: list) -> str:
 
 
 def sync_is_due(*, cluster: Cluster) -> bool:
-    """True while the cluster's applied revision is behind the newest rules revision."""
+    """True while the cluster's applied revision is behind the newest rules revision, or
+    its last sync failed, or drift was found (a failed sync is retried like any due one)."""
+    state = _state(cluster)
+    if state.due_reason:
+        return True
     newest = RulesRevision.objects.order_by("-pk").values_list("pk", flat=True).first()
     if newest is None:
         return False
-    return (_state(cluster).applied_revision_id or 0) < newest
+    return (state.applied_revision_id or 0) < newest
 
 
 def sync_give_up(*, run: SyncRun) -> SyncRun:
@@ -584,7 +668,15 @@ def drift_check(*, cluster: Cluster, backend: SchedulerBackend | None = None) ->
         state.drift = [
             item.as_dict() for item in backend.drift(applied=state.applied_state, live=live)
         ]
-    state.save(update_fields=["drift", "drift_checked_at", "drift_error"])
+        # Drift in Arbiter's own objects makes the cluster due: the next sync restores them.
+        # (Hand-made objects beside them are shown, never removed, so they do not.)
+        own = {(k, n) for k, objects in (state.applied_state or {}).items() for n in objects}
+        if any((item["kind"], item["name"]) in own for item in state.drift):
+            if state.due_reason != SyncDueReason.FAILED:
+                state.due_reason = SyncDueReason.DRIFT
+        elif state.due_reason == SyncDueReason.DRIFT:
+            state.due_reason = SyncDueReason.NONE
+    state.save(update_fields=["drift", "drift_checked_at", "drift_error", "due_reason"])
     return state
 
 
@@ -654,13 +746,47 @@ def drift_remove(
     )
 
 
+def submit_refresh(
+    *, cluster: Cluster, backend: SchedulerBackend, write: bool, recheck: bool = True
+) -> dict[str, Any]:
+    """Write the job_submit plugin's table from the applied state (when ``write``) and record
+    whether the plugin is installed and current (see ``slurm.submit``). Not Slurm: nothing.
+    A table that cannot be written is reported, never raised: the plugin
+    then fails safe once the old table expires."""
+    table = getattr(backend, "submit_table", None)
+    status_of = getattr(backend, "submit_status", None)
+    state = _state(cluster)
+    if table is None or status_of is None:
+        return {}
+    status: dict[str, Any] = {}
+    if write and state.applied_state:
+        try:
+            status["written"] = table(applied=state.applied_state)
+        except OSError as error:
+            status["error"] = str(
+                _("The job_submit plugin's table could not be written: %(error)s")
+                % {"error": error}
+            )
+    # ``recheck=False``: JobSubmitPlugins as this sync read it a moment ago (one call less).
+    plugins = None if recheck else (state.submit_plugin or {}).get("plugins")
+    try:
+        status.update(status_of(applied=state.applied_state, plugins=plugins))
+    except SchedulerError as error:
+        status["check_error"] = str(error)
+    state.submit_plugin = status
+    state.submit_plugin_checked_at = timezone.now()
+    state.save(update_fields=["submit_plugin", "submit_plugin_checked_at"])
+    return status
+
+
 def guard_check(
     *, cluster: Cluster, backend: SchedulerBackend | None = None
 ) -> list[dict[str, str]]:
-    """Requeue and hold the jobs Slurm let past a project's quota (untyped GPU requests).
+    """Hold pending, and requeue-and-hold running, untyped GPU jobs that got past the
+    job_submit plugin and a project's quota; raise an alert per action (see ``slurm.guard``).
 
     Works from the last applied state; a cluster never synced, or not reachable, is left
-    alone (the next run tries again). Returns the jobs it requeued.
+    alone (the next run tries again). Returns the actions.
     """
     state = _state(cluster)
     if not state.applied_state:
@@ -669,10 +795,24 @@ def guard_check(
     guard = getattr(backend, "guard", None)
     if guard is None:  # not Slurm: the scheduler itself holds every limit
         return []
+    # The table's expiry is renewed only while the rules are applied: a cluster whose sync
+    # keeps failing ends with a plugin that refuses governed GPU jobs (fails safe).
+    submit_refresh(cluster=cluster, backend=backend, write=not sync_is_due(cluster=cluster))
     try:
-        return guard(applied=state.applied_state)
+        actions = guard(applied=state.applied_state)
     except SchedulerError:
         return []
+    if actions:
+        ops = list(User.objects.filter(is_active=True, site_role=SiteRole.OPS))
+        for item in actions:
+            alert_raise(
+                kind=AlertKind.GUARD_ACTION,
+                key=f"guard:{cluster.pk}:{item['job']}",
+                recipients=ops,
+                cluster=cluster,
+                details={"cluster": cluster.name, **item},
+            )
+    return actions
 
 
 def guard_check_all() -> dict[str, int]:

@@ -1,7 +1,9 @@
 """A real Slurm schedules as the synced rules say (jobs are `sbatch --wrap 'sleep N'`).
 
 Each test builds rules through the governance services, syncs them through the queues
-services, submits jobs as root and asserts on squeue. The node has 8 GPUs.
+services, submits jobs as root and asserts on squeue. The node has 4 A100 and 4 H100 GPUs;
+an untyped request (``--gres=gpu:N``) of a project with one GPU type is rewritten to that type
+at submit time (``job_submit.lua``), so each test sizes its jobs to one type's 4 GPUs.
 """
 
 import time
@@ -26,15 +28,15 @@ def _sync(lab) -> None:
 
 
 def test_a_higher_tier_starts_before_an_earlier_lower_tier_job(lab, slurm):
-    alpha, _quota = lab.project("alpha", tier=lab.key, guarantee=4, borrow=4)
-    other, _quota = lab.project("other", tier=lab.key, borrow=8, flavor=lab.h100)
+    alpha, _quota = lab.project("alpha", tier=lab.key, guarantee=4, borrow=0)
+    other, _quota = lab.project("other", tier=lab.key, borrow=4)
     _sync(lab)
     account = lab.account(alpha)
-    filler = slurm.sbatch(account=lab.account(other), qos="key", gpus=8)
+    filler = slurm.sbatch(account=lab.account(other), qos="key", gpus=4)  # every A100
     slurm.wait_state(filler, "RUNNING")
-    low = slurm.sbatch(account=account, qos="exploratory", gpus=8)
+    low = slurm.sbatch(account=account, qos="exploratory", gpus=4)
     time.sleep(1)
-    high = slurm.sbatch(account=account, qos="key", gpus=8)
+    high = slurm.sbatch(account=account, qos="key", gpus=4)
     slurm.wait_for(
         "both to wait for GPUs",
         lambda: {slurm.job(low)["reason"], slurm.job(high)["reason"]} <= {"Resources", "Priority"},
@@ -124,10 +126,22 @@ def test_a_tier_preempts_a_lower_tier_but_never_a_forbidden_class_job(lab, slurm
 
 def test_a_borrowed_guarantee_is_reclaimed_when_its_owner_submits(lab, slurm):
     owner, _quota = lab.project("owner", guarantee=4, borrow=0)
-    borrower, _quota = lab.project("borrower", guarantee=0, borrow=8, flavor=lab.h100)
+    borrower, _quota = lab.project("borrower", guarantee=0, borrow=4)
+    rules.quota_create(
+        user=lab.ops,
+        reason=REASON,
+        project=borrower,
+        pool=lab.pool,
+        flavor=lab.h100,
+        guarantee=0,
+        borrow_limit=4,
+        preemption_class=lab.allowed,
+    )
     _sync(lab)
+    # The borrower runs on every GPU: the owner's A100s (borrowed) and the H100s.
     borrowed = [
-        slurm.sbatch(account=lab.account(borrower), qos="lab.borrow", gpus=4) for _ in range(2)
+        slurm.sbatch(account=lab.account(borrower), qos="lab.borrow", gpus=f"{kind}:4")
+        for kind in ("a100", "h100")
     ]
     for job in borrowed:
         slurm.wait_state(job, "RUNNING")
@@ -135,17 +149,18 @@ def test_a_borrowed_guarantee_is_reclaimed_when_its_owner_submits(lab, slurm):
     mine = slurm.sbatch(account=lab.account(owner), qos="lab.owner.guarantee", gpus=4)
 
     slurm.wait_state(mine, "RUNNING")
-    assert sorted(slurm.job(job)["restarts"] for job in borrowed) == ["0", "1"]
+    # Only the A100 job made way; the H100 job held nothing the owner needed.
+    assert [slurm.job(job)["restarts"] for job in borrowed] == ["1", "0"]
 
 
 def test_a_queue_jump_moves_the_named_pending_job_ahead_until_its_grant_ends(lab, slurm):
-    team, _quota = lab.project("team", borrow=8)  # the default tier: regular
-    other, _quota = lab.project("other", tier=lab.key, borrow=8, flavor=lab.h100)
+    team, _quota = lab.project("team", borrow=4)  # the default tier: regular
+    other, _quota = lab.project("other", tier=lab.key, borrow=4)
     _sync(lab)
-    filler = slurm.sbatch(account=lab.account(other), qos="key", gpus=8)
+    filler = slurm.sbatch(account=lab.account(other), qos="key", gpus=4)  # every A100
     slurm.wait_state(filler, "RUNNING")
-    first = slurm.sbatch(account=lab.account(team), qos="regular", gpus=8)
-    later = slurm.sbatch(account=lab.account(team), qos="regular", gpus=8)
+    first = slurm.sbatch(account=lab.account(team), qos="regular", gpus=4)
+    later = slurm.sbatch(account=lab.account(team), qos="regular", gpus=4)
     now = timezone.now()
     grant = rules.grant_create(
         user=lab.ops,

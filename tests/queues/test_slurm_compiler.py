@@ -11,7 +11,8 @@ from django.utils import timezone
 from queues.services import sync
 from queues.services.backends import Action, LiveState, own_objects
 from queues.services.slurm import SlurmBackend, SlurmCommands
-from queues.services.slurm.guard import guard_violations
+from queues.services.slurm.guard import guard_violations, pending_to_hold
+from queues.services.slurm.submit import _lua, table_data, table_text
 from queues.services.slurm.values import parse_tres
 
 pytestmark = pytest.mark.django_db
@@ -145,3 +146,69 @@ def test_the_guard_picks_the_newest_untyped_jobs_over_a_limit_and_never_a_typed_
         {"job": "3", "account": "lab.alpha", "over": "gres/gpu,gres/gpu:h100"},
     ]
     assert guard_violations(jobs=jobs[:2], accounts=accounts) == []
+
+
+def test_the_guard_holds_pending_untyped_jobs_of_typed_projects_only():
+    accounts = {
+        "lab.alpha": {"parent": "lab", "grp_tres": "gres/gpu=2,gres/gpu:a100=2,gres/gpu:h100=0"},
+        # An untyped flavor's quota (total above the typed ones): untyped requests are its own.
+        "lab.beta": {"parent": "lab", "grp_tres": "gres/gpu=3,gres/gpu:a100=1,gres/gpu:h100=0"},
+    }
+
+    def job(job_id, per_node, account="lab.alpha", state="PENDING"):
+        return {
+            "job_id": job_id,
+            "job_state": state,
+            "account": account,
+            "tres_per_node": per_node,
+            "tres_alloc_str": "",
+        }
+
+    jobs = [
+        job("1", "gres:gpu:1"),
+        job("2", "gres:gpu:a100:1"),
+        job("3", "gres:gpu:2", account="lab.beta"),
+        job("4", "gres:gpu:1", account="other"),
+        job("5", ""),
+        job("6", "gres:gpu:1", state="RUNNING"),
+    ]
+    assert pending_to_hold(jobs=jobs, accounts=accounts) == [
+        {"job": "1", "account": "lab.alpha", "over": "held"}
+    ]
+
+
+def test_the_submit_table_carries_each_project_accounts_typed_maxima_caps_and_messages():
+    state = {
+        "account": {
+            "arbiter": {"parent": "root", "grp_tres": ""},
+            "lab": {"parent": "arbiter", "grp_tres": ""},
+            "lab.alpha": {
+                "parent": "lab",
+                "grp_tres": "gres/gpu=3,gres/gpu:a100=3,gres/gpu:h100=0",
+            },
+        },
+        "qos": {
+            "key": {"grp_tres": "gres/gpu=3", "max_tres_per_job": "gres/gpu=2"},
+            "regular": {"grp_tres": "", "max_tres_per_job": ""},
+        },
+        "association": {"root@lab.alpha": {"qos": "key,regular", "default_qos": "key"}},
+    }
+    data = table_data(state=state, cluster_name="lab")
+    assert data["accounts"] == {
+        "lab.alpha": {
+            "project": "alpha",
+            "pool": "lab",
+            "max": {"a100": 3, "h100": 0},
+            "untyped": 3,
+            "untyped_ok": False,
+        }
+    }
+    assert data["qos"] == {"key": {"cap": 3, "per_job": 2}}
+    assert data["default_qos"] == {"root@lab.alpha": "key"}
+    assert "没有 {type} GPU 配额" in data["messages"]["zh"]["no_quota_type"]
+    # The fingerprint follows the rules, not the clock; the header carries both.
+    assert table_data(state=state, cluster_name="lab")["fingerprint"] == data["fingerprint"]
+    text = table_text(data, expires=123)
+    assert text.startswith(f"-- arbiter-submit-table format=1 fingerprint={data['fingerprint']} ")
+    assert '["expires"] = 123' in text
+    assert _lua('a "quoted"\\ line\n') == '"a \\034quoted\\034\\092 line\\010"'

@@ -7,12 +7,14 @@ and without a quota. Jobs are ``sbatch --wrap 'sleep N'`` as root on the lab nod
 """
 
 import re
+from pathlib import Path
 
 import pytest
 
 from governance import services as rules
 from queues import services
-from queues.models import Enforcement, SyncStatus
+from queues.models import Alert, AlertKind, Enforcement, SyncStatus
+from queues.services.slurm.submit import TABLE_NAME, table_data, table_text
 from tests.conftest import REASON
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slurm]
@@ -67,7 +69,7 @@ def test_each_qos_kind_holds_the_projects_maximum_for_typed_requests_and_says_so
     how = {row["rule"]: row["how"] for row in run.result["enforcement"]}
     account = lab.account(alpha)
     untyped_rule = "alpha in lab/a100: untyped GPU requests"
-    assert how[untyped_rule] == Enforcement.GUARD
+    assert how[untyped_rule] == Enforcement.SUBMIT  # the lab runs Arbiter's job_submit plugin
     assert how["alpha in lab/a100: maximum 2 GPUs"] == Enforcement.NATIVE
     assert how["alpha in lab/a100: guarantee 1 GPUs"] == Enforcement.NATIVE
     assert how["Tier Key: at most 3 GPUs across projects"] == Enforcement.NATIVE
@@ -79,18 +81,23 @@ def test_each_qos_kind_holds_the_projects_maximum_for_typed_requests_and_says_so
         ("exploratory", "gpu:a100:1", 2),
         ("lab.alpha.guarantee", "gpu:a100:1", 1),
         ("lab.borrow", "gpu:a100:1", 2),
-        # No H100 quota: typed H100 requests never run, in any QOS.
-        ("key", "gpu:h100:1", 0),
-        ("regular", "gpu:h100:1", 0),
-        ("lab.alpha.guarantee", "gpu:h100:1", 0),
-        ("lab.borrow", "gpu:h100:1", 0),
         # Untyped requests: the untyped total holds where no tier cap replaces it.
         ("regular", "gpu:1", 2),
         ("exploratory", "gpu:1", 2),
         ("lab.alpha.guarantee", "gpu:1", 1),
         ("lab.borrow", "gpu:1", 2),
+        # In the capped tier too: the plugin rewrites gpu:1 to gpu:a100:1 (typed limits hold).
+        ("key", "gpu:1", 2),
     ]
     failures = []
+    # No H100 quota: typed H100 requests are refused at submit time, in any QOS.
+    for qos in ("key", "regular", "lab.alpha.guarantee", "lab.borrow"):
+        job = slurm.run(
+            "sbatch", "-o", "/dev/null", "-A", account, "-q", qos, "--gres=gpu:h100:1",
+            "--wrap", "sleep 1", check=False,
+        )  # fmt: skip
+        if job.strip() or slurm.run("squeue", "-h", "-o", "%i").strip():
+            failures.append((qos, "gpu:h100:1", "accepted", job))
     for qos, gres, limit in cases:
         jobs = [_submit(slurm, account=account, gres=gres, qos=qos) for _ in range(limit + 1)]
         states = _settle(slurm, jobs)
@@ -101,8 +108,10 @@ def test_each_qos_kind_holds_the_projects_maximum_for_typed_requests_and_says_so
         slurm.cancel_all()
     assert failures == []
 
-    # Untyped in the capped tier: the tier's GrpTRES replaces the project's untyped total, so
-    # Slurm lets a third job run; Arbiter's guard requeues and holds the newest one.
+    # A table older than the rules (here: one that knows no project) lets untyped requests
+    # through unchanged; in the capped tier the tier's GrpTRES replaces the project's untyped
+    # total, so Slurm lets a third job run: Arbiter's guard requeues and holds the newest one.
+    _stale_table(slurm)
     jobs = [_submit(slurm, account=account, gres="gpu:1", qos="key") for _ in range(3)]
     states = _settle(slurm, jobs)
     assert sum(s["state"] == "RUNNING" for s in states.values()) == 3
@@ -111,6 +120,12 @@ def test_each_qos_kind_holds_the_projects_maximum_for_typed_requests_and_says_so
     _assert_held_by_the_guard(slurm, jobs[-1])
     assert [slurm.job(job)["state"] for job in jobs[:2]] == ["RUNNING", "RUNNING"]
     slurm.cancel_all()
+
+
+def _stale_table(slurm) -> None:
+    """A current-looking submit table compiled from rules that know no project."""
+    table = Path(slurm.conf).parent / TABLE_NAME
+    table.write_text(table_text(table_data(state={}, cluster_name="arbiter"), expires=2**31))
 
 
 def _assert_held_by_the_guard(slurm, job: str) -> None:
@@ -131,15 +146,27 @@ def test_the_guard_requeues_an_untyped_job_that_lands_on_a_flavor_without_quota(
     ]
     for job in busy:
         slurm.wait_state(job, "RUNNING")
-    # The only free GPUs are H100s, where alpha has no quota: an untyped request lands there.
+    # The only free GPUs are H100s, where alpha has no quota: with a table older than the
+    # rules, an untyped request gets past the plugin and lands there.
+    _stale_table(slurm)
     stray = _submit(slurm, account=lab.account(alpha), gres="gpu:1", qos="regular")
     slurm.wait_state(stray, "RUNNING")
     typed = _submit(slurm, account=lab.account(alpha), gres="gpu:h100:1", qos="regular")
+    # An untyped job that waits (alpha's untyped total is 2): held before it can start.
+    waiting = _submit(slurm, account=lab.account(alpha), gres="gpu:2", qos="regular")
+    slurm.wait_for("the job to wait", lambda: slurm.job(waiting)["reason"] == "AssocGrpGRES")
 
     requeued = services.guard_check(cluster=lab.cluster)
 
-    assert requeued == [{"job": stray, "account": "lab.alpha", "over": "gres/gpu:h100"}]
+    assert requeued == [
+        {"job": stray, "account": "lab.alpha", "over": "gres/gpu:h100", "action": "requeuehold"},
+        {"job": waiting, "account": "lab.alpha", "over": "held", "action": "hold"},
+    ]
+    for job, action in ((stray, "requeuehold"), (waiting, "hold")):
+        alert = Alert.objects.get(kind=AlertKind.GUARD_ACTION, key__endswith=f":{job}")
+        assert alert.details["action"] == action
     _assert_held_by_the_guard(slurm, stray)
+    _assert_held_by_the_guard(slurm, waiting)
     assert slurm.job(typed)["reason"] == "AssocGrpGRES"  # typed: Slurm holds it natively
     assert all(slurm.job(job)["state"] == "RUNNING" for job in busy)
 

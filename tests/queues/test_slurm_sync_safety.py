@@ -45,9 +45,14 @@ def test_a_pool_with_an_untracked_gres_type_is_refused_with_the_fix_and_nothing_
     dry = services.sync_now(cluster=lab.cluster, user=lab.ops, dry_run=True)
     run = services.sync_now(cluster=lab.cluster, user=lab.ops)
 
-    assert len(messages) == 1
+    assert len(messages) == 2
     assert "Flavor L40S of pool Lab needs the TRES gres/gpu:l40s" in messages[0]
     assert "AccountingStorageTRES=gres/gpu,gres/gpu:a100,gres/gpu:h100,gres/gpu:l40s" in messages[0]
+    # The nodes are read too: none offers L40S, and the message shows the lines expected.
+    assert "asks for GPU type l40s, which no node of cluster lab offers" in messages[1]
+    assert "(nodes: gpu01 gpu:a100:4,gpu:h100:4" in messages[1]
+    assert "NodeName=<node> Gres=gpu:l40s:2" in messages[1]
+    assert "NodeName=<node> Name=gpu Type=l40s File=/dev/nvidia[0-1]" in messages[1]
     for refused in (dry, run):
         assert refused.status == SyncStatus.FAILED
         assert refused.result["preflight"] == messages
@@ -169,3 +174,70 @@ def test_a_cautious_borrower_runs_its_minimum_time_before_it_is_requeued(lab, sl
     slurm.wait_state(reclaim, "RUNNING", timeout=90)
     assert time.monotonic() - started >= 40  # ran its minute (counted from its start)
     assert slurm.job(job)["restarts"] == "1"
+
+
+def test_cautious_work_in_a_preemptible_tier_qos_runs_its_minimum_time_before_it_is_requeued(
+    lab, slurm
+):
+    cautious = rules.preemption_class_create(
+        user=lab.ops,
+        reason=REASON,
+        slug="cautious",
+        name="Cautious",
+        kind="cautious",
+        business_impact="Long training, checkpoints hourly.",
+        min_runtime_minutes=1,
+    )
+    # Regular is preemptible by Production; gamma's work there is cautious, epsilon's is not.
+    gamma, _quota = lab.project(
+        "gamma", tier=lab.regular, borrow=2, preemption_class=cautious, flavor=lab.h100
+    )
+    epsilon, _quota = lab.project("epsilon", tier=lab.regular, borrow=2, flavor=lab.h100)
+    prod, _quota = lab.project("prod", tier=lab.production, borrow=4, flavor=lab.h100)
+    run = services.sync_now(cluster=lab.cluster, user=lab.ops)
+    assert run.status == SyncStatus.SUCCEEDED, run.error
+    lab.cluster.sync_state.refresh_from_db()
+    applied = lab.cluster.sync_state.applied_state
+    qos = applied["qos"]
+    assert qos["regular.cautious"]["preempt_exempt_time"] == "60"
+    assert "regular.cautious" in qos["production"]["preempt"].split(",")
+    assoc = applied["association"]
+    assert assoc[f"root@{lab.account(gamma)}"]["default_qos"] == "regular.cautious"
+    assert "regular" not in assoc[f"root@{lab.account(gamma)}"]["qos"].split(",")
+
+    # Submitted without -q: each project's default QOS (its tier, the cautious copy for gamma).
+    careful = slurm.run(
+        "sbatch", "--parsable", "-o", "/dev/null", "-A", lab.account(gamma),
+        "--gres=gpu:h100:2", "--wrap", "sleep 600",
+    ).strip()  # fmt: skip
+    plain = slurm.run(
+        "sbatch", "--parsable", "-o", "/dev/null", "-A", lab.account(epsilon),
+        "--gres=gpu:h100:2", "--wrap", "sleep 600",
+    ).strip()  # fmt: skip
+    slurm.jobs += [careful, plain]
+    assert slurm.wait_state(careful, "RUNNING")["qos"] == "regular.cautious"
+    slurm.wait_state(plain, "RUNNING")
+    started = time.monotonic()
+
+    def reclaim() -> str:
+        job = slurm.run(
+            "sbatch", "--parsable", "-o", "/dev/null", "-A", lab.account(prod), "-q",
+            "production", "--gres=gpu:h100:2", "--wrap", "sleep 600",
+        ).strip()  # fmt: skip
+        slurm.jobs.append(job)
+        return job
+
+    # Production needs two H100s: Slurm requeues the plain job, never the exempt one.
+    first = reclaim()
+    slurm.wait_state(first, "RUNNING")
+    assert slurm.job(plain)["restarts"] == "1"
+    assert slurm.job(careful)["state"] == "RUNNING"
+    assert slurm.job(careful)["restarts"] == "0"
+    # Two more: the cautious job keeps them for its minute, then it is requeued.
+    second = reclaim()
+    time.sleep(10)
+    assert slurm.job(careful)["state"] == "RUNNING"
+    assert slurm.job(second)["state"] == "PENDING"
+    slurm.wait_state(second, "RUNNING", timeout=120)
+    assert time.monotonic() - started >= 40  # ran its minute (counted from its start)
+    assert slurm.job(careful)["restarts"] == "1"

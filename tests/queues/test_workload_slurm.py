@@ -68,7 +68,7 @@ def impossible_job(lab: Slurm, *, account: str, qos: str) -> str:
     )
     try:
         job = lab.sbatch(
-            "--hold", "-J", "ev-impossible", "-C", PROBE, account=account, qos=qos, gpus="h100:1"
+            "--hold", "-J", "ev-impossible", "-C", PROBE, account=account, qos=qos, gpus="a100:1"
         )
     finally:
         lab.run(
@@ -172,7 +172,7 @@ def test_each_wait_category_for_real(evlab):
     top = lab.sbatch("-J", "ev-top", account=account("evtop"), qos="evprod", gpus="a100:1")
     low = lab.sbatch("-J", "ev-low", account=account("evlow"), qos="evexp", gpus="a100:1")
     dep = lab.sbatch(
-        "-J", "ev-dep", "-d", f"afterok:{big}", account=account("evlow"), qos="evexp", gpus="h100:1"
+        "-J", "ev-dep", "-d", f"afterok:{big}", account=account("evlow"), qos="evexp", gpus="a100:1"
     )
     expected = {
         top: ("Resources", WaitCategory.RESOURCE),
@@ -209,10 +209,12 @@ def test_each_wait_category_for_real(evlab):
     quota = job_wait_explanation(jobs[capped])
     assert "uses 1 of 1 H100 GPUs" in quota.next_step and "kind=quota_exception" in quota.action_url
     assert "project=evcap" in quota.action_url
-    assert "free A100 GPUs" in job_wait_explanation(jobs[top]).next_step
+    resource = job_wait_explanation(jobs[top]).next_step
+    assert "4 run there now, 0 are free and the job asks for 1" in resource, resource
     queue = job_wait_explanation(jobs[low])
-    assert top in [j.job_id for j in queue.ahead] and low not in [j.job_id for j in queue.ahead]
-    assert "higher tiers are ahead" in queue.next_step
+    ahead = [j["job_id"] for j in queue.ahead]
+    assert top in ahead and low not in ahead and queue.ahead_count == len(ahead)
+    assert "rank ahead of it" in queue.next_step and "queue jump" in queue.next_step
     assert "depends on" in job_wait_explanation(jobs[dep]).next_step
     assert f"“{PROBE}” matches no node" in job_wait_explanation(jobs[bad]).next_step
     # Reading the same queue again stores nothing new.

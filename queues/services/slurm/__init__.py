@@ -3,8 +3,8 @@
 What Arbiter creates (all names lowercase, as Slurm stores them):
 
 * ``<tier>``: a QOS per priority tier. ``Priority`` is the tier's scheduler value,
-  ``GrpTRES=gres/gpu=<tier cap>``, ``MaxTRESPerJob`` and ``MaxTRESPerUser`` both
-  ``gres/gpu=<per-job cap>``, ``Preempt=`` the plain QOS of the tiers it may preempt (and the
+  ``GrpTRES=gres/gpu=<tier cap>``, ``MaxTRESPerJob=gres/gpu=<per-job cap>`` (per job only),
+  ``Preempt=`` the plain QOS of the tiers it may preempt (and the
   pools' borrow QOS), ``PreemptMode=requeue``.
 * ``<tier>-protected``: the same tier for work whose preemption class is *forbidden*. It is
   in no QOS's ``Preempt`` list, so that work is never preempted.
@@ -12,6 +12,9 @@ What Arbiter creates (all names lowercase, as Slurm stores them):
   guarantee (priority 0, ``PreemptMode=requeue``, ``GraceTime`` the largest reclaim grace of
   its quotas); ``<pool>.borrow.<class>`` for each cautious preemption class, with
   ``PreemptExemptTime`` its minimum runtime before preemption.
+* ``<tier>.<class>``: a preemptible tier's QOS for a cautious class with a minimum runtime:
+  the same settings plus ``PreemptExemptTime``, in the same ``Preempt`` lists; the class's
+  projects get it instead of the tier's QOS, so their work is exempt wherever it runs.
 * ``<pool>.<project>.guarantee``: a QOS per project with a guarantee, capped with
   ``MaxTRESPerAccount`` (typed per GRES type of the pool, and the untyped total), at the
   project's tier priority, that may preempt the pool's borrow QOS.
@@ -27,9 +30,11 @@ Why this shape (measured on Slurm 22.05): Slurm uses, per TRES and per kind of l
 first limit it finds (partition QOS, job QOS, user association, accounts upward), so a QOS
 ``GrpTRES`` on ``gres/gpu`` switches the account's ``gres/gpu`` limit off; and untyped GPU
 requests are checked against untyped limits only. Typed requests are therefore held natively
-everywhere; untyped ones natively except on GPU types without quota and in capped tiers,
-where the guard (``guard.py``) requeues and holds them. ``enforcement.py`` lists, per rule,
-how it is enforced.
+everywhere; untyped ones natively except on GPU types without quota and in capped tiers.
+There Arbiter's ``job_submit`` Lua plugin (``submit.py``, ``job_submit.lua``) rewrites an
+untyped request to the one GPU type the project may use, or refuses it with a message, before
+the job exists; the guard (``guard.py``) stays as a backstop for a plugin not installed or a
+table older than the rules. ``enforcement.py`` lists, per rule, how it is enforced.
 
 Named jobs: a priority upgrade or queue jump that names jobs, and a preemption protection
 that names jobs, move each named job that is still *pending* with

@@ -15,6 +15,7 @@ from .values import (
     ASSOCIATION,
     ASSOCIATION_OPTIONS,
     CLEAR,
+    LIMIT_OPTIONS,
     QOS,
     QOS_OPTIONS,
     ROOT_ACCOUNT,
@@ -126,12 +127,7 @@ def apply_plan(
     account_sets: dict[tuple[tuple[str, str], ...], list[str]] = defaultdict(list)
     for change in by_action[(ACCOUNT, Action.UPDATE)]:
         account_assignments = tuple(
-            (
-                ACCOUNT_OPTIONS[item.field],
-                _tres_assignment(item.live, item.desired)
-                if item.field in TRES_FIELDS
-                else item.desired,
-            )
+            (ACCOUNT_OPTIONS[item.field], _limit_value(item.field, item.live, item.desired))
             for item in change.fields
         )
         account_sets[account_assignments].append(change.name)
@@ -152,7 +148,14 @@ def apply_plan(
         user, account = split_association(change.name)
         # QOS and DefaultQOS go together: the default must be in the list.
         fields = desired[ASSOCIATION][change.name]
-        user_assignments = tuple((ASSOCIATION_OPTIONS[f], v) for f, v in fields.items())
+        user_assignments = tuple(
+            (ASSOCIATION_OPTIONS[f], fields[f]) for f in ("qos", "default_qos") if f in fields
+        ) + tuple(
+            # Limits set by hand are cleared (-1); QOS lists are sent whole above.
+            (ASSOCIATION_OPTIONS[item.field], _limit_value(item.field, item.live, item.desired))
+            for item in change.fields
+            if item.field not in ("qos", "default_qos")
+        )
         association_sets[(account, user_assignments)].append(user)
     for (account, user_assignments), users in association_sets.items():
         progress(_("updating users of %(account)s") % {"account": account})
@@ -261,6 +264,15 @@ def _load_file(
                 options.append(f"DefaultQOS='{fields['default_qos']}'")
             lines.append(f"User - '{user}':" + ":".join(options))
     return "\n".join(lines) + "\n"
+
+
+def _limit_value(name: str, live: str, desired: str) -> str:
+    """An account or association field's sacctmgr value: TRES merged, a limit cleared (-1)."""
+    if name in TRES_FIELDS:
+        return _tres_assignment(live, desired)
+    if name in LIMIT_OPTIONS and not desired:
+        return "-1"
+    return desired
 
 
 def _tres_assignment(live: str, desired: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from django.utils.translation import gettext as _
 
@@ -29,6 +30,7 @@ from .drift import slurm_drift
 from .guard import guard_apply
 from .jobs import job_order, settle
 from .live import read_live
+from .submit import plugin_status, table_write
 from .values import KINDS, PENDING, values_equal
 
 
@@ -110,6 +112,22 @@ class SlurmBackend:
         """Requeue and hold untyped GPU jobs over their project's quota (see ``guard``)."""
         return guard_apply(self.commands, applied=applied)
 
+    # -- submit-time checks (job_submit plugin) --
+
+    def submit_table(self, *, applied: State) -> dict[str, Any]:
+        """Write the job_submit plugin's table from the applied state (see ``submit``)."""
+        return table_write(commands=self.commands, state=applied, cluster_name=self.cluster_name)
+
+    def submit_status(self, *, applied: State, plugins: str | None = None) -> dict[str, Any]:
+        """Whether the plugin is installed and current, and its table (one ``scontrol``
+        unless ``plugins``, JobSubmitPlugins as just read, is given)."""
+        return plugin_status(
+            commands=self.commands,
+            state=applied,
+            cluster_name=self.cluster_name,
+            plugins=plugins,
+        )
+
     # -- preflight --
 
     def tracked_tres(self) -> set[str]:
@@ -121,6 +139,16 @@ class SlurmBackend:
                 for row in self.commands.sacctmgr_read("show", "tres", "format=type,name")
             )
         }
+
+    def node_gres(self) -> dict[str, str]:
+        """Each node's GRES as ``sinfo`` shows it (``gpu:a100:4,gpu:h100:4``): one call."""
+        out = self.commands.run(["sinfo", "-h", "-N", "-o", "%N|%G"])
+        found: dict[str, str] = {}
+        for line in out.splitlines():
+            node, _sep, gres = line.strip().partition("|")
+            if node:
+                found[node] = "" if gres in ("(null)", "N/A") else gres
+        return found
 
     def priority_config(self) -> dict[str, str]:
         """The multifactor settings slurmctld runs with (``scontrol show config``)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from governance.models import Pool, PreemptionClass, PreemptionKind
+from governance.models import Pool, PreemptionClass, PreemptionKind, PriorityTier
 from governance.selectors import EffectiveProject, EffectiveRules
 
 from ..backends import JOB, State
@@ -13,6 +13,7 @@ from .values import (
     ACCOUNT,
     ASSOCIATION,
     GPU,
+    LIMIT_OPTIONS,
     ORGANIZATION,
     QOS,
     QOS_FIELDS,
@@ -20,6 +21,7 @@ from .values import (
     SLURM_USER,
     association_name,
     borrow_qos,
+    cautious_qos,
     description,
     format_list,
     format_tres,
@@ -28,6 +30,10 @@ from .values import (
     project_account,
     tier_qos,
 )
+
+# The limits Arbiter leaves unset on accounts and associations (compared all the same, so a
+# hand-set one is drift and the sync clears it); an association's GrpTRES too.
+NO_LIMITS = dict.fromkeys(LIMIT_OPTIONS, "")
 
 
 def _qos(**fields: str) -> dict[str, str]:
@@ -109,10 +115,29 @@ def desired_state(
             if forbidden:
                 protected_tiers.update(tier.pk for tier in project.allowed_tiers)
             plans.append((pool, slug, project, quotas, forbidden, borrow_name))
+    # Each project's accounts, grouped once (a scan of every plan per project was quadratic).
+    accounts_of: dict[str, list[tuple[str, bool]]] = defaultdict(list)
+    for pool, slug, _project, _quotas, forbidden, _borrow in plans:
+        accounts_of[slug].append((project_account(pool, slug), forbidden))
     for slug, project in sorted(rules.projects.items()):
-        mine = [(project_account(pool, s), f) for pool, s, _p, _q, f, _b in plans if s == slug]
-        if mine:
-            jobs.update(job_requests(slug, project, mine, protected_tiers))
+        if slug in accounts_of:
+            jobs.update(job_requests(slug, project, accounts_of[slug], protected_tiers))
+
+    # Cautious work in a tier that another tier may preempt runs in a copy of that tier's QOS
+    # with the class's PreemptExemptTime (the tier QOS is shared, so it cannot carry one).
+    preemptible = {
+        t.pk for tier in rules.tiers if tier.may_preempt for t in tier.preemptible_tiers.all()
+    }
+    cautious_of: dict[tuple[int, str], PreemptionClass] = {}
+    cautious_tiers: dict[int, dict[str, PreemptionClass]] = defaultdict(dict)
+    for pool, slug, project, quotas, forbidden, _borrow in plans:
+        klass = _cautious_class(quotas)
+        if forbidden or klass is None:
+            continue
+        cautious_of[(pool.pk, slug)] = klass
+        for tier in project.allowed_tiers:
+            if tier.pk in preemptible:
+                cautious_tiers[tier.pk][_class_slug(klass)] = klass
 
     for pool in pools:
         accounts[pool_account(pool)] = account_fields(f"pool {pool.name}", ROOT_ACCOUNT, 1, {})
@@ -134,7 +159,11 @@ def desired_state(
     borrow_names = sorted(borrowers)
 
     for tier in rules.tiers:
-        victims = [tier_qos(t) for t in tier.preemptible_tiers.all()] if tier.may_preempt else []
+        victims = []
+        if tier.may_preempt:
+            for t in tier.preemptible_tiers.all():
+                victims.append(tier_qos(t))
+                victims += [cautious_qos(t, c) for c in cautious_tiers.get(t.pk, {})]
         if tier.may_preempt:
             victims += borrow_names
         per_job = format_tres({GPU: tier.max_gpus_per_job}) if tier.max_gpus_per_job else ""
@@ -144,10 +173,16 @@ def desired_state(
             preempt=format_list(victims),
             preempt_mode="requeue",
             grp_tres=format_tres({GPU: tier.max_gpus_total}) if tier.max_gpus_total else "",
+            # Per job only: MaxTRESPerUser would cap a member's running jobs together.
             max_tres_per_job=per_job,
-            max_tres_per_user=per_job,
         )
         qos[tier_qos(tier)] = fields
+        for class_slug, klass in sorted(cautious_tiers.get(tier.pk, {}).items()):
+            qos[cautious_qos(tier, class_slug)] = {
+                **fields,
+                "description": description(f"tier {tier.name} class {klass.slug}"),
+                "preempt_exempt_time": str((klass.min_runtime_minutes or 0) * 60),
+            }
         if tier.pk in protected_tiers:
             qos[tier_qos(tier, protected=True)] = {
                 **fields,
@@ -176,7 +211,16 @@ def desired_state(
             sum(q.quota.fair_share_weight for q in quotas),
             maximum,
         )
-        allowed = [tier_qos(t, protected=forbidden) for t in project.allowed_tiers]
+        klass = cautious_of.get((pool.pk, slug))
+
+        def tier_name(
+            t: PriorityTier, klass: PreemptionClass | None = klass, forbidden: bool = forbidden
+        ) -> str:
+            if klass is not None and t.pk in preemptible:
+                return cautious_qos(t, _class_slug(klass))
+            return tier_qos(t, protected=forbidden)
+
+        allowed = [tier_name(t) for t in project.allowed_tiers]
         names = list(allowed)
         top_tier = project.tier or default_tier
         if guarantee.get(GPU):
@@ -195,7 +239,7 @@ def desired_state(
         # Jobs submitted without -q run at the project's effective tier (grants included).
         default = ""
         if top_tier is not None and top_tier in project.allowed_tiers:
-            default = tier_qos(top_tier, protected=forbidden)
+            default = tier_name(top_tier)
         elif allowed:
             default = allowed[-1]
         elif names:
@@ -210,8 +254,21 @@ def desired_state(
             associations[association_name(user, account)] = {
                 "qos": format_list(names),
                 "default_qos": default,
+                "grp_tres": "",
+                **NO_LIMITS,
             }
     return {QOS: qos, ACCOUNT: accounts, ASSOCIATION: associations, JOB: jobs}
+
+
+def _cautious_class(quotas: list) -> PreemptionClass | None:
+    """The project's cautious class with the longest minimum runtime (None: no such class)."""
+    cautious = [
+        q.preemption_class
+        for q in quotas
+        if q.preemption_class.kind == PreemptionKind.CAUTIOUS
+        and q.preemption_class.min_runtime_minutes
+    ]
+    return max(cautious, key=lambda c: (c.min_runtime_minutes or 0, c.slug), default=None)
 
 
 def job_requests(
@@ -258,4 +315,5 @@ def account_fields(text: str, parent: str, fairshare: int, tres: dict[str, int])
         "parent": parent,
         "fairshare": str(fairshare),
         "grp_tres": format_tres(tres),  # type: ignore[arg-type]
+        **NO_LIMITS,
     }

@@ -22,6 +22,7 @@ from .values import borrow_qos, guarantee_qos, project_account, tier_qos
 NATIVE = Enforcement.NATIVE.value
 NOT_ENFORCED = Enforcement.NOT_ENFORCED.value
 GUARD = Enforcement.GUARD.value
+SUBMIT = Enforcement.SUBMIT.value
 
 
 def _row(rule: str, how: str, detail: str) -> dict[str, str]:
@@ -34,8 +35,11 @@ def rule_enforcement(
     pools: Iterable[Pool],
     gres_types: dict[int, list[str]],
     priority_config: dict[str, str] | None = None,
+    plugin: dict | None = None,
 ) -> list[dict[str, str]]:
-    """One row per rule: ``rule`` (what), ``how`` (native / not_enforced), ``detail``."""
+    """One row per rule: ``rule`` (what), ``how`` (native / submit / guard / not_enforced),
+    ``detail``. ``plugin``: the last check of Arbiter's job_submit plugin (``submit``)."""
+    plugin_on = bool(plugin and plugin.get("current"))
     pools = sorted(pools, key=lambda pool: pool.slug)
     pool_ids = {pool.pk for pool in pools}
     rows: list[dict[str, str]] = []
@@ -65,7 +69,7 @@ def rule_enforcement(
                     _("Tier %(tier)s: at most %(gpus)d GPUs per job")
                     % {"tier": tier.name, "gpus": tier.max_gpus_per_job},
                     NATIVE,
-                    _("QOS %(qos)s MaxTRESPerJob and MaxTRESPerUser") % {"qos": name},
+                    _("QOS %(qos)s MaxTRESPerJob") % {"qos": name},
                 )
             )
         if tier.may_preempt:
@@ -130,16 +134,33 @@ def rule_enforcement(
                     "untyped total: ask for typed GPUs (--gres=gpu:%(type)s:N) there"
                 ) % {"tiers": ", ".join(in_capped), "type": flavor.gres_type or "<type>"}
             if len(gres_types.get(pool.pk, [])) > 1 or in_capped:
+                if plugin_on:
+                    how, detail = (
+                        SUBMIT,
+                        _(
+                            "job_submit plugin: %(reason)s. The plugin rewrites an untyped "
+                            "request to the one GPU type the project may use in the pool, or "
+                            "refuses it with the rule, the quota and a typed request to submit "
+                            "instead; the guard stays as a backstop"
+                        )
+                        % {"reason": untyped},
+                    )
+                else:
+                    how, detail = (
+                        GUARD,
+                        _(
+                            "guard: %(reason)s. Arbiter's job_submit plugin is not installed or "
+                            "not current on this cluster, so each minute Arbiter holds pending "
+                            "and requeues and holds running untyped jobs that put the project "
+                            "over a limit (with a comment and an alert); until then they run"
+                        )
+                        % {"reason": untyped},
+                    )
                 rows.append(
                     _row(
                         _("%(project)s in %(pool)s/%(flavor)s: untyped GPU requests") % where,
-                        GUARD,
-                        _(
-                            "guard: %(reason)s. Each minute Arbiter requeues and holds the newest "
-                            "untyped jobs that put the project over a limit (with a comment); "
-                            "until then they run"
-                        )
-                        % {"reason": untyped},
+                        how,
+                        detail,
                     )
                 )
             if quota.guarantee:
@@ -195,10 +216,11 @@ def rule_enforcement(
                             NATIVE,
                             _(
                                 "borrowed work: QOS %(qos)s PreemptExemptTime and GraceTime; "
-                                "work in a preemptible tier QOS shares it with other classes "
-                                "and is not covered"
+                                "work in a preemptible tier: the tier's copy <tier>.%(klass)s "
+                                "with the same PreemptExemptTime, the project's QOS instead of "
+                                "the tier's"
                             )
-                            % {"qos": name},
+                            % {"qos": name, "klass": klass.slug.lower()},
                         )
                     )
                 if klass.max_preemptions_per_day:

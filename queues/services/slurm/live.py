@@ -10,6 +10,8 @@ from .values import (
     ACCOUNT,
     ASSOCIATION,
     JOB_ID,
+    LIMIT_COLUMNS,
+    LIMIT_OPTIONS,
     MARK,
     ORGANIZATION,
     QOS,
@@ -53,11 +55,18 @@ def read_live(commands: SlurmCommands, *, cluster_name: str, jobs: Iterable[str]
         "show",
         "account",
         "withassoc",
-        "format=account,description,organization,parentname,user,share,grptres,qos,defaultqos",
+        "format=account,description,organization,parentname,user,share,qos,defaultqos,grptres,"
+        + LIMIT_COLUMNS,
         "where",
         f"cluster={cluster_name}",
     ):
-        account, descr, org, parent, user, share, grp, qos, default_qos = (row + [""] * 9)[:9]
+        width = 9 + len(LIMIT_OPTIONS)
+        account, descr, org, parent, user, share, qos, default_qos, grp, *rest = (
+            row + [""] * width
+        )[:width]
+        limits = {
+            name: _limit(name, value) for name, value in zip(LIMIT_OPTIONS, rest, strict=True)
+        }
         if not user:
             objects[ACCOUNT][account] = {
                 "description": descr,
@@ -65,6 +74,7 @@ def read_live(commands: SlurmCommands, *, cluster_name: str, jobs: Iterable[str]
                 "parent": parent,
                 "fairshare": share,
                 "grp_tres": format_tres(parse_tres(grp)),  # type: ignore[arg-type]
+                **limits,
             }
             if org.lower() == ORGANIZATION:
                 managed[ACCOUNT].add(account)
@@ -73,6 +83,8 @@ def read_live(commands: SlurmCommands, *, cluster_name: str, jobs: Iterable[str]
             objects[ASSOCIATION][name] = {
                 "qos": format_list(v for v in qos.split(",") if v),
                 "default_qos": default_qos,
+                "grp_tres": format_tres(parse_tres(grp)),  # type: ignore[arg-type]
+                **limits,
             }
             if org.lower() == ORGANIZATION:
                 managed[ASSOCIATION].add(name)
@@ -87,3 +99,11 @@ def read_live(commands: SlurmCommands, *, cluster_name: str, jobs: Iterable[str]
                 "user": user,
             }
     return LiveState(objects=objects, managed=managed, extra={"users": users})
+
+
+def _limit(name: str, value: str) -> str:
+    if name == "max_tres_per_job":
+        return format_tres(parse_tres(value))  # type: ignore[arg-type]
+    if name == "max_wall":
+        return parse_seconds(value)
+    return value.strip()

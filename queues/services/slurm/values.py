@@ -58,7 +58,27 @@ ACCOUNT_OPTIONS = {
     "fairshare": "Fairshare",
     "grp_tres": "GrpTRES",
 }
-ASSOCIATION_OPTIONS = {"qos": "QOS", "default_qos": "DefaultQOS"}
+# Limits Arbiter does not set on accounts and associations, read and compared all the same:
+# one set by hand (``MaxJobs=0``, ``GrpTRES=gres/gpu=1`` on a member) is drift, and a sync
+# clears it (``-1``). ``grp_tres`` is the account's own rule; on associations it is a limit.
+LIMIT_OPTIONS = {
+    "grp_jobs": "GrpJobs",
+    "grp_submit": "GrpSubmit",
+    "max_jobs": "MaxJobs",
+    "max_submit": "MaxSubmit",
+    "max_tres_per_job": "MaxTRES",
+    "max_wall": "MaxWall",
+}
+# sacctmgr's column names for them, in this order, after grptres.
+LIMIT_COLUMNS = "grpjobs,grpsubmit,maxjobs,maxsubmit,maxtres,maxwall"
+ACCOUNT_OPTIONS.update(LIMIT_OPTIONS)
+ASSOCIATION_OPTIONS = {
+    "qos": "QOS",
+    "default_qos": "DefaultQOS",
+    "grp_tres": "GrpTRES",
+    **LIMIT_OPTIONS,
+}
+ASSOCIATION_LIMITS = ("grp_tres", *LIMIT_OPTIONS)
 SLURM_USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
 
 
@@ -129,6 +149,11 @@ def values_equal(name: str, live: str, desired: str) -> bool:
 
 def tier_qos(tier: PriorityTier, *, protected: bool = False) -> str:
     return f"{tier.slug}-protected" if protected else tier.slug
+
+
+def cautious_qos(tier: PriorityTier, klass: str) -> str:
+    """A preemptible tier's QOS for a cautious class: the same, with its PreemptExemptTime."""
+    return f"{tier.slug}.{klass}"
 
 
 def borrow_qos(pool: Pool, klass: str = "") -> str:
