@@ -209,6 +209,7 @@ class Replay:
         self.day_count: dict[int, tuple[int, int]] = {}
         self.ask: dict[int, float] = {}
         self.reasons: list[tuple[int, float, str]] = []
+        self.said: dict[int, int] = {}
         self.runs: list[tuple[int, float, float]] = []
         self.preempted_by: list[tuple[int, int, float, str]] = []
         self.heap: list[tuple[float, int, int, int, int]] = []
@@ -320,7 +321,17 @@ class Replay:
     def _say(self, j: int, token: str, t: float) -> None:
         if self.reason[j] != token:
             self.reason[j] = token
-            self.reasons.append((j, t, token))
+            last = self.said.get(j)
+            # A queue position said on arrival is replaced by what the pass finds then.
+            if (
+                last is not None
+                and self.reasons[last][1] == t
+                and self.reasons[last][2] == PRIORITY
+            ):
+                self.reasons[last] = (j, t, token)
+            else:
+                self.said[j] = len(self.reasons)
+                self.reasons.append((j, t, token))
 
     def _tick_flavor(self, flavor: _Flavor, t: float) -> None:
         flavor.idle += (t - flavor.last) * flavor.free
@@ -554,6 +565,7 @@ class Replay:
 
     def _preempt(self, v: int, by: int, t: float, why: str) -> None:
         self._stop(v, t)
+        self.token[v] += 1  # its end, as planned, will not come
         cls = self.cls[v]
         ran = t - self.run_start[v]
         lost = ran if cls.checkpoint_interval is None else ran % cls.checkpoint_interval
