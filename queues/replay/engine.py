@@ -209,7 +209,7 @@ class Replay:
         self.day_count: dict[int, tuple[int, int]] = {}
         self.ask: dict[int, float] = {}
         self.reasons: list[tuple[int, float, str]] = []
-        self.said: dict[int, int] = {}
+        self.behind: list[int] = []
         self.runs: list[tuple[int, float, float]] = []
         self.preempted_by: list[tuple[int, int, float, str]] = []
         self.heap: list[tuple[float, int, int, int, int]] = []
@@ -321,17 +321,7 @@ class Replay:
     def _say(self, j: int, token: str, t: float) -> None:
         if self.reason[j] != token:
             self.reason[j] = token
-            last = self.said.get(j)
-            # A queue position said on arrival is replaced by what the pass finds then.
-            if (
-                last is not None
-                and self.reasons[last][1] == t
-                and self.reasons[last][2] == PRIORITY
-            ):
-                self.reasons[last] = (j, t, token)
-            else:
-                self.said[j] = len(self.reasons)
-                self.reasons.append((j, t, token))
+            self.reasons.append((j, t, token))
 
     def _tick_flavor(self, flavor: _Flavor, t: float) -> None:
         flavor.idle += (t - flavor.last) * flavor.free
@@ -405,7 +395,7 @@ class Replay:
             group.insert(bisect_right(arrivals, job.arrival), j)
             flavor.stale.add(key)
         if len(group) > 1:
-            self._say(j, PRIORITY, t)
+            self.behind.append(j)  # behind its own queue: said after the passes, if still so
         self.dirty.add(job.flavor)
 
     def _score(self, j: int, t: float) -> int:
@@ -774,6 +764,10 @@ class Replay:
                 name = min(self.dirty)
                 self.dirty.discard(name)
                 self._pass(name, t)
+            for j in self.behind:
+                if self.reason[j] is None and j not in self.flavors[jobs[j].flavor].running:
+                    self._say(j, PRIORITY, t)
+            self.behind = []
         horizon = self.now if until is None else until
         return self._result(begin, horizon)
 
