@@ -85,6 +85,7 @@ REASON_CATEGORY = {
 _Key = tuple[int, int, float, float, int]
 _END = 0
 _WAKE = 1
+_CANCEL = 2
 
 
 @dataclass
@@ -106,6 +107,7 @@ class Result:
     begin: float
     horizon: float
     preempted_by: list[tuple[int, int, float, str]] = field(default_factory=list)
+    cancelled: dict[int, float] = field(default_factory=dict)  # job -> when, never started
     # (victim, preemptor, time, "tier" or "reclaim")
 
     def reasons_of(self, job: int) -> list[tuple[float, str]]:
@@ -212,6 +214,7 @@ class Replay:
         self.behind: list[int] = []
         self.runs: list[tuple[int, float, float]] = []
         self.preempted_by: list[tuple[int, int, float, str]] = []
+        self.cancelled: dict[int, float] = {}
         self.heap: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
         self.capped: set[int] = set()
@@ -539,6 +542,22 @@ class Replay:
             self.flavors[name].stale.add(key)
             self.dirty.add(name)
 
+    def _cancel(self, j: int, t: float) -> None:
+        """The user gives up on a job that has not started yet."""
+        if not math.isnan(self.start[j]):
+            return
+        job = self.jobs[j]
+        flavor = self.flavors[job.flavor]
+        key = (self.tier[j].slug, job.project)
+        group = flavor.groups.get(key)
+        if group is not None and j in group:
+            group.remove(j)
+            flavor.stale.add(key)
+            self.dirty.add(job.flavor)
+        self.capped.discard(j)
+        self.cancelled[j] = t
+        self.reason[j] = None
+
     def _preemptible(self, v: int, t: float) -> tuple[bool, float]:
         """Whether ``v`` may be preempted at ``t``; else when it may again (inf: never)."""
         cls = self.cls[v]
@@ -752,13 +771,19 @@ class Replay:
                         self._stop(j, t)
                         self.end[j] = t
                         self.remaining[j] = 0.0
+                elif kind == _CANCEL:
+                    self._cancel(j, t)
                 else:
                     self.dirty.add(self.wake_flavor.pop(seq))
             while si < len(switches) and switches[si] <= t:
                 self._apply(self.timeline[si][1], t)
                 si += 1
             while ai < self.n and jobs[order[ai]].arrival <= t:
-                self._enqueue(order[ai], t, fresh=True)
+                j = order[ai]
+                self._enqueue(j, t, fresh=True)
+                patience = jobs[j].patience
+                if patience is not None:
+                    self._push(jobs[j].arrival + patience, _CANCEL, j, 0)
                 ai += 1
             while self.dirty:
                 name = min(self.dirty)
@@ -794,6 +819,7 @@ class Replay:
             begin=begin,
             horizon=horizon,
             preempted_by=self.preempted_by,
+            cancelled=self.cancelled,
         )
 
 

@@ -139,3 +139,5 @@ class Job:
     project: str
     tier: str = ""  # requested; "" means the project's tier
     user: str = ""
+    # The user cancels it if it has not started this many seconds after arrival (None: never).
+    patience: float | None = None

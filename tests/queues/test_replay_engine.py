@@ -232,3 +232,15 @@ def test_a_replay_stopped_at_a_moment_leaves_jobs_running_and_waiting():
     assert math.isnan(result.start[1]) and result.reasons_of(1) == [(1 * MIN, "Resources")]
     assert result.runs == [(0, 0.0, 30 * MIN)]
     assert result.used_gpu_seconds[("c", F)] == pytest.approx(8 * 30 * MIN)
+
+
+def test_a_user_gives_up_on_a_job_that_waits_past_its_patience():
+    jobs = [
+        job("run", 0, 8, 60, "c"),
+        Job("gives-up", 1 * MIN, 8, F, 10 * MIN, "c", patience=30 * MIN),
+        Job("patient", 2 * MIN, 8, F, 10 * MIN, "c", patience=90 * MIN),
+    ]
+    result = replay(jobs, [(0, rules())])
+    assert result.cancelled == {1: 31 * MIN}
+    assert math.isnan(result.start[1]) and math.isnan(result.end[1])
+    assert starts(result)["patient"] == 60
