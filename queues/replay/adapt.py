@@ -20,12 +20,24 @@ counted as skipped, as are jobs without a pool, a flavor or GPUs.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db.models import Q
 
-from governance.models import Grant, Pool, PoolCapacity, PreemptionClass, PriorityTier
+from governance.models import (
+    GpuFlavor,
+    Grant,
+    Pool,
+    PoolCapacity,
+    PreemptionClass,
+    PriorityTier,
+    Project,
+    Quota,
+    RuleChange,
+)
 from governance.selectors.effective import EffectiveRules, effective_rules
 from queues.models import WorkloadJob
 from queues.services.workload.rollup import _pool_maps, job_pool_id
@@ -199,3 +211,128 @@ def jobs_from_evidence(*, start: datetime, end: datetime, project: str | None = 
             )
         )
     return Evidence(jobs=jobs, skipped_never_started=never, skipped_no_flavor=no_flavor)
+
+
+# --- a proposed rule change, as the rules it would put in force --------------------------------
+
+_TIER_FIELDS = {
+    "score",
+    "max_gpus_per_job",
+    "max_gpus_total",
+    "may_preempt",
+    "preemptible_tiers",
+    "aging_after_minutes",
+    "aging_step",
+    "aging_cap",
+}
+_QUOTA_FIELDS = {
+    "guarantee",
+    "borrow_limit",
+    "lending_limit",
+    "fair_share_weight",
+    "reclaim_grace_minutes",
+    "preemption_class",
+}
+_CLASS_FIELDS = {
+    "kind",
+    "min_runtime_minutes",
+    "max_preemptions_per_day",
+    "max_checkpoint_interval_minutes",
+}
+
+
+def _minutes(value: Any) -> float | None:
+    return float(value) * MINUTE if value else None
+
+
+def rules_with_change(rules: Rules, *, change: RuleChange) -> tuple[Rules, list[str]]:
+    """``rules`` with the edits of ``change`` applied, and the edited fields a replay does
+    not model (placement, access, descriptions, scheduler connections: ``model.field``).
+
+    Edits name objects by id and store foreign keys as ids (``RuleEdit``); the slugs are
+    looked up here. A quota edit applies to that quota's project and flavor.
+    """
+    edits = list(change.edits.select_related("content_type").order_by("pk"))
+    tier_slugs = dict(PriorityTier.objects.values_list("pk", "slug"))
+    tier_scores = dict(PriorityTier.objects.values_list("pk", "score"))
+    class_slugs = dict(PreemptionClass.objects.values_list("pk", "slug"))
+    tiers = {tier.slug: tier for tier in rules.tiers}
+    classes = {cls.slug: cls for cls in rules.classes}
+    quotas = {(quota.project, quota.flavor): quota for quota in rules.quotas}
+    capacity = dict(rules.capacity)
+    project_tiers = dict(rules.project_tiers)
+    ignored: list[str] = []
+    for edit in edits:
+        model = edit.content_type.model_class()
+        value: Any = edit.new_value
+        name = f"{edit.content_type.model}.{edit.field}"
+        if model is PriorityTier and edit.field in _TIER_FIELDS:
+            slug = tier_slugs[edit.object_id]
+            tier = tiers[slug]
+            if edit.field == "preemptible_tiers":
+                changes: dict[str, Any] = {
+                    "preemptible": frozenset(tier_slugs[pk] for pk in value or ())
+                }
+            elif edit.field == "aging_cap":
+                changes = {"aging_cap": tier_scores[value] if value else None}
+            elif edit.field == "aging_after_minutes":
+                changes = {"aging_after": _minutes(value)}
+            elif edit.field == "aging_step":
+                changes = {"aging_step": value or 0}
+            elif edit.field == "max_gpus_per_job":  # also the per-user cap, as compiled
+                changes = {"max_gpus_per_job": value, "max_gpus_per_user": value}
+            else:
+                changes = {edit.field: value}
+            tiers[slug] = dataclasses.replace(tier, **changes)
+        elif model is Quota and edit.field in _QUOTA_FIELDS:
+            row = Quota.objects.select_related("project", "pool", "flavor").get(pk=edit.object_id)
+            key = (row.project.slug, flavor_key(row.pool.slug, row.flavor.slug))
+            quota = quotas.get(key) or QuotaRule(project=key[0], flavor=key[1], guarantee=0.0)
+            if edit.field == "preemption_class":
+                changes = {"preemption_class": class_slugs[value]}
+            elif edit.field == "reclaim_grace_minutes":
+                changes = {"reclaim_grace": float(value or 0) * MINUTE}
+            elif edit.field == "borrow_limit" or edit.field == "lending_limit":
+                changes = {edit.field: None if value is None else float(value)}
+            else:
+                changes = {edit.field: float(value)}
+            quotas[key] = dataclasses.replace(quota, **changes)
+        elif model is PreemptionClass and edit.field in _CLASS_FIELDS:
+            slug = class_slugs[edit.object_id]
+            field = {
+                "kind": "kind",
+                "min_runtime_minutes": "min_runtime",
+                "max_preemptions_per_day": "max_per_day",
+                "max_checkpoint_interval_minutes": "checkpoint_interval",
+            }[edit.field]
+            if field == "min_runtime":
+                new: Any = float(value or 0) * MINUTE
+            elif field == "checkpoint_interval":
+                new = _minutes(value)
+            elif field == "max_per_day":
+                new = value or None
+            else:
+                new = value
+            classes[slug] = dataclasses.replace(classes[slug], **{field: new})
+        elif model is Pool and edit.field == "capacity" and edit.key is not None:
+            pool = Pool.objects.get(pk=edit.object_id)
+            flavor = GpuFlavor.objects.get(pk=edit.key)
+            capacity[flavor_key(pool.slug, flavor.slug)] = float(value or 0)
+        elif model is Project and edit.field == "tier":
+            project = Project.objects.get(pk=edit.object_id)
+            if value:
+                project_tiers[project.slug] = tier_slugs[value]
+            else:
+                project_tiers.pop(project.slug, None)
+        else:
+            ignored.append(name)
+    changed = dataclasses.replace(
+        rules,
+        tiers=tuple(tiers.values()),
+        classes=tuple(classes.values()),
+        quotas=tuple(quotas.values()),
+        capacity=capacity,
+        project_tiers=project_tiers,
+    )
+    changed.check()
+    return changed, ignored

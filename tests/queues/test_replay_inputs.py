@@ -7,9 +7,10 @@ import pytest
 
 from governance import services
 from governance.models import GrantKind, Terms
+from governance.services.changes.spec import EditSpec
 from queues.models import EventKind, JobState
 from queues.replay import replay
-from queues.replay.adapt import jobs_from_evidence, rules_at, rules_timeline
+from queues.replay.adapt import jobs_from_evidence, rules_at, rules_timeline, rules_with_change
 from queues.services.workload.ingest import JobEvent, events_ingest
 
 T0 = datetime(2026, 11, 2, 8, tzinfo=UTC)
@@ -129,3 +130,33 @@ def test_recorded_jobs_are_replayed_with_the_durations_they_ran(world):
     result = replay(evidence.jobs, rules_timeline(start=T0, end=end))
     assert result.start == [T0.timestamp(), T0.timestamp()]
     assert result.reasons == []
+
+
+@pytest.mark.django_db
+def test_a_proposed_change_is_the_rules_it_would_put_in_force(world):
+    edits = [
+        EditSpec(target=world.vision_a100, field="guarantee", value=32),
+        EditSpec(target=world.vision_a100, field="reclaim_grace_minutes", value=10),
+        EditSpec(target=world.exploratory, field="max_gpus_total", value=8),
+        EditSpec(target=world.production, field="preemptible_tiers", value=[world.exploratory]),
+        EditSpec(target=world.training, field="capacity", key=world.a100, value=80),
+        EditSpec(target=world.speech, field="tier", value=world.key),
+        EditSpec(target=world.cautious, field="min_runtime_minutes", value=60),
+        EditSpec(target=world.exploratory, field="description", value="Sweeps."),
+    ]
+    change = services.rule_change_create(
+        user=world.ops, reason="Try it", edits=edits, title="Replay me", submit=False
+    )
+    in_force = rules_at(at=T0)
+    proposed, ignored = rules_with_change(in_force, change=change)
+    vision = {q.project: q for q in proposed.quotas}["vision"]
+    assert (vision.guarantee, vision.reclaim_grace) == (32, 600)
+    assert proposed.tier("exploratory").max_gpus_total == 8
+    assert proposed.tier("production").preemptible == {"exploratory"}
+    assert proposed.capacity["training/a100-80g"] == 80
+    assert proposed.project_tiers["speech"] == "key"
+    assert {c.slug: c for c in proposed.classes}["cautious"].min_runtime == 3600
+    assert ignored == ["prioritytier.description"]
+    # The rules in force are untouched, and replays differ where the change bites.
+    assert {q.project: q for q in in_force.quotas}["vision"].guarantee == 24
+    assert in_force.tier("production").preemptible == {"regular", "exploratory"}
