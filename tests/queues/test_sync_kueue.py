@@ -1,14 +1,12 @@
-"""The Kueue sync against a real Kubernetes API server (v1.20.2 from deploy/k8s/up.sh).
+"""The Kueue sync against a real Kubernetes API server with Kueue (deploy/k8s/up.sh:
+kube-apiserver v1.35, etcd 3.6, the Kueue v0.17 controller manager and its webhooks).
 
-Skipped here when no server answers, failing under CI=true. The server runs etcd and
-kube-apiserver only: server-side apply, CRD structural validation, pruning and defaulting,
-and built-in admission (PriorityClass rules, namespace lifecycle) are real. What 1.20 does
-NOT check: the CRDs' CEL rules (``x-kubernetes-validations``, from 1.25; the CRDs are
-installed without them) and strict field validation (unknown fields are pruned silently,
-from 1.25 they can be refused). Kueue's webhooks and controllers do not run either. The
-schema tier (test_kueue_validation.py) covers those; ``test_what_kubernetes_1_20_does_not_check``
-shows the difference. Objects survive from test to test (one server per session): each
-test's first sync prunes what earlier tests' rules left, as a real sync would.
+Skipped here when no server answers, failing under CI=true. Server-side apply, CRD
+structural validation with the CRDs' CEL rules, strict field validation of apply, pruning
+and defaulting, built-in admission (PriorityClass rules, namespace lifecycle) and Kueue's
+own webhooks are all real; ``test_the_server_refuses_what_the_schema_tier_refuses`` shows
+the server and the schema tier agree. Objects survive from test to test (one server per
+session): each test's first sync prunes what earlier tests' rules left, as a real sync would.
 """
 
 import base64
@@ -267,44 +265,37 @@ def test_a_server_side_rejection_fails_the_sync_with_a_clear_error(org, kube, tm
     client.close()
 
 
-def test_what_kubernetes_1_20_does_not_check(kube, tmp_path):
-    """A ClusterQueue breaking a CEL rule (borrowingLimit without a cohort) and using the
-    v1beta1 field name ``cohort`` is accepted by 1.20 (the field silently pruned); the
-    schema tier refuses both before anything reaches a server."""
+def test_the_server_refuses_what_the_schema_tier_refuses(kube, tmp_path):
+    """A ClusterQueue using the v1beta1 field name ``cohort`` (an unknown field: server-side
+    apply refuses it) and, once that is fixed, breaking a CEL rule (borrowingLimit without a
+    cohort): the API server refuses both, as the schema tier does before anything is sent."""
+    resources = {"name": "nvidia.com/gpu", "nominalQuota": "1", "borrowingLimit": "1"}
     queue = {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": CQ,
-        "metadata": {"name": "unchecked-by-1-20"},
+        "metadata": {"name": "refused-by-the-server"},
         "spec": {
             "cohort": "training",
             "namespaceSelector": {},
             "resourceGroups": [
                 {
                     "coveredResources": ["nvidia.com/gpu"],
-                    "flavors": [
-                        {
-                            "name": "a100",
-                            "resources": [
-                                {
-                                    "name": "nvidia.com/gpu",
-                                    "nominalQuota": "1",
-                                    "borrowingLimit": "1",
-                                }
-                            ],
-                        }
-                    ],
+                    "flavors": [{"name": "a100", "resources": [resources]}],
                 }
             ],
         },
     }
-    client = KubeClient(kube.connection(tmp_path))
-    stored = client.apply(queue)
-    assert "cohort" not in stored["spec"]
-    client.delete(CQ, "unchecked-by-1-20")
-    client.close()
     messages = " ".join(message for _path, message in object_violations(queue))
     assert "('cohort' was unexpected)" in messages
     assert "borrowingLimit must be nil when cohort is empty" in messages
+    client = KubeClient(kube.connection(tmp_path))
+    with pytest.raises(ServerRejected, match=r"\.spec\.cohort: field not declared in schema"):
+        client.apply(queue)
+    del queue["spec"]["cohort"]
+    with pytest.raises(ServerRejected, match="borrowingLimit must be nil when cohort is empty"):
+        client.apply(queue)
+    assert all(item["metadata"]["name"] != "refused-by-the-server" for item in client.list(CQ))
+    client.close()
 
 
 def test_the_demo_export_is_accepted_by_a_server_dry_run(ops, kube, tmp_path):

@@ -22,7 +22,6 @@ Every violation names the object, the field and the rule of Arbiter that produce
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -249,24 +248,6 @@ def _validators(directory: str) -> dict[str, Any]:
     result[PRIORITY_CLASS] = StrictValidator(PRIORITY_CLASS_SCHEMA)
     result[NAMESPACE] = StrictValidator(NAMESPACE_SCHEMA)
     return result
-
-
-def crd_for_server(crd: dict[str, Any]) -> dict[str, Any]:
-    """A CRD as an API server older than 1.25 takes it: without CEL rules (which it would
-    reject with "field not declared in schema"). The schema tier checks those rules."""
-    cleaned = copy.deepcopy(crd)
-
-    def strip(node: Any) -> None:
-        if isinstance(node, dict):
-            node.pop("x-kubernetes-validations", None)
-            for value in node.values():
-                strip(value)
-        elif isinstance(node, list):
-            for value in node:
-                strip(value)
-
-    strip(cleaned.get("spec", {}).get("versions", []))
-    return cleaned
 
 
 # --- validating ----------------------------------------------------------------------------------
