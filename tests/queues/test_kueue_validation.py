@@ -54,7 +54,7 @@ def cluster_queue(**spec):
     return {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "ClusterQueue",
-        "metadata": {"name": "vision.training", **META},
+        "metadata": {"name": "vision--training", **META},
         "spec": base,
     }
 
@@ -90,7 +90,7 @@ def test_the_valid_objects_pass():
     )
     assert object_violations(kind_object("WorkloadPriorityClass", value=100)) == []
     assert object_violations(kind_object("Cohort", spec={"parentName": "all"})) == []
-    lq = kind_object("LocalQueue", namespace="vision", spec={"clusterQueue": "vision.training"})
+    lq = kind_object("LocalQueue", namespace="vision", spec={"clusterQueue": "vision--training"})
     assert object_violations(lq) == []
 
 
@@ -356,7 +356,7 @@ def test_the_set_is_checked_as_a_whole():
     assert ("PriorityClass", "c", "two rules produce the same name", "tier c2") in found
     assert (
         "ClusterQueue",
-        "vision.training",
+        "vision--training",
         "names a ResourceFlavor that is not generated",
         "quota vision/training/a100",
     ) in found

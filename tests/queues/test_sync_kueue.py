@@ -56,8 +56,8 @@ def test_a_sync_applies_the_objects_and_a_resync_writes_nothing(org, kube, tmp_p
     assert run.result["writes"] >= 14
     created = {(c["kind"], c["name"]) for c in run.plan if c["action"] == "create"}
     assert {
-        ("ClusterQueue", "vision.training"),
-        ("ClusterQueue", "serving.training"),
+        ("ClusterQueue", "vision--training"),
+        ("ClusterQueue", "serving--training"),
         ("LocalQueue", "vision/training"),
         ("Cohort", "training"),
         ("Cohort", "training-eu"),
@@ -66,7 +66,7 @@ def test_a_sync_applies_the_objects_and_a_resync_writes_nothing(org, kube, tmp_p
         ("WorkloadPriorityClass", "production"),
     } <= created
 
-    queue = get(kube, tmp_path, CQ, "vision.training")
+    queue = get(kube, tmp_path, CQ, "vision--training")
     assert queue["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "arbiter"
     a100 = queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
     assert a100 == {
@@ -80,9 +80,9 @@ def test_a_sync_applies_the_objects_and_a_resync_writes_nothing(org, kube, tmp_p
     managers = {(m["manager"], m["operation"]) for m in queue["metadata"]["managedFields"]}
     assert ("arbiter", "Apply") in managers
     priority = get(kube, tmp_path, "PriorityClass", "production")
-    assert (priority["value"], priority["preemptionPolicy"]) == (950, "PreemptLowerPriority")
+    assert (priority["value"], priority["preemptionPolicy"]) == (950, "Never")
     local_queue = get(kube, tmp_path, "LocalQueue", "serving/training")
-    assert local_queue["spec"]["clusterQueue"] == "serving.training"
+    assert local_queue["spec"]["clusterQueue"] == "serving--training"
 
     again, backend = sync(org, kube, tmp_path)
     assert again.status == SyncStatus.SUCCEEDED, again.error
@@ -96,7 +96,7 @@ def test_a_quota_change_changes_exactly_that_field(org, kube, tmp_path):
     org.project("serving", guarantee=4)
     first, _b = sync(org, kube, tmp_path)
     assert first.status == SyncStatus.SUCCEEDED, first.error
-    before = get(kube, tmp_path, CQ, "vision.training")
+    before = get(kube, tmp_path, CQ, "vision--training")
 
     rules.quota_update(quota=quota, user=org.ops, reason=REASON, data={"borrow_limit": 6})
     run, _b = sync(org, kube, tmp_path)
@@ -105,7 +105,7 @@ def test_a_quota_change_changes_exactly_that_field(org, kube, tmp_path):
     assert changes == [
         {
             "kind": CQ,
-            "name": "vision.training",
+            "name": "vision--training",
             "action": "update",
             "fields": [
                 {
@@ -118,7 +118,7 @@ def test_a_quota_change_changes_exactly_that_field(org, kube, tmp_path):
         }
     ]
     assert run.result["writes"] == 1
-    after = get(kube, tmp_path, CQ, "vision.training")
+    after = get(kube, tmp_path, CQ, "vision--training")
     assert after["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] == "6"
     before["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] = "6"
     assert after["spec"] == before["spec"]
@@ -127,7 +127,7 @@ def test_a_quota_change_changes_exactly_that_field(org, kube, tmp_path):
     rules.quota_update(quota=quota, user=org.ops, reason=REASON, data={"borrow_limit": None})
     run, _b = sync(org, kube, tmp_path)
     assert run.status == SyncStatus.SUCCEEDED, run.error
-    lifted = get(kube, tmp_path, CQ, "vision.training")
+    lifted = get(kube, tmp_path, CQ, "vision--training")
     assert "borrowingLimit" not in lifted["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
 
 
@@ -151,16 +151,16 @@ def test_a_deleted_projects_queues_are_pruned_and_hand_made_objects_left_alone(o
     )
     client.request(
         "PATCH",
-        client.object_path(CQ, "clash.training"),
+        client.object_path(CQ, "clash--training"),
         query=[("fieldManager", "ops-by-hand")],
-        body={**hand_made, "metadata": {"name": "clash.training"}},
+        body={**hand_made, "metadata": {"name": "clash--training"}},
         content_type="application/apply-patch+yaml",
     )
     run, _b = sync(org, kube, tmp_path)
     # A name clash with a hand-made object is a conflict: the sync needs attention.
     assert run.status == SyncStatus.NEEDS_ATTENTION, run.error
-    assert (CQ, "clash.training", "conflict") in writes_of(run)
-    assert get(kube, tmp_path, CQ, "gone.training") is not None
+    assert (CQ, "clash--training", "conflict") in writes_of(run)
+    assert get(kube, tmp_path, CQ, "gone--training") is not None
 
     # Arbiter has no service to delete a project yet: the test removes its rows.
     Quota.objects.filter(project__slug="gone").delete()
@@ -168,16 +168,17 @@ def test_a_deleted_projects_queues_are_pruned_and_hand_made_objects_left_alone(o
     run, _b = sync(org, kube, tmp_path)
     assert run.status == SyncStatus.NEEDS_ATTENTION, run.error  # the clash is still there
     assert {(c["kind"], c["name"]) for c in run.plan if c["action"] == "delete"} == {
-        (CQ, "gone.training"),
+        (CQ, "gone--training"),
         ("LocalQueue", "gone/training"),
+        ("LocalQueue", "gone/default"),
     }
-    assert get(kube, tmp_path, CQ, "gone.training") is None
+    assert get(kube, tmp_path, CQ, "gone--training") is None
     assert get(kube, tmp_path, "LocalQueue", "gone/training") is None
     assert get(kube, tmp_path, "Namespace", "gone") is not None  # never deleted
     assert get(kube, tmp_path, CQ, "handmade") is not None
-    clash = get(kube, tmp_path, CQ, "clash.training")
+    clash = get(kube, tmp_path, CQ, "clash--training")
     assert "labels" not in clash["metadata"] and clash["spec"]["namespaceSelector"] == {}
-    for name in ("handmade", "clash.training"):
+    for name in ("handmade", "clash--training"):
         client.delete(CQ, name)
     client.close()
 
@@ -188,13 +189,13 @@ def test_a_hand_made_change_is_drift_and_a_conflict_overwritten_only_when_forced
     org.project("vision", guarantee=8, borrow=4)
     run, _b = sync(org, kube, tmp_path)
     assert run.status == SyncStatus.SUCCEEDED, run.error
-    live = get(kube, tmp_path, CQ, "vision.training")
+    live = get(kube, tmp_path, CQ, "vision--training")
     groups = live["spec"]["resourceGroups"]
     groups[0]["flavors"][0]["resources"][0]["nominalQuota"] = "12000m"  # 12, written oddly
     client = KubeClient(kube.connection(tmp_path))
     status, body = client.request(
         "PATCH",
-        client.object_path(CQ, "vision.training"),
+        client.object_path(CQ, "vision--training"),
         query=[("fieldManager", "kubectl-edit")],
         body={"spec": {"resourceGroups": groups}},
         content_type="application/merge-patch+json",
@@ -208,7 +209,7 @@ def test_a_hand_made_change_is_drift_and_a_conflict_overwritten_only_when_forced
     assert state.drift == [
         {
             "kind": CQ,
-            "name": "vision.training",
+            "name": "vision--training",
             "field": f"{NOMINAL} [owned by kubectl-edit (Update)]",
             "applied": "8",
             "live": "12",
@@ -221,16 +222,16 @@ def test_a_hand_made_change_is_drift_and_a_conflict_overwritten_only_when_forced
     run, _b = sync(org, kube, tmp_path)
     assert run.status == SyncStatus.NEEDS_ATTENTION, run.error
     conflict = next(c for c in run.plan if c["action"] == "conflict")
-    assert conflict["name"] == "vision.training"
+    assert conflict["name"] == "vision--training"
     assert "kubectl-edit" in conflict["note"] and "--force-conflicts" in conflict["note"]
     assert run.result["writes"] == 0
-    assert get(kube, tmp_path, CQ, "vision.training")["spec"]["resourceGroups"] == groups
+    assert get(kube, tmp_path, CQ, "vision--training")["spec"]["resourceGroups"] == groups
 
     # Ops choose to overwrite: the rules win and Arbiter owns the field again.
     run, _b = sync(org, kube, tmp_path, force=True)
     assert run.status == SyncStatus.SUCCEEDED, run.error
     assert run.result["writes"] == 1
-    queue = get(kube, tmp_path, CQ, "vision.training")
+    queue = get(kube, tmp_path, CQ, "vision--training")
     assert queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "8"
     again, _b = sync(org, kube, tmp_path)
     assert writes_of(again) == set()
@@ -250,7 +251,7 @@ def test_a_server_side_rejection_fails_the_sync_with_a_clear_error(org, kube, tm
     assert "being terminated" in run.error
     assert "(from quotas of project doomed in pool training)" in run.error
     assert backend.client.writes == 0
-    assert get(kube, tmp_path, CQ, "doomed.training") is None
+    assert get(kube, tmp_path, CQ, "doomed--training") is None
 
     # A bad value reaching the server is refused with the server's own message.
     with pytest.raises(ServerRejected, match="maximum allowed value of a user defined priority"):

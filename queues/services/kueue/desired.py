@@ -75,8 +75,24 @@ def namespace_for(template: str, *, project: str, pool: str) -> str:
         ) from error
 
 
+DEFAULT_LOCAL_QUEUE = "default"
+
+
 def cluster_queue_name(project: str, pool: str) -> str:
-    return f"{k8s_name(project)}.{k8s_name(pool)}"
+    """``<project>--<pool>``: no dots (Kueue copies the queue's name into label values of the
+    workloads' pods only when it is a valid label value); ``--`` never occurs in one slug."""
+    return f"{k8s_name(project)}--{k8s_name(pool)}"
+
+
+def fair_share_weight(quotas: list[EffectiveQuota]) -> str:
+    """The ClusterQueue's one weight: the quotas' weights averaged by their guarantees (all
+    alike when nothing is guaranteed), not their sum, which grew with the number of flavors."""
+    total = sum(q.guarantee for q in quotas)
+    if total:
+        value = sum(q.quota.fair_share_weight * q.guarantee for q in quotas) / total
+    else:
+        value = sum(q.quota.fair_share_weight for q in quotas) / len(quotas)
+    return f"{value:.3f}".rstrip("0").rstrip(".") or "0"
 
 
 def _metadata(name: str, source: str, revision: int | None, namespace: str = "") -> dict[str, Any]:
@@ -104,7 +120,10 @@ def tier_objects(tier: PriorityTier, revision: int | None) -> tuple[Manifest, Ma
         value=tier.scheduler_value,
         globalDefault=bool(tier.is_default),
         description=text,
-        preemptionPolicy="PreemptLowerPriority" if tier.may_preempt else "Never",
+        # Only Kueue preempts for quota: kube-scheduler never evicts for a pod of any tier. The
+        # tier order still reaches it through ``value`` (its queue order), and Kueue's
+        # preemption follows the WorkloadPriorityClass of the same value.
+        preemptionPolicy="Never",
     )
     workload_class = _object(
         WORKLOAD_PRIORITY_CLASS,
@@ -164,17 +183,17 @@ def _top_tier(
     return tiers.get(top.pk, top) if top is not None else None
 
 
-def preemption(
-    top: PriorityTier | None, *, forbidden: bool, guaranteed: bool, borrows: bool
-) -> dict[str, Any]:
+def preemption(top: PriorityTier | None, *, forbidden: bool, guaranteed: bool) -> dict[str, Any]:
     """Kueue preemption of one project's ClusterQueue.
 
     * ``withinClusterQueue``: the project's work of a higher tier preempts its own
       lower-tier work when its top tier may preempt; never when its class is forbidden.
     * ``reclaimWithinCohort``: a guarantee is given back when asked (``Any`` borrower is
       preempted); without a guarantee there is nothing to reclaim.
-    * ``borrowWithinCohort``: while borrowing, a tier that may preempt preempts work of the
-      tiers it may preempt (``maxPriorityThreshold`` = the highest of them).
+    * ``borrowWithinCohort``: ``Never``. Kueue runs with fair sharing on (the documented
+      configuration, deploy/k8s/kueue-config.yaml), and then ignores this field: preemption
+      while borrowing follows the fair-sharing strategies, and a priority threshold could
+      not name the victim tiers anyway (the plan lists may-preempt as not enforced).
     """
     may_preempt = bool(top is not None and top.may_preempt)
     result: dict[str, Any] = {
@@ -182,12 +201,6 @@ def preemption(
         "reclaimWithinCohort": "Any" if guaranteed else "Never",
         "borrowWithinCohort": {"policy": "Never"},
     }
-    victims = list(top.preemptible_tiers.all()) if may_preempt and top is not None else []
-    if victims and guaranteed and borrows:
-        result["borrowWithinCohort"] = {
-            "policy": "LowerPriority",
-            "maxPriorityThreshold": max(tier.scheduler_value for tier in victims),
-        }
     return result
 
 
@@ -235,6 +248,7 @@ def desired_objects(
     namespaces: dict[str, str] = {}
     queues: list[tuple[Manifest, str, dict[str, str]]] = []
     local_queues: list[tuple[Manifest, str]] = []
+    defaults: set[str] = set()
     for tier in rules.tiers:
         priority_class, workload_class = tier_objects(tier, revision)
         out.add(priority_class, f"tier {tier.slug}")
@@ -269,7 +283,7 @@ def desired_objects(
             paths = {}
             for quota in sorted(quotas, key=lambda q: q.quota.flavor.slug):
                 limits: dict[str, Any] = {"nominalQuota": str(quota.guarantee)}
-                if forbidden:
+                if quota.preemption_class.kind == PreemptionKind.FORBIDDEN:
                     # Work that may never be preempted never runs on borrowed GPUs.
                     limits["borrowingLimit"] = "0"
                 elif quota.borrow_limit is not None:
@@ -283,9 +297,6 @@ def desired_objects(
                     + (" (changed by an active grant)" if quota.grants else "")
                 )
             guarantee = sum(q.guarantee for q in quotas)
-            borrows = not forbidden and any(
-                q.borrow_limit is None or q.borrow_limit > 0 for q in quotas
-            )
             name = cluster_queue_name(slug, pool.slug)
             source = f"quotas of project {slug} in pool {pool.slug}"
             queue = _object(
@@ -300,22 +311,29 @@ def desired_objects(
                         _top_tier(project, default, tiers_by_id),
                         forbidden=forbidden,
                         guaranteed=guarantee > 0,
-                        borrows=borrows,
                     ),
-                    "fairSharing": {"weight": str(sum(q.quota.fair_share_weight for q in quotas))},
+                    "fairSharing": {"weight": fair_share_weight(quotas)},
                 },
             )
             queues.append((queue, source, paths))
-            local_queues.append(
-                (
-                    _object(
-                        LOCAL_QUEUE,
-                        _metadata(pool_name, source, revision, namespace=namespace),
-                        spec={"clusterQueue": name},
-                    ),
-                    source,
+            names = [pool_name]
+            if namespace not in defaults:
+                # The namespace's first pool (by slug) also takes the Jobs without a queue
+                # name: Kueue manages them (manageJobsWithoutQueueName) and its webhook gives
+                # them the LocalQueue "default" (LocalQueueDefaulting).
+                defaults.add(namespace)
+                names.append(DEFAULT_LOCAL_QUEUE)
+            for local_name in names:
+                local_queues.append(
+                    (
+                        _object(
+                            LOCAL_QUEUE,
+                            _metadata(local_name, source, revision, namespace=namespace),
+                            spec={"clusterQueue": name},
+                        ),
+                        source,
+                    )
                 )
-            )
         # What the pool holds beyond its projects' guarantees and its child pools (whose
         # cohorts count in its subtree) is the cohort's own, shared by all of them.
         children = [child for child in pools if child.parent_id == pool.pk]
