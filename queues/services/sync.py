@@ -424,6 +424,11 @@ def sync_execute(
             for kind, objects in desired.items()
         }
         state.ledger = ledger_of(state.applied_state)
+        # Deleted objects a finalizer still holds stay Arbiter's: the next sync looks again.
+        held: dict[tuple[str, str], str] = getattr(backend, "held", {})
+        for kind, name in sorted(held):
+            state.ledger.setdefault(kind, []).append(name)
+        clashes = [c for c in conflicts if (c.kind, c.name) not in held]
         state.applied_at = timezone.now()
         state.drift = []
         state.drift_checked_at = state.applied_at
@@ -436,8 +441,8 @@ def sync_execute(
             out_of_sync_close(cluster=cluster)
         return _finish(
             run,
-            status=SyncStatus.NEEDS_ATTENTION if conflicts else SyncStatus.SUCCEEDED,
-            error=_conflict_advice(conflicts),
+            status=SyncStatus.NEEDS_ATTENTION if conflicts or held else SyncStatus.SUCCEEDED,
+            error=" ".join(filter(None, [_conflict_advice(clashes), *held.values()])),
             **summary,
             writes=applied.writes,
             calls=backend.calls,

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from governance import services as rules
+from governance.models import Project, Quota
 from queues import services
 from queues.models import SyncStatus
 from queues.services.kueue import KubeClient, KueueBackend
@@ -72,9 +73,10 @@ def job(name: str, gpus: int, *, queue: str = "", tier: str = "", typed: bool = 
 
 
 class Cluster:
-    def __init__(self, client: KubeClient, namespaces: dict[str, str]) -> None:
+    def __init__(self, client: KubeClient, namespaces: dict[str, str], sync: Callable) -> None:
         self.client = client
         self.ns = namespaces
+        self.sync = sync
 
     def submit(self, project: str, manifest: dict) -> tuple[int, str]:
         status, body = self.client.request("POST", JOBS.format(ns=self.ns[project]), body=manifest)
@@ -126,11 +128,27 @@ class Cluster:
             time.sleep(0.5)
 
     def cleanup(self) -> None:
+        """Jobs and Workloads of this run deleted (no garbage collector runs: both by hand),
+        and gone, so that the next test's queues and flavors are not held by them."""
+        background = {
+            "kind": "DeleteOptions",
+            "apiVersion": "v1",
+            "propagationPolicy": "Background",
+        }
         for namespace in self.ns.values():
             for path in (JOBS.format(ns=namespace), WORKLOADS.format(ns=namespace)):
                 _status, body = self.client.request("GET", path)
                 for item in body.get("items", []):
-                    self.client.request("DELETE", f"{path}/{item['metadata']['name']}")
+                    name = item["metadata"]["name"]
+                    self.client.request("DELETE", f"{path}/{name}", body=background)
+        self.wait(
+            lambda: (
+                not any(
+                    self.client.request("GET", WORKLOADS.format(ns=ns))[1].get("items")
+                    for ns in self.ns.values()
+                )
+            )
+        )
 
 
 @pytest.fixture
@@ -149,11 +167,16 @@ def truth(org, kube, tmp_path):
     # deleting a namespace, and workloads of earlier runs must not count.
     run_id = uuid.uuid4().hex[:6]
     template = f"t{run_id}-{{project}}"
-    backend = KueueBackend(connection=kube.connection(tmp_path, template))
-    run = services.sync_now(cluster=cluster, user=org.ops, backend=backend, dry_run=False)
+
+    def sync():
+        backend = KueueBackend(connection=kube.connection(tmp_path, template))
+        return services.sync_now(cluster=cluster, user=org.ops, backend=backend, dry_run=False)
+
+    run = sync()
     assert run.status == SyncStatus.SUCCEEDED, run.error
     client = KubeClient(kube.connection(tmp_path))
-    lab = Cluster(client, {p: f"t{run_id}-{p}" for p in ("vision", "nlp", "serving")})
+    lab = Cluster(client, {p: f"t{run_id}-{p}" for p in ("vision", "nlp", "serving")}, sync)
+    lab.cluster = cluster
     yield lab
     lab.cleanup()
     client.close()
@@ -231,3 +254,60 @@ def test_kueue_admits_exactly_what_the_rules_allow(truth, capsys):
         if found["state"] == "pending":
             verdict = classify(scheduler="kueue", reason=found["reason"], message=found["message"])
             assert verdict.known, found
+
+
+def test_a_queue_still_in_use_is_not_deleted_in_a_loop_and_the_sync_says_why(truth):
+    """Kueue keeps a ClusterQueue with workloads (finalizer resource-in-use): the sync that
+    prunes it deletes it once; the next ones say what holds it and need attention, without
+    deleting again; once its workload is gone the queue goes and the sync is clean."""
+    assert truth.submit("nlp", job("holds-the-queue", 1))[0] == 201
+    truth.wait(lambda: truth.state("nlp", "holds-the-queue")["state"] == "admitted")
+    # Arbiter has no service to delete a project yet: the test removes its rows.
+    Quota.objects.filter(project__slug="nlp").delete()
+    Project.objects.filter(slug="nlp").delete()
+    first = truth.sync()
+    assert ("ClusterQueue", "nlp--truth", "delete") in {
+        (c["kind"], c["name"], c["action"]) for c in first.plan
+    }
+    path = truth.client.object_path("ClusterQueue", "nlp--truth")
+    status, held = truth.client.request("GET", path)
+    assert status == 200 and held["metadata"].get("deletionTimestamp")
+    assert "kueue.x-k8s.io/resource-in-use" in held["metadata"]["finalizers"]
+    for _attempt in range(2):
+        run = truth.sync()
+        assert run.status == SyncStatus.NEEDS_ATTENTION, (run.error, run.plan)
+        blocked = [c for c in run.plan if (c["kind"], c["name"]) == ("ClusterQueue", "nlp--truth")]
+        assert [c["action"] for c in blocked] == ["conflict"]
+        assert "resource-in-use" in blocked[0]["note"]
+        assert (
+            truth.client.request("GET", path)[1]["metadata"]["deletionTimestamp"]
+            == (held["metadata"]["deletionTimestamp"])
+        )
+    truth.cleanup()
+    truth.wait(lambda: truth.client.request("GET", path)[0] == 404)
+    assert truth.sync().status == SyncStatus.SUCCEEDED
+
+
+def test_a_stop_policy_set_by_hand_on_a_governed_queue_is_drift(truth):
+    """stopPolicy is not a quota, but Hold stops all admission: Arbiter sets Kueue's default
+    (None), so a queue someone holds shows as drift with the manager that changed it."""
+    path = truth.client.object_path("ClusterQueue", "vision--truth")
+    status, body = truth.client.request(
+        "PATCH",
+        path,
+        query=[("fieldManager", "kubectl-edit")],
+        body={"spec": {"stopPolicy": "Hold"}},
+        content_type="application/merge-patch+json",
+    )
+    assert status == 200, body
+    backend = KueueBackend(connection=truth.client.connection)
+    state = services.drift_check(cluster=truth.cluster, backend=backend)
+    assert state.drift_error == ""
+    found = [
+        (item["name"], item["field"], item["applied"], item["live"])
+        for item in state.drift
+        if item["kind"] == "ClusterQueue"
+    ]
+    assert found == [
+        ("vision--truth", "spec.stopPolicy [owned by kubectl-edit (Update)]", "None", "Hold")
+    ]

@@ -313,6 +313,8 @@ def desired_objects(
                         guaranteed=guarantee > 0,
                     ),
                     "fairSharing": {"weight": fair_share_weight(quotas)},
+                    # Kueue's default, set so that drift shows a queue someone holds or drains.
+                    "stopPolicy": "None",
                 },
             )
             queues.append((queue, source, paths))
