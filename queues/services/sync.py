@@ -281,11 +281,14 @@ def cluster_preflight(
 def enforcement_for(
     *, cluster: Cluster, backend: SchedulerBackend, at: datetime
 ) -> list[dict[str, str]]:
-    """How the cluster enforces each rule (see ``slurm.enforcement``)."""
-    priority_config = getattr(backend, "priority_config", None)
-    if priority_config is None:  # not Slurm: every rule maps onto a native field
-        return []
+    """How the cluster enforces each rule (see ``slurm.enforcement``, ``kueue.enforcement``)."""
     pools = list(cluster.pools.all())
+    kueue_enforcement = getattr(backend, "rule_enforcement", None)
+    if kueue_enforcement is not None:
+        return list(kueue_enforcement(rules=effective_rules(at=at), pools=pools))
+    priority_config = getattr(backend, "priority_config", None)
+    if priority_config is None:
+        return []
     try:
         config = priority_config()
     except SchedulerError:

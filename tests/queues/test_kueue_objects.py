@@ -26,6 +26,7 @@ from queues.services.kueue.values import (
     values_equal,
 )
 from queues.services.slurm import SlurmBackend
+from queues.services.sync import enforcement_for
 from tests.conftest import REASON
 
 
@@ -446,3 +447,38 @@ def test_compiling_takes_the_same_queries_whatever_the_number_of_projects(org):
     for i in range(2, 8):
         org.project(f"p{i}", tier=org.production if i % 2 else None, guarantee=1)
     assert queries() == few
+
+
+def test_the_plan_shows_per_rule_how_kueue_enforces_it_never_an_empty_list(org):
+    """Native where a Kueue field holds the rule; otherwise "not enforced" with the reason,
+    like the Slurm backend's table (the facts: tests/queues/test_kueue_truth.py)."""
+    kw = {"user": org.ops, "reason": REASON}
+    cautious = rules.preemption_class_create(
+        **kw,
+        slug="cautious",
+        name="Cautious",
+        kind="cautious",
+        business_impact="Costly restart.",
+        min_runtime_minutes=30,
+        max_preemptions_per_day=2,
+    )
+    org.project("vision", guarantee=8, borrow=4, lending=2, preemption_class=cautious)
+    org.project("serving", guarantee=4, preemption_class=org.forbidden, tier=org.production)
+    backend = KueueBackend(connection=KueueConnection())
+    rows = enforcement_for(cluster=org.cluster, backend=backend, at=timezone.now())
+    how = {row["rule"]: (row["how"], row["detail"]) for row in rows}
+    assert how["Tier Production: priority"][0] == "native"
+    assert "preemptionPolicy Never" in how["Tier Production: priority"][1]
+    assert how["Tier Production: may preempt Exploratory, Regular"][0] == "not_enforced"
+    assert how["vision in training/a100: guarantee 8, maximum 12"][0] == "native"
+    assert how["vision in training/a100: lends at most 2 GPUs"][0] == "native"
+    assert how["serving in training/a100: class Forbidden, never preempted"][0] == "native"
+    assert how["vision: class Cautious, 30 minutes before preemption, 0 minutes grace"] == (
+        "not_enforced",
+        "not enforced on this cluster: Kueue preempts a borrower at once, with neither a "
+        "minimum runtime nor a grace period",
+    )
+    assert how["vision: class Cautious, at most 2 preemptions a day"][0] == "not_enforced"
+    assert [h for rule, (h, _d) in how.items() if rule.startswith("vision: tiers ")] == [
+        "not_enforced"
+    ]

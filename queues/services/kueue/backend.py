@@ -26,6 +26,7 @@ from ..backends import (
 )
 from .client import ApplyConflict, KubeClient, KueueConnection, ServerRejected
 from .desired import DesiredObjects, Manifest, desired_objects
+from .enforcement import rule_enforcement
 from .schema import KueueValidationError, Violation, validate_or_raise
 from .values import (
     FIELD_MANAGER,
@@ -421,6 +422,12 @@ class KueueBackend:
                 change.action == Action.DELETE and _deletion_blocked(live, change.kind, change.name)
             )
         ]
+
+    def rule_enforcement(
+        self, *, rules: EffectiveRules, pools: Iterable[Pool]
+    ) -> list[dict[str, str]]:
+        """Per rule, natively enforced by Kueue or not (``kueue.enforcement``)."""
+        return rule_enforcement(rules=rules, pools=pools)
 
     def config_lines(self, *, rules: EffectiveRules) -> list[str]:
         return []
