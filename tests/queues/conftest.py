@@ -399,6 +399,8 @@ def kube(kube_server, tmp_path, settings) -> KubeServer:
         "ResourceFlavor",
         "WorkloadPriorityClass",
         "PriorityClass",
+        "ValidatingAdmissionPolicyBinding",
+        "ValidatingAdmissionPolicy",
     ):
         for item in client.list(kind):
             meta = item["metadata"]

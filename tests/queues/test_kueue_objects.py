@@ -82,6 +82,21 @@ def test_every_rule_becomes_its_kueue_object(org):
         "ClusterQueue",
         "LocalQueue",
         "Namespace",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
+    # Per project namespace a tier policy: the tiers its effective rules allow; vision has
+    # the default tier and may leave the label out, serving (production) must name it.
+    serving_policy = objs["ValidatingAdmissionPolicy"]["arbiter-tiers-serving"]["spec"]
+    rules_of = [v["expression"] for v in serving_policy["validations"]]
+    assert rules_of[0].endswith("in ['exploratory', 'production', 'regular']")
+    assert len(rules_of) == 3
+    vision_policy = objs["ValidatingAdmissionPolicy"]["arbiter-tiers-vision"]["spec"]
+    assert vision_policy["validations"][0]["expression"].endswith("in ['exploratory', 'regular']")
+    assert len(vision_policy["validations"]) == 2
+    binding = objs["ValidatingAdmissionPolicyBinding"]["arbiter-tiers-serving"]["spec"]
+    assert binding["matchResources"]["namespaceSelector"] == {
+        "matchLabels": {"kubernetes.io/metadata.name": "serving"}
     }
     # Tiers: both priority classes, the default one global; kube-scheduler never preempts
     # (only Kueue does, for quota), even for a tier that may preempt.
@@ -479,6 +494,4 @@ def test_the_plan_shows_per_rule_how_kueue_enforces_it_never_an_empty_list(org):
         "minimum runtime nor a grace period",
     )
     assert how["vision: class Cautious, at most 2 preemptions a day"][0] == "not_enforced"
-    assert [h for rule, (h, _d) in how.items() if rule.startswith("vision: tiers ")] == [
-        "not_enforced"
-    ]
+    assert [h for rule, (h, _d) in how.items() if rule.startswith("vision: tiers ")] == ["native"]

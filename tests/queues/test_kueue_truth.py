@@ -219,6 +219,31 @@ def test_kueue_admits_exactly_what_the_rules_allow(truth, capsys):
     truth.wait(settled("nlp", "reclaim", "admitted"))
     truth.wait(settled("vision", "borrowing", "preempted", "pending"))
 
+    # 6. Tiers: vision (default tier regular) may not use production, by label or by pod
+    #    PriorityClass: the API server refuses the Job at admission (Arbiter's policy).
+    refused = truth.submit("vision", job("forbidden-tier", 1, tier="production"))
+    assert refused[0] == 403 and "may use the tiers exploratory, regular only" in refused[1]
+    table.append(
+        (
+            "forbidden tier (label production)",
+            "vision/forbidden-tier",
+            {"state": "refused", "gpus": 0, "reason": "API server", "message": refused[1]},
+        )
+    )
+    allowed = truth.submit("vision", job("allowed-tier", 1, tier="exploratory"))
+    assert allowed[0] == 201, allowed
+    truth.wait(
+        lambda: (
+            truth.state("vision", "allowed-tier")["state"] == "admitted"
+            or truth.state("vision", "allowed-tier")["message"] != ""
+        )
+    )
+    # Admitted by the API server; the pool is full, so Kueue keeps it pending for quota.
+    assert (
+        "insufficient unused quota"
+        in row("allowed tier (label exploratory)", "vision", "allowed-tier")["message"]
+    )
+
     within = row("guarantee, untyped, queue label", "vision", "within")
     borrowing = row("no queue label, typed (cautious borrower, reclaimed)", "vision", "borrowing")
     too_much = row("beyond the pool", "vision", "too-much")
@@ -245,6 +270,7 @@ def test_kueue_admits_exactly_what_the_rules_allow(truth, capsys):
     admitted: dict[str, int] = {}
     for _label, name, found in table:
         project = name.split("/")[0]
+        assert found["state"] != "admitted" or name != "vision/forbidden-tier"
         admitted[project] = admitted.get(project, 0) + found["gpus"]
     assert admitted["serving"] <= 2
     assert admitted["nlp"] <= 2

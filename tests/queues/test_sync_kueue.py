@@ -88,7 +88,7 @@ def test_a_sync_applies_the_objects_and_a_resync_writes_nothing(org, kube, tmp_p
     assert again.status == SyncStatus.SUCCEEDED, again.error
     assert writes_of(again) == set()
     assert again.result["writes"] == 0
-    assert backend.calls == 7  # one list per kind, no dry run, no write
+    assert backend.calls == 9  # one list per kind, no dry run, no write
 
 
 def test_a_quota_change_changes_exactly_that_field(org, kube, tmp_path):
@@ -171,6 +171,8 @@ def test_a_deleted_projects_queues_are_pruned_and_hand_made_objects_left_alone(o
         (CQ, "gone--training"),
         ("LocalQueue", "gone/training"),
         ("LocalQueue", "gone/default"),
+        ("ValidatingAdmissionPolicy", "arbiter-tiers-gone"),
+        ("ValidatingAdmissionPolicyBinding", "arbiter-tiers-gone"),
     }
     assert get(kube, tmp_path, CQ, "gone--training") is None
     assert get(kube, tmp_path, "LocalQueue", "gone/training") is None
@@ -320,6 +322,8 @@ def test_the_demo_export_is_accepted_by_a_server_dry_run(ops, kube, tmp_path):
         "Cohort",
         "ClusterQueue",
         "LocalQueue",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     }
     client = KubeClient(kube.connection(tmp_path))
     # A namespaced object's dry run needs its namespace to exist: namespaces are created

@@ -14,6 +14,7 @@ from governance.selectors import EffectiveProject, EffectiveQuota, EffectiveRule
 
 from ..backends import SchedulerError
 from .values import (
+    ADMISSION_POLICY,
     API_VERSIONS,
     CLUSTER_QUEUE,
     COHORT,
@@ -23,6 +24,7 @@ from .values import (
     MANAGED_BY_VALUE,
     NAMESPACE,
     NAMESPACE_NAME_LABEL,
+    POLICY_BINDING,
     PRIORITY_CLASS,
     RESOURCE_FLAVOR,
     REVISION_LABEL,
@@ -204,6 +206,91 @@ def preemption(top: PriorityTier | None, *, forbidden: bool, guaranteed: bool) -
     return result
 
 
+TIER_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+def tier_policy(
+    namespace: str,
+    *,
+    allowed: list[str],
+    own: str,
+    default: str,
+    source: str,
+    revision: int | None,
+) -> tuple[Manifest, Manifest]:
+    """A ValidatingAdmissionPolicy and its binding for one project namespace: its Jobs may
+    name only the tiers the project's effective rules allow (grants included: the sync
+    after a grant's expiry narrows the list again), as Kueue label and as pod
+    PriorityClass; a Job without a tier gets the cluster's default PriorityClass from
+    Kueue, so it is admitted only when that is the project's own tier, else refused with
+    the label to set."""
+    name = f"arbiter-tiers-{namespace}"
+    names = "[" + ", ".join(f"'{tier}'" for tier in allowed) + "]"
+    labels = "(has(object.metadata.labels) ? object.metadata.labels : {})"
+    has_tier = f"'{TIER_LABEL}' in {labels}"
+    pod = "object.spec.template.spec"
+    validations = [
+        {
+            "expression": f"!({has_tier}) || {labels}['{TIER_LABEL}'] in {names}",
+            "message": f"Arbiter: this project may use the tiers {', '.join(allowed)} only "
+            f"(label {TIER_LABEL}).",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": f"!has({pod}.priorityClassName) || {pod}.priorityClassName in {names}",
+            "message": f"Arbiter: this project may use the tiers {', '.join(allowed)} only "
+            "(priorityClassName).",
+            "reason": "Forbidden",
+        },
+    ]
+    if own != default:
+        validations.append(
+            {
+                "expression": f"{has_tier} || has({pod}.priorityClassName)",
+                "message": f"Arbiter: this project's tier is {own}, not the cluster default "
+                f"{default}: set the label {TIER_LABEL}={own}.",
+                "reason": "Invalid",
+            }
+        )
+    policy = _object(
+        ADMISSION_POLICY,
+        _metadata(name, source, revision),
+        spec={
+            "failurePolicy": "Fail",
+            # With the server's defaults spelled out: the field is compared as one value.
+            "matchConstraints": {
+                "matchPolicy": "Equivalent",
+                "namespaceSelector": {},
+                "objectSelector": {},
+                "resourceRules": [
+                    {
+                        "apiGroups": ["batch"],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["jobs"],
+                        "scope": "*",
+                    }
+                ],
+            },
+            "validations": validations,
+        },
+    )
+    binding = _object(
+        POLICY_BINDING,
+        _metadata(name, source, revision),
+        spec={
+            "policyName": name,
+            "validationActions": ["Deny"],
+            "matchResources": {
+                "matchPolicy": "Equivalent",
+                "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}},
+                "objectSelector": {},
+            },
+        },
+    )
+    return policy, binding
+
+
 def desired_objects(
     *,
     rules: EffectiveRules,
@@ -249,6 +336,7 @@ def desired_objects(
     queues: list[tuple[Manifest, str, dict[str, str]]] = []
     local_queues: list[tuple[Manifest, str]] = []
     defaults: set[str] = set()
+    namespace_projects: dict[str, tuple[str, EffectiveProject]] = {}
     for tier in rules.tiers:
         priority_class, workload_class = tier_objects(tier, revision)
         out.add(priority_class, f"tier {tier.slug}")
@@ -278,6 +366,7 @@ def desired_objects(
                 guaranteed[quota.quota.flavor_id] += quota.guarantee
             namespace = namespace_for(namespace_template, project=slug, pool=pool.slug)
             namespaces.setdefault(namespace, f"project {slug}")
+            namespace_projects.setdefault(namespace, (slug, project))
             forbidden = any(q.preemption_class.kind == PreemptionKind.FORBIDDEN for q in quotas)
             amounts = []
             paths = {}
@@ -361,6 +450,22 @@ def desired_objects(
             },
         )
 
+    for namespace, (slug, project) in sorted(namespace_projects.items()):
+        own = _top_tier(project, default, tiers_by_id)
+        allowed_slugs = {k8s_name(t.slug) for t in project.allowed_tiers}
+        if own is not None:
+            allowed_slugs.add(k8s_name(own.slug))
+        allowed = sorted(allowed_slugs)
+        source = f"tiers of project {slug}"
+        for manifest in tier_policy(
+            namespace,
+            allowed=allowed,
+            own=k8s_name(own.slug) if own else "",
+            default=k8s_name(default.slug) if default else "",
+            source=source,
+            revision=revision,
+        ):
+            out.add(manifest, source)
     for namespace, source in sorted(namespaces.items()):
         meta = _metadata(namespace, source, revision)
         meta["labels"][NAMESPACE_NAME_LABEL] = namespace

@@ -85,11 +85,12 @@ def rule_enforcement(*, rules: EffectiveRules, pools: Iterable[Pool]) -> list[di
             _row(
                 _("%(project)s: tiers %(tiers)s only")
                 % {"project": slug, "tiers": ", ".join(t.name for t in project.allowed_tiers)},
-                NOT_ENFORCED,
+                NATIVE,
                 _(
-                    "not enforced on this cluster: any workload may carry any "
-                    "kueue.x-k8s.io/priority-class label, and one without gets the global "
-                    "default tier, not the project's"
+                    "ValidatingAdmissionPolicy arbiter-tiers-<namespace> and its binding: the "
+                    "API server refuses a Job naming another tier (label "
+                    "kueue.x-k8s.io/priority-class or priorityClassName), and one naming none "
+                    "unless the project's tier is the cluster default"
                 ),
             )
         )
