@@ -29,7 +29,15 @@ What Arbiter generates (names are slugs lowercased, ``_`` as ``-``):
   the ``Namespace`` itself when it does not exist (the rule is the cluster's namespace
   template, ``{project}`` by default, with ``{pool}`` also available). Arbiter creates
   missing namespaces but never deletes one (it holds the team's workloads); an existing
-  namespace is used as it is.
+  namespace is used as it is;
+* per project namespace a ``ValidatingAdmissionPolicy`` and its binding
+  ``arbiter-tiers-<namespace>`` (``desired.tier_policy``): Jobs there may name only the
+  tiers the project's effective rules allow (grants included), by label
+  ``kueue.x-k8s.io/priority-class`` or ``priorityClassName``, and must name one unless the
+  project's tier is the cluster default (which Kueue gives a Job naming none).
+
+How Kueue enforces each rule, or that it does not and why, is the per-rule table of
+``enforcement`` shown in every plan and dry run.
 
 Every object carries ``app.kubernetes.io/managed-by: arbiter``, the rules revision that last
 wrote it (``arbiter.governance/rules-revision``) and the rule it comes from (annotation
