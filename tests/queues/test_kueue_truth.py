@@ -120,7 +120,7 @@ class Cluster:
             "queue": admission.get("clusterQueue", "") if admission else "",
         }
 
-    def wait(self, what: Callable[[], bool], timeout: float = 60) -> None:
+    def wait(self, what: Callable[[], bool], timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
         while not what():
             if time.monotonic() > deadline:
@@ -172,9 +172,19 @@ def truth(org, kube, tmp_path):
         backend = KueueBackend(connection=kube.connection(tmp_path, template))
         return services.sync_now(cluster=cluster, user=org.ops, backend=backend, dry_run=False)
 
+    client = KubeClient(kube.connection(tmp_path))
+    # The kube fixture deleted the earlier tests' queues and flavors; Kueue lets each go
+    # only once nothing uses it (finalizer resource-in-use): wait until all are gone.
+    deadline = time.monotonic() + 120
+    while any(
+        item["metadata"].get("deletionTimestamp")
+        for kind in ("ClusterQueue", "ResourceFlavor", "Cohort", "LocalQueue")
+        for item in client.list(kind)
+    ):
+        assert time.monotonic() < deadline, "earlier tests' Kueue objects are still held"
+        time.sleep(0.5)
     run = sync()
     assert run.status == SyncStatus.SUCCEEDED, run.error
-    client = KubeClient(kube.connection(tmp_path))
     lab = Cluster(client, {p: f"t{run_id}-{p}" for p in ("vision", "nlp", "serving")}, sync)
     lab.cluster = cluster
     yield lab
@@ -217,7 +227,12 @@ def test_kueue_admits_exactly_what_the_rules_allow(truth, capsys):
     #    runtime: the rule is listed as not enforced on Kueue).
     assert truth.submit("nlp", job("reclaim", 2, queue="truth"))[0] == 201
     truth.wait(settled("nlp", "reclaim", "admitted"))
-    truth.wait(settled("vision", "borrowing", "preempted", "pending"))
+    # Kueue picks the victim among vision's workloads (vision as a whole borrows): either.
+    truth.wait(
+        lambda: any(
+            truth.state("vision", n)["state"] != "admitted" for n in ("within", "borrowing")
+        )
+    )
 
     # 6. Tiers: vision (default tier regular) may not use production, by label or by pod
     #    PriorityClass: the API server refuses the Job at admission (Arbiter's policy).
@@ -244,8 +259,8 @@ def test_kueue_admits_exactly_what_the_rules_allow(truth, capsys):
         in row("allowed tier (label exploratory)", "vision", "allowed-tier")["message"]
     )
 
-    within = row("guarantee, untyped, queue label", "vision", "within")
-    borrowing = row("no queue label, typed (cautious borrower, reclaimed)", "vision", "borrowing")
+    within = row("guarantee, untyped, queue label (cautious)", "vision", "within")
+    borrowing = row("no queue label, typed (cautious, borrowed)", "vision", "borrowing")
     too_much = row("beyond the pool", "vision", "too-much")
     serve = row("never-preempt, within guarantee", "serving", "serve")
     serve_more = row("never-preempt, would borrow", "serving", "serve-more")
@@ -257,14 +272,21 @@ def test_kueue_admits_exactly_what_the_rules_allow(truth, capsys):
             reason = f"{found['reason']}: {found['message']}" if found["reason"] else ""
             print(f"  {label:<55} {name:<22} {found['state']:<10} {found['gpus']} {reason}")
 
-    assert (within["state"], within["gpus"], within["queue"]) == ("admitted", 4, "vision--truth")
+    # The reclaim preempted exactly one of vision's two (cautious: no minimum runtime on
+    # Kueue), with Kueue's reason; the other is still admitted on vision's queue.
+    states = sorted([within["state"], borrowing["state"]])
+    assert states in (["admitted", "preempted"], ["admitted", "pending"]), states
+    victim = within if within["state"] != "admitted" else borrowing
+    survivor = borrowing if victim is within else within
+    assert survivor["queue"] == "vision--truth"
+    if victim["state"] == "preempted":
+        assert victim["reason"] == "InCohortReclamation"
     assert reclaim["state"] == "admitted" and reclaim["queue"] == "nlp--truth"
     # The never-preempt job was never a victim, of the reclaim or of anything else.
     assert serve["state"] == "admitted" and serve["gpus"] == 2
     assert too_much["state"] == "pending"
     assert "insufficient unused quota" in too_much["message"]
     assert serve_more["state"] == "pending"
-    assert borrowing["state"] in ("preempted", "pending")
     # Admitted GPUs never exceed what the rules allow: per project its guarantee plus what it
     # may borrow, never-preempt work never borrows, and the pool's capacity overall.
     admitted: dict[str, int] = {}
