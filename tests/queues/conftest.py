@@ -408,6 +408,17 @@ def kube(kube_server, tmp_path, settings) -> KubeServer:
                 continue
             key = f"{meta['namespace']}/{meta['name']}" if "namespace" in meta else meta["name"]
             client.delete(kind, key)
+    # Kueue lets a queue or flavor go only once nothing uses it (finalizer resource-in-use):
+    # wait until every deleted one is gone, or the next sync would meet them half-deleted.
+    deadline = time.monotonic() + 120
+    while any(
+        item["metadata"].get("deletionTimestamp")
+        for kind in ("LocalQueue", "ClusterQueue", "Cohort", "ResourceFlavor")
+        for item in client.list(kind)
+    ):
+        if time.monotonic() > deadline:
+            raise AssertionError("Kueue objects of earlier tests are still being deleted")
+        time.sleep(0.5)
     client.close()
     return kube_server
 

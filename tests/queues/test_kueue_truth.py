@@ -173,16 +173,6 @@ def truth(org, kube, tmp_path):
         return services.sync_now(cluster=cluster, user=org.ops, backend=backend, dry_run=False)
 
     client = KubeClient(kube.connection(tmp_path))
-    # The kube fixture deleted the earlier tests' queues and flavors; Kueue lets each go
-    # only once nothing uses it (finalizer resource-in-use): wait until all are gone.
-    deadline = time.monotonic() + 120
-    while any(
-        item["metadata"].get("deletionTimestamp")
-        for kind in ("ClusterQueue", "ResourceFlavor", "Cohort", "LocalQueue")
-        for item in client.list(kind)
-    ):
-        assert time.monotonic() < deadline, "earlier tests' Kueue objects are still held"
-        time.sleep(0.5)
     run = sync()
     assert run.status == SyncStatus.SUCCEEDED, run.error
     lab = Cluster(client, {p: f"t{run_id}-{p}" for p in ("vision", "nlp", "serving")}, sync)

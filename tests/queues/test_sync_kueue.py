@@ -11,6 +11,7 @@ session): each test's first sync prunes what earlier tests' rules left, as a rea
 
 import base64
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -174,7 +175,11 @@ def test_a_deleted_projects_queues_are_pruned_and_hand_made_objects_left_alone(o
         ("ValidatingAdmissionPolicy", "arbiter-tiers-gone"),
         ("ValidatingAdmissionPolicyBinding", "arbiter-tiers-gone"),
     }
-    assert get(kube, tmp_path, CQ, "gone--training") is None
+    # Kueue removes its resource-in-use finalizer from an unused queue a moment later.
+    deadline = time.monotonic() + 60
+    while get(kube, tmp_path, CQ, "gone--training") is not None:
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
     assert get(kube, tmp_path, "LocalQueue", "gone/training") is None
     assert get(kube, tmp_path, "Namespace", "gone") is not None  # never deleted
     assert get(kube, tmp_path, CQ, "handmade") is not None
