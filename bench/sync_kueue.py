@@ -215,7 +215,9 @@ def main() -> None:
     report = {
         "benchmark": "sync_kueue",
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "server": "kube-apiserver v1.20.2 (deploy/k8s/up.sh), etcd 3.4, loopback",
+        "server": (
+            "kube-apiserver v1.35.4 with Kueue v0.17.0 (deploy/k8s/up.sh), etcd 3.6.5, loopback"
+        ),
         "projects": args.projects,
         "flavors": 2,
         "tiers": 6,

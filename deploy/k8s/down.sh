@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Stop the API server and etcd started by deploy/k8s/up.sh, by the PIDs it recorded.
+# Stop Kueue, the API server and etcd started by deploy/k8s/up.sh, by the PIDs it recorded.
 #
-#   deploy/k8s/down.sh           stop both (SIGTERM, then SIGKILL after 10 s); keep the state
+#   deploy/k8s/down.sh           stop all three (SIGTERM, then SIGKILL after 10 s); keep the state
 #   deploy/k8s/down.sh --purge   also delete the state directory
 #
 # Only the processes whose PIDs are in the state directory's pid files are signalled.
@@ -26,6 +26,7 @@ stop() {
     rm -f "$pidfile"
 }
 [[ -d $STATE_DIR ]] || exit 0
+stop kueue
 stop apiserver
 stop etcd
 if ((PURGE)); then rm -rf "$STATE_DIR"; fi

@@ -1,22 +1,30 @@
 #!/usr/bin/env bash
-# Start a real Kubernetes API server (v1.20.2) with Debian's etcd on 127.0.0.1 (run as root).
+# Start a real Kubernetes API server (v1.35) with etcd and the Kueue controller manager on
+# 127.0.0.1 (run as root).
 #
-#   deploy/k8s/up.sh        build the API server if no cached binary exists, start, wait
+#   deploy/k8s/up.sh        build the binaries if not cached (deploy/k8s/build.sh), start, wait
 #
-# For Arbiter's Kueue sync tests and benchmark: only etcd and kube-apiserver run (no
-# controller manager, scheduler or Kueue controller), with a fresh etcd each start, a CA
-# and serving certificate made with openssl, and a static bearer token in group
-# system:masters. It writes into the state directory: ca.crt, token, kubeconfig, and `env`
-# (KUBE_API_SERVER, KUBE_CA_FILE, KUBE_TOKEN_FILE, KUBECONFIG), and prints the same lines.
-# Stop it with deploy/k8s/down.sh. Idempotent: a server that already answers is reused.
+# For Arbiter's Kueue sync and truth tests and benchmark: etcd, kube-apiserver (with
+# ValidatingAdmissionPolicy, GA since 1.30) and Kueue, which runs outside the cluster with a
+# kubeconfig and the configuration in deploy/k8s/kueue-config.yaml. No controller manager,
+# scheduler or kubelet: Jobs stay suspended and Kueue admits, borrows, reclaims and preempts
+# on their Workload objects. A fresh etcd each start; a CA and certificates made with openssl
+# (the API server's, and the one of Kueue's webhook server, which the API server calls at
+# https://127.0.0.1:<webhook port> through webhook configurations generated from the Kueue
+# module's own); a static bearer token in group system:masters. Kueue's CRDs (all of them,
+# from the module) are installed before Kueue starts. It writes into the state directory:
+# ca.crt, token, kubeconfig, and `env` (KUBE_API_SERVER, KUBE_CA_FILE, KUBE_TOKEN_FILE,
+# KUBECONFIG, KUEUE_VERSION), and prints the same lines. Stop it with deploy/k8s/down.sh.
+# Idempotent: a lab that already answers (API server and Kueue) is reused.
 #
 # Environment (all optional):
 #   ARBITER_K8S_DIR        state directory (default: <repo>/var/k8s)
-#   ARBITER_K8S_CACHE      where the built binary is kept between runs, outside the work tree
+#   ARBITER_K8S_CACHE      where the binaries and Go caches are kept, outside the work tree
 #                          (default: /var/cache/arbiter-k8s)
-#   ARBITER_K8S_PORT       the API server's HTTPS port (default 16443)
+#   ARBITER_K8S_PORT       the API server's HTTPS port (default 16443); Kueue's webhook
+#                          server uses PORT+1, its health probe PORT+2
 #   ARBITER_K8S_ETCD_PORT  etcd's client port; the peer port is the next one (default 23790)
-#   ARBITER_K8S_TIMEOUT    seconds to wait for each daemon (default 90)
+#   ARBITER_K8S_TIMEOUT    seconds to wait for each daemon (default 120)
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd "$HERE/../.." && pwd)
@@ -25,8 +33,16 @@ case $STATE_DIR in /*) ;; *) STATE_DIR=$REPO_ROOT/$STATE_DIR ;; esac
 CACHE=${ARBITER_K8S_CACHE:-/var/cache/arbiter-k8s}
 PORT=${ARBITER_K8S_PORT:-16443}
 ETCD_PORT=${ARBITER_K8S_ETCD_PORT:-23790}
-TIMEOUT=${ARBITER_K8S_TIMEOUT:-90}
-BIN=$CACHE/kube-apiserver-v1.20.2
+TIMEOUT=${ARBITER_K8S_TIMEOUT:-120}
+WEBHOOK_PORT=$((PORT + 1))
+HEALTH_PORT=$((PORT + 2))
+K8S_VERSION=${ARBITER_K8S_VERSION:-v1.35.4}
+ETCD_VERSION=${ARBITER_ETCD_VERSION:-v3.6.5}
+KUEUE_VERSION=${ARBITER_KUEUE_VERSION:-v0.17.0}
+BIN=$CACHE/bin/kube-apiserver-$K8S_VERSION
+ETCD=$CACHE/bin/etcd-$ETCD_VERSION
+KUEUE=$CACHE/bin/kueue-$KUEUE_VERSION
+KUEUE_MODULE=$CACHE/gomod/sigs.k8s.io/kueue@$KUEUE_VERSION
 say() { printf '[k8s-up] %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
@@ -46,22 +62,26 @@ print_env() {
     cat "$STATE_DIR/env"
 }
 
-if alive "$STATE_DIR/apiserver.pid" && ready; then
+kueue_ready() { curl -fsS --max-time 3 "http://127.0.0.1:$HEALTH_PORT/readyz" >/dev/null 2>&1; }
+
+if alive "$STATE_DIR/apiserver.pid" && ready && alive "$STATE_DIR/kueue.pid" && kueue_ready; then
     say "already running (pid $(cat "$STATE_DIR/apiserver.pid"))"
     print_env
     exit 0
 fi
 
-# --- 1. The binary: cached, or built from Debian's source package (~11 min) ----------------
-if [[ ! -x $BIN ]]; then
-    say "no cached kube-apiserver in $CACHE: building it (about 11 minutes on two cores)"
-    bash "$HERE/build-kube-apiserver.sh" "$BIN" >"$CACHE/build.log" 2>&1 ||
-        { tail -n 40 "$CACHE/build.log" >&2; die "the kube-apiserver build failed (log: $CACHE/build.log)"; }
+# --- 1. The binaries: cached, or built from their Go modules (deploy/k8s/build.sh) ----------
+if [[ ! -x $BIN || ! -x $ETCD || ! -x $KUEUE || ! -d $KUEUE_MODULE ]]; then
+    say "building what is missing in $CACHE/bin (about 17 minutes on two shared cores)"
+    mkdir -p "$CACHE/logs"
+    ARBITER_K8S_VERSION=$K8S_VERSION ARBITER_ETCD_VERSION=$ETCD_VERSION \
+        ARBITER_KUEUE_VERSION=$KUEUE_VERSION bash "$HERE/build.sh" >"$CACHE/logs/build.log" 2>&1 ||
+        { tail -n 40 "$CACHE/logs/build.log" >&2; die "the build failed (log: $CACHE/logs/build.log)"; }
 fi
-if ! command -v etcd >/dev/null || ! command -v openssl >/dev/null; then
-    say "installing etcd-server and openssl"
+if ! command -v openssl >/dev/null || ! command -v curl >/dev/null || ! python3 -c "import yaml" 2>/dev/null; then
+    say "installing openssl, curl and python3-yaml"
     DEBIAN_FRONTEND=noninteractive apt-get -y -q -o DPkg::Lock::Timeout=600 install \
-        --no-install-recommends etcd-server openssl curl >&2
+        --no-install-recommends openssl curl python3-yaml >&2
 fi
 "$BIN" --version >&2
 
@@ -79,13 +99,19 @@ openssl x509 -req -in "$PKI/apiserver.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key
     -CAcreateserial -days 30 -extfile "$PKI/ext.cnf" -out "$PKI/apiserver.crt" 2>/dev/null
 openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
 openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+# Kueue's webhook server: a certificate for 127.0.0.1 signed by the same CA.
+mkdir -p "$PKI/webhook"
+openssl req -newkey rsa:2048 -nodes -subj "/CN=kueue-webhook" \
+    -keyout "$PKI/webhook/tls.key" -out "$PKI/webhook.csr" 2>/dev/null
+openssl x509 -req -in "$PKI/webhook.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" \
+    -CAcreateserial -days 30 -extfile "$PKI/ext.cnf" -out "$PKI/webhook/tls.crt" 2>/dev/null
 cp "$PKI/ca.crt" "$STATE_DIR/ca.crt"
 openssl rand -hex 24 >"$STATE_DIR/token"
 chmod 600 "$STATE_DIR/token"
 printf '%s,arbiter-admin,arbiter-admin,system:masters\n' "$(cat "$STATE_DIR/token")" >"$PKI/tokens.csv"
 
 # --- 3. etcd, then the API server, each detached and recorded by PID -----------------------
-setsid etcd --name arbiter --data-dir "$STATE_DIR/etcd" \
+setsid "$ETCD" --name arbiter --data-dir "$STATE_DIR/etcd" \
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
     --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
     --listen-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" \
@@ -101,12 +127,12 @@ done
 
 setsid "$BIN" --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$PORT" \
-    --insecure-port 0 \
     --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
     --token-auth-file "$PKI/tokens.csv" --authorization-mode RBAC \
     --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-cluster-ip-range 10.96.0.0/24 \
+    --enable-admission-plugins NamespaceLifecycle,ServiceAccount,DefaultStorageClass,MutatingAdmissionWebhook,ValidatingAdmissionPolicy,ValidatingAdmissionWebhook,ResourceQuota \
     >"$STATE_DIR/log/apiserver.log" 2>&1 </dev/null &
 echo $! >"$STATE_DIR/apiserver.pid"
 for ((i = 0; i < TIMEOUT; i++)); do
@@ -135,11 +161,44 @@ contexts:
 current-context: arbiter-test
 KUBECONFIG
 chmod 600 "$STATE_DIR/kubeconfig"
+# --- 4. Kueue: its CRDs and namespace, its webhook configurations, then the manager ----------
+PY=(python3 "$HERE/kueue-lab.py")
+API=(https://127.0.0.1:$PORT "$STATE_DIR/ca.crt" "$STATE_DIR/token")
+"${PY[@]}" apply "${API[@]}" "$KUEUE_MODULE"/config/components/crd/bases/*.yaml
+printf 'apiVersion: v1\nkind: Namespace\nmetadata: {name: kueue-system}\n' >"$STATE_DIR/kueue-ns.yaml"
+"${PY[@]}" apply "${API[@]}" "$STATE_DIR/kueue-ns.yaml"
+"${PY[@]}" webhooks "$KUEUE_MODULE/config/components/webhook/manifests.yaml" "$PKI/ca.crt" \
+    "https://127.0.0.1:$WEBHOOK_PORT" >"$STATE_DIR/kueue-webhooks.yaml"
+sed -e "s|@HEALTH_PORT@|$HEALTH_PORT|" -e "s|@WEBHOOK_PORT@|$WEBHOOK_PORT|" \
+    -e "s|@CERT_DIR@|$PKI/webhook|" "$HERE/kueue-config.yaml" >"$STATE_DIR/kueue-config.yaml"
+# Without internal certificate management Kueue 0.17 serves its metrics with the certificate
+# in /etc/kueue/metrics/certs (a fixed path; metrics are off here, but the files must exist).
+if [[ ! -s /etc/kueue/metrics/certs/tls.crt ]]; then
+    mkdir -p /etc/kueue/metrics/certs
+    cp "$PKI/webhook/tls.crt" "$PKI/webhook/tls.key" /etc/kueue/metrics/certs/
+fi
+# VisibilityOnDemand off: its API server extension wants certificates in a fixed path and an
+# APIService; Arbiter reads pending reasons from the Workloads' own conditions.
+KUBECONFIG=$STATE_DIR/kubeconfig setsid "$KUEUE" --config "$STATE_DIR/kueue-config.yaml" \
+    --feature-gates VisibilityOnDemand=false \
+    >"$STATE_DIR/log/kueue.log" 2>&1 </dev/null &
+echo $! >"$STATE_DIR/kueue.pid"
+for ((i = 0; i < TIMEOUT; i++)); do
+    kueue_ready && break
+    alive "$STATE_DIR/kueue.pid" || { tail -n 30 "$STATE_DIR/log/kueue.log" >&2; die "kueue exited"; }
+    sleep 1
+done
+kueue_ready || { tail -n 30 "$STATE_DIR/log/kueue.log" >&2; die "kueue not ready after $TIMEOUT s"; }
+# The webhooks go in only once their server answers (else every Job and Kueue object would be
+# refused while Kueue starts).
+"${PY[@]}" apply "${API[@]}" "$STATE_DIR/kueue-webhooks.yaml"
+
 cat >"$STATE_DIR/env" <<ENV
 KUBE_API_SERVER=https://127.0.0.1:$PORT
 KUBE_CA_FILE=$STATE_DIR/ca.crt
 KUBE_TOKEN_FILE=$STATE_DIR/token
 KUBECONFIG=$STATE_DIR/kubeconfig
+KUEUE_VERSION=$KUEUE_VERSION
 ENV
-say "kube-apiserver v1.20.2 ready on https://127.0.0.1:$PORT in $(($(date +%s) - T0)) s"
+say "kube-apiserver $K8S_VERSION, etcd $ETCD_VERSION and Kueue $KUEUE_VERSION ready on https://127.0.0.1:$PORT in $(($(date +%s) - T0)) s"
 print_env

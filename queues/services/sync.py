@@ -339,11 +339,14 @@ def _unoffered_gres(*, cluster: Cluster, pools: list, backend: Any) -> list[str]
 def enforcement_for(
     *, cluster: Cluster, backend: SchedulerBackend, at: datetime
 ) -> list[dict[str, str]]:
-    """How the cluster enforces each rule (see ``slurm.enforcement``)."""
-    priority_config = getattr(backend, "priority_config", None)
-    if priority_config is None:  # not Slurm: every rule maps onto a native field
-        return []
+    """How the cluster enforces each rule (see ``slurm.enforcement``, ``kueue.enforcement``)."""
     pools = list(cluster.pools.all())
+    kueue_enforcement = getattr(backend, "rule_enforcement", None)
+    if kueue_enforcement is not None:
+        return list(kueue_enforcement(rules=effective_rules(at=at), pools=pools))
+    priority_config = getattr(backend, "priority_config", None)
+    if priority_config is None:
+        return []
     try:
         config = priority_config()
     except SchedulerError:
@@ -486,6 +489,11 @@ def sync_execute(
             for kind, objects in desired.items()
         }
         state.ledger = ledger_of(state.applied_state)
+        # Deleted objects a finalizer still holds stay Arbiter's: the next sync looks again.
+        held: dict[tuple[str, str], str] = getattr(backend, "held", {})
+        for kind, name in sorted(held):
+            state.ledger.setdefault(kind, []).append(name)
+        clashes = [c for c in conflicts if (c.kind, c.name) not in held]
         state.applied_at = timezone.now()
         state.drift = []
         state.drift_checked_at = state.applied_at
@@ -503,8 +511,8 @@ def sync_execute(
             warnings.append(submit["error"])
         return _finish(
             run,
-            status=SyncStatus.NEEDS_ATTENTION if conflicts else SyncStatus.SUCCEEDED,
-            error=_conflict_advice(conflicts),
+            status=SyncStatus.NEEDS_ATTENTION if conflicts or held else SyncStatus.SUCCEEDED,
+            error=" ".join(filter(None, [_conflict_advice(clashes), *held.values()])),
             **summary,
             writes=applied.writes,
             calls=backend.calls,

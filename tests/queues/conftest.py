@@ -34,7 +34,7 @@ from queues import services
 from queues.models import Cluster
 from queues.services import SchedulerError
 from queues.services.kueue import KubeClient, KueueConnection
-from queues.services.kueue.schema import SHIPPED_CRDS, crd_for_server, load_crds
+from queues.services.kueue.schema import SHIPPED_CRDS, load_crds
 from tests.conftest import REASON, require_service
 
 SLURM_CLUSTER = "arbiter"
@@ -361,8 +361,8 @@ def _kube_answers(env: dict[str, str]) -> tuple[bool, str]:
 
 @pytest.fixture(scope="session")
 def kube_server() -> Iterator[KubeServer]:
-    """The real API server with Kueue's CRDs installed (without their CEL rules, which
-    Kubernetes 1.20 refuses: the schema tier checks those)."""
+    """The real API server of ``deploy/k8s/up.sh`` with Kueue running and the shipped CRDs
+    installed as they are (CEL rules included; the same files Kueue's module installed)."""
     env = kube_env()
     ok, why = _kube_answers(env)
     require_service("Kubernetes API server", ok, why)
@@ -374,7 +374,7 @@ def kube_server() -> Iterator[KubeServer]:
     with tempfile.TemporaryDirectory() as tmp:
         client = KubeClient(server.connection(Path(tmp)))
         for crd in load_crds(SHIPPED_CRDS).values():
-            client.ensure_crd(crd_for_server(crd))
+            client.ensure_crd(crd)
         deadline = time.monotonic() + 60
         for kind in (
             "ResourceFlavor",
@@ -408,6 +408,8 @@ def kube(kube_server, tmp_path, settings) -> KubeServer:
         "ResourceFlavor",
         "WorkloadPriorityClass",
         "PriorityClass",
+        "ValidatingAdmissionPolicyBinding",
+        "ValidatingAdmissionPolicy",
     ):
         for item in client.list(kind):
             meta = item["metadata"]
@@ -415,6 +417,17 @@ def kube(kube_server, tmp_path, settings) -> KubeServer:
                 continue
             key = f"{meta['namespace']}/{meta['name']}" if "namespace" in meta else meta["name"]
             client.delete(kind, key)
+    # Kueue lets a queue or flavor go only once nothing uses it (finalizer resource-in-use):
+    # wait until every deleted one is gone, or the next sync would meet them half-deleted.
+    deadline = time.monotonic() + 120
+    while any(
+        item["metadata"].get("deletionTimestamp")
+        for kind in ("LocalQueue", "ClusterQueue", "Cohort", "ResourceFlavor")
+        for item in client.list(kind)
+    ):
+        if time.monotonic() > deadline:
+            raise AssertionError("Kueue objects of earlier tests are still being deleted")
+        time.sleep(0.5)
     client.close()
     return kube_server
 

@@ -26,6 +26,7 @@ from queues.services.kueue.values import (
     values_equal,
 )
 from queues.services.slurm import SlurmBackend
+from queues.services.sync import enforcement_for
 from tests.conftest import REASON
 
 
@@ -81,10 +82,26 @@ def test_every_rule_becomes_its_kueue_object(org):
         "ClusterQueue",
         "LocalQueue",
         "Namespace",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     }
-    # Tiers: both priority classes, the default one global, preemption from the tier.
+    # Per project namespace a tier policy: the tiers its effective rules allow; vision has
+    # the default tier and may leave the label out, serving (production) must name it.
+    serving_policy = objs["ValidatingAdmissionPolicy"]["arbiter-tiers-serving"]["spec"]
+    rules_of = [v["expression"] for v in serving_policy["validations"]]
+    assert rules_of[0].endswith("in ['exploratory', 'production', 'regular']")
+    assert len(rules_of) == 3
+    vision_policy = objs["ValidatingAdmissionPolicy"]["arbiter-tiers-vision"]["spec"]
+    assert vision_policy["validations"][0]["expression"].endswith("in ['exploratory', 'regular']")
+    assert len(vision_policy["validations"]) == 2
+    binding = objs["ValidatingAdmissionPolicyBinding"]["arbiter-tiers-serving"]["spec"]
+    assert binding["matchResources"]["namespaceSelector"] == {
+        "matchLabels": {"kubernetes.io/metadata.name": "serving"}
+    }
+    # Tiers: both priority classes, the default one global; kube-scheduler never preempts
+    # (only Kueue does, for quota), even for a tier that may preempt.
     assert objs["PriorityClass"]["production"]["value"] == 950
-    assert objs["PriorityClass"]["production"]["preemptionPolicy"] == "PreemptLowerPriority"
+    assert objs["PriorityClass"]["production"]["preemptionPolicy"] == "Never"
     assert objs["PriorityClass"]["regular"]["preemptionPolicy"] == "Never"
     assert objs["PriorityClass"]["regular"]["globalDefault"] is True
     assert objs["PriorityClass"]["exploratory"]["globalDefault"] is False
@@ -105,7 +122,7 @@ def test_every_rule_becomes_its_kueue_object(org):
         {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "14"}]},
     ]
     # Queues: per project and pool, in the pool's cohort, for the project's namespace.
-    vision = objs["ClusterQueue"]["vision.training"]["spec"]
+    vision = objs["ClusterQueue"]["vision--training"]["spec"]
     assert vision["cohortName"] == "training"
     assert vision["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "vision"}}
     assert vision["resourceGroups"] == [
@@ -132,13 +149,14 @@ def test_every_rule_becomes_its_kueue_object(org):
         "reclaimWithinCohort": "Any",
         "borrowWithinCohort": {"policy": "Never"},
     }
-    assert vision["fairSharing"] == {"weight": "2"}
+    # One weight per queue: the flavors' weights (1 each here) averaged, not summed.
+    assert vision["fairSharing"] == {"weight": "1"}
     # A forbidden class never borrows (reclaim would preempt it) nor preempts its own work.
-    serving = objs["ClusterQueue"]["serving.training"]["spec"]
+    serving = objs["ClusterQueue"]["serving--training"]["spec"]
     assert serving["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] == "0"
     assert serving["preemption"]["withinClusterQueue"] == "Never"
     # No guarantee: nothing to reclaim.
-    eu = objs["ClusterQueue"]["eu-team.training-eu"]["spec"]
+    eu = objs["ClusterQueue"]["eu-team--training-eu"]["spec"]
     assert eu["preemption"]["reclaimWithinCohort"] == "Never"
     assert eu["cohortName"] == "training-eu"
     queues = {
@@ -146,10 +164,14 @@ def test_every_rule_becomes_its_kueue_object(org):
         for m in _backend.objects.manifests
         if m["kind"] == "LocalQueue"
     }
+    # Per namespace also "default", where Kueue puts Jobs without a queue name.
     assert queues == {
-        ("vision", "training"): "vision.training",
-        ("serving", "training"): "serving.training",
-        ("eu-team", "training-eu"): "eu-team.training-eu",
+        ("vision", "training"): "vision--training",
+        ("vision", "default"): "vision--training",
+        ("serving", "training"): "serving--training",
+        ("serving", "default"): "serving--training",
+        ("eu-team", "training-eu"): "eu-team--training-eu",
+        ("eu-team", "default"): "eu-team--training-eu",
     }
     assert set(objs["Namespace"]) == {"vision", "serving", "eu-team"}
     for manifest in _backend.objects.manifests:
@@ -157,13 +179,15 @@ def test_every_rule_becomes_its_kueue_object(org):
         assert manifest["metadata"]["labels"][REVISION_LABEL].isdigit()
 
 
-def test_a_tier_that_may_preempt_preempts_within_its_queue_and_while_borrowing(org):
+def test_a_tier_that_may_preempt_preempts_within_its_queue_not_by_a_borrow_threshold(org):
+    """Kueue ignores borrowWithinCohort under fair sharing (its documented configuration),
+    so Arbiter never emits a threshold there."""
     org.project("prod", tier=org.production, guarantee=4, borrow=None)
     _backend, _state, objs = compile_org(org)
-    assert objs["ClusterQueue"]["prod.training"]["spec"]["preemption"] == {
+    assert objs["ClusterQueue"]["prod--training"]["spec"]["preemption"] == {
         "withinClusterQueue": "LowerPriority",
         "reclaimWithinCohort": "Any",
-        "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 400},
+        "borrowWithinCohort": {"policy": "Never"},
     }
 
 
@@ -172,7 +196,7 @@ def test_the_namespace_rule_may_name_the_pool(org):
     org.project("vision", pool=org.child)
     backend, _state, _objs = compile_org(org, template="team-{project}-{pool}")
     namespaces = sorted(
-        m["metadata"]["namespace"] for m in backend.objects.manifests if m["kind"] == "LocalQueue"
+        {m["metadata"]["namespace"] for m in backend.objects.manifests if m["kind"] == "LocalQueue"}
     )
     assert namespaces == ["team-vision-training", "team-vision-training-eu"]
 
@@ -202,12 +226,12 @@ def test_an_active_grant_changes_the_queue_it_touches_and_expiry_reverts_it(org)
     )
     _b, during, _o = compile_org(org)
     path = "spec.resourceGroups[0].flavors[a100].resources[nvidia.com/gpu].borrowingLimit"
-    assert before["ClusterQueue"]["vision.training"][path] == "4"
-    assert during["ClusterQueue"]["vision.training"][path] == "10"
+    assert before["ClusterQueue"]["vision--training"][path] == "4"
+    assert during["ClusterQueue"]["vision--training"][path] == "10"
     changed = {
         key
-        for key, value in during["ClusterQueue"]["vision.training"].items()
-        if before["ClusterQueue"]["vision.training"][key] != value
+        for key, value in during["ClusterQueue"]["vision--training"].items()
+        if before["ClusterQueue"]["vision--training"][key] != value
     }
     assert changed == {path}
     # After the grant's end the same rules compile to the objects of before.
@@ -224,7 +248,7 @@ def test_dropping_a_limit_or_a_flavor_is_seen_as_a_change(org):
     _b, before, _o = compile_org(org)
     rules.quota_update(quota=quota, user=org.ops, reason=REASON, data={"borrow_limit": None})
     _b, after, _o = compile_org(org)
-    cq = "vision.training"
+    cq = "vision--training"
     path = "spec.resourceGroups[0].flavors[a100].resources[nvidia.com/gpu].borrowingLimit"
     assert (before["ClusterQueue"][cq][path], after["ClusterQueue"][cq][path]) == ("4", "")
     assert before["ClusterQueue"][cq]["spec.resourceGroups[0].flavors"] == "a100,h100"
@@ -303,9 +327,9 @@ def test_export_is_deterministic_one_file_per_object(org, tmp_path):
     for name in names:
         assert (first / name).read_bytes() == (second / name).read_bytes()
     assert "01-namespace-vision.yaml" in names
-    assert "06-clusterqueue-vision.training.yaml" in names
+    assert "06-clusterqueue-vision--training.yaml" in names
     assert "07-localqueue-serving.training-eu.yaml" in names
-    queue = yaml.safe_load((first / "06-clusterqueue-vision.training.yaml").read_text())
+    queue = yaml.safe_load((first / "06-clusterqueue-vision--training.yaml").read_text())
     assert queue["apiVersion"] == "kueue.x-k8s.io/v1beta2"
     assert list(queue) == sorted(queue)  # stable key order
 
@@ -326,13 +350,13 @@ def test_re_export_leaves_unchanged_files_alone_and_removes_only_its_own(org, tm
     rules.quota_update(quota=quota, user=org.ops, reason=REASON, data={"guarantee": 10})
     changed = services.sync_export(cluster=org.cluster, directory=str(tmp_path))
     # (and the pool's cohort, whose shared rest shrinks by the same two GPUs)
-    assert changed.written == ["05-cohort-training.yaml", "06-clusterqueue-vision.training.yaml"]
+    assert changed.written == ["05-cohort-training.yaml", "06-clusterqueue-vision--training.yaml"]
     cohort = yaml.safe_load((tmp_path / "05-cohort-training.yaml").read_text())
     assert cohort["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "18"
     # Objects no longer desired lose their file; other files stay.
     org.cluster.pools.set([])
     gone = services.sync_export(cluster=org.cluster, directory=str(tmp_path))
-    assert "06-clusterqueue-vision.training.yaml" in gone.removed
+    assert "06-clusterqueue-vision--training.yaml" in gone.removed
     assert sorted(p.name for p in tmp_path.iterdir()) == ["99-other-thing.yaml", "README.md"]
 
 
@@ -341,7 +365,7 @@ def test_export_command_writes_the_files(org, tmp_path, capsys):
     call_command("sync_scheduler", "--cluster", "k8s", "--export", str(tmp_path))
     out = capsys.readouterr().out
     assert "written" in out
-    assert (tmp_path / "06-clusterqueue-vision.training.yaml").exists()
+    assert (tmp_path / "06-clusterqueue-vision--training.yaml").exists()
 
 
 @pytest.mark.parametrize(
@@ -438,3 +462,36 @@ def test_compiling_takes_the_same_queries_whatever_the_number_of_projects(org):
     for i in range(2, 8):
         org.project(f"p{i}", tier=org.production if i % 2 else None, guarantee=1)
     assert queries() == few
+
+
+def test_the_plan_shows_per_rule_how_kueue_enforces_it_never_an_empty_list(org):
+    """Native where a Kueue field holds the rule; otherwise "not enforced" with the reason,
+    like the Slurm backend's table (the facts: tests/queues/test_kueue_truth.py)."""
+    kw = {"user": org.ops, "reason": REASON}
+    cautious = rules.preemption_class_create(
+        **kw,
+        slug="cautious",
+        name="Cautious",
+        kind="cautious",
+        business_impact="Costly restart.",
+        min_runtime_minutes=30,
+        max_preemptions_per_day=2,
+    )
+    org.project("vision", guarantee=8, borrow=4, lending=2, preemption_class=cautious)
+    org.project("serving", guarantee=4, preemption_class=org.forbidden, tier=org.production)
+    backend = KueueBackend(connection=KueueConnection())
+    rows = enforcement_for(cluster=org.cluster, backend=backend, at=timezone.now())
+    how = {row["rule"]: (row["how"], row["detail"]) for row in rows}
+    assert how["Tier Production: priority"][0] == "native"
+    assert "preemptionPolicy Never" in how["Tier Production: priority"][1]
+    assert how["Tier Production: may preempt Exploratory, Regular"][0] == "not_enforced"
+    assert how["vision in training/a100: guarantee 8, maximum 12"][0] == "native"
+    assert how["vision in training/a100: lends at most 2 GPUs"][0] == "native"
+    assert how["serving in training/a100: class Forbidden, never preempted"][0] == "native"
+    assert how["vision: class Cautious, 30 minutes before preemption, 0 minutes grace"] == (
+        "not_enforced",
+        "not enforced on this cluster: Kueue preempts a borrower at once, with neither a "
+        "minimum runtime nor a grace period",
+    )
+    assert how["vision: class Cautious, at most 2 preemptions a day"][0] == "not_enforced"
+    assert [h for rule, (h, _d) in how.items() if rule.startswith("vision: tiers ")] == ["native"]

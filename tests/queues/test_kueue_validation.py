@@ -1,16 +1,15 @@
 """The schema tier: generated objects checked offline against Kueue's v1beta2 CRD schemas
 (strictly), the CRDs' CEL rules, Kueue's webhook checks and the PriorityClass rules.
 
-Kubernetes 1.20 (the API server CI runs) enforces neither CEL rules nor strict field
-validation, so these checks are the only ones that catch such objects before a newer
-cluster (or Kueue's webhook) would refuse them.
+They catch such objects before anything is sent, naming the rule behind them; the API
+server CI runs (v1.35 with Kueue's webhooks) refuses the same objects
+(tests/queues/test_sync_kueue.py), so a sync never half-applies a refused plan.
 """
 
 import copy
 from pathlib import Path
 
 import pytest
-import yaml
 from django.utils import timezone
 
 from governance import services as rules
@@ -19,7 +18,6 @@ from queues.services.kueue import KueueBackend, KueueConnection, KueueValidation
 from queues.services.kueue.desired import DesiredObjects
 from queues.services.kueue.schema import (
     SHIPPED_CRDS,
-    crd_for_server,
     load_crds,
     object_violations,
     structural_to_jsonschema,
@@ -56,7 +54,7 @@ def cluster_queue(**spec):
     return {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "ClusterQueue",
-        "metadata": {"name": "vision.training", **META},
+        "metadata": {"name": "vision--training", **META},
         "spec": base,
     }
 
@@ -92,7 +90,7 @@ def test_the_valid_objects_pass():
     )
     assert object_violations(kind_object("WorkloadPriorityClass", value=100)) == []
     assert object_violations(kind_object("Cohort", spec={"parentName": "all"})) == []
-    lq = kind_object("LocalQueue", namespace="vision", spec={"clusterQueue": "vision.training"})
+    lq = kind_object("LocalQueue", namespace="vision", spec={"clusterQueue": "vision--training"})
     assert object_violations(lq) == []
 
 
@@ -358,7 +356,7 @@ def test_the_set_is_checked_as_a_whole():
     assert ("PriorityClass", "c", "two rules produce the same name", "tier c2") in found
     assert (
         "ClusterQueue",
-        "vision.training",
+        "vision--training",
         "names a ResourceFlavor that is not generated",
         "quota vision/training/a100",
     ) in found
@@ -401,14 +399,6 @@ def test_the_structural_schema_becomes_strict_json_schema():
     assert schema["properties"]["b"]["anyOf"] == [{"type": "integer"}, {"type": "string"}]
     assert schema["properties"]["c"]["uniqueItems"] is True
     assert "additionalProperties" not in schema["properties"]["d"]
-
-
-def test_crds_for_an_old_server_lose_only_their_cel_rules():
-    crd = load_crds(SHIPPED_CRDS)["ClusterQueue"]
-    cleaned = crd_for_server(crd)
-    assert "x-kubernetes-validations" not in yaml.safe_dump(cleaned)
-    assert "x-kubernetes-validations" in yaml.safe_dump(crd)
-    assert cleaned["spec"]["names"] == crd["spec"]["names"]
 
 
 def test_a_crd_directory_setting_is_used_and_checked(settings, tmp_path):

@@ -11,9 +11,10 @@ from queues.services.workload.demo import demo_workload_seed
 
 class Command(BaseCommand):
     help = (
-        "Load a realistic job history for the demo projects through the ingest path: daily "
-        "cycles, deadline bursts, long waits of every category, preemptions. Run after "
-        "seed_demo; running it again stores nothing twice."
+        "Load the demo projects' job history through the ingest path: a generated workload "
+        "replayed under the demo's own rules (tier order, guarantees, caps, preemption "
+        "classes, grants), with jobs running and waiting now. Run after seed_demo; running "
+        "it again stores nothing twice."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -35,7 +35,7 @@ from governance.selectors import (
 )
 from queues.models import Cluster, ClusterBackend, JobState, WorkloadJob
 from queues.services.backends import SchedulerError
-from queues.services.kueue.desired import desired_objects
+from queues.services.kueue.desired import DEFAULT_LOCAL_QUEUE, desired_objects
 from queues.services.kueue.values import LOCAL_QUEUE, SOURCE_ANNOTATION, WORKLOAD_PRIORITY_CLASS
 from queues.services.slurm.desired import desired_state
 from queues.services.slurm.values import ACCOUNT, ASSOCIATION, QOS, split_association
@@ -332,7 +332,8 @@ def _compile_kueue(
     priority_classes: dict[str, str] = {}
     for manifest in objects.manifests:
         meta = manifest["metadata"]
-        if manifest["kind"] == LOCAL_QUEUE:
+        if manifest["kind"] == LOCAL_QUEUE and meta["name"] != DEFAULT_LOCAL_QUEUE:
+            # The pool's own queue; "default" (for Jobs without a queue name) is its twin.
             local_queues[manifest["spec"]["clusterQueue"]] = (meta["namespace"], meta["name"])
         elif manifest["kind"] == WORKLOAD_PRIORITY_CLASS:
             source = meta.get("annotations", {}).get(SOURCE_ANNOTATION, "")

@@ -3,8 +3,10 @@
 What Arbiter generates (names are slugs lowercased, ``_`` as ``-``):
 
 * per tier ``<tier>``: a ``scheduling.k8s.io/v1`` ``PriorityClass`` (``value`` = the tier's
-  scheduler value, ``globalDefault`` for the default tier, ``preemptionPolicy``
-  ``PreemptLowerPriority`` when the tier may preempt, else ``Never``) and a Kueue
+  scheduler value, ``globalDefault`` for the default tier, ``preemptionPolicy`` ``Never``
+  for every tier: only Kueue preempts, for quota, and kube-scheduler never evicts pods of
+  another tier; the tier order still reaches kube-scheduler as ``value``, the order of its
+  queue) and a Kueue
   ``WorkloadPriorityClass`` with the same value; jobs pick a tier with
   ``priorityClassName`` / the label ``kueue.x-k8s.io/priority-class``;
 * per flavor used by the cluster's quotas ``<flavor>``: a ``ResourceFlavor`` with the
@@ -12,19 +14,30 @@ What Arbiter generates (names are slugs lowercased, ``_`` as ``-``):
 * per pool ``<pool>``: a ``Cohort`` (``parentName`` = the parent pool when the cluster serves
   it, ``fairSharing.weight`` 1, and as its own ``nominalQuota`` per flavor the capacity the
   projects' guarantees leave over, shared by all of them);
-* per project and pool ``<project>.<pool>``: a ``ClusterQueue`` in the pool's cohort,
+* per project and pool ``<project>--<pool>`` (no dots): a ``ClusterQueue`` in the pool's cohort,
   admitting the project's namespace only (``namespaceSelector`` on
   ``kubernetes.io/metadata.name``), with one resource group over ``nvidia.com/gpu``:
   per flavor ``nominalQuota`` = guarantee, ``borrowingLimit`` = borrow limit (absent =
-  unlimited; ``0`` when the preemption class is *forbidden*: work that may never be
+  unlimited; ``0`` on a flavor whose preemption class is *forbidden*: work that may never be
   preempted never runs on borrowed GPUs, where reclaim would preempt it), ``lendingLimit``
   = lending limit; ``preemption`` from the project's top tier (see ``desired.preemption``);
-  ``fairSharing.weight`` = the sum of the quotas' fair-share weights;
-* a ``LocalQueue`` ``<pool>`` in the project's namespace pointing at that ClusterQueue, and
+  ``fairSharing.weight`` = the quotas' fair-share weights averaged by guarantee;
+* a ``LocalQueue`` ``<pool>`` in the project's namespace pointing at that ClusterQueue (and,
+  for the namespace's first pool, a second one named ``default``: with the documented Kueue
+  configuration Kueue manages Jobs without a queue name in governed namespaces and puts
+  them there, so no GPU Job skips the quotas), and
   the ``Namespace`` itself when it does not exist (the rule is the cluster's namespace
   template, ``{project}`` by default, with ``{pool}`` also available). Arbiter creates
   missing namespaces but never deletes one (it holds the team's workloads); an existing
-  namespace is used as it is.
+  namespace is used as it is;
+* per project namespace a ``ValidatingAdmissionPolicy`` and its binding
+  ``arbiter-tiers-<namespace>`` (``desired.tier_policy``): Jobs there may name only the
+  tiers the project's effective rules allow (grants included), by label
+  ``kueue.x-k8s.io/priority-class`` or ``priorityClassName``, and must name one unless the
+  project's tier is the cluster default (which Kueue gives a Job naming none).
+
+How Kueue enforces each rule, or that it does not and why, is the per-rule table of
+``enforcement`` shown in every plan and dry run.
 
 Every object carries ``app.kubernetes.io/managed-by: arbiter``, the rules revision that last
 wrote it (``arbiter.governance/rules-revision``) and the rule it comes from (annotation
@@ -34,8 +47,13 @@ name clash with a hand-made object is a *conflict*, shown and left alone.
 Active grants are already in the effective rules (raised borrow limits, a higher tier, a
 stricter preemption class), so they change the objects they touch and the sync after
 their expiry reverts them. Grants naming jobs, and tier GPU caps, have no Kueue object:
-the plan reports them. Kueue's configuration should exclude cpu/memory from quota
-(``resources.excludeResourcePrefixes``) or cover them elsewhere, as Arbiter governs GPUs.
+the plan reports them.
+
+The Kueue configuration this mapping assumes is ``deploy/k8s/kueue-config.yaml`` (the lab
+runs Kueue with it): ``manageJobsWithoutQueueName`` with ``managedJobsNamespaceSelector`` on
+Arbiter's label; fair sharing on (so the weights act; Kueue then ignores
+``borrowWithinCohort``, which Arbiter leaves ``Never``); ``resources.excludeResourcePrefixes``
+for cpu, memory and the other node resources, as the queues cover GPUs only.
 
 Validation (``schema``) runs before anything is applied; the plan is checked with a
 server-side dry run; apply is server-side apply with field manager ``arbiter``; fields

@@ -26,6 +26,7 @@ from ..backends import (
 )
 from .client import ApplyConflict, KubeClient, KueueConnection, ServerRejected
 from .desired import DesiredObjects, Manifest, desired_objects
+from .enforcement import rule_enforcement
 from .schema import KueueValidationError, Violation, validate_or_raise
 from .values import (
     FIELD_MANAGER,
@@ -61,6 +62,8 @@ class KueueBackend:
         self.objects: DesiredObjects | None = None
         # Objects the last plan left alone because another manager owns fields of them.
         self.conflicted: set[tuple[str, str]] = set()
+        # Deleted objects a finalizer still holds (Kueue's resource-in-use), and why.
+        self.held: dict[tuple[str, str], str] = {}
 
     @property
     def calls(self) -> int:
@@ -181,6 +184,14 @@ class KueueBackend:
         for change in plan_changes(kinds=KINDS, desired=desired, live=live, equal=values_equal):
             if change.kind in NEVER_PRUNED and change.action in (Action.DELETE, Action.CONFLICT):
                 continue  # namespaces are never deleted; an existing one is simply used
+            blocked = _deletion_blocked(live, change.kind, change.name)
+            if change.action == Action.DELETE and blocked:
+                # Deleted already, held by a finalizer (Kueue's resource-in-use while
+                # workloads use the queue): deleting again changes nothing; say what blocks.
+                self.held[(change.kind, change.name)] = blocked
+                change = Change(
+                    kind=change.kind, name=change.name, action=Action.CONFLICT, note=blocked
+                )
             if (
                 change.kind == PRIORITY_CLASS
                 and change.action == Action.UPDATE
@@ -357,6 +368,16 @@ class KueueBackend:
         for change in deletes:
             progress(_("deleting %(kind)s %(name)s") % {"kind": change.kind, "name": change.name})
             self.client.delete(change.kind, change.name)
+            status, obj = self.client.request(
+                "GET", self.client.object_path(change.kind, change.name)
+            )
+            if status == 200:
+                one = LiveState(
+                    objects={}, managed={}, extra={"raw": {change.kind: {change.name: obj}}}
+                )
+                blocked = _deletion_blocked(one, change.kind, change.name)
+                if blocked:
+                    self.held[(change.kind, change.name)] = blocked
         return ApplyResult(
             calls=self.client.calls, writes=self.client.writes - start, warnings=warnings
         )
@@ -396,13 +417,48 @@ class KueueBackend:
             if change.action not in (Action.CONFLICT, Action.SKIP)
             and (change.kind, change.name) not in self.conflicted
             and not (change.kind in NEVER_PRUNED and change.action == Action.DELETE)
+            # A delete the server accepted but a finalizer holds: the next plan says so.
+            and not (
+                change.action == Action.DELETE and _deletion_blocked(live, change.kind, change.name)
+            )
         ]
+
+    def rule_enforcement(
+        self, *, rules: EffectiveRules, pools: Iterable[Pool]
+    ) -> list[dict[str, str]]:
+        """Per rule, natively enforced by Kueue or not (``kueue.enforcement``)."""
+        return rule_enforcement(rules=rules, pools=pools)
 
     def config_lines(self, *, rules: EffectiveRules) -> list[str]:
         return []
 
 
 PATH_PART = re.compile(r"([^.\[\]]+)|\[([^\]]+)\]")
+
+
+def _deletion_blocked(live: LiveState, kind: str, name: str) -> str:
+    """Why a deleted object is still there ("" when it is not being deleted): its
+    finalizers, and for a Kueue queue the workloads that still hold it."""
+    obj = live.extra.get("raw", {}).get(kind, {}).get(name) or {}
+    meta = obj.get("metadata") or {}
+    if not meta.get("deletionTimestamp"):
+        return ""
+    status = obj.get("status") or {}
+    counts = [
+        f"{status[field]} {field}"
+        for field in ("admittedWorkloads", "reservingWorkloads", "pendingWorkloads")
+        if status.get(field)
+    ]
+    return str(
+        _(
+            "Deleted, but still held by finalizer %(finalizers)s (%(workloads)s): it goes once "
+            "its workloads finish or are removed; Arbiter does not delete it again."
+        )
+        % {
+            "finalizers": ", ".join(meta.get("finalizers") or []) or "-",
+            "workloads": ", ".join(counts) or _("no workload counted"),
+        }
+    )
 
 
 def _owns(fields: Any, path: str) -> bool:

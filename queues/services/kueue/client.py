@@ -37,6 +37,7 @@ from .values import (
 )
 
 DEFAULT_NAMESPACE_TEMPLATE = "{project}"
+ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 COLLECTIONS = {
     NAMESPACE: "/api/v1/namespaces",
     PRIORITY_CLASS: "/apis/scheduling.k8s.io/v1/priorityclasses",
@@ -45,6 +46,8 @@ COLLECTIONS = {
     "Cohort": f"/apis/{GROUP}/{VERSION}/cohorts",
     "ClusterQueue": f"/apis/{GROUP}/{VERSION}/clusterqueues",
     LOCAL_QUEUE: f"/apis/{GROUP}/{VERSION}/localqueues",
+    "ValidatingAdmissionPolicy": f"{ADMISSION}/validatingadmissionpolicies",
+    "ValidatingAdmissionPolicyBinding": f"{ADMISSION}/validatingadmissionpolicybindings",
 }
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 

@@ -14,6 +14,7 @@ from governance.selectors import EffectiveProject, EffectiveQuota, EffectiveRule
 
 from ..backends import SchedulerError
 from .values import (
+    ADMISSION_POLICY,
     API_VERSIONS,
     CLUSTER_QUEUE,
     COHORT,
@@ -23,6 +24,7 @@ from .values import (
     MANAGED_BY_VALUE,
     NAMESPACE,
     NAMESPACE_NAME_LABEL,
+    POLICY_BINDING,
     PRIORITY_CLASS,
     RESOURCE_FLAVOR,
     REVISION_LABEL,
@@ -75,8 +77,24 @@ def namespace_for(template: str, *, project: str, pool: str) -> str:
         ) from error
 
 
+DEFAULT_LOCAL_QUEUE = "default"
+
+
 def cluster_queue_name(project: str, pool: str) -> str:
-    return f"{k8s_name(project)}.{k8s_name(pool)}"
+    """``<project>--<pool>``: no dots (Kueue copies the queue's name into label values of the
+    workloads' pods only when it is a valid label value); ``--`` never occurs in one slug."""
+    return f"{k8s_name(project)}--{k8s_name(pool)}"
+
+
+def fair_share_weight(quotas: list[EffectiveQuota]) -> str:
+    """The ClusterQueue's one weight: the quotas' weights averaged by their guarantees (all
+    alike when nothing is guaranteed), not their sum, which grew with the number of flavors."""
+    total = sum(q.guarantee for q in quotas)
+    if total:
+        value = sum(q.quota.fair_share_weight * q.guarantee for q in quotas) / total
+    else:
+        value = sum(q.quota.fair_share_weight for q in quotas) / len(quotas)
+    return f"{value:.3f}".rstrip("0").rstrip(".") or "0"
 
 
 def _metadata(name: str, source: str, revision: int | None, namespace: str = "") -> dict[str, Any]:
@@ -104,7 +122,10 @@ def tier_objects(tier: PriorityTier, revision: int | None) -> tuple[Manifest, Ma
         value=tier.scheduler_value,
         globalDefault=bool(tier.is_default),
         description=text,
-        preemptionPolicy="PreemptLowerPriority" if tier.may_preempt else "Never",
+        # Only Kueue preempts for quota: kube-scheduler never evicts for a pod of any tier. The
+        # tier order still reaches it through ``value`` (its queue order), and Kueue's
+        # preemption follows the WorkloadPriorityClass of the same value.
+        preemptionPolicy="Never",
     )
     workload_class = _object(
         WORKLOAD_PRIORITY_CLASS,
@@ -164,17 +185,17 @@ def _top_tier(
     return tiers.get(top.pk, top) if top is not None else None
 
 
-def preemption(
-    top: PriorityTier | None, *, forbidden: bool, guaranteed: bool, borrows: bool
-) -> dict[str, Any]:
+def preemption(top: PriorityTier | None, *, forbidden: bool, guaranteed: bool) -> dict[str, Any]:
     """Kueue preemption of one project's ClusterQueue.
 
     * ``withinClusterQueue``: the project's work of a higher tier preempts its own
       lower-tier work when its top tier may preempt; never when its class is forbidden.
     * ``reclaimWithinCohort``: a guarantee is given back when asked (``Any`` borrower is
       preempted); without a guarantee there is nothing to reclaim.
-    * ``borrowWithinCohort``: while borrowing, a tier that may preempt preempts work of the
-      tiers it may preempt (``maxPriorityThreshold`` = the highest of them).
+    * ``borrowWithinCohort``: ``Never``. Kueue runs with fair sharing on (the documented
+      configuration, deploy/k8s/kueue-config.yaml), and then ignores this field: preemption
+      while borrowing follows the fair-sharing strategies, and a priority threshold could
+      not name the victim tiers anyway (the plan lists may-preempt as not enforced).
     """
     may_preempt = bool(top is not None and top.may_preempt)
     result: dict[str, Any] = {
@@ -182,13 +203,92 @@ def preemption(
         "reclaimWithinCohort": "Any" if guaranteed else "Never",
         "borrowWithinCohort": {"policy": "Never"},
     }
-    victims = list(top.preemptible_tiers.all()) if may_preempt and top is not None else []
-    if victims and guaranteed and borrows:
-        result["borrowWithinCohort"] = {
-            "policy": "LowerPriority",
-            "maxPriorityThreshold": max(tier.scheduler_value for tier in victims),
-        }
     return result
+
+
+TIER_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+def tier_policy(
+    namespace: str,
+    *,
+    allowed: list[str],
+    own: str,
+    default: str,
+    source: str,
+    revision: int | None,
+) -> tuple[Manifest, Manifest]:
+    """A ValidatingAdmissionPolicy and its binding for one project namespace: its Jobs may
+    name only the tiers the project's effective rules allow (grants included: the sync
+    after a grant's expiry narrows the list again), as Kueue label and as pod
+    PriorityClass; a Job without a tier gets the cluster's default PriorityClass from
+    Kueue, so it is admitted only when that is the project's own tier, else refused with
+    the label to set."""
+    name = f"arbiter-tiers-{namespace}"
+    names = "[" + ", ".join(f"'{tier}'" for tier in allowed) + "]"
+    labels = "(has(object.metadata.labels) ? object.metadata.labels : {})"
+    has_tier = f"'{TIER_LABEL}' in {labels}"
+    pod = "object.spec.template.spec"
+    validations = [
+        {
+            "expression": f"!({has_tier}) || {labels}['{TIER_LABEL}'] in {names}",
+            "message": f"Arbiter: this project may use the tiers {', '.join(allowed)} only "
+            f"(label {TIER_LABEL}).",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": f"!has({pod}.priorityClassName) || {pod}.priorityClassName in {names}",
+            "message": f"Arbiter: this project may use the tiers {', '.join(allowed)} only "
+            "(priorityClassName).",
+            "reason": "Forbidden",
+        },
+    ]
+    if own != default:
+        validations.append(
+            {
+                "expression": f"{has_tier} || has({pod}.priorityClassName)",
+                "message": f"Arbiter: this project's tier is {own}, not the cluster default "
+                f"{default}: set the label {TIER_LABEL}={own}.",
+                "reason": "Invalid",
+            }
+        )
+    policy = _object(
+        ADMISSION_POLICY,
+        _metadata(name, source, revision),
+        spec={
+            "failurePolicy": "Fail",
+            # With the server's defaults spelled out: the field is compared as one value.
+            "matchConstraints": {
+                "matchPolicy": "Equivalent",
+                "namespaceSelector": {},
+                "objectSelector": {},
+                "resourceRules": [
+                    {
+                        "apiGroups": ["batch"],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["jobs"],
+                        "scope": "*",
+                    }
+                ],
+            },
+            "validations": validations,
+        },
+    )
+    binding = _object(
+        POLICY_BINDING,
+        _metadata(name, source, revision),
+        spec={
+            "policyName": name,
+            "validationActions": ["Deny"],
+            "matchResources": {
+                "matchPolicy": "Equivalent",
+                "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}},
+                "objectSelector": {},
+            },
+        },
+    )
+    return policy, binding
 
 
 def desired_objects(
@@ -235,6 +335,8 @@ def desired_objects(
     namespaces: dict[str, str] = {}
     queues: list[tuple[Manifest, str, dict[str, str]]] = []
     local_queues: list[tuple[Manifest, str]] = []
+    defaults: set[str] = set()
+    namespace_projects: dict[str, tuple[str, EffectiveProject]] = {}
     for tier in rules.tiers:
         priority_class, workload_class = tier_objects(tier, revision)
         out.add(priority_class, f"tier {tier.slug}")
@@ -264,12 +366,13 @@ def desired_objects(
                 guaranteed[quota.quota.flavor_id] += quota.guarantee
             namespace = namespace_for(namespace_template, project=slug, pool=pool.slug)
             namespaces.setdefault(namespace, f"project {slug}")
+            namespace_projects.setdefault(namespace, (slug, project))
             forbidden = any(q.preemption_class.kind == PreemptionKind.FORBIDDEN for q in quotas)
             amounts = []
             paths = {}
             for quota in sorted(quotas, key=lambda q: q.quota.flavor.slug):
                 limits: dict[str, Any] = {"nominalQuota": str(quota.guarantee)}
-                if forbidden:
+                if quota.preemption_class.kind == PreemptionKind.FORBIDDEN:
                     # Work that may never be preempted never runs on borrowed GPUs.
                     limits["borrowingLimit"] = "0"
                 elif quota.borrow_limit is not None:
@@ -283,9 +386,6 @@ def desired_objects(
                     + (" (changed by an active grant)" if quota.grants else "")
                 )
             guarantee = sum(q.guarantee for q in quotas)
-            borrows = not forbidden and any(
-                q.borrow_limit is None or q.borrow_limit > 0 for q in quotas
-            )
             name = cluster_queue_name(slug, pool.slug)
             source = f"quotas of project {slug} in pool {pool.slug}"
             queue = _object(
@@ -300,22 +400,31 @@ def desired_objects(
                         _top_tier(project, default, tiers_by_id),
                         forbidden=forbidden,
                         guaranteed=guarantee > 0,
-                        borrows=borrows,
                     ),
-                    "fairSharing": {"weight": str(sum(q.quota.fair_share_weight for q in quotas))},
+                    "fairSharing": {"weight": fair_share_weight(quotas)},
+                    # Kueue's default, set so that drift shows a queue someone holds or drains.
+                    "stopPolicy": "None",
                 },
             )
             queues.append((queue, source, paths))
-            local_queues.append(
-                (
-                    _object(
-                        LOCAL_QUEUE,
-                        _metadata(pool_name, source, revision, namespace=namespace),
-                        spec={"clusterQueue": name},
-                    ),
-                    source,
+            names = [pool_name]
+            if namespace not in defaults:
+                # The namespace's first pool (by slug) also takes the Jobs without a queue
+                # name: Kueue manages them (manageJobsWithoutQueueName) and its webhook gives
+                # them the LocalQueue "default" (LocalQueueDefaulting).
+                defaults.add(namespace)
+                names.append(DEFAULT_LOCAL_QUEUE)
+            for local_name in names:
+                local_queues.append(
+                    (
+                        _object(
+                            LOCAL_QUEUE,
+                            _metadata(local_name, source, revision, namespace=namespace),
+                            spec={"clusterQueue": name},
+                        ),
+                        source,
+                    )
                 )
-            )
         # What the pool holds beyond its projects' guarantees and its child pools (whose
         # cohorts count in its subtree) is the cohort's own, shared by all of them.
         children = [child for child in pools if child.parent_id == pool.pk]
@@ -341,6 +450,22 @@ def desired_objects(
             },
         )
 
+    for namespace, (slug, project) in sorted(namespace_projects.items()):
+        own = _top_tier(project, default, tiers_by_id)
+        allowed_slugs = {k8s_name(t.slug) for t in project.allowed_tiers}
+        if own is not None:
+            allowed_slugs.add(k8s_name(own.slug))
+        allowed = sorted(allowed_slugs)
+        source = f"tiers of project {slug}"
+        for manifest in tier_policy(
+            namespace,
+            allowed=allowed,
+            own=k8s_name(own.slug) if own else "",
+            default=k8s_name(default.slug) if default else "",
+            source=source,
+            revision=revision,
+        ):
+            out.add(manifest, source)
     for namespace, source in sorted(namespaces.items()):
         meta = _metadata(namespace, source, revision)
         meta["labels"][NAMESPACE_NAME_LABEL] = namespace

@@ -22,7 +22,6 @@ Every violation names the object, the field and the rule of Arbiter that produce
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -41,6 +40,7 @@ from ..backends import SchedulerError
 from .desired import DesiredObjects
 from .rules import RULES
 from .values import (
+    ADMISSION_POLICY,
     API_VERSIONS,
     CLUSTER_QUEUE,
     COHORT,
@@ -49,6 +49,7 @@ from .values import (
     LOCAL_QUEUE,
     NAMESPACE,
     NAMESPACED,
+    POLICY_BINDING,
     PRIORITY_CLASS,
     RESOURCE_FLAVOR,
     WORKLOAD_PRIORITY_CLASS,
@@ -236,6 +237,47 @@ NAMESPACE_SCHEMA: dict[str, Any] = {
         "metadata": {"type": "object"},
     },
 }
+# Arbiter's tier policies: only the fields it writes (the API server checks the CEL).
+ADMISSION_POLICY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": {
+            "type": "object",
+            "required": ["failurePolicy", "matchConstraints", "validations"],
+            "additionalProperties": False,
+            "properties": {
+                "failurePolicy": {"enum": ["Fail"]},
+                "matchConstraints": {"type": "object"},
+                "validations": {"type": "array", "minItems": 1},
+            },
+        },
+    },
+}
+POLICY_BINDING_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": {
+            "type": "object",
+            "required": ["policyName", "validationActions", "matchResources"],
+            "additionalProperties": False,
+            "properties": {
+                "policyName": {"type": "string"},
+                "validationActions": {"type": "array", "items": {"enum": ["Deny"]}},
+                "matchResources": {"type": "object"},
+            },
+        },
+    },
+}
 METADATA_FIELDS = {"name", "namespace", "labels", "annotations"}
 
 
@@ -248,25 +290,9 @@ def _validators(directory: str) -> dict[str, Any]:
     }
     result[PRIORITY_CLASS] = StrictValidator(PRIORITY_CLASS_SCHEMA)
     result[NAMESPACE] = StrictValidator(NAMESPACE_SCHEMA)
+    result[ADMISSION_POLICY] = StrictValidator(ADMISSION_POLICY_SCHEMA)
+    result[POLICY_BINDING] = StrictValidator(POLICY_BINDING_SCHEMA)
     return result
-
-
-def crd_for_server(crd: dict[str, Any]) -> dict[str, Any]:
-    """A CRD as an API server older than 1.25 takes it: without CEL rules (which it would
-    reject with "field not declared in schema"). The schema tier checks those rules."""
-    cleaned = copy.deepcopy(crd)
-
-    def strip(node: Any) -> None:
-        if isinstance(node, dict):
-            node.pop("x-kubernetes-validations", None)
-            for value in node.values():
-                strip(value)
-        elif isinstance(node, list):
-            for value in node:
-                strip(value)
-
-    strip(cleaned.get("spec", {}).get("versions", []))
-    return cleaned
 
 
 # --- validating ----------------------------------------------------------------------------------

@@ -28,6 +28,9 @@ RESOURCE_FLAVOR = "ResourceFlavor"
 COHORT = "Cohort"
 CLUSTER_QUEUE = "ClusterQueue"
 LOCAL_QUEUE = "LocalQueue"
+ADMISSION_POLICY = "ValidatingAdmissionPolicy"
+POLICY_BINDING = "ValidatingAdmissionPolicyBinding"
+ADMISSION_API = "admissionregistration.k8s.io/v1"
 # In the order they are created (a queue needs its cohort, flavors and namespace first);
 # deletes run in the reverse order.
 KINDS = (
@@ -38,6 +41,8 @@ KINDS = (
     COHORT,
     CLUSTER_QUEUE,
     LOCAL_QUEUE,
+    ADMISSION_POLICY,
+    POLICY_BINDING,
 )
 API_VERSIONS = {
     NAMESPACE: "v1",
@@ -47,6 +52,8 @@ API_VERSIONS = {
     COHORT: KUEUE_API,
     CLUSTER_QUEUE: KUEUE_API,
     LOCAL_QUEUE: KUEUE_API,
+    ADMISSION_POLICY: ADMISSION_API,
+    POLICY_BINDING: ADMISSION_API,
 }
 NAMESPACED = {LOCAL_QUEUE}
 # Kinds Arbiter never deletes: a namespace holds the teams' own workloads.
@@ -66,7 +73,17 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 # Leaves of these names are quantities; these paths end in a map or list kept as one value.
 QUANTITY_FIELDS = {"nominalQuota", "borrowingLimit", "lendingLimit", "weight"}
-ATOMIC_FIELDS = {"nodeLabels", "nodeTaints", "tolerations", "namespaceSelector", "coveredResources"}
+ATOMIC_FIELDS = {
+    "nodeLabels",
+    "nodeTaints",
+    "tolerations",
+    "namespaceSelector",
+    "coveredResources",
+    "matchConstraints",
+    "matchResources",
+    "validations",
+    "validationActions",
+}
 OPTIONAL_LIMITS = ("borrowingLimit", "lendingLimit")
 # Top-level optional fields (``""`` when absent) per kind.
 OPTIONAL_SPEC = {

@@ -1,141 +1,205 @@
-"""A realistic 90-day workload history for the demo organisation, through the ingest path.
+"""The demo organisation's job history, produced by the replay engine under its own rules.
 
-Daily load cycles (more submissions in working hours), a deadline burst every two weeks,
-waits of every category (with a few long waiters each), preemptions with requeues, and some
-jobs still waiting now. Deterministic per calendar day (the job ids carry the date and the
-random numbers are seeded by it), so running it again on the same day stores nothing new and
-on a later day adds only the missing days.
+A generated workload (``queues.replay.workload``: a working-day cycle, quieter weekends, each
+project asking for about its guarantee — some a little less, some more —, most work at the
+project's tier and a fifth one tier lower, sizes within the tier's per-job cap, log-normal
+run times, a few users who give up after waiting hours) is replayed through
+``queues.replay`` under the demo's effective rules with their grants as periods
+(``queues.replay.adapt.rules_timeline``), up to now. Its starts, waits with their reasons,
+preemptions and requeues, ends and cancellations become events fed through ``events_ingest``,
+so the reviews show tiers ordered as configured, service following guarantees and preemptions
+only where the classes allow; jobs are running and waiting at the moment the demo starts.
+
+Two kinds of wait the rules do not cause are added as they happen on real clusters: a few
+jobs waiting on another job (``Dependency``) and on a constraint no node has
+(``BadConstraints``), submitted in the last hours.
+
+Deterministic and idempotent: the history starts at the first demo job already stored (else
+``days`` ago), the workload's random numbers are seeded by that day and the simulation is
+causal, so running it again stores nothing twice and on a later day adds what happened since.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import random
-from datetime import date, datetime, time, timedelta
+import zlib
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.db.models import Min
 from django.utils import timezone
 
-from governance.models import GpuFlavor, PriorityTier, Project, Quota
-from queues.models import EventKind, JobState
+from governance.models import GpuFlavor, PriorityTier, Project
+from queues.models import EventKind, JobState, WorkloadJob
+from queues.replay import Job, Rules, replay
+from queues.replay.adapt import rules_timeline
+from queues.replay.rules import FORBIDDEN
+from queues.replay.workload import ProjectLoad, generate
 
 from .ingest import IngestResult, JobEvent, events_ingest
 
 SOURCE = "demo"
-REASONS = [
-    ("Resources", 40),
-    ("Priority", 25),
-    ("QOSGrpGRES", 15),
-    ("AssocGrpGRES", 6),
-    ("Dependency", 8),
-    ("ReqNodeNotAvail", 3),
-    ("BadConstraints", 1),
-    ("JobHeldUser", 2),
-]
-NOW_WAITING = ["Resources", "QOSGrpGRES", "Priority", "Dependency", "BadConstraints"]
+PREFIX = "demo-"
+SIZES = {1.0: 2.0, 2.0: 3.0, 4.0: 3.0, 8.0: 2.0}
+MEDIAN_MINUTES = 300.0
+SIGMA = 0.9
+LOWER_SHARE = 0.2  # of a project's work sent one tier below its own
+GIVE_UP = (0.03, 3 * 3600.0)  # share of jobs whose user cancels them, and after how long
+FAILED = 0.03
+NOT_THE_RULES = [("Dependency", 2), ("BadConstraints", 1)]
 
 
-def _next(job: str, suffix: str, moment: datetime, kind: EventKind, **extra: Any) -> JobEvent:
+def _demand(project: str) -> float:
+    """How much of its guarantee a project asks for, on average (0.7-1.3, fixed per name)."""
+    return 0.7 + 0.15 * (zlib.crc32(project.encode()) % 5)
+
+
+def _loads(rules: Rules) -> list[ProjectLoad]:
+    by_score = sorted(rules.tiers, key=lambda tier: -tier.score)
+    classes = {cls.slug: cls for cls in rules.classes}
+    loads = []
+    for quota in rules.quotas:
+        if quota.guarantee <= 0:
+            continue
+        top = rules.tier(rules.project_tiers.get(quota.project) or rules.default_tier)
+        below = next((tier for tier in by_score if tier.score < top.score), None)
+        cls = classes.get(quota.preemption_class)
+        never = cls is not None and cls.kind == FORBIDDEN
+        # Never-preempt work (serving) never borrows: it keeps headroom in its guarantee.
+        target = quota.guarantee * (0.5 if never else _demand(quota.project))
+        for tier, share in ((top, 1 - LOWER_SHARE), (below, LOWER_SHARE)):
+            if tier is None:
+                continue
+            cap = min(
+                tier.max_gpus_per_job or math.inf, quota.guarantee + (quota.borrow_limit or 0)
+            )
+            if never:
+                cap = min(cap, max(1.0, quota.guarantee / 4))
+            sizes = {size: weight for size, weight in SIZES.items() if size <= cap} or {1.0: 1.0}
+            load = ProjectLoad(
+                quota.project, tier.slug, quota.flavor, 1.0, sizes, MEDIAN_MINUTES, SIGMA
+            )
+            rate = target * share / (load.mean_gpus() * load.mean_hours())
+            loads.append(dataclasses.replace(load, jobs_per_hour=rate, users=3))
+    return loads
+
+
+def _workload(rules: Rules, *, start: datetime, now: datetime) -> list[Job]:
+    seed = start.date().toordinal()
+    days = (now - start).total_seconds() / 86400
+    jobs: list[Job] = []
+    for n, load in enumerate(_loads(rules)):
+        prefix = f"{PREFIX}{load.flavor.replace('/', '.')}-{n}"
+        jobs += generate([load], start=start.timestamp(), days=days, seed=seed, prefix=prefix)
+    rng = random.Random(seed)
+    share, after = GIVE_UP
+    return [
+        dataclasses.replace(job, patience=after) if rng.random() < share else job
+        for job in sorted(jobs, key=lambda job: (job.arrival, job.name))
+    ]
+
+
+def _event(job: str, suffix: str, at: float, kind: EventKind, **extra: Any) -> JobEvent:
     return JobEvent(
-        source=SOURCE, event_id=f"{job}:{suffix}", job_id=job, time=moment, kind=kind, **extra
+        source=SOURCE,
+        event_id=f"{job}:{suffix}",
+        job_id=job,
+        time=datetime.fromtimestamp(at, tz=UTC),
+        kind=kind,
+        **extra,
     )
 
 
-def _day_events(
-    day: date, project: Project, tier: PriorityTier | None, flavor: GpuFlavor, jobs: int
-) -> list[JobEvent]:
-    rng = random.Random(f"{day.isoformat()}:{project.slug}")
-    burst = day.toordinal() % 14 in (12, 13)  # two days before a fortnightly deadline
-    count = jobs * (3 if burst else 1) // (2 if day.weekday() >= 5 else 1)
-    reasons, weights = zip(*REASONS, strict=True)
-    zone = timezone.get_current_timezone()
-    now = timezone.now()
-    events = []
-    for n in range(count):
-        hour = min(23, max(0, int(rng.gauss(14, 4))))  # the working-day cycle
-        submit = timezone.make_aware(datetime.combine(day, time(hour, rng.randint(0, 59))), zone)
-        job = f"{day:%Y%m%d}-{project.slug}-{n}"
-        reason = rng.choices(reasons, weights)[0]
-        wait = rng.expovariate(1 / (1800 if burst else 600))
-        if rng.random() < 0.02:  # a long waiter
-            wait += rng.uniform(3, 10) * 3600
-        run = rng.uniform(0.5, 12) * 3600
-        head = {
-            "scheduler": "slurm",
-            "project": project,
-            "tier": tier,
-            "flavor": flavor,
-            "gpus": rng.choice((1, 1, 2, 4, 8)),
-            "user_name": f"{project.slug}-user{rng.randint(1, 4)}",
-            "constraints": "nvlink" if reason == "BadConstraints" else "",
-        }
-        start = submit + timedelta(seconds=wait)
-        events += [
-            _next(job, "s", submit, EventKind.SUBMITTED, **head),
-            _next(job, "p", submit + timedelta(seconds=1), EventKind.PENDING, reason=reason),
-        ]
-        if start > now:
-            continue
-        if reason == "BadConstraints" or rng.random() < 0.03:  # gave up waiting
-            events.append(_next(job, "c", start, EventKind.ENDED, state=JobState.CANCELLED))
-            continue
-        events.append(_next(job, "r", start, EventKind.STARTED))
-        end = start + timedelta(seconds=run)
-        if rng.random() < 0.05:  # preempted part-way, requeued, waits again, runs again
-            cut = start + timedelta(seconds=run / 3)
-            again = cut + timedelta(seconds=rng.expovariate(1 / 900))
-            events += [
-                _next(job, "x", cut, EventKind.PREEMPTED, reason="Preempted"),
-                _next(job, "q", cut, EventKind.REQUEUED),
-                _next(job, "p2", cut + timedelta(seconds=1), EventKind.PENDING, reason="Priority"),
-                _next(job, "r2", again, EventKind.STARTED),
-            ]
-            end = again + timedelta(seconds=run)
-        if end < now:
-            state = JobState.FAILED if rng.random() < 0.04 else JobState.COMPLETED
-            events.append(_next(job, "e", end, EventKind.ENDED, state=state))
-    return events
-
-
-def _waiting_now(
-    project: Project, tier: PriorityTier | None, flavor: GpuFlavor, today: date
-) -> list[JobEvent]:
-    """A job of each category still waiting, submitted today."""
-    events = []
-    now = timezone.now()
-    for n, reason in enumerate(NOW_WAITING):
-        job = f"{today:%Y%m%d}-{project.slug}-waiting-{n}"
-        submit = now - timedelta(minutes=15 + 20 * n)
-        head = {
-            "scheduler": "slurm",
-            "project": project,
-            "tier": tier,
-            "flavor": flavor,
-            "gpus": 4,
-            "constraints": "nvlink" if reason == "BadConstraints" else "",
-        }
-        events += [
-            _next(job, "s", submit, EventKind.SUBMITTED, **head),
-            _next(job, "p", submit + timedelta(seconds=1), EventKind.PENDING, reason=reason),
-        ]
-    return events
-
-
-def demo_workload_seed(
-    *, days: int = 90, jobs_per_day: int = 12, today: date | None = None
-) -> IngestResult:
-    """Feed the demo organisation's history through ``events_ingest`` (idempotent)."""
-    today = today or timezone.localdate()
-    quotas = Quota.objects.select_related("project", "project__tier", "flavor").order_by("pk")
-    default = PriorityTier.objects.filter(is_default=True).first()
-    seen: set[int] = set()
+def _history_events(rules_start: datetime, now: datetime) -> list[JobEvent]:
+    timeline = rules_timeline(start=rules_start, end=now)
+    jobs = _workload(timeline[0][1], start=rules_start, now=now)
+    result = replay(jobs, timeline, until=now.timestamp())
+    projects = {project.slug: project for project in Project.objects.all()}
+    tiers = {tier.slug: tier for tier in PriorityTier.objects.all()}
+    flavors = {flavor.slug: flavor for flavor in GpuFlavor.objects.all()}
+    reasons: dict[int, list[tuple[float, str]]] = {}
+    for j, since, token in result.reasons:
+        reasons.setdefault(j, []).append((since, token))
+    runs: dict[int, list[tuple[float, float]]] = {}
+    for j, start, end in result.runs:
+        runs.setdefault(j, []).append((start, end))
+    horizon = now.timestamp()
     events: list[JobEvent] = []
-    for quota in quotas:
-        if quota.project_id in seen:
+    for j, job in enumerate(jobs):
+        if job.arrival > horizon:
             continue
-        seen.add(quota.project_id)
-        tier = quota.project.tier or default
-        for offset in range(days, 0, -1):
-            day = today - timedelta(days=offset)
-            events += _day_events(day, quota.project, tier, quota.flavor, jobs_per_day)
-        events += _waiting_now(quota.project, tier, quota.flavor, today)
-    return events_ingest(events=events)
+        name = job.name
+        head = {
+            "scheduler": "slurm",
+            "project": projects[job.project],
+            "tier": tiers.get(result.tiers[j]),
+            "flavor": flavors[job.flavor.split("/", 1)[1]],
+            "gpus": int(job.gpus),
+            "user_name": job.user,
+        }
+        events.append(_event(name, "s", job.arrival, EventKind.SUBMITTED, **head))
+        its_runs = sorted(runs.get(j, []))
+        starts = [start for start, _ in its_runs]
+        for k, (since, token) in enumerate(reasons.get(j, [])):
+            if not token:
+                continue
+            at = since + 1 if since == job.arrival else since  # after the submission
+            if any(since <= start <= at for start in starts):
+                continue
+            events.append(_event(name, f"p{k}", at, EventKind.PENDING, reason=token))
+        for k, (start, end) in enumerate(its_runs):
+            events.append(_event(name, f"r{k}", start, EventKind.STARTED))
+            if k < len(its_runs) - 1:  # preempted, requeued
+                events.append(_event(name, f"x{k}", end, EventKind.PREEMPTED, reason="Preempted"))
+                events.append(_event(name, f"q{k}", end, EventKind.REQUEUED))
+        if not math.isnan(result.end[j]):
+            failed = zlib.crc32(name.encode()) % 1000 < FAILED * 1000
+            state = JobState.FAILED if failed else JobState.COMPLETED
+            events.append(_event(name, "e", result.end[j], EventKind.ENDED, state=state))
+        elif j in result.cancelled:
+            at = result.cancelled[j]
+            events.append(_event(name, "c", at, EventKind.ENDED, state=JobState.CANCELLED))
+    return events
+
+
+def _not_the_rules(now: datetime) -> list[JobEvent]:
+    """A few jobs waiting on what no rule decides: another job, a constraint no node has."""
+    quota_owner = Project.objects.filter(quotas__isnull=False).order_by("slug").first()
+    if quota_owner is None:
+        return []
+    quota = quota_owner.quotas.select_related("flavor").order_by("pk").first()
+    assert quota is not None
+    events = []
+    for reason, count in NOT_THE_RULES:
+        for n in range(count):
+            job = f"{PREFIX}{now:%Y%m%d}-{reason.lower()}-{n}"
+            submit = (now - timedelta(minutes=20 + 40 * n)).timestamp()
+            head = {
+                "scheduler": "slurm",
+                "project": quota_owner,
+                "tier": quota_owner.tier,
+                "flavor": quota.flavor,
+                "gpus": 4,
+                "constraints": "nvlink" if reason == "BadConstraints" else "",
+            }
+            events += [
+                _event(job, "s", submit, EventKind.SUBMITTED, **head),
+                _event(job, "p", submit + 1, EventKind.PENDING, reason=reason),
+            ]
+    return events
+
+
+def demo_workload_seed(*, days: int = 90, now: datetime | None = None) -> IngestResult:
+    """Feed the demo organisation's replayed history through ``events_ingest`` (idempotent)."""
+    # Up to the hour: running it again within the hour stores nothing new.
+    now = (now or timezone.now()).replace(minute=0, second=0, microsecond=0)
+    first = WorkloadJob.objects.filter(source=SOURCE, job_id__startswith=PREFIX).aggregate(
+        first=Min("submitted_at")
+    )["first"]
+    start = now - timedelta(days=days)
+    if first is not None and first < start + timedelta(days=1):
+        start = first  # the history already stored: extend the same simulation
+    start = start.replace(hour=0, minute=0, second=0, microsecond=0)
+    return events_ingest(events=_history_events(start, now) + _not_the_rules(now))

@@ -1,0 +1,246 @@
+"""The replay engine (``queues.replay``) on small scenarios whose outcome is worked out by hand."""
+
+import math
+
+import pytest
+
+from queues.replay import ClassRule, Job, QuotaRule, Rules, TierRule, replay
+from queues.replay.engine import REASON_CATEGORY
+from queues.replay.workload import ProjectLoad, generate, mean_gpu_hours_per_hour
+from queues.services.workload.classify import classify_slurm
+
+F = "main/h100"
+MIN = 60.0
+
+TIERS = (
+    TierRule("prod", 90, may_preempt=True, preemptible=frozenset({"explore"})),
+    TierRule("key", 70),
+    TierRule("regular", 50, aging_after=10 * MIN, aging_step=10, aging_cap=65),
+    TierRule("explore", 10),
+)
+CLASSES = (
+    ClassRule("allowed"),
+    ClassRule("ckpt", checkpoint_interval=10 * MIN),
+    ClassRule("cautious", "cautious", min_runtime=30 * MIN, max_per_day=1),
+    ClassRule("never", "forbidden"),
+)
+
+
+def rules(*quotas: QuotaRule, capacity: float = 8, **extra: object) -> Rules:
+    values: dict[str, object] = {
+        "capacity": {F: capacity},
+        "tiers": TIERS,
+        "classes": CLASSES,
+        "quotas": quotas,
+        "project_tiers": {"a": "prod", "b": "key", "c": "regular", "e": "explore"},
+        "default_tier": "regular",
+        "default_class": "allowed",
+    }
+    values.update(extra)
+    return Rules(**values)  # type: ignore[arg-type]
+
+
+def job(name: str, at: float, gpus: float, minutes: float, project: str, tier: str = "") -> Job:
+    return Job(name, at * MIN, gpus, F, minutes * MIN, project, tier, user=f"{project}-u")
+
+
+def starts(result) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    return {j.name: s / MIN for j, s in zip(result.jobs, result.start, strict=True)}
+
+
+def reasons(result, name: str) -> list[tuple[float, str]]:  # type: ignore[no-untyped-def]
+    index = [j.name for j in result.jobs].index(name)
+    return [(since / MIN, token) for since, token in result.reasons_of(index)]
+
+
+def test_every_reason_token_is_in_the_evidence_category_the_classifier_gives():
+    for token, category in REASON_CATEGORY.items():
+        assert classify_slurm(token).category == category, token
+
+
+def test_a_higher_tier_starts_first_when_gpus_free_up():
+    jobs = [
+        job("fill", 0, 8, 60, "c"),
+        job("low", 1, 8, 10, "e"),
+        job("high", 2, 8, 10, "b"),
+    ]
+    result = replay(jobs, [(0, rules())])
+    assert starts(result) == {"fill": 0, "high": 60, "low": 70}
+    assert reasons(result, "low") == [
+        (1, "Resources"),
+        (2, "Priority"),
+        (60, "Resources"),
+        (70, ""),
+    ]
+    assert reasons(result, "high")[0] == (2, "Resources")
+
+
+def test_aging_raises_a_waiting_job_up_to_its_cap_and_no_further():
+    # "old" (regular, 50) waits: 100 would pass "key" (70) by then, but the cap is 65.
+    jobs = [job("fill", 0, 8, 60, "e"), job("old", 1, 8, 10, "c"), job("key", 30, 8, 10, "b")]
+    result = replay(jobs, [(0, rules())])
+    assert starts(result)["key"] == 60 and starts(result)["old"] == 70
+    # With a cap above "key" it would have got there first (older arrival breaks the tie).
+    aged = tuple(
+        TierRule("regular", 50, aging_after=10 * MIN, aging_step=10, aging_cap=80)
+        if t.slug == "regular"
+        else t
+        for t in TIERS
+    )
+    result = replay(jobs, [(0, rules(tiers=aged))])
+    assert starts(result)["old"] == 60 and starts(result)["key"] == 70
+
+
+def test_caps_hold_jobs_back_with_their_quota_reasons():
+    tiers = (
+        TierRule("prod", 90),
+        TierRule("key", 70, max_gpus_per_job=4),
+        TierRule("regular", 50, max_gpus_total=3),
+        TierRule("explore", 10, max_gpus_per_user=2),
+    )
+    quotas = (QuotaRule("a", F, 2, borrow_limit=1),)
+    jobs = [
+        job("too-big", 0, 5, 10, "b"),  # above the per-job cap: never starts
+        job("r1", 0, 2, 30, "c"),
+        job("r2", 0, 2, 30, "c"),  # tier total 3: waits for r1
+        job("u1", 0, 2, 30, "e"),
+        job("u2", 0, 1, 30, "e"),  # per-user 2: waits for u1
+        job("a1", 0, 2, 30, "a"),
+        job("a2", 0, 2, 30, "a"),  # project maximum 3: waits for a1
+    ]
+    result = replay(jobs, [(0, rules(*quotas, capacity=100, tiers=tiers))])
+    got = starts(result)
+    assert math.isnan(got["too-big"])
+    assert reasons(result, "too-big") == [(0, "QOSMaxGRESPerJob")]
+    assert got == pytest.approx(
+        {"too-big": math.nan, "r1": 0, "r2": 30, "u1": 0, "u2": 30, "a1": 0, "a2": 30},
+        nan_ok=True,
+    )
+    assert reasons(result, "r2")[0] == (0, "QOSGrpGRES")
+    assert reasons(result, "u2")[0] == (0, "QOSMaxGRESPerUser")
+    assert reasons(result, "a2")[0] == (0, "AssocGrpGRES")
+
+
+def test_a_guarantee_is_reclaimed_after_its_grace_and_the_borrower_requeued():
+    quotas = (
+        QuotaRule("c", F, 4, reclaim_grace=15 * MIN, preemption_class="ckpt"),
+        QuotaRule("e", F, 4, preemption_class="ckpt"),
+    )
+    # "e" borrows c's idle guarantee; c then asks for it back.
+    jobs = [job("borrow", 0, 8, 60, "e"), job("owner", 20, 4, 10, "c")]
+    result = replay(jobs, [(0, rules(*quotas))])
+    assert starts(result) == {"borrow": 0, "owner": 35}
+    assert reasons(result, "owner") == [(20, "Resources"), (35, "")]
+    assert result.preemptions == [1, 0]
+    assert result.preempted_by == [(0, 1, 35 * MIN, "reclaim")]
+    # Ran 35 minutes with a checkpoint every 10: 5 minutes of 8 GPUs lost.
+    assert result.lost_gpu_seconds[0] == pytest.approx(5 * MIN * 8)
+    # Restarted when the owner finished, with the 30 minutes it had left (+ 5 lost).
+    assert result.end[0] / MIN == pytest.approx(45 + 30)
+
+
+def test_never_preempt_work_never_borrows_and_is_never_preempted():
+    quotas = (
+        QuotaRule("e", F, 4, preemption_class="never"),
+        QuotaRule("a", F, 4, preemption_class="allowed"),
+    )
+    jobs = [job("e1", 0, 4, 60, "e"), job("e2", 0, 4, 60, "e"), job("a1", 5, 8, 10, "a")]
+    result = replay(jobs, [(0, rules(*quotas))])
+    # e2 would borrow a's idle guarantee: never-preempt work may not.
+    assert reasons(result, "e2")[0] == (0, "AccountingPolicy")
+    # prod may preempt explore, but e1 is never-preempt: a1 waits for it, then for e2,
+    # which runs within its guarantee and so goes first.
+    assert starts(result) == {"e1": 0, "e2": 60, "a1": 120}
+    assert result.preemptions == [0, 0, 0]
+
+
+def test_cautious_work_is_preempted_only_after_its_minimum_runtime_and_daily_maximum():
+    quotas = (QuotaRule("e", F, 0, preemption_class="cautious"), QuotaRule("a", F, 8))
+    jobs = [
+        job("e1", 0, 8, 600, "e"),
+        job("a1", 10, 8, 10, "a"),  # e1 has run 10 of its 30 protected minutes
+        job("a2", 50, 8, 10, "a"),  # e1 already preempted once today: waits for it
+    ]
+    result = replay(jobs, [(0, rules(*quotas))])
+    got = starts(result)
+    assert got["a1"] == 30  # reclaim (grace 0) waits for the minimum runtime
+    assert result.preemptions[0] == 1
+    assert got["a2"] > 60 * 10  # behind e1, which may not be preempted twice a day
+
+
+def test_lending_limits_hold_idle_gpus_for_their_owner():
+    quotas = (QuotaRule("a", F, 6, lending_limit=2), QuotaRule("e", F, 2))
+    jobs = [job("e1", 0, 4, 10, "e"), job("e2", 0, 2, 10, "e")]
+    result = replay(jobs, [(0, rules(*quotas))])
+    assert starts(result) == {"e1": 0, "e2": 10}
+    assert reasons(result, "e2")[0] == (0, "AccountingPolicy")
+    # a: 6 GPUs idle all the time, 2 of them lent for 10 minutes.
+    assert result.borrowed_gpu_seconds[("e", F)] == pytest.approx(2 * 10 * MIN)
+    assert result.idle_gpu_seconds[F] == pytest.approx((4 * 10 + 6 * 10) * MIN)
+
+
+def test_a_grant_raises_a_named_job_only_inside_its_window():
+    base = rules()
+    granted = rules(job_tiers={"late": "prod"})
+    jobs = [job("fill", 0, 8, 30, "c"), job("early", 1, 8, 10, "b"), job("late", 2, 8, 10, "e")]
+    window = [(0.0, base), (20 * MIN, granted), (100 * MIN, base)]
+    result = replay(jobs, window)
+    assert starts(result) == {"fill": 0, "late": 30, "early": 40}
+    assert result.tiers[2] == "prod"
+    outside = [(0.0, base), (40 * MIN, granted)]
+    assert starts(replay(jobs, outside)) == {"fill": 0, "early": 30, "late": 40}
+
+
+def test_tier_preemption_picks_the_lowest_tier_and_youngest_first():
+    quotas = (QuotaRule("e", F, 0), QuotaRule("a", F, 4))
+    jobs = [
+        job("old", 0, 4, 100, "e"),
+        job("young", 5, 4, 100, "e"),
+        job("urgent", 10, 4, 10, "a"),
+    ]
+    result = replay(jobs, [(0, rules(*quotas))])
+    assert result.preemptions == [0, 1, 0]
+    assert starts(result)["urgent"] == 10
+    assert result.preempted_by[0][3] in {"tier", "reclaim"}
+
+
+def test_the_replay_is_deterministic_and_refuses_bad_input():
+    loads = [
+        ProjectLoad("a", "prod", F, 2, {1.0: 1, 2.0: 1}, 30),
+        ProjectLoad("e", "explore", F, 6, {0.5: 1, 1.0: 1}, 60),
+    ]
+    jobs = generate(loads, start=0, days=2, seed=3)
+    assert jobs == generate(loads, start=0, days=2, seed=3)
+    assert mean_gpu_hours_per_hour(loads) > 0
+    one = replay(jobs, [(0, rules(capacity=4))])
+    two = replay(jobs, [(0, rules(capacity=4))])
+    assert one.start == two.start and one.reasons == two.reasons
+    with pytest.raises(ValueError, match="unknown flavor"):
+        replay([Job("x", 0, 1, "other", 1, "a")], [(0, rules())])
+    with pytest.raises(ValueError, match="GPUs > 0"):
+        replay([Job("x", 0, 0, F, 1, "a")], [(0, rules())])
+    with pytest.raises(ValueError, match="unknown class"):
+        replay([], [(0, rules(QuotaRule("a", F, 1, preemption_class="nope")))])
+    with pytest.raises(ValueError, match="time order"):
+        replay([], [(10, rules()), (0, rules())])
+
+
+def test_a_replay_stopped_at_a_moment_leaves_jobs_running_and_waiting():
+    jobs = [job("run", 0, 8, 60, "c"), job("wait", 1, 8, 60, "c"), job("later", 90, 1, 1, "c")]
+    result = replay(jobs, [(0, rules())], until=30 * MIN)
+    assert starts(result)["run"] == 0 and math.isnan(result.end[0])
+    assert math.isnan(result.start[1]) and result.reasons_of(1) == [(1 * MIN, "Resources")]
+    assert result.runs == [(0, 0.0, 30 * MIN)]
+    assert result.used_gpu_seconds[("c", F)] == pytest.approx(8 * 30 * MIN)
+
+
+def test_a_user_gives_up_on_a_job_that_waits_past_its_patience():
+    jobs = [
+        job("run", 0, 8, 60, "c"),
+        Job("gives-up", 1 * MIN, 8, F, 10 * MIN, "c", patience=30 * MIN),
+        Job("patient", 2 * MIN, 8, F, 10 * MIN, "c", patience=90 * MIN),
+    ]
+    result = replay(jobs, [(0, rules())])
+    assert result.cancelled == {1: 31 * MIN}
+    assert math.isnan(result.start[1]) and math.isnan(result.end[1])
+    assert starts(result)["patient"] == 60
