@@ -475,7 +475,7 @@ ARBITER_SLURM_TIMEOUT = int(os.environ.get("ARBITER_SLURM_TIMEOUT", "60"))
 ARBITER_SLURM_SUBMIT_TABLE_TTL = int(os.environ.get("ARBITER_SLURM_SUBMIT_TABLE_TTL", "900"))
 # Kubernetes/Kueue clusters: the directory whose files (a bearer token or a kubeconfig) a
 # cluster's settings may name, the Kueue CRDs generated objects are validated against
-# (empty: the Kueue v0.19 CRDs shipped in queues/kueue_crds), and each API call's timeout.
+# (empty: the Kueue v0.17.0 CRDs shipped in queues/kueue_crds), and each API call's timeout.
 ARBITER_KUBE_CREDENTIALS_DIR = os.environ.get("ARBITER_KUBE_CREDENTIALS_DIR", "")
 ARBITER_KUEUE_CRDS_DIR = os.environ.get("ARBITER_KUEUE_CRDS_DIR", "")
 ARBITER_KUBE_TIMEOUT = int(os.environ.get("ARBITER_KUBE_TIMEOUT", "30"))

@@ -371,6 +371,17 @@ def _no_api_throttling(settings):
 
 
 @pytest.fixture(autouse=True)
+def _default_language():
+    """Every test starts and ends in the default language: a test that renders in Chinese (a
+    command, a mail, a thread of the live server) leaves no Chinese behind for the next."""
+    from django.utils import translation
+
+    translation.deactivate()
+    yield
+    translation.deactivate()
+
+
+@pytest.fixture(autouse=True)
 def _placement_cache_clear():
     """Placement keeps the compiled rules per process; each test starts from its own rules
     (a rolled-back test database may give the next test the same history ids)."""

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.utils import translation
 
 T = TypeVar("T")
 _SNAPSHOT_ID = re.compile(r"[0-9A-F]+-[0-9A-F]+(-[0-9]+)?")
@@ -283,9 +284,11 @@ def run_all(
     if not _SNAPSHOT_ID.fullmatch(snapshot):
         raise ValueError(f"Unexpected snapshot id {snapshot!r}.")
 
+    language = translation.get_language()  # the threads speak the caller's language
+
     def run(task: Callable[[], T]) -> T:
         try:
-            with transaction.atomic():
+            with translation.override(language), transaction.atomic():
                 with connection.cursor() as cursor:
                     cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                     # A utility statement takes no parameters: the id is checked above.
