@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -34,6 +35,7 @@ from governance.models import GrantKind, PriorityTier, Project, Quota, Terms
 from queues import services
 from queues.models import SyncStatus
 from queues.services.kueue import KubeClient, KueueBackend
+from queues.services.sync import enforcement_for
 from queues.services.workload.classify import classify
 from tests.conftest import REASON
 
@@ -181,6 +183,7 @@ def truth(org, kube, tmp_path):
     assert run.status == SyncStatus.SUCCEEDED, run.error
     lab = Cluster(client, {p: f"t{run_id}-{p}" for p in ("vision", "nlp", "serving")}, sync)
     lab.cluster = cluster
+    lab.template = template
     yield lab
     lab.cleanup()
     client.close()
@@ -442,3 +445,54 @@ def test_a_job_naming_no_tier_gets_its_projects_tier_and_a_grant_raises_it(truth
         print("\nJobs naming no tier (project nlp, own tier exploratory, cluster default regular)")
         for name, asked, stored, workload, value in table:
             print(f"  {name:<14} asked {asked:<8} label {stored:<12} workload {workload} ({value})")
+
+
+def test_api_discovery_tells_served_kinds_from_others(truth):
+    """The lab serves MutatingAdmissionPolicy (admissionregistration.k8s.io/v1beta1, enabled by
+    deploy/k8s/up.sh); discovery answers no for a group version the server does not serve
+    (v1alpha1: 404) and for a resource its served group version does not list."""
+    client = truth.client
+    assert client.serves("MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")
+    assert client.serves("ValidatingAdmissionPolicy", "ClusterQueue")
+    group = "/apis/admissionregistration.k8s.io"
+    assert not client.discover(f"{group}/v1alpha1/mutatingadmissionpolicies")
+    assert not client.discover(f"{group}/v1beta1/no-such-resources")
+
+
+def test_where_mutating_policies_are_not_served_a_job_naming_no_tier_is_refused(truth, org):
+    """The fallback, as a sync compiles it when discovery says the server does not serve
+    MutatingAdmissionPolicy (the backend is told so here: the lab serves it): no mutating
+    policy, and the validating one refuses a tier-less Job whose project's tier (nlp:
+    exploratory) is not the cluster default, naming the label to set."""
+    nlp = Project.objects.get(slug="nlp")
+    exploratory = PriorityTier.objects.get(slug="exploratory")
+    rules.project_update(project=nlp, user=org.ops, reason=REASON, data={"tier": exploratory})
+    connection = replace(truth.client.connection, namespace_template=truth.template)
+    backend = KueueBackend(connection=connection, mutating=False)
+    run = services.sync_now(cluster=truth.cluster, user=org.ops, backend=backend)
+    assert run.status == SyncStatus.SUCCEEDED, run.error
+    # The earlier sync's mutating policies stay (a backend that believes the kind is not
+    # served neither lists nor prunes it): removed by hand, as they would not exist there.
+    for kind in ("MutatingAdmissionPolicyBinding", "MutatingAdmissionPolicy"):
+        for namespace in truth.ns.values():
+            truth.client.delete(kind, f"arbiter-tiers-{namespace}")
+    enforced = enforcement_for(cluster=truth.cluster, backend=backend, at=timezone.now())
+    detail = next(row["detail"] for row in enforced if row["rule"].startswith("nlp: tiers"))
+    assert "does not serve MutatingAdmissionPolicy" in detail
+
+    def refused() -> bool:
+        status, _body = truth.client.request(
+            "POST", JOBS.format(ns=truth.ns["nlp"]), query=[("dryRun", "All")], body=job("x", 1)
+        )
+        return status == 422  # the validation's reason Invalid
+
+    truth.wait(refused, timeout=30)  # once the server has reloaded its policies
+    status, message = truth.submit("nlp", job("no-tier", 1))
+    assert status == 422, message
+    assert (
+        "this project's tier is exploratory, not the cluster default regular: set the label "
+        "kueue.x-k8s.io/priority-class=exploratory"
+    ) in message
+    assert truth.submit("nlp", job("named", 1, tier="exploratory"))[0] == 201
+    # vision's tier is the cluster default, which Kueue gives a Job naming none: admitted.
+    assert truth.submit("vision", job("no-tier", 1))[0] == 201

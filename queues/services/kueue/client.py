@@ -254,12 +254,16 @@ class KubeClient:
         return f"{COLLECTIONS[kind]}/{name}"
 
     def serves(self, *kinds: str) -> bool:
-        """API discovery: whether the server serves every one of ``kinds`` (one call per
-        group version, whose resource list must name each collection). MutatingAdmission
-        Policy, for one, is served only where it is enabled."""
+        """API discovery: whether the server serves every one of ``kinds``.
+        MutatingAdmissionPolicy, for one, is served only where it is enabled."""
+        return self.discover(*(COLLECTIONS[kind] for kind in kinds))
+
+    def discover(self, *collections: str) -> bool:
+        """Whether the server serves every one of these collection paths: one call per group
+        version, whose resource list must name each of them (404: not served at all)."""
         wanted: dict[str, set[str]] = {}
-        for kind in kinds:
-            group_version, _sep, resource = COLLECTIONS[kind].rpartition("/")
+        for collection in collections:
+            group_version, _sep, resource = collection.rpartition("/")
             wanted.setdefault(group_version, set()).add(resource)
         for group_version, resources in wanted.items():
             status, body = self.request("GET", group_version)
