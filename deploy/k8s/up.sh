@@ -5,16 +5,19 @@
 #   deploy/k8s/up.sh        build the binaries if not cached (deploy/k8s/build.sh), start, wait
 #
 # For Arbiter's Kueue sync and truth tests and benchmark: etcd, kube-apiserver (with
-# ValidatingAdmissionPolicy, GA since 1.30) and Kueue, which runs outside the cluster with a
-# kubeconfig and the configuration in deploy/k8s/kueue-config.yaml. No controller manager,
-# scheduler or kubelet: Jobs stay suspended and Kueue admits, borrows, reclaims and preempts
-# on their Workload objects. A fresh etcd each start; a CA and certificates made with openssl
-# (the API server's, and the one of Kueue's webhook server, which the API server calls at
-# https://127.0.0.1:<webhook port> through webhook configurations generated from the Kueue
-# module's own); a static bearer token in group system:masters. Kueue's CRDs (all of them,
-# from the module) are installed before Kueue starts. It writes into the state directory:
-# ca.crt, token, kubeconfig, and `env` (KUBE_API_SERVER, KUBE_CA_FILE, KUBE_TOKEN_FILE,
-# KUBECONFIG, KUEUE_VERSION), and prints the same lines. Stop it with deploy/k8s/down.sh.
+# ValidatingAdmissionPolicy, GA since 1.30, and MutatingAdmissionPolicy, admissionregistration
+# .k8s.io/v1beta1 in 1.34 and 1.35, off by default: feature gate MutatingAdmissionPolicy,
+# runtime-config admissionregistration.k8s.io/v1beta1, admission plugin of the same name) and
+# Kueue, which runs outside the cluster with a kubeconfig and the configuration in
+# deploy/k8s/kueue-config.yaml. No controller manager, scheduler or kubelet: Jobs stay
+# suspended and Kueue admits, borrows, reclaims and preempts on their Workload objects. A fresh
+# etcd each start; a CA and certificates made with openssl (the API server's, and the one of
+# Kueue's webhook server, which the API server calls at https://127.0.0.1:<webhook port>
+# through webhook configurations generated from the Kueue module's own); a static bearer token
+# in group system:masters. Kueue's CRDs (all of them, from the module) are installed before
+# Kueue starts. It writes into the state directory: ca.crt, token, kubeconfig, and `env`
+# (KUBE_API_SERVER, KUBE_CA_FILE, KUBE_TOKEN_FILE, KUBECONFIG, KUEUE_VERSION), and prints the
+# same lines. Stop it with deploy/k8s/down.sh.
 # Idempotent: a lab that already answers (API server and Kueue) is reused.
 #
 # Environment (all optional):
@@ -132,7 +135,9 @@ setsid "$BIN" --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
     --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-cluster-ip-range 10.96.0.0/24 \
-    --enable-admission-plugins NamespaceLifecycle,ServiceAccount,DefaultStorageClass,MutatingAdmissionWebhook,ValidatingAdmissionPolicy,ValidatingAdmissionWebhook,ResourceQuota \
+    --feature-gates MutatingAdmissionPolicy=true \
+    --runtime-config admissionregistration.k8s.io/v1beta1=true \
+    --enable-admission-plugins NamespaceLifecycle,ServiceAccount,DefaultStorageClass,MutatingAdmissionPolicy,MutatingAdmissionWebhook,ValidatingAdmissionPolicy,ValidatingAdmissionWebhook,ResourceQuota \
     >"$STATE_DIR/log/apiserver.log" 2>&1 </dev/null &
 echo $! >"$STATE_DIR/apiserver.pid"
 for ((i = 0; i < TIMEOUT; i++)); do

@@ -94,7 +94,9 @@ def sync_export(*, cluster: Cluster, directory: str, at: datetime | None = None)
     target = Path(directory)
     if not target.is_dir():
         raise SchedulerError(_("The export directory %(dir)s does not exist.") % {"dir": directory})
-    backend = KueueBackend(connection=KueueConnection.from_cluster(cluster))
+    # Written for a server that serves MutatingAdmissionPolicy (Kubernetes 1.34+ with it
+    # enabled): Jobs without a tier get their project's tier.
+    backend = KueueBackend(connection=KueueConnection.from_cluster(cluster), mutating=True)
     desired_state_for(cluster=cluster, backend=backend, at=at or timezone.now())
     if backend.objects is None:
         raise SchedulerError(_("Nothing was compiled for %(cluster)s.") % {"cluster": cluster})

@@ -410,7 +410,11 @@ def kube(kube_server, tmp_path, settings) -> KubeServer:
         "PriorityClass",
         "ValidatingAdmissionPolicyBinding",
         "ValidatingAdmissionPolicy",
+        "MutatingAdmissionPolicyBinding",
+        "MutatingAdmissionPolicy",
     ):
+        if not client.serves(kind):
+            continue
         for item in client.list(kind):
             meta = item["metadata"]
             if kind == "PriorityClass" and meta["name"].startswith("system-"):

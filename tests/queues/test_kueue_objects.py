@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from governance import services as rules
 from governance.models import GrantKind, Terms
+from governance.selectors import effective_rules
 from queues import services
 from queues.services.kueue import KueueBackend, KueueConnection
 from queues.services.kueue.backend import _owners
@@ -30,8 +31,12 @@ from queues.services.sync import enforcement_for
 from tests.conftest import REASON
 
 
-def compile_org(org, template="{project}"):
-    backend = KueueBackend(connection=KueueConnection(namespace_template=template))
+def compile_org(org, template="{project}", mutating=True):
+    """Compiled for a server that serves MutatingAdmissionPolicy (``mutating``) or not: no
+    server is asked here."""
+    backend = KueueBackend(
+        connection=KueueConnection(namespace_template=template), mutating=mutating
+    )
     state = services.desired_state_for(cluster=org.cluster, backend=backend, at=timezone.now())
     by_kind = {}
     for manifest in backend.objects.manifests:
@@ -84,13 +89,15 @@ def test_every_rule_becomes_its_kueue_object(org):
         "Namespace",
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
+        "MutatingAdmissionPolicy",
+        "MutatingAdmissionPolicyBinding",
     }
-    # Per project namespace a tier policy: the tiers its effective rules allow; vision has
-    # the default tier and may leave the label out, serving (production) must name it.
+    # Per project namespace a tier policy: the tiers its effective rules allow (by label and
+    # by priorityClassName), and nothing more: a Job naming none is given its project's tier.
     serving_policy = objs["ValidatingAdmissionPolicy"]["arbiter-tiers-serving"]["spec"]
     rules_of = [v["expression"] for v in serving_policy["validations"]]
     assert rules_of[0].endswith("in ['exploratory', 'production', 'regular']")
-    assert len(rules_of) == 3
+    assert len(rules_of) == 2
     vision_policy = objs["ValidatingAdmissionPolicy"]["arbiter-tiers-vision"]["spec"]
     assert vision_policy["validations"][0]["expression"].endswith("in ['exploratory', 'regular']")
     assert len(vision_policy["validations"]) == 2
@@ -98,6 +105,45 @@ def test_every_rule_becomes_its_kueue_object(org):
     assert binding["matchResources"]["namespaceSelector"] == {
         "matchLabels": {"kubernetes.io/metadata.name": "serving"}
     }
+    # The mutating policy: a Job created naming no tier gets its project's own tier (serving
+    # production, vision the default regular), never the cluster's default.
+    label = "kueue.x-k8s.io/priority-class"
+    for namespace, tier in (("serving", "production"), ("vision", "regular")):
+        mutating = objs["MutatingAdmissionPolicy"][f"arbiter-tiers-{namespace}"]
+        assert mutating["apiVersion"] == "admissionregistration.k8s.io/v1beta1"
+        spec = mutating["spec"]
+        assert spec["matchConstraints"]["resourceRules"][0]["operations"] == ["CREATE"]
+        assert spec["matchConditions"] == [
+            {
+                "name": "names-no-tier",
+                "expression": f"!('{label}' in (has(object.metadata.labels) ? "
+                "object.metadata.labels : {})) && "
+                "!has(object.spec.template.spec.priorityClassName)",
+            }
+        ]
+        assert spec["mutations"] == [
+            {
+                "patchType": "ApplyConfiguration",
+                "applyConfiguration": {
+                    "expression": "Object{metadata: Object.metadata{labels: "
+                    f"{{'{label}': '{tier}'}}}}}}"
+                },
+            }
+        ]
+        assert spec["reinvocationPolicy"] == "Never"
+        mutating_binding = objs["MutatingAdmissionPolicyBinding"][f"arbiter-tiers-{namespace}"]
+        assert mutating_binding["spec"] == {
+            "policyName": f"arbiter-tiers-{namespace}",
+            "matchResources": {
+                "matchPolicy": "Equivalent",
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "objectSelector": {},
+            },
+        }
+        assert mutating["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "arbiter"
+        assert mutating["metadata"]["annotations"] == {
+            "arbiter.governance/source": f"tiers of project {namespace}"
+        }
     # Tiers: both priority classes, the default one global; kube-scheduler never preempts
     # (only Kueue does, for quota), even for a tier that may preempt.
     assert objs["PriorityClass"]["production"]["value"] == 950
@@ -235,7 +281,66 @@ def test_an_active_grant_changes_the_queue_it_touches_and_expiry_reverts_it(org)
     }
     assert changed == {path}
     # After the grant's end the same rules compile to the objects of before.
-    backend = KueueBackend(connection=KueueConnection())
+    backend = KueueBackend(connection=KueueConnection(), mutating=True)
+    after = services.desired_state_for(
+        cluster=org.cluster, backend=backend, at=now + timedelta(hours=3)
+    )
+    assert after == before
+
+
+def test_without_mutating_admission_policy_a_job_naming_no_tier_is_refused_instead(org):
+    """The fallback for a server that does not serve MutatingAdmissionPolicy: no mutating
+    policy; a Job naming no tier gets the cluster default from Kueue, so it is refused where
+    that is not the project's tier (serving) and admitted where it is (vision)."""
+    org.project("vision", guarantee=8)
+    org.project("serving", guarantee=4, tier=org.production)
+    _b, _state, objs = compile_org(org, mutating=False)
+    assert "MutatingAdmissionPolicy" not in objs
+    assert "MutatingAdmissionPolicyBinding" not in objs
+    serving = objs["ValidatingAdmissionPolicy"]["arbiter-tiers-serving"]["spec"]["validations"]
+    assert len(serving) == 3
+    assert serving[2]["message"] == (
+        "Arbiter: this project's tier is production, not the cluster default regular: set "
+        "the label kueue.x-k8s.io/priority-class=production."
+    )
+    vision = objs["ValidatingAdmissionPolicy"]["arbiter-tiers-vision"]["spec"]["validations"]
+    assert len(vision) == 2
+    rows = KueueBackend(connection=KueueConnection(), mutating=False).rule_enforcement(
+        rules=effective_rules(at=timezone.now()), pools=[org.pool]
+    )
+    detail = next(row["detail"] for row in rows if row["rule"].startswith("serving: tiers"))
+    assert "does not serve MutatingAdmissionPolicy" in detail
+
+
+def test_a_tier_grant_raises_the_tier_a_job_naming_none_gets_and_expiry_lowers_it(org):
+    project, _quota = org.project("vision", guarantee=8)
+    now = timezone.now()
+    expression = "MutatingAdmissionPolicy", "arbiter-tiers-vision"
+
+    def given(state):
+        return state[expression[0]][expression[1]]["spec.mutations"]
+
+    _b, before, _o = compile_org(org)
+    assert "'regular'" in given(before)
+    rules.grant_create(
+        user=org.ops,
+        reason=REASON,
+        project=project,
+        terms=Terms(
+            kind=GrantKind.PRIORITY_UPGRADE,
+            tier=org.production,
+            starts_at=now - timedelta(minutes=1),
+            ends_at=now + timedelta(hours=2),
+        ),
+    )
+    _b, during, _o = compile_org(org)
+    assert "'production'" in given(during)
+    rows = KueueBackend(connection=KueueConnection(), mutating=True).rule_enforcement(
+        rules=effective_rules(at=now), pools=[org.pool]
+    )
+    detail = next(row["detail"] for row in rows if row["rule"].startswith("vision: tiers"))
+    assert "kueue.x-k8s.io/priority-class=production" in detail
+    backend = KueueBackend(connection=KueueConnection(), mutating=True)
     after = services.desired_state_for(
         cluster=org.cluster, backend=backend, at=now + timedelta(hours=3)
     )
@@ -479,7 +584,7 @@ def test_the_plan_shows_per_rule_how_kueue_enforces_it_never_an_empty_list(org):
     )
     org.project("vision", guarantee=8, borrow=4, lending=2, preemption_class=cautious)
     org.project("serving", guarantee=4, preemption_class=org.forbidden, tier=org.production)
-    backend = KueueBackend(connection=KueueConnection())
+    backend = KueueBackend(connection=KueueConnection(), mutating=True)
     rows = enforcement_for(cluster=org.cluster, backend=backend, at=timezone.now())
     how = {row["rule"]: (row["how"], row["detail"]) for row in rows}
     assert how["Tier Production: priority"][0] == "native"

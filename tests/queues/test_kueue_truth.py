@@ -13,7 +13,9 @@ One pool "truth" of 8 A100 GPUs (nothing left over for its cohort), three projec
 * nlp: guarantee 2, borrow 0 (it reclaims what vision borrowed);
 * serving: guarantee 2, class *forbidden* (never preempted: so it never borrows).
 
-The combinations are printed as a table (``-s`` shows it; CI logs it).
+The combinations are printed as a table (``-s`` shows it; CI logs it). A Job naming no tier
+gets its project's effective tier, grants included, from Arbiter's MutatingAdmissionPolicy
+(the lab's API server serves it; see deploy/k8s/up.sh).
 """
 
 from __future__ import annotations
@@ -21,15 +23,19 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from governance import services as rules
-from governance.models import Project, Quota
+from governance.models import GrantKind, PriorityTier, Project, Quota, Terms
 from queues import services
 from queues.models import SyncStatus
 from queues.services.kueue import KubeClient, KueueBackend
+from queues.services.sync import enforcement_for
 from queues.services.workload.classify import classify
 from tests.conftest import REASON
 
@@ -177,6 +183,7 @@ def truth(org, kube, tmp_path):
     assert run.status == SyncStatus.SUCCEEDED, run.error
     lab = Cluster(client, {p: f"t{run_id}-{p}" for p in ("vision", "nlp", "serving")}, sync)
     lab.cluster = cluster
+    lab.template = template
     yield lab
     lab.cleanup()
     client.close()
@@ -349,3 +356,143 @@ def test_a_stop_policy_set_by_hand_on_a_governed_queue_is_drift(truth):
     assert found == [
         ("vision--truth", "spec.stopPolicy [owned by kubectl-edit (Update)]", "None", "Hold")
     ]
+
+
+def test_a_job_naming_no_tier_gets_its_projects_tier_and_a_grant_raises_it(truth, org, capsys):
+    """No global default for a Job naming no tier: Arbiter's MutatingAdmissionPolicy gives it
+    its project's effective tier (grants included) as Kueue's priority-class label, so that
+    Kueue's Workload has that WorkloadPriorityClass; the sync after the grant ends lowers it
+    again. nlp's own tier is exploratory, not the cluster default regular."""
+    label = "kueue.x-k8s.io/priority-class"
+    assert truth.client.serves("MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")
+    nlp = Project.objects.get(slug="nlp")
+    exploratory = PriorityTier.objects.get(slug="exploratory")
+    rules.project_update(project=nlp, user=org.ops, reason=REASON, data={"tier": exploratory})
+    assert truth.sync().status == SyncStatus.SUCCEEDED
+    table: list[tuple[str, str, str, str, int]] = []
+
+    def submitted(name: str, tier: str = "") -> tuple[str, str, int]:
+        """The Job's tier label as stored, and its Workload's priority class and value."""
+        status, message = truth.submit("nlp", job(name, 1, tier=tier))
+        assert status == 201, message
+        path = f"{JOBS.format(ns=truth.ns['nlp'])}/{name}"
+        stored = truth.client.request("GET", path)[1]["metadata"].get("labels", {})
+        truth.wait(lambda: name in truth.workloads("nlp"))
+        spec = truth.workloads("nlp")[name]["spec"]
+        ref = spec.get("priorityClassRef") or {}
+        assert (ref.get("group"), ref.get("kind")) == ("kueue.x-k8s.io", "WorkloadPriorityClass")
+        found = (stored.get(label, ""), ref.get("name", ""), spec.get("priority"))
+        table.append((name, tier or "-", *found))
+        return found
+
+    def loaded(tier: str) -> None:
+        """Wait until the API server acts on the synced policy (it reloads admission policies
+        about once a second): a server dry run of a Job naming no tier gets ``tier``."""
+
+        def given() -> str:
+            status, body = truth.client.request(
+                "POST",
+                JOBS.format(ns=truth.ns["nlp"]),
+                query=[("dryRun", "All")],
+                body=job("probe", 1),
+            )
+            assert status == 201, body
+            return str(body["metadata"].get("labels", {}).get(label, ""))
+
+        truth.wait(lambda: given() == tier, timeout=30)
+
+    loaded("exploratory")
+    assert submitted("no-tier") == ("exploratory", "exploratory", exploratory.scheduler_value)
+    # The validating policy still checks a tier the Job names: regular is above nlp's.
+    status, message = truth.submit("nlp", job("named-regular", 1, tier="regular"))
+    assert status == 403 and "may use the tiers exploratory only" in message, message
+    table.append(("named-regular", "regular", "refused", "-", 0))
+    # A grant raises nlp to production, ending a few seconds from now; after the sync a Job
+    # naming no tier gets production.
+    ends = timezone.now() + timedelta(seconds=20)
+    rules.grant_create(
+        user=org.ops,
+        reason=REASON,
+        project=nlp,
+        terms=Terms(
+            kind=GrantKind.PRIORITY_UPGRADE,
+            tier=org.production,
+            starts_at=timezone.now() - timedelta(minutes=1),
+            ends_at=ends,
+        ),
+    )
+    assert truth.sync().status == SyncStatus.SUCCEEDED
+    loaded("production")
+    assert submitted("granted") == ("production", "production", org.production.scheduler_value)
+    # A Job naming a tier the grant allows keeps it: the mutation touches tier-less Jobs only.
+    assert submitted("granted-named", "regular") == (
+        "regular",
+        "regular",
+        org.regular.scheduler_value,
+    )
+    # The grant expires; the next sync gives tier-less Jobs nlp's own tier again.
+    time.sleep(max((ends - timezone.now()).total_seconds(), 0) + 1)
+    rules.grants_transition()
+    assert truth.sync().status == SyncStatus.SUCCEEDED
+    loaded("exploratory")
+    assert submitted("after-expiry") == (
+        "exploratory",
+        "exploratory",
+        exploratory.scheduler_value,
+    )
+
+    with capsys.disabled():
+        print("\nJobs naming no tier (project nlp, own tier exploratory, cluster default regular)")
+        for name, asked, stored, workload, value in table:
+            print(f"  {name:<14} asked {asked:<8} label {stored:<12} workload {workload} ({value})")
+
+
+def test_api_discovery_tells_served_kinds_from_others(truth):
+    """The lab serves MutatingAdmissionPolicy (admissionregistration.k8s.io/v1beta1, enabled by
+    deploy/k8s/up.sh); discovery answers no for a group version the server does not serve
+    (v1alpha1: 404) and for a resource its served group version does not list."""
+    client = truth.client
+    assert client.serves("MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")
+    assert client.serves("ValidatingAdmissionPolicy", "ClusterQueue")
+    group = "/apis/admissionregistration.k8s.io"
+    assert not client.discover(f"{group}/v1alpha1/mutatingadmissionpolicies")
+    assert not client.discover(f"{group}/v1beta1/no-such-resources")
+
+
+def test_where_mutating_policies_are_not_served_a_job_naming_no_tier_is_refused(truth, org):
+    """The fallback, as a sync compiles it when discovery says the server does not serve
+    MutatingAdmissionPolicy (the backend is told so here: the lab serves it): no mutating
+    policy, and the validating one refuses a tier-less Job whose project's tier (nlp:
+    exploratory) is not the cluster default, naming the label to set."""
+    nlp = Project.objects.get(slug="nlp")
+    exploratory = PriorityTier.objects.get(slug="exploratory")
+    rules.project_update(project=nlp, user=org.ops, reason=REASON, data={"tier": exploratory})
+    connection = replace(truth.client.connection, namespace_template=truth.template)
+    backend = KueueBackend(connection=connection, mutating=False)
+    run = services.sync_now(cluster=truth.cluster, user=org.ops, backend=backend)
+    assert run.status == SyncStatus.SUCCEEDED, run.error
+    # The earlier sync's mutating policies stay (a backend that believes the kind is not
+    # served neither lists nor prunes it): removed by hand, as they would not exist there.
+    for kind in ("MutatingAdmissionPolicyBinding", "MutatingAdmissionPolicy"):
+        for namespace in truth.ns.values():
+            truth.client.delete(kind, f"arbiter-tiers-{namespace}")
+    enforced = enforcement_for(cluster=truth.cluster, backend=backend, at=timezone.now())
+    detail = next(row["detail"] for row in enforced if row["rule"].startswith("nlp: tiers"))
+    assert "does not serve MutatingAdmissionPolicy" in detail
+
+    def refused() -> bool:
+        status, _body = truth.client.request(
+            "POST", JOBS.format(ns=truth.ns["nlp"]), query=[("dryRun", "All")], body=job("x", 1)
+        )
+        return status == 422  # the validation's reason Invalid
+
+    truth.wait(refused, timeout=30)  # once the server has reloaded its policies
+    status, message = truth.submit("nlp", job("no-tier", 1))
+    assert status == 422, message
+    assert (
+        "this project's tier is exploratory, not the cluster default regular: set the label "
+        "kueue.x-k8s.io/priority-class=exploratory"
+    ) in message
+    assert truth.submit("nlp", job("named", 1, tier="exploratory"))[0] == 201
+    # vision's tier is the cluster default, which Kueue gives a Job naming none: admitted.
+    assert truth.submit("vision", job("no-tier", 1))[0] == 201

@@ -89,7 +89,8 @@ def test_a_sync_applies_the_objects_and_a_resync_writes_nothing(org, kube, tmp_p
     assert again.status == SyncStatus.SUCCEEDED, again.error
     assert writes_of(again) == set()
     assert again.result["writes"] == 0
-    assert backend.calls == 9  # one list per kind, no dry run, no write
+    # One discovery (is MutatingAdmissionPolicy served?), one list per kind, no dry run, no write.
+    assert backend.calls == 1 + 11
 
 
 def test_a_quota_change_changes_exactly_that_field(org, kube, tmp_path):
@@ -174,6 +175,8 @@ def test_a_deleted_projects_queues_are_pruned_and_hand_made_objects_left_alone(o
         ("LocalQueue", "gone/default"),
         ("ValidatingAdmissionPolicy", "arbiter-tiers-gone"),
         ("ValidatingAdmissionPolicyBinding", "arbiter-tiers-gone"),
+        ("MutatingAdmissionPolicy", "arbiter-tiers-gone"),
+        ("MutatingAdmissionPolicyBinding", "arbiter-tiers-gone"),
     }
     # Kueue removes its resource-in-use finalizer from an unused queue a moment later.
     deadline = time.monotonic() + 60
@@ -329,6 +332,8 @@ def test_the_demo_export_is_accepted_by_a_server_dry_run(ops, kube, tmp_path):
         "LocalQueue",
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
+        "MutatingAdmissionPolicy",
+        "MutatingAdmissionPolicyBinding",
     }
     client = KubeClient(kube.connection(tmp_path))
     # A namespaced object's dry run needs its namespace to exist: namespaces are created

@@ -33,8 +33,15 @@ What Arbiter generates (names are slugs lowercased, ``_`` as ``-``):
 * per project namespace a ``ValidatingAdmissionPolicy`` and its binding
   ``arbiter-tiers-<namespace>`` (``desired.tier_policy``): Jobs there may name only the
   tiers the project's effective rules allow (grants included), by label
-  ``kueue.x-k8s.io/priority-class`` or ``priorityClassName``, and must name one unless the
-  project's tier is the cluster default (which Kueue gives a Job naming none).
+  ``kueue.x-k8s.io/priority-class`` or ``priorityClassName``; and a
+  ``MutatingAdmissionPolicy`` (``admissionregistration.k8s.io/v1beta1``) with its binding of
+  the same name: a Job created there naming no tier (neither) gets the label
+  ``kueue.x-k8s.io/priority-class=<the project's effective tier>`` (grants included), not the
+  cluster's default. Kubernetes 1.34 and 1.35 serve that kind only when enabled (feature gate
+  and runtime-config, see deploy/k8s/up.sh); the backend asks the server (API discovery), and
+  where it is not served the fallback is the validating policy refusing a Job that names no
+  tier unless the project's tier is the cluster default (which Kueue gives such a Job). The
+  plan's enforcement table says which of the two holds.
 
 How Kueue enforces each rule, or that it does not and why, is the per-rule table of
 ``enforcement`` shown in every plan and dry run.

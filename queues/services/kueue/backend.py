@@ -32,6 +32,8 @@ from .values import (
     FIELD_MANAGER,
     GROUP,
     KINDS,
+    MUTATING_BINDING,
+    MUTATING_POLICY,
     NAMESPACE,
     NEVER_PRUNED,
     PRIORITY_CLASS,
@@ -54,8 +56,11 @@ class KueueBackend:
         client: KubeClient | None = None,
         force_conflicts: bool = False,
         crds_dir: Path | None = None,
+        mutating: bool | None = None,
     ) -> None:
         self.connection = connection
+        # Whether the server serves MutatingAdmissionPolicy (None: ask it, once).
+        self._mutating = mutating
         self.client = client or KubeClient(connection)
         self.force_conflicts = force_conflicts
         self.crds_dir = crds_dir
@@ -70,6 +75,18 @@ class KueueBackend:
         return self.client.calls
 
     # -- read --
+
+    @property
+    def mutating(self) -> bool:
+        """Whether the API server serves MutatingAdmissionPolicy (discovery, asked once): then
+        a Job without a tier gets its project's tier, else it is refused unless the project's
+        tier is the cluster default (``desired.tier_policy``)."""
+        if self._mutating is None:
+            self._mutating = self.client.serves(MUTATING_POLICY, MUTATING_BINDING)
+        return self._mutating
+
+    def served(self, kind: str) -> bool:
+        return kind not in (MUTATING_POLICY, MUTATING_BINDING) or self.mutating
 
     def check_connection(self) -> tuple[str, list[str]]:
         """ "Check now": the API server's version, and the Kueue resources it serves (an empty
@@ -102,6 +119,8 @@ class KueueBackend:
             objects[kind] = {}
             managed[kind] = set()
             raw[kind] = {}
+            if not self.served(kind):
+                continue
             for item in self.client.list(kind):
                 item.setdefault("kind", kind)
                 meta = item.get("metadata") or {}
@@ -122,15 +141,27 @@ class KueueBackend:
         capacities: dict[tuple[int, int], int],
         revision: int | None,
     ) -> DesiredObjects:
-        """The validated manifests (``KueueValidationError`` names each broken rule)."""
-        objects = desired_objects(
-            rules=rules,
-            pools=pools,
-            capacities=capacities,
-            namespace_template=self.connection.namespace_template,
-            revision=revision,
-        )
-        validate_or_raise(objects, self.crds_dir)
+        """The validated manifests (``KueueValidationError`` names each broken rule).
+
+        Validated before the server is asked anything: rendered first as for a server that
+        serves MutatingAdmissionPolicy, then, if discovery says it does not, again with the
+        fallback tier policies (they differ in those only)."""
+
+        def render(mutating: bool) -> DesiredObjects:
+            objects = desired_objects(
+                rules=rules,
+                pools=pools,
+                capacities=capacities,
+                namespace_template=self.connection.namespace_template,
+                revision=revision,
+                mutating=mutating,
+            )
+            validate_or_raise(objects, self.crds_dir)
+            return objects
+
+        objects = render(self._mutating is not False)
+        if not self.mutating:
+            objects = render(False)
         self.objects = objects
         return objects
 
@@ -427,7 +458,7 @@ class KueueBackend:
         self, *, rules: EffectiveRules, pools: Iterable[Pool]
     ) -> list[dict[str, str]]:
         """Per rule, natively enforced by Kueue or not (``kueue.enforcement``)."""
-        return rule_enforcement(rules=rules, pools=pools)
+        return rule_enforcement(rules=rules, pools=pools, mutating=self.mutating)
 
     def config_lines(self, *, rules: EffectiveRules) -> list[str]:
         return []

@@ -4,8 +4,9 @@
 bundle, a credentials file (a bearer token or a kubeconfig) named inside the deployer's
 allow-listed directory ``ARBITER_KUBE_CREDENTIALS_DIR``, and the rule that names a project's
 namespace. ``KubeClient`` makes the few calls the sync needs with the official
-``kubernetes`` client's ``ApiClient``: list, server-side apply (field manager ``arbiter``,
-optionally as a server dry run or forcing conflicts) and delete, counting calls and writes.
+``kubernetes`` client's ``ApiClient``: API discovery of kinds, list, server-side apply (field
+manager ``arbiter``, optionally as a server dry run or forcing conflicts) and delete, counting
+calls and writes.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from .values import (
     FIELD_MANAGER,
     GROUP,
     LOCAL_QUEUE,
+    MUTATING_API,
+    MUTATING_BINDING,
+    MUTATING_POLICY,
     NAMESPACE,
     NAMESPACED,
     PRIORITY_CLASS,
@@ -48,6 +52,8 @@ COLLECTIONS = {
     LOCAL_QUEUE: f"/apis/{GROUP}/{VERSION}/localqueues",
     "ValidatingAdmissionPolicy": f"{ADMISSION}/validatingadmissionpolicies",
     "ValidatingAdmissionPolicyBinding": f"{ADMISSION}/validatingadmissionpolicybindings",
+    MUTATING_POLICY: f"/apis/{MUTATING_API}/mutatingadmissionpolicies",
+    MUTATING_BINDING: f"/apis/{MUTATING_API}/mutatingadmissionpolicybindings",
 }
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
@@ -246,6 +252,31 @@ class KubeClient:
         if kind in NAMESPACED:
             return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/localqueues/{name}"
         return f"{COLLECTIONS[kind]}/{name}"
+
+    def serves(self, *kinds: str) -> bool:
+        """API discovery: whether the server serves every one of ``kinds``.
+        MutatingAdmissionPolicy, for one, is served only where it is enabled."""
+        return self.discover(*(COLLECTIONS[kind] for kind in kinds))
+
+    def discover(self, *collections: str) -> bool:
+        """Whether the server serves every one of these collection paths: one call per group
+        version, whose resource list must name each of them (404: not served at all)."""
+        wanted: dict[str, set[str]] = {}
+        for collection in collections:
+            group_version, _sep, resource = collection.rpartition("/")
+            wanted.setdefault(group_version, set()).add(resource)
+        for group_version, resources in wanted.items():
+            status, body = self.request("GET", group_version)
+            if status == 404:
+                return False
+            if status != 200:
+                raise SchedulerError(
+                    _("API discovery of %(path)s failed (%(status)s): %(msg)s")
+                    % {"path": group_version, "status": status, "msg": body.get("message", "")}
+                )
+            if not resources <= {item.get("name") for item in body.get("resources") or []}:
+                return False
+        return True
 
     def list(self, kind: str) -> list[dict[str, Any]]:
         status, body = self.request("GET", COLLECTIONS[kind])

@@ -22,6 +22,8 @@ from .values import (
     LOCAL_QUEUE,
     MANAGED_BY,
     MANAGED_BY_VALUE,
+    MUTATING_BINDING,
+    MUTATING_POLICY,
     NAMESPACE,
     NAMESPACE_NAME_LABEL,
     POLICY_BINDING,
@@ -209,6 +211,32 @@ def preemption(top: PriorityTier | None, *, forbidden: bool, guaranteed: bool) -
 TIER_LABEL = "kueue.x-k8s.io/priority-class"
 
 
+def _job_rules(operations: list[str]) -> dict[str, Any]:
+    # With the server's defaults spelled out: the field is compared as one value.
+    return {
+        "matchPolicy": "Equivalent",
+        "namespaceSelector": {},
+        "objectSelector": {},
+        "resourceRules": [
+            {
+                "apiGroups": ["batch"],
+                "apiVersions": ["v1"],
+                "operations": operations,
+                "resources": ["jobs"],
+                "scope": "*",
+            }
+        ],
+    }
+
+
+def _in_namespace(namespace: str) -> dict[str, Any]:
+    return {
+        "matchPolicy": "Equivalent",
+        "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}},
+        "objectSelector": {},
+    }
+
+
 def tier_policy(
     namespace: str,
     *,
@@ -217,13 +245,22 @@ def tier_policy(
     default: str,
     source: str,
     revision: int | None,
-) -> tuple[Manifest, Manifest]:
-    """A ValidatingAdmissionPolicy and its binding for one project namespace: its Jobs may
-    name only the tiers the project's effective rules allow (grants included: the sync
-    after a grant's expiry narrows the list again), as Kueue label and as pod
-    PriorityClass; a Job without a tier gets the cluster's default PriorityClass from
-    Kueue, so it is admitted only when that is the project's own tier, else refused with
-    the label to set."""
+    mutating: bool = True,
+) -> list[Manifest]:
+    """The tier policies of one project namespace (``arbiter-tiers-<namespace>``).
+
+    * A ValidatingAdmissionPolicy and its binding: its Jobs may name only the tiers the
+      project's effective rules allow (grants included: the sync after a grant's expiry
+      narrows the list again), as Kueue label and as pod PriorityClass.
+    * With ``mutating`` (the server serves MutatingAdmissionPolicy): a
+      MutatingAdmissionPolicy and its binding that give a Job created without a tier (no
+      label ``kueue.x-k8s.io/priority-class``, no ``priorityClassName``) the label of the
+      project's effective tier ``own`` (grants included, so the sync after a grant's expiry
+      lowers it again), never the cluster's default.
+    * Without it (an older server), the fallback: a Job naming no tier gets the cluster's
+      default PriorityClass from Kueue, so the validating policy admits it only when that
+      is the project's own tier, and refuses it otherwise with the label to set.
+    """
     name = f"arbiter-tiers-{namespace}"
     names = "[" + ", ".join(f"'{tier}'" for tier in allowed) + "]"
     labels = "(has(object.metadata.labels) ? object.metadata.labels : {})"
@@ -243,7 +280,7 @@ def tier_policy(
             "reason": "Forbidden",
         },
     ]
-    if own != default:
+    if not mutating and own != default:
         validations.append(
             {
                 "expression": f"{has_tier} || has({pod}.priorityClassName)",
@@ -252,43 +289,59 @@ def tier_policy(
                 "reason": "Invalid",
             }
         )
-    policy = _object(
-        ADMISSION_POLICY,
-        _metadata(name, source, revision),
-        spec={
-            "failurePolicy": "Fail",
-            # With the server's defaults spelled out: the field is compared as one value.
-            "matchConstraints": {
-                "matchPolicy": "Equivalent",
-                "namespaceSelector": {},
-                "objectSelector": {},
-                "resourceRules": [
-                    {
-                        "apiGroups": ["batch"],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE", "UPDATE"],
-                        "resources": ["jobs"],
-                        "scope": "*",
-                    }
-                ],
+    manifests = [
+        _object(
+            ADMISSION_POLICY,
+            _metadata(name, source, revision),
+            spec={
+                "failurePolicy": "Fail",
+                "matchConstraints": _job_rules(["CREATE", "UPDATE"]),
+                "validations": validations,
             },
-            "validations": validations,
-        },
-    )
-    binding = _object(
-        POLICY_BINDING,
-        _metadata(name, source, revision),
-        spec={
-            "policyName": name,
-            "validationActions": ["Deny"],
-            "matchResources": {
-                "matchPolicy": "Equivalent",
-                "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}},
-                "objectSelector": {},
+        ),
+        _object(
+            POLICY_BINDING,
+            _metadata(name, source, revision),
+            spec={
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": _in_namespace(namespace),
             },
-        },
-    )
-    return policy, binding
+        ),
+    ]
+    if mutating and own:
+        manifests += [
+            _object(
+                MUTATING_POLICY,
+                _metadata(name, source, revision),
+                spec={
+                    "failurePolicy": "Fail",
+                    "reinvocationPolicy": "Never",
+                    "matchConstraints": _job_rules(["CREATE"]),
+                    "matchConditions": [
+                        {
+                            "name": "names-no-tier",
+                            "expression": f"!({has_tier}) && !has({pod}.priorityClassName)",
+                        }
+                    ],
+                    "mutations": [
+                        {
+                            "patchType": "ApplyConfiguration",
+                            "applyConfiguration": {
+                                "expression": "Object{metadata: Object.metadata{labels: "
+                                f"{{'{TIER_LABEL}': '{own}'}}}}}}"
+                            },
+                        }
+                    ],
+                },
+            ),
+            _object(
+                MUTATING_BINDING,
+                _metadata(name, source, revision),
+                spec={"policyName": name, "matchResources": _in_namespace(namespace)},
+            ),
+        ]
+    return manifests
 
 
 def desired_objects(
@@ -298,7 +351,11 @@ def desired_objects(
     capacities: dict[tuple[int, int], int],
     namespace_template: str,
     revision: int | None,
+    mutating: bool = True,
 ) -> DesiredObjects:
+    """The manifests of one cluster. ``mutating``: the API server serves
+    MutatingAdmissionPolicy (``KubeClient.serves``), so a Job without a tier is given its
+    project's tier rather than refused (``tier_policy``)."""
     pools = sorted(pools, key=lambda pool: pool.slug)
     pool_ids = {pool.pk for pool in pools}
     out = DesiredObjects()
@@ -464,6 +521,7 @@ def desired_objects(
             default=k8s_name(default.slug) if default else "",
             source=source,
             revision=revision,
+            mutating=mutating,
         ):
             out.add(manifest, source)
     for namespace, source in sorted(namespaces.items()):

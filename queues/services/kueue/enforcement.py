@@ -27,8 +27,11 @@ def _row(rule: str, how: str, detail: str) -> dict[str, str]:
     return {"rule": rule, "how": how, "detail": detail}
 
 
-def rule_enforcement(*, rules: EffectiveRules, pools: Iterable[Pool]) -> list[dict[str, str]]:
-    """One row per rule: ``rule`` (what), ``how`` (native / not_enforced), ``detail``."""
+def rule_enforcement(
+    *, rules: EffectiveRules, pools: Iterable[Pool], mutating: bool = True
+) -> list[dict[str, str]]:
+    """One row per rule: ``rule`` (what), ``how`` (native / not_enforced), ``detail``.
+    ``mutating``: the API server serves MutatingAdmissionPolicy (``desired.tier_policy``)."""
     pools = sorted(pools, key=lambda pool: pool.slug)
     pool_ids = {pool.pk for pool in pools}
     rows: list[dict[str, str]] = []
@@ -80,18 +83,32 @@ def rule_enforcement(*, rules: EffectiveRules, pools: Iterable[Pool]) -> list[di
                     ),
                 )
             )
+    default = rules.default_tier
     for slug, project in sorted(rules.projects.items()):
+        own = project.tier or default
+        if mutating:
+            detail = _(
+                "ValidatingAdmissionPolicy arbiter-tiers-<namespace> and its binding: the "
+                "API server refuses a Job naming another tier (label "
+                "kueue.x-k8s.io/priority-class or priorityClassName); "
+                "MutatingAdmissionPolicy arbiter-tiers-<namespace> and its binding: a Job "
+                "created naming none gets the label kueue.x-k8s.io/priority-class=%(own)s, "
+                "the project's effective tier (grants included)"
+            ) % {"own": k8s_name(own.slug) if own else "-"}
+        else:
+            detail = _(
+                "ValidatingAdmissionPolicy arbiter-tiers-<namespace> and its binding: the "
+                "API server refuses a Job naming another tier (label "
+                "kueue.x-k8s.io/priority-class or priorityClassName), and one naming none "
+                "unless the project's tier is the cluster default (this API server does not "
+                "serve MutatingAdmissionPolicy, which would give it the project's tier)"
+            )
         rows.append(
             _row(
                 _("%(project)s: tiers %(tiers)s only")
                 % {"project": slug, "tiers": ", ".join(t.name for t in project.allowed_tiers)},
                 NATIVE,
-                _(
-                    "ValidatingAdmissionPolicy arbiter-tiers-<namespace> and its binding: the "
-                    "API server refuses a Job naming another tier (label "
-                    "kueue.x-k8s.io/priority-class or priorityClassName), and one naming none "
-                    "unless the project's tier is the cluster default"
-                ),
+                detail,
             )
         )
         for quota in project.quotas:

@@ -47,6 +47,8 @@ from .values import (
     DNS_LABEL,
     DNS_SUBDOMAIN,
     LOCAL_QUEUE,
+    MUTATING_BINDING,
+    MUTATING_POLICY,
     NAMESPACE,
     NAMESPACED,
     POLICY_BINDING,
@@ -237,7 +239,8 @@ NAMESPACE_SCHEMA: dict[str, Any] = {
         "metadata": {"type": "object"},
     },
 }
-# Arbiter's tier policies: only the fields it writes (the API server checks the CEL).
+# Arbiter's tier policies (validating, and mutating): only the fields it writes (the API
+# server checks the CEL).
 ADMISSION_POLICY_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["apiVersion", "kind", "metadata", "spec"],
@@ -278,6 +281,64 @@ POLICY_BINDING_SCHEMA: dict[str, Any] = {
         },
     },
 }
+MUTATING_POLICY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": {
+            "type": "object",
+            "required": ["failurePolicy", "reinvocationPolicy", "matchConstraints", "mutations"],
+            "additionalProperties": False,
+            "properties": {
+                "failurePolicy": {"enum": ["Fail"]},
+                "reinvocationPolicy": {"enum": ["Never"]},
+                "matchConstraints": {"type": "object"},
+                "matchConditions": {"type": "array"},
+                "mutations": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "required": ["patchType", "applyConfiguration"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "patchType": {"enum": ["ApplyConfiguration"]},
+                            "applyConfiguration": {
+                                "type": "object",
+                                "required": ["expression"],
+                                "additionalProperties": False,
+                                "properties": {"expression": {"type": "string", "minLength": 1}},
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+MUTATING_BINDING_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": {
+            "type": "object",
+            "required": ["policyName", "matchResources"],
+            "additionalProperties": False,
+            "properties": {
+                "policyName": {"type": "string"},
+                "matchResources": {"type": "object"},
+            },
+        },
+    },
+}
 METADATA_FIELDS = {"name", "namespace", "labels", "annotations"}
 
 
@@ -292,6 +353,8 @@ def _validators(directory: str) -> dict[str, Any]:
     result[NAMESPACE] = StrictValidator(NAMESPACE_SCHEMA)
     result[ADMISSION_POLICY] = StrictValidator(ADMISSION_POLICY_SCHEMA)
     result[POLICY_BINDING] = StrictValidator(POLICY_BINDING_SCHEMA)
+    result[MUTATING_POLICY] = StrictValidator(MUTATING_POLICY_SCHEMA)
+    result[MUTATING_BINDING] = StrictValidator(MUTATING_BINDING_SCHEMA)
     return result
 
 

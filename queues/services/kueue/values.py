@@ -31,6 +31,11 @@ LOCAL_QUEUE = "LocalQueue"
 ADMISSION_POLICY = "ValidatingAdmissionPolicy"
 POLICY_BINDING = "ValidatingAdmissionPolicyBinding"
 ADMISSION_API = "admissionregistration.k8s.io/v1"
+# Kubernetes 1.34 and 1.35 serve MutatingAdmissionPolicy as v1beta1, off by default (feature
+# gate MutatingAdmissionPolicy and runtime-config admissionregistration.k8s.io/v1beta1).
+MUTATING_POLICY = "MutatingAdmissionPolicy"
+MUTATING_BINDING = "MutatingAdmissionPolicyBinding"
+MUTATING_API = "admissionregistration.k8s.io/v1beta1"
 # In the order they are created (a queue needs its cohort, flavors and namespace first);
 # deletes run in the reverse order.
 KINDS = (
@@ -43,6 +48,8 @@ KINDS = (
     LOCAL_QUEUE,
     ADMISSION_POLICY,
     POLICY_BINDING,
+    MUTATING_POLICY,
+    MUTATING_BINDING,
 )
 API_VERSIONS = {
     NAMESPACE: "v1",
@@ -54,6 +61,8 @@ API_VERSIONS = {
     LOCAL_QUEUE: KUEUE_API,
     ADMISSION_POLICY: ADMISSION_API,
     POLICY_BINDING: ADMISSION_API,
+    MUTATING_POLICY: MUTATING_API,
+    MUTATING_BINDING: MUTATING_API,
 }
 NAMESPACED = {LOCAL_QUEUE}
 # Kinds Arbiter never deletes: a namespace holds the teams' own workloads.
@@ -83,6 +92,8 @@ ATOMIC_FIELDS = {
     "matchResources",
     "validations",
     "validationActions",
+    "matchConditions",
+    "mutations",
 }
 OPTIONAL_LIMITS = ("borrowingLimit", "lendingLimit")
 # Top-level optional fields (``""`` when absent) per kind.
