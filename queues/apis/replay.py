@@ -106,7 +106,15 @@ class ChangeReplayApi(APIView):
             "edits, window) reuse their run."
         ),
         request=InputSerializer,
-        examples=[OpenApiExample("Queued", response_only=True, value=REPLAY_EXAMPLE)],
+        examples=[
+            OpenApiExample("Replay", request_only=True, value={}),
+            OpenApiExample(
+                "Queued",
+                response_only=True,
+                status_codes=["202"],
+                value={**REPLAY_EXAMPLE, "status": "queued", "progress": 0, "started_at": None},
+            ),
+        ],
         responses={
             202: ChangeReplayOutputSerializer,
             400: BAD_INPUT,
