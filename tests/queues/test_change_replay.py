@@ -272,14 +272,20 @@ def test_the_page_button_queues_a_replay_and_shows_progress(
     assert 'http-equiv="refresh"' in html and 'aria-valuenow="0"' in html
 
 
-def test_the_change_page_and_the_list_link_to_the_replay(world, approver):
+def test_the_change_page_the_list_and_the_inbox_link_to_the_replay(world, ops2, approver):
     change = _cap_change(world)
     services.rule_change_propose(change=change, user=world.ops)
     replay_url = reverse("change_replay", args=[change.pk])
-    client = login(approver)
+    client = login(ops2)  # the tier's owner (ops) proposed it: another ops person approves
     assert replay_url in client.get(reverse("change_detail", args=[change.pk])).content.decode()
     listed = client.get(reverse("change_list") + "?status=proposed").content.decode()
     assert replay_url in listed
+    inbox = client.get(reverse("inbox")).content.decode()
+    assert "Rule changes waiting for your approval" in inbox and replay_url in inbox
+    assert "Nothing waits for your decision." not in inbox
+    # Not the approver's to decide (the tier's owner or ops), nor the proposer's own.
+    for other in (approver, world.ops):
+        assert replay_url not in login(other).get(reverse("inbox")).content.decode()
 
 
 def test_the_page_in_chinese(world, eager, django_capture_on_commit_callbacks):
