@@ -298,3 +298,22 @@ def test_the_page_in_chinese(world, eager, django_capture_on_commit_callbacks):
     for text in ("重放此变更", "现行规则", "采用此变更后", "更差", "假设重放"):
         assert text in html, text
     assert "Replay this change" not in html and "With the change" not in html
+
+
+def test_the_page_says_why_a_replay_failed_and_refuses_unknown_changes(world, client):
+    change = _cap_change(world)
+    run, _queued = change_replay_start(change=change, user=world.ops, now=NOW)
+    run.status, run.error = ReplayStatus.FAILED, "KeyError: 3"
+    run.save()
+    ops = login(world.ops)
+    html = ops.get(reverse("change_replay", args=[change.pk])).content.decode()
+    assert "The replay failed:" in html and "KeyError: 3" in html
+    assert 'http-equiv="refresh"' not in html
+    assert ops.get(reverse("change_replay", args=[change.pk + 99])).status_code == 404
+    assert client.get(reverse("change_replay", args=[change.pk])).status_code == 302
+    # A change no longer open cannot be replayed from the page either; nothing is lost.
+    services.rule_change_propose(change=change, user=world.ops)
+    services.rule_change_withdraw(change=change, user=world.ops)
+    answer = ops.post(reverse("change_replay", args=[change.pk]), follow=True)
+    assert "Only a draft or proposed change can be replayed." in answer.content.decode()
+    assert ChangeReplay.objects.get().status == ReplayStatus.FAILED
