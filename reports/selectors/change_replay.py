@@ -127,7 +127,10 @@ def change_replay_page(*, change: RuleChange) -> ReplayPage:
         return ReplayPage(run=run)
     result = run.result
     before, after = result["in_force"], result["with_change"]
-    tier_names = dict(PriorityTier.objects.values_list("slug", "name"))
+    # Highest tier first (a JSON column need not keep the stored order of keys).
+    tier_rows = PriorityTier.objects.order_by("-score", "slug").values_list("slug", "name")
+    tier_names = dict(tier_rows)
+    rank = {slug: index for index, slug in enumerate(tier_names)}
     project_names = dict(Project.objects.values_list("slug", "name"))
     empty: dict[str, Any] = {}
     tiers = [
@@ -138,7 +141,9 @@ def change_replay_page(*, change: RuleChange) -> ReplayPage:
             after["tiers"].get(slug, empty),
             TIER_FIGURES,
         )
-        for slug in dict.fromkeys([*before["tiers"], *after["tiers"]])
+        for slug in sorted(
+            set(before["tiers"]) | set(after["tiers"]), key=lambda slug: (rank.get(slug, 99), slug)
+        )
     ]
     projects = [
         _group(

@@ -253,6 +253,15 @@ def test_the_page_shows_both_side_by_side_with_deltas(
     assert "Replay this change" in html and "In force" in html and "With the change" in html
     assert 'id="figure-replay-waits"' in html and 'id="figure-replay-service"' in html
     assert "Exploratory" in html and "Speech" in html
+    # Tiers highest first, whatever order the JSON column keeps its keys in.
+    for side in ("in_force", "with_change"):
+        row = run.result[side]["tiers"]["exploratory"]
+        run.result[side]["tiers"] = {"exploratory": row, "regular": row, "production": row}
+    run.save()
+    html = client.get(url).content.decode()
+    assert (
+        html.index(">Production service<") < html.index(">Regular<") < html.index(">Exploratory<")
+    )
     assert 'class="delta--worse"' in html and "worse" in html
     assert 'http-equiv="refresh"' not in html  # finished: no refresh
 
