@@ -38,21 +38,25 @@ from approvals.models import (
     grant_summary,
 )
 from governance.models import (
+    ChangeStatus,
     Grant,
     GrantState,
     Membership,
     PriorityTier,
     Project,
     ProjectRole,
+    RuleChange,
     Terms,
     grant_in_force_q,
 )
 from governance.selectors import (
     Blocker,
     Sorts,
+    approval_problem,
     default_tier,
     effective_rules,
     pool_usage,
+    rule_change_list,
     sorted_by,
     through_account_problem,
     user_can_read_rules,
@@ -627,3 +631,16 @@ def notification_list(*, user: Any) -> QuerySet[Notification]:
 
 def unread_count(*, user: Any) -> int:
     return Notification.objects.filter(user=user, read_at__isnull=True).count()
+
+
+# Proposed rule changes the inbox shows at most (the change list has the rest).
+INBOX_CHANGES = 25
+
+
+def rule_changes_to_decide(*, user: Any) -> list[RuleChange]:
+    """The proposed rule changes ``user`` may approve, the oldest first: the inbox lists them
+    next to the requests, each with its what-if replay."""
+    if not (getattr(user, "is_ops", False) or getattr(user, "is_approver", False)):
+        return []
+    proposed = rule_change_list(status=ChangeStatus.PROPOSED, sort="created_at")[:INBOX_CHANGES]
+    return [change for change in proposed if approval_problem(change=change, user=user) is None]

@@ -248,6 +248,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
         {
             # Each request shows its evidence: 25 to a page keeps a page small.
             "requests": paginate(request, selectors.inbox(user=request.user), default_size=25),
+            "changes": selectors.rule_changes_to_decide(user=request.user),
             "now": timezone.now(),
         },
     )

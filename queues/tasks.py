@@ -96,3 +96,11 @@ def workload_hours_roll_up(until: str | None = None) -> dict[str, int]:
     from queues.services.workload.rollup import workload_hours_roll_up as roll_up
 
     return roll_up(until=parse_datetime(until) if until else None)
+
+
+@shared_task(acks_late=True)
+def change_replay(replay_id: int) -> str | None:
+    """Replay a rule change against the rules in force (safe to run twice: a finished run is
+    left as it is)."""
+    run = services.change_replay_run(replay_id=replay_id)
+    return None if run is None else run.status

@@ -33,6 +33,11 @@ urlpatterns = [
         name="cluster_drift_remove",
     ),
     path("clusters/<slug:name>/runs/<int:pk>/", views.sync_run_detail, name="sync_run_detail"),
+    path(
+        "api/v1/changes/<int:pk>/replay/",
+        apis.ChangeReplayApi.as_view(),
+        name="api_change_replay",
+    ),
     path("api/v1/clusters/", apis.ClusterListApi.as_view(), name="api_cluster_list"),
     path(
         "api/v1/clusters/<slug:name>/",

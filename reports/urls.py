@@ -5,6 +5,7 @@ from reports import apis, views
 urlpatterns = [
     path("", views.home, name="home"),
     path("vendor/plotly-<str:version>.min.js", views.plotly_js, name="plotly_js"),
+    path("changes/<int:pk>/replay/", views.change_replay, name="change_replay"),
     path("monthly-reviews/", views.report_list, name="report_list"),
     path("monthly-reviews/compare/", views.report_compare, name="report_compare"),
     path("monthly-reviews/<int:pk>/", views.report_detail, name="report_detail"),

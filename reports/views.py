@@ -21,9 +21,11 @@ from approvals import selectors as approval_selectors
 from approvals.models import RequestState
 from governance import selectors as governance
 from governance.toolkit.paging import paginate
+from queues import services as queue_services
 from reports import selectors, services
 from reports.forms import CompareForm, ReviewRequestForm
 from reports.models import MonthlyReview
+from reports.selectors import change_replay as replay_selectors
 from reports.selectors import stored_reviews as review_selectors
 
 # plotly.js as the installed plotly package ships it: no CDN, and always the version the
@@ -295,3 +297,40 @@ def report_compare(request: HttpRequest) -> HttpResponse:
         "choices": review_selectors.review_choices(),
     }
     return render(request, "reports/review_compare.html", context)
+
+
+# ---------------------------------------------------------------------------- change replay
+
+
+@login_required
+def change_replay(request: HttpRequest, pk: int) -> HttpResponse:
+    """A rule change's what-if replay: "Replay this change" (POST) and the latest result, in
+    force and with the change side by side (GET)."""
+    change = governance.rule_change_get(user=request.user, pk=pk)
+    if request.method == "POST":
+        user = governance.signed_in_user(request)
+        try:
+            _run, queued = queue_services.change_replay_start(change=change, user=user)
+        except ValidationError as error:
+            for message in error.messages:
+                messages.error(request, message)
+        else:
+            messages.success(
+                request,
+                _("The replay is queued; this page shows its progress.")
+                if queued
+                else _("These inputs were replayed already: the stored run is shown."),
+            )
+        return redirect("change_replay", pk=change.pk)
+    page = replay_selectors.change_replay_page(change=change)
+    return render(
+        request,
+        "reports/change_replay.html",
+        {
+            "change": change,
+            "page": page,
+            "run": page.run,
+            "replayable": change.status in queue_services.replay.REPLAYABLE,
+            **_figure_context(),
+        },
+    )

@@ -537,9 +537,11 @@ class SyncRunDetailApi(APIView):
 
 
 from .placement import PlacementApi  # noqa: E402
+from .replay import ChangeReplayApi  # noqa: E402
 from .workload import JobWaitApi, WorkloadEventIngestApi  # noqa: E402
 
 __all__ = [
+    "ChangeReplayApi",
     "ClusterDetailApi",
     "ClusterListApi",
     "ClusterSyncApi",

@@ -620,6 +620,7 @@ class AlertRecipient(models.Model):
 
 
 # Workload evidence (jobs and their events) lives in its own module.
+from .replay import ChangeReplay, ReplayStatus  # noqa: E402
 from .rollup import RollupState, WorkloadHour, WorkloadJobRollup, WorkloadWait  # noqa: E402
 from .workload import (  # noqa: E402
     ACTIVE_STATES,
@@ -639,12 +640,14 @@ __all__ = [
     "Alert",
     "AlertKind",
     "AlertRecipient",
+    "ChangeReplay",
     "Cluster",
     "ClusterBackend",
     "ClusterSyncState",
     "CollectorState",
     "EventKind",
     "JobState",
+    "ReplayStatus",
     "RollupState",
     "SyncDueReason",
     "SyncRun",

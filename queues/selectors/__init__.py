@@ -240,6 +240,7 @@ def alert_list(*, user: Any, state: str = "open") -> QuerySet[Alert]:
     return alerts.annotate(unread=Exists(unread)).order_by("-opened_at", "-pk")
 
 
+from .replay import change_replay_latest  # noqa: E402
 from .workload import (  # noqa: E402
     job_get,
     job_wait_explanation,
@@ -252,6 +253,7 @@ from .workload import (  # noqa: E402
 )
 
 __all__ = [
+    "change_replay_latest",
     "job_get",
     "job_wait_explanation",
     "jobs_by_project",

@@ -25,6 +25,7 @@ from .clusters import (
     cluster_propose_update,
     cluster_update,
 )
+from .replay import change_replay_run, change_replay_start, change_replay_window
 from .slurm import SlurmBackend, SlurmCommands, slurm_conf_lines
 from .sync import (
     SyncBusy,
@@ -71,6 +72,9 @@ __all__ = [
     "alert_raise",
     "alerts_mark_read",
     "backend_for",
+    "change_replay_run",
+    "change_replay_start",
+    "change_replay_window",
     "cluster_check",
     "cluster_check_enqueue",
     "cluster_create",

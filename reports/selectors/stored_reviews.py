@@ -538,6 +538,12 @@ def _as_json(figure: go.Figure) -> dict[str, Any]:
     return json.loads(figure.to_json())
 
 
+# The figure style, shared by every figure of the reports (the replay's too).
+PALETTE = _PALETTE
+figure_layout = _layout
+figure_json = _as_json
+
+
 def review_figures(*, metrics: dict[str, Any], project: str | None = None) -> dict[str, dict]:
     """The review's plotly figures as JSON data (for ``json_script``), keyed like its tables."""
 

@@ -37,6 +37,9 @@ PUBLIC = {"models", "selectors", "services", "forms", "toolkit"}
 RANK = {
     "models": 0,
     "selectors": 1,
+    # queues.replay: the what-if engine (pure) and its adapter, which reads the rules and the
+    # evidence like a selector; the services (a change's replay, the demo's history) call it.
+    "replay": 1,
     "services": 2,
     "tasks": 2,
     "forms": 3,

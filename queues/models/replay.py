@@ -1,0 +1,74 @@
+"""A what-if replay of a rule change against the rules in force (``docs/replay.md``).
+
+One row per replay run: the change, its status and progress, the fingerprint of its inputs
+(the rules revision, the change's edits and the workload window) and the result, the
+review's figures per tier and project "in force" and "with the change".
+"""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+
+from governance.models import RuleChange
+
+
+class ReplayStatus(models.TextChoices):
+    QUEUED = "queued", _("Queued")
+    RUNNING = "running", _("Running")
+    DONE = "done", _("Done")
+    FAILED = "failed", _("Failed")
+
+
+class ChangeReplay(models.Model):
+    change = models.ForeignKey(
+        RuleChange, verbose_name=_("rule change"), on_delete=models.CASCADE, related_name="+"
+    )
+    status = models.CharField(
+        _("status"), max_length=16, choices=ReplayStatus.choices, default=ReplayStatus.QUEUED
+    )
+    progress = models.PositiveSmallIntegerField(_("progress (%)"), default=0)
+    fingerprint = models.CharField(_("inputs' fingerprint"), max_length=64)
+    inputs = models.JSONField(_("inputs"), default=dict, blank=True)
+    result = models.JSONField(_("result"), null=True, blank=True)
+    error = models.TextField(_("error"), blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("requested by"),
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    started_at = models.DateTimeField(_("started at"), null=True, blank=True)
+    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["-pk"]
+        verbose_name = _("change replay")
+        verbose_name_plural = _("change replays")
+        indexes = [models.Index(fields=["change", "-id"], name="changereplay_change_recent")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=ReplayStatus.values), name="changereplay_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(progress__gte=0, progress__lte=100),
+                name="changereplay_progress_percent",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status=ReplayStatus.DONE) | Q(result__isnull=False, progress=100),
+                name="changereplay_done_has_result",
+            ),
+            models.UniqueConstraint(
+                fields=["change", "fingerprint"], name="changereplay_one_per_inputs"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"replay #{self.pk} of change #{self.change_id}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (ReplayStatus.DONE, ReplayStatus.FAILED)

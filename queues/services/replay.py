@@ -1,0 +1,162 @@
+"""A rule change replayed against the rules in force (``docs/replay.md``, "On a change").
+
+``change_replay_start`` stores a run for the change's inputs — the newest rules revision, the
+change's edits and the workload window (the 30 whole days before today, UTC) — or returns
+the run those same inputs already have; the task ``queues.tasks.change_replay`` then calls
+``change_replay_run``, which replays the window's recorded jobs twice (the rules in force,
+then with the change) and stores the review's figures of both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from governance.models import PriorityTier, RuleChange, RulesRevision
+from governance.models.changes import ChangeStatus
+from queues.models import ChangeReplay, ReplayStatus
+from queues.replay import replay
+from queues.replay.results import summarize
+
+WINDOW_DAYS = 30
+REPLAYABLE = (ChangeStatus.DRAFT, ChangeStatus.PROPOSED)
+
+
+def change_replay_window(*, now: datetime) -> tuple[datetime, datetime]:
+    """The 30 whole days (UTC) before ``now``'s day: the same all day, so runs are reused."""
+    end = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return end - timedelta(days=WINDOW_DAYS), end
+
+
+def change_replay_inputs(*, change: RuleChange, now: datetime) -> dict[str, Any]:
+    """What a replay of ``change`` reads: the rules revision, the edits and the window."""
+    start, end = change_replay_window(now=now)
+    revision = RulesRevision.objects.order_by("-pk").values_list("pk", flat=True).first()
+    edits = [
+        [model, object_id, field, key, value]
+        for model, object_id, field, key, value in change.edits.order_by("pk").values_list(
+            "content_type__model", "object_id", "field", "key", "new_value"
+        )
+    ]
+    return {
+        "rules_revision": revision,
+        "change": change.pk,
+        "edits": edits,
+        "start": start.isoformat(),
+        "end": end.isoformat(),
+    }
+
+
+def fingerprint(inputs: dict[str, Any]) -> str:
+    text = json.dumps(inputs, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def change_replay_start(
+    *, change: RuleChange, user: Any, now: datetime | None = None
+) -> tuple[ChangeReplay, bool]:
+    """Queue a replay of ``change`` (draft or proposed); the same inputs reuse their run (a
+    failed one is queued again). Returns the run and whether it was queued now."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        change = RuleChange.objects.select_for_update().get(pk=change.pk)
+        if change.status not in REPLAYABLE:
+            raise ValidationError(
+                {"change": _("Only a draft or proposed change can be replayed.")},
+                code="not_replayable",
+            )
+        inputs = change_replay_inputs(change=change, now=now)
+        key = fingerprint(inputs)
+        run = ChangeReplay.objects.filter(change=change, fingerprint=key).first()
+        if run is not None and run.status != ReplayStatus.FAILED:
+            return run, False
+        if run is None:
+            run = ChangeReplay(change=change, fingerprint=key, inputs=inputs)
+        run.status, run.progress, run.error, run.result = ReplayStatus.QUEUED, 0, "", None
+        run.started_at = run.finished_at = None
+        run.requested_by = user if getattr(user, "pk", None) else None
+        run.full_clean()
+        run.save()
+        from queues import tasks  # the task module imports the services
+
+        transaction.on_commit(lambda: tasks.change_replay.delay(run.pk))
+    return run, True
+
+
+def _advance(run: ChangeReplay, **fields: Any) -> None:
+    for name, value in fields.items():
+        setattr(run, name, value)
+    run.full_clean()
+    run.save(update_fields=list(fields))
+
+
+def change_replay_run(*, replay_id: int) -> ChangeReplay | None:
+    """Run a queued replay: safe to call twice (a finished run is left as it is)."""
+    with transaction.atomic():
+        run = ChangeReplay.objects.select_for_update().filter(pk=replay_id).first()
+        if run is None or run.is_finished:
+            return run
+        _advance(run, status=ReplayStatus.RUNNING, progress=5, started_at=timezone.now())
+    try:
+        result = _replay_both(run)
+    except Exception as error:  # the run records why it failed; the worker goes on
+        with transaction.atomic():
+            _advance(
+                run,
+                status=ReplayStatus.FAILED,
+                error=f"{type(error).__name__}: {error}"[:2000],
+                finished_at=timezone.now(),
+            )
+        return run
+    with transaction.atomic():
+        _advance(
+            run,
+            status=ReplayStatus.DONE,
+            progress=100,
+            result=result,
+            finished_at=timezone.now(),
+        )
+    return run
+
+
+def _replay_both(run: ChangeReplay) -> dict[str, Any]:
+    # Here, not at the top: the adapter reads pools through queues.selectors, which imports
+    # this package.
+    from queues.replay.adapt import jobs_from_evidence, rules_timeline, rules_with_change
+
+    start = datetime.fromisoformat(run.inputs["start"])
+    end = datetime.fromisoformat(run.inputs["end"])
+    change = RuleChange.objects.get(pk=run.change_id)
+    evidence = jobs_from_evidence(start=start, end=end)
+    _advance(run, progress=20)
+    in_force = rules_timeline(start=start, end=end)
+    changed = [(at, rules_with_change(rules, change=change)) for at, rules in in_force]
+    ignored = changed[0][1][1] if changed else []
+    alerts = dict(PriorityTier.objects.values_list("slug", "wait_alert_minutes"))
+    until = end.timestamp()
+    before = summarize(
+        replay(evidence.jobs, in_force, until=until), rules=in_force[0][1], wait_alerts=alerts
+    )
+    _advance(run, progress=55)
+    timeline = [(at, rules) for at, (rules, _ignored) in changed]
+    after = summarize(
+        replay(evidence.jobs, timeline, until=until), rules=timeline[0][1], wait_alerts=alerts
+    )
+    _advance(run, progress=90)
+    return {
+        "start": run.inputs["start"],
+        "end": run.inputs["end"],
+        "jobs": len(evidence.jobs),
+        "skipped_never_started": evidence.skipped_never_started,
+        "skipped_no_flavor": evidence.skipped_no_flavor,
+        "not_modelled": sorted(set(ignored)),
+        "in_force": before,
+        "with_change": after,
+    }

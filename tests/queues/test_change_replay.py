@@ -1,0 +1,328 @@
+"""A rule change replayed against the rules in force: the service, the task, the API, the
+page (English and Chinese) and the links to it."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.urls import reverse
+
+from governance import services
+from governance.celery import app
+from governance.models import RevisionTrigger, TokenScope
+from governance.services.changes.spec import EditSpec
+from queues import tasks
+from queues.models import ChangeReplay, EventKind, JobState, ReplayStatus
+from queues.replay.results import delta, percentile
+from queues.services import change_replay_start, change_replay_window
+from queues.services.workload.ingest import JobEvent, events_ingest
+from tests.conftest import login, token_for
+
+pytestmark = pytest.mark.django_db
+
+NOW = datetime(2026, 11, 20, 12, tzinfo=UTC)
+T0 = datetime(2026, 11, 2, 8, tzinfo=UTC)
+HOUR = timedelta(hours=1)
+
+
+@pytest.fixture
+def eager():
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = False
+
+
+def _record(world, jobs: int = 4) -> None:
+    """``jobs`` exploratory jobs of speech, 8 A100s each, all submitted at T0 and run 2 h at
+    once (64 A100s in the training pool: nothing waited)."""
+    events = []
+    for n in range(jobs):
+        common = {
+            "source": "test",
+            "job_id": str(n),
+            "project": world.speech,
+            "flavor": world.a100,
+            "gpus": 8,
+            "tier": world.exploratory,
+            "user_name": f"user{n}",
+        }
+        events += [
+            JobEvent(
+                event_id=f"{n}:s",
+                time=T0,
+                kind=EventKind.SUBMITTED,
+                state=JobState.PENDING,
+                submitted_at=T0,
+                **common,
+            ),
+            JobEvent(
+                event_id=f"{n}:r",
+                time=T0,
+                kind=EventKind.STARTED,
+                state=JobState.RUNNING,
+                **common,
+            ),
+            JobEvent(
+                event_id=f"{n}:e",
+                time=T0 + 2 * HOUR,
+                kind=EventKind.ENDED,
+                state=JobState.COMPLETED,
+                **common,
+            ),
+        ]
+    assert events_ingest(events=events).stored == len(events)
+
+
+def _cap_change(world):
+    """Cap the exploratory tier at 8 GPUs: its jobs then run one at a time."""
+    return services.rule_change_create(
+        user=world.ops,
+        reason="Keep sweeps small",
+        edits=[EditSpec(target=world.exploratory, field="max_gpus_total", value=8)],
+        title="Cap exploratory",
+        submit=False,
+    )
+
+
+def _replayed(world, django_capture_on_commit_callbacks) -> ChangeReplay:
+    _record(world)
+    change = _cap_change(world)
+    with django_capture_on_commit_callbacks(execute=True):
+        run, queued = change_replay_start(change=change, user=world.ops, now=NOW)
+    assert queued
+    run.refresh_from_db()
+    return run
+
+
+def test_a_replay_shows_what_the_change_would_do(world, eager, django_capture_on_commit_callbacks):
+    run = _replayed(world, django_capture_on_commit_callbacks)
+    assert (run.status, run.progress, run.error) == (ReplayStatus.DONE, 100, "")
+    start, end = change_replay_window(now=NOW)
+    assert (end - start).days == 30 and end == datetime(2026, 11, 20, tzinfo=UTC)
+    assert run.inputs["start"] == start.isoformat()
+    assert run.inputs["edits"] == [
+        ["prioritytier", world.exploratory.pk, "max_gpus_total", None, 8]
+    ]
+    result = run.result
+    assert result["jobs"] == 4 and result["not_modelled"] == []
+    before = result["in_force"]["tiers"]["exploratory"]
+    after = result["with_change"]["tiers"]["exploratory"]
+    # In force all four start at once; capped at 8 GPUs they run one after another:
+    # waits 0, 2, 4 and 6 h.
+    assert (before["jobs"], before["p50"], before["p90"], before["max"]) == (4, 0.0, 0.0, 0.0)
+    assert after["max"] == 6 * 3600 and after["p50"] == 3 * 3600
+    assert after["p90"] == pytest.approx(3600 * (4 + 0.7 * 2))
+    assert before["never_started"] == after["never_started"] == 0
+    speech = result["with_change"]["projects"]["speech"]
+    assert speech["gpu_hours"] == result["in_force"]["projects"]["speech"]["gpu_hours"] == 64.0
+    assert speech["guarantee_gpus"] == 16 and speech["borrowed_gpu_hours"] == 0.0
+    assert speech["share"] == 1.0
+    # The pool's idle GPU-hours: capacity × 30 days less what ran.
+    assert result["in_force"]["all"]["idle_gpu_hours"] == (64 + 32 + 16) * 720 - 64
+
+
+def test_the_task_run_twice_changes_nothing(world, django_capture_on_commit_callbacks):
+    _record(world)
+    run, _queued = change_replay_start(change=_cap_change(world), user=world.ops, now=NOW)
+    assert run.status == ReplayStatus.QUEUED and run.progress == 0
+    assert tasks.change_replay(run.pk) == ReplayStatus.DONE
+    run.refresh_from_db()
+    first = (run.result, run.finished_at)
+    assert tasks.change_replay(run.pk) == ReplayStatus.DONE
+    run.refresh_from_db()
+    assert (run.result, run.finished_at) == first
+    assert tasks.change_replay(run.pk + 1000) is None  # a run that is gone
+
+
+def test_the_same_inputs_reuse_their_run(world, django_capture_on_commit_callbacks):
+    change = _cap_change(world)
+    with django_capture_on_commit_callbacks() as queued_tasks:
+        first, queued = change_replay_start(change=change, user=world.ops, now=NOW)
+        again, queued_again = change_replay_start(change=change, user=world.ops, now=NOW + HOUR)
+    assert queued and not queued_again and again.pk == first.pk
+    assert len(queued_tasks) == 1
+    # Another day is another window; a new rules revision is other rules: new runs.
+    next_day, queued = change_replay_start(change=change, user=world.ops, now=NOW + 24 * HOUR)
+    assert queued and next_day.pk != first.pk
+    services.rules_revision_create(trigger=RevisionTrigger.MANUAL, user=world.ops)
+    revised, queued = change_replay_start(change=change, user=world.ops, now=NOW)
+    assert queued and revised.pk not in (first.pk, next_day.pk)
+    assert len({first.fingerprint, next_day.fingerprint, revised.fingerprint}) == 3
+
+
+def test_a_failed_run_is_queued_again(world, django_capture_on_commit_callbacks):
+    change = _cap_change(world)
+    run, _queued = change_replay_start(change=change, user=world.ops, now=NOW)
+    run.status, run.error = ReplayStatus.FAILED, "KeyError: 3"
+    run.save()
+    again, queued = change_replay_start(change=change, user=world.ops, now=NOW)
+    assert queued and again.pk == run.pk
+    assert (again.status, again.error, again.progress) == (ReplayStatus.QUEUED, "", 0)
+
+
+def test_only_a_draft_or_proposed_change_is_replayed(world):
+    change = _cap_change(world)
+    services.rule_change_propose(change=change, user=world.ops)
+    services.rule_change_withdraw(change=change, user=world.ops)
+    with pytest.raises(ValidationError) as error:
+        change_replay_start(change=change, user=world.ops, now=NOW)
+    assert "draft or proposed" in str(error.value)
+    assert not ChangeReplay.objects.exists()
+
+
+def test_the_database_keeps_a_run_consistent(world):
+    change = _cap_change(world)
+    bad = ChangeReplay(change=change, fingerprint="x", status=ReplayStatus.DONE, progress=100)
+    with pytest.raises(ValidationError):
+        bad.full_clean()
+    bad = ChangeReplay(change=change, fingerprint="x", progress=101)
+    with pytest.raises(ValidationError):
+        bad.full_clean()
+
+
+def test_deltas_say_better_or_worse():
+    assert delta("p90", 10.0, 20.0) == {"value": 10.0, "verdict": "worse"}
+    assert delta("gpu_hours", 10.0, 20.0) == {"value": 10.0, "verdict": "better"}
+    assert delta("share", 10.0, 20.0)["verdict"] == "neutral"
+    assert delta("p90", 5, 5)["verdict"] == "same"
+    assert delta("p90", None, 5)["verdict"] == "unknown"
+    assert percentile([0.0, 2.0, 4.0, 6.0], 0.9) == pytest.approx(5.4)
+    assert percentile([], 0.5) is None
+
+
+# --- the API ---------------------------------------------------------------------------------
+
+
+def _url(pk: int) -> str:
+    return reverse("api_change_replay", args=[pk])
+
+
+def test_the_api_starts_a_replay_and_reads_it(
+    world, api_client, eager, django_capture_on_commit_callbacks
+):
+    change = _cap_change(world)
+    api_client.credentials(HTTP_AUTHORIZATION=token_for(world.ops))
+    assert api_client.get(_url(change.pk)).status_code == 404  # never replayed
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = api_client.post(_url(change.pk), {}, format="json")
+    assert answer.status_code == 202, answer.content
+    body = answer.json()
+    assert body["change"] == change.pk and body["status"] == "queued"
+    assert body["page"] == reverse("change_replay", args=[change.pk])
+    read = api_client.get(_url(change.pk))
+    assert read.status_code == 200
+    assert read.json()["id"] == body["id"] and read.json()["status"] == "done"
+    assert set(read.json()["result"]) >= {"in_force", "with_change", "jobs", "not_modelled"}
+    # Again: the same inputs, the same run.
+    assert api_client.post(_url(change.pk), {}, format="json").json()["id"] == body["id"]
+
+
+def test_the_api_refuses_bad_input_unknown_changes_and_tokens_without_the_scope(world, api_client):
+    change = _cap_change(world)
+    api_client.credentials(HTTP_AUTHORIZATION=token_for(world.ops))
+    assert api_client.post(_url(change.pk + 99), {}, format="json").status_code == 404
+    assert api_client.get(_url(change.pk + 99)).status_code == 404
+    bad = api_client.post(_url(change.pk), "{not json", content_type="application/json")
+    assert bad.status_code == 400
+    services.rule_change_propose(change=change, user=world.ops)
+    services.rule_change_withdraw(change=change, user=world.ops)
+    refused = api_client.post(_url(change.pk), {}, format="json")
+    assert refused.status_code == 400
+    assert "draft or proposed" in str(refused.json()["fields"]["change"])
+    api_client.credentials(HTTP_AUTHORIZATION=token_for(world.ops, TokenScope.READ))
+    assert api_client.post(_url(_cap_change(world).pk), {}, format="json").status_code == 403
+    api_client.credentials()
+    assert api_client.get(_url(change.pk)).status_code in (401, 403)
+    assert not ChangeReplay.objects.exists()
+
+
+# --- the page --------------------------------------------------------------------------------
+
+
+def test_the_page_shows_both_side_by_side_with_deltas(
+    world, eager, django_capture_on_commit_callbacks, django_assert_num_queries
+):
+    run = _replayed(world, django_capture_on_commit_callbacks)
+    client = login(world.ops)
+    url = reverse("change_replay", args=[run.change_id])
+    client.get(url)  # warm the session and the caches
+    with django_assert_num_queries(7):
+        page = client.get(url)
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert "Replay this change" in html and "In force" in html and "With the change" in html
+    assert 'id="figure-replay-waits"' in html and 'id="figure-replay-service"' in html
+    assert "Exploratory" in html and "Speech" in html
+    # Tiers highest first, whatever order the JSON column keeps its keys in.
+    for side in ("in_force", "with_change"):
+        row = run.result[side]["tiers"]["exploratory"]
+        run.result[side]["tiers"] = {"exploratory": row, "regular": row, "production": row}
+    run.save()
+    html = client.get(url).content.decode()
+    assert (
+        html.index(">Production service<") < html.index(">Regular<") < html.index(">Exploratory<")
+    )
+    assert 'class="delta--worse"' in html and "worse" in html
+    assert 'http-equiv="refresh"' not in html  # finished: no refresh
+
+
+def test_the_page_button_queues_a_replay_and_shows_progress(
+    world, django_capture_on_commit_callbacks
+):
+    change = _cap_change(world)
+    client = login(world.ops)
+    url = reverse("change_replay", args=[change.pk])
+    assert "has not been replayed yet" in client.get(url).content.decode()
+    with django_capture_on_commit_callbacks() as queued_tasks:
+        answer = client.post(url)
+    assert answer.status_code == 302 and answer["Location"] == url
+    assert len(queued_tasks) == 1
+    html = client.get(url).content.decode()
+    assert 'http-equiv="refresh"' in html and 'aria-valuenow="0"' in html
+
+
+def test_the_change_page_the_list_and_the_inbox_link_to_the_replay(world, ops2, approver):
+    change = _cap_change(world)
+    services.rule_change_propose(change=change, user=world.ops)
+    replay_url = reverse("change_replay", args=[change.pk])
+    client = login(ops2)  # the tier's owner (ops) proposed it: another ops person approves
+    assert replay_url in client.get(reverse("change_detail", args=[change.pk])).content.decode()
+    listed = client.get(reverse("change_list") + "?status=proposed").content.decode()
+    assert replay_url in listed
+    inbox = client.get(reverse("inbox")).content.decode()
+    assert "Rule changes waiting for your approval" in inbox and replay_url in inbox
+    assert "Nothing waits for your decision." not in inbox
+    # Not the approver's to decide (the tier's owner or ops), nor the proposer's own.
+    for other in (approver, world.ops):
+        assert replay_url not in login(other).get(reverse("inbox")).content.decode()
+
+
+def test_the_page_in_chinese(world, eager, django_capture_on_commit_callbacks):
+    run = _replayed(world, django_capture_on_commit_callbacks)
+    client = login(world.ops)
+    html = client.get(
+        reverse("change_replay", args=[run.change_id]), HTTP_ACCEPT_LANGUAGE="zh-hans"
+    ).content.decode()
+    assert '<html lang="zh-hans">' in html
+    for text in ("重放此变更", "现行规则", "采用此变更后", "更差", "假设重放"):
+        assert text in html, text
+    assert "Replay this change" not in html and "With the change" not in html
+
+
+def test_the_page_says_why_a_replay_failed_and_refuses_unknown_changes(world, client):
+    change = _cap_change(world)
+    run, _queued = change_replay_start(change=change, user=world.ops, now=NOW)
+    run.status, run.error = ReplayStatus.FAILED, "KeyError: 3"
+    run.save()
+    ops = login(world.ops)
+    html = ops.get(reverse("change_replay", args=[change.pk])).content.decode()
+    assert "The replay failed:" in html and "KeyError: 3" in html
+    assert 'http-equiv="refresh"' not in html
+    assert ops.get(reverse("change_replay", args=[change.pk + 99])).status_code == 404
+    assert client.get(reverse("change_replay", args=[change.pk])).status_code == 302
+    # A change no longer open cannot be replayed from the page either; nothing is lost.
+    services.rule_change_propose(change=change, user=world.ops)
+    services.rule_change_withdraw(change=change, user=world.ops)
+    answer = ops.post(reverse("change_replay", args=[change.pk]), follow=True)
+    assert "Only a draft or proposed change can be replayed." in answer.content.decode()
+    assert ChangeReplay.objects.get().status == ReplayStatus.FAILED
