@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..backends import JOB, LiveState, State
+from ..backends import JOB, LiveState, State, gc_paused
 from .commands import SlurmCommands
 from .values import (
     ACCOUNT,
@@ -23,6 +23,7 @@ from .values import (
 )
 
 
+@gc_paused()
 def read_live(commands: SlurmCommands, *, cluster_name: str, jobs: Iterable[str] = ()) -> LiveState:
     """Three read calls (QOS, accounts with their associations, users), and one
     ``squeue`` for the named jobs when there are any."""
