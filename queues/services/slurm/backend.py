@@ -52,8 +52,8 @@ class SlurmBackend:
         return self.commands.version(), self.commands.tracked_resources()
 
     def read_live(self, *, jobs: Iterable[str] = ()) -> LiveState:
-        """Three read calls (QOS, accounts with their associations, users), and one
-        ``squeue`` for the named jobs when there are any."""
+        """Two read calls (QOS; accounts with their associations), and one ``squeue`` for
+        the named jobs when there are any."""
         return read_live(self.commands, cluster_name=self.cluster_name, jobs=jobs)
 
     # -- desired --
