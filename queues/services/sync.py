@@ -346,9 +346,11 @@ def enforcement_for(
     backend: SchedulerBackend,
     at: datetime,
     rules: EffectiveRules | None = None,
+    config: dict[str, str] | None = None,
 ) -> list[dict[str, str]]:
     """How the cluster enforces each rule (see ``slurm.enforcement``, ``kueue.enforcement``;
-    ``rules``: the effective rules at ``at``, already read)."""
+    ``rules``: the effective rules at ``at``, already read; ``config``: Slurm's settings,
+    already read)."""
     rules = effective_rules(at=at) if rules is None else rules
     pools = list(cluster.pools.all())
     kueue_enforcement = getattr(backend, "rule_enforcement", None)
@@ -358,14 +360,14 @@ def enforcement_for(
     if priority_config is None:
         return []
     try:
-        config = priority_config()
+        priorities = priority_config(config=config)
     except SchedulerError:
-        config = {}
+        priorities = {}
     return rule_enforcement(
         rules=rules,
         pools=pools,
         gres_types=pool_gres_types(pools),
-        priority_config=config,
+        priority_config=priorities,
         plugin=_state(cluster).submit_plugin,
     )
 
@@ -413,8 +415,17 @@ def sync_execute(
         desired = desired_state_for(cluster=cluster, backend=backend, at=now, rules=rules)
         _progress(run, _("checking what the cluster tracks"))
         refused = cluster_preflight(cluster=cluster, backend=backend)
-        submit_refresh(cluster=cluster, backend=backend, write=False)
-        enforcement = enforcement_for(cluster=cluster, backend=backend, at=now, rules=rules)
+        # One ``scontrol show config`` for the plugin check and the priority settings.
+        config = _scheduler_config(backend)
+        submit_refresh(
+            cluster=cluster,
+            backend=backend,
+            write=False,
+            plugins=None if config is None else config.get("JobSubmitPlugins", ""),
+        )
+        enforcement = enforcement_for(
+            cluster=cluster, backend=backend, at=now, rules=rules, config=config
+        )
         _progress(run, _("reading the live state"))
         sync_state = _state(cluster)
         applied_state = sync_state.applied_state or {}
@@ -767,13 +778,30 @@ def drift_remove(
     )
 
 
+def _scheduler_config(backend: SchedulerBackend) -> dict[str, str] | None:
+    """Slurm's settings in one call; None when not Slurm or not read (then each check
+    reads, and reports, for itself)."""
+    read = getattr(backend, "scheduler_config", None)
+    if read is None:
+        return None
+    try:
+        return read()
+    except SchedulerError:
+        return None
+
+
 def submit_refresh(
-    *, cluster: Cluster, backend: SchedulerBackend, write: bool, recheck: bool = True
+    *,
+    cluster: Cluster,
+    backend: SchedulerBackend,
+    write: bool,
+    recheck: bool = True,
+    plugins: str | None = None,
 ) -> dict[str, Any]:
     """Write the job_submit plugin's table from the applied state (when ``write``) and record
     whether the plugin is installed and current (see ``slurm.submit``). Not Slurm: nothing.
     A table that cannot be written is reported, never raised: the plugin
-    then fails safe once the old table expires."""
+    then fails safe once the old table expires. ``plugins``: JobSubmitPlugins as just read."""
     table = getattr(backend, "submit_table", None)
     status_of = getattr(backend, "submit_status", None)
     state = _state(cluster)
@@ -789,7 +817,8 @@ def submit_refresh(
                 % {"error": error}
             )
     # ``recheck=False``: JobSubmitPlugins as this sync read it a moment ago (one call less).
-    plugins = None if recheck else (state.submit_plugin or {}).get("plugins")
+    if plugins is None and not recheck:
+        plugins = (state.submit_plugin or {}).get("plugins")
     try:
         status.update(status_of(applied=state.applied_state, plugins=plugins))
     except SchedulerError as error:
