@@ -9,9 +9,13 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.db.models import Model
+
 from governance.models import (
+    GpuFlavor,
     Grant,
     GrantKind,
+    Pool,
     PoolCapacity,
     PreemptionClass,
     PreemptionKind,
@@ -103,6 +107,33 @@ def grants_active_at(*, at: datetime, project_ids: Collection[int] | None = None
     )
 
 
+def _quotas(project_ids: list[int] | None) -> list[Quota]:
+    """The quotas of ``project_ids`` (None: all) with their pool, flavor and class.
+
+    All quotas share one instance per pool, flavor and preemption class, each read once
+    (three small queries): one copy of each per row, as ``select_related`` makes, took
+    two thirds of the time at 10,000 projects. A few projects' quotas come with them.
+    """
+    rows = Quota.objects.order_by("pool__name", "flavor__name", "pk")
+    if project_ids is not None:
+        rows = rows.filter(project_id__in=project_ids)
+        return list(rows.select_related("pool", "flavor", "preemption_class"))
+    pools = Pool.objects.in_bulk()
+    flavors = GpuFlavor.objects.in_bulk()
+    classes = PreemptionClass.objects.in_bulk()
+    quotas = list(rows)
+    for quota in quotas:
+        _cache(quota, "pool", pools[quota.pool_id])
+        _cache(quota, "flavor", flavors[quota.flavor_id])
+        _cache(quota, "preemption_class", classes[quota.preemption_class_id])
+    return quotas
+
+
+def _cache(instance: Project | Quota, name: str, value: Model | None) -> None:
+    """Set a foreign key's related object as ``select_related`` would (no query later)."""
+    type(instance)._meta.get_field(name).set_cached_value(instance, value)  # type: ignore[union-attr]
+
+
 def _stricter(a: PreemptionClass, b: PreemptionClass | None) -> PreemptionClass:
     if b is not None and STRICTNESS[PreemptionKind(b.kind)] > STRICTNESS[PreemptionKind(a.kind)]:
         return b
@@ -120,26 +151,25 @@ def _higher(a: PriorityTier | None, b: PriorityTier | None) -> PriorityTier | No
 def effective_rules(
     *, at: datetime, project_slugs: Collection[str] | None = None
 ) -> EffectiveRules:
-    """The rules in force at ``at`` (four queries, whatever the number of projects).
-
-    ``project_slugs`` narrows the result to those projects (for one project's page or API).
-    """
+    """The rules in force at ``at`` (seven queries, whatever the number of projects; four
+    when ``project_slugs`` narrows the result to those projects, for one project's page or
+    API). Projects share the instances of ``tiers``."""
     tiers = tuple(PriorityTier.objects.order_by("-score"))
+    tier_of = {tier.pk: tier for tier in tiers}
     default = next((tier for tier in tiers if tier.is_default), None)
-    project_rows = Project.objects.select_related("tier").order_by("slug")
+    project_rows = Project.objects.order_by("slug")
     if project_slugs is not None:
         project_rows = project_rows.filter(slug__in=project_slugs)
     project_list = list(project_rows)
+    for project in project_list:
+        _cache(project, "tier", tier_of.get(project.tier_id) if project.tier_id else None)
     project_ids = None if project_slugs is None else [project.pk for project in project_list]
     grants = grants_active_at(at=at, project_ids=project_ids)
     by_project: dict[int, list[Grant]] = {}
     for grant in grants:
         by_project.setdefault(grant.project_id, []).append(grant)
     quotas_by_project: dict[int, list[Quota]] = {}
-    quota_rows = Quota.objects.select_related("pool", "flavor", "preemption_class")
-    if project_ids is not None:
-        quota_rows = quota_rows.filter(project_id__in=project_ids)
-    for quota in quota_rows.order_by("pool__name", "flavor__name", "pk"):
+    for quota in _quotas(project_ids):
         quotas_by_project.setdefault(quota.project_id, []).append(quota)
 
     projects: dict[str, EffectiveProject] = {}

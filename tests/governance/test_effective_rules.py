@@ -178,5 +178,6 @@ def test_rule_change_hooks_run_after_commit(world, django_capture_on_commit_call
 
 def test_effective_rules_cost_a_fixed_number_of_queries(world, django_assert_num_queries):
     _exception(world)
-    with django_assert_num_queries(4):
+    # tiers, projects, grants, pools, flavors, preemption classes, quotas
+    with django_assert_num_queries(7):
         effective_rules(at=T0)

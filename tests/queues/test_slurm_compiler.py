@@ -212,3 +212,53 @@ def test_the_submit_table_carries_each_project_accounts_typed_maxima_caps_and_me
     assert text.startswith(f"-- arbiter-submit-table format=1 fingerprint={data['fingerprint']} ")
     assert '["expires"] = 123' in text
     assert _lua('a "quoted"\\ line\n') == '"a \\034quoted\\034\\092 line\\010"'
+
+
+def _add_projects(world, first: int, last: int) -> None:
+    """Projects ``p<first>`` … ``p<last - 1>``, each with a member and quotas of every class."""
+    from governance import services as rules
+    from governance.models import ProjectRole, User
+
+    kw = {"user": world.ops, "reason": "Test set-up"}
+    classes = [world.allowed, world.cautious, world.forbidden]
+    tiers = [world.exploratory, world.regular, world.key, None]
+    for flavor in (world.a100, world.h100):
+        rules.pool_capacity_set(**kw, pool=world.training, flavor=flavor, gpus=200)
+    for i in range(first, last):
+        project = rules.project_create(**kw, slug=f"p{i:03d}", name=f"P {i}", tier=tiers[i % 4])
+        member = User.objects.create_user(username=f"u{i:03d}")
+        rules.membership_set(**kw, project=project, member=member, role=ProjectRole.LEAD)
+        for pool, flavor in ((world.training, world.a100), (world.training, world.h100)):
+            rules.quota_create(
+                **kw,
+                project=project,
+                pool=pool,
+                flavor=flavor,
+                guarantee=1,
+                borrow_limit=i % 4,
+                preemption_class=classes[i % 3],
+            )
+
+
+def test_the_desired_state_costs_the_same_queries_for_10_and_50_projects(world):
+    """The desired state reads each kind of row once, whatever the number of projects."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    cluster, backend, _desired_state = _desired(world, [world.training])
+    counts, sizes = [], []
+    for first, last in ((0, 10), (10, 50)):
+        _add_projects(world, first, last)
+        with CaptureQueriesContext(connection) as queries:
+            desired = sync.desired_state_for(cluster=cluster, backend=backend, at=timezone.now())
+        counts.append(len(queries))
+        sizes.append(
+            (
+                len([name for name in desired["account"] if ".p" in name]),
+                len([name for name in desired["association"] if name.startswith("u")]),
+            )
+        )
+    assert sizes == [(10, 10), (50, 50)]
+    # effective rules: tiers, projects, grants, pools, flavors, classes, quotas; then the
+    # preemptible tiers, the cluster's pools, capacities, the pools' GRES types (2), members
+    assert counts == [13, 13]

@@ -121,9 +121,9 @@ def test_first_sync_creates_the_objects_and_a_resync_writes_nothing(lab, slurm):
     assert again.status == SyncStatus.SUCCEEDED, again.error
     assert again.result["writes"] == 0
     assert again.result["changes"] == 0
-    # The three reads, the tracked TRES, the nodes, the priority settings and the job_submit
-    # plugin's (JobSubmitPlugins); nothing else.
-    assert again.result["calls"] == 7
+    # The two reads (QOS; accounts and associations), the tracked TRES, the nodes and one
+    # scontrol show config (priority settings, JobSubmitPlugins); nothing else.
+    assert again.result["calls"] == 5
 
 
 def test_hand_made_objects_are_never_touched(lab, slurm):

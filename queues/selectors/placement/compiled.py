@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
-from django.db.models import Prefetch, prefetch_related_objects
+from django.db.models import prefetch_related_objects
 from django.utils import timezone
 
 from governance.models import (
@@ -259,10 +259,6 @@ def _compile(fingerprint: tuple[Any, ...], now: datetime) -> Compiled:
     rules = effective_rules(at=now)
     tiers = list(rules.tiers)
     prefetch_related_objects(tiers, "preemptible_tiers")
-    prefetch_related_objects(
-        [project.project for project in rules.projects.values()],
-        Prefetch("memberships", queryset=Membership.objects.select_related("user")),
-    )
     capacities = pool_capacities()
     revision = RulesRevision.objects.order_by("-pk").values_list("pk", flat=True).first()
     compiled = Compiled(

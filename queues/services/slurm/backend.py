@@ -52,8 +52,8 @@ class SlurmBackend:
         return self.commands.version(), self.commands.tracked_resources()
 
     def read_live(self, *, jobs: Iterable[str] = ()) -> LiveState:
-        """Three read calls (QOS, accounts with their associations, users), and one
-        ``squeue`` for the named jobs when there are any."""
+        """Two read calls (QOS; accounts with their associations), and one ``squeue`` for
+        the named jobs when there are any."""
         return read_live(self.commands, cluster_name=self.cluster_name, jobs=jobs)
 
     # -- desired --
@@ -150,16 +150,22 @@ class SlurmBackend:
                 found[node] = "" if gres in ("(null)", "N/A") else gres
         return found
 
-    def priority_config(self) -> dict[str, str]:
-        """The multifactor settings slurmctld runs with (``scontrol show config``)."""
+    def scheduler_config(self) -> dict[str, str]:
+        """Every setting slurmctld runs with (``scontrol show config``): one call."""
         out = self.commands.run(["scontrol", "show", "config"])
-        wanted = {"PriorityWeightAge", "PriorityMaxAge", "PriorityWeightQOS", "PriorityType"}
         found = {}
         for line in out.splitlines():
             key, sep, value = line.partition("=")
-            if sep and key.strip() in wanted:
+            if sep:
                 found[key.strip()] = value.strip()
         return found
+
+    def priority_config(self, *, config: dict[str, str] | None = None) -> dict[str, str]:
+        """The multifactor settings slurmctld runs with (``config``: ``scheduler_config()``
+        as just read; else one ``scontrol show config``)."""
+        config = self.scheduler_config() if config is None else config
+        wanted = {"PriorityWeightAge", "PriorityMaxAge", "PriorityWeightQOS", "PriorityType"}
+        return {key: value for key, value in config.items() if key in wanted}
 
     # -- apply --
 

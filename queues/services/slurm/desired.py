@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from governance.models import Pool, PreemptionClass, PreemptionKind, PriorityTier
+from governance.models import Membership, Pool, PreemptionClass, PreemptionKind, PriorityTier
 from governance.selectors import EffectiveProject, EffectiveRules
 
 from ..backends import JOB, State
@@ -78,6 +78,7 @@ def desired_state(
         return {QOS: qos, ACCOUNT: accounts, ASSOCIATION: associations, JOB: jobs}
 
     accounts[ROOT_ACCOUNT] = account_fields("managed by arbiter", "root", 1, {})
+    users = slurm_users()
     protected_tiers: set[int] = set()
     # One entry per (pool, project): what its account, guarantee QOS and members get.
     plans = []
@@ -191,6 +192,12 @@ def desired_state(
             }
 
     default_tier = rules.default_tier
+    # What every project of a pool shares, computed once per pool rather than per project.
+    guarantee_text = {pool.pk: description(f"guarantee in pool {pool.name}") for pool in pools}
+    guarantee_preempt = {
+        pool.pk: format_list(n for n, b in borrowers.items() if b[0].pk == pool.pk)
+        for pool in pools
+    }
     for pool, slug, project, quotas, forbidden, borrow_name in plans:
         account = project_account(pool, slug)
         # Every GRES type of the pool gets a typed limit: 0 where the project has no quota.
@@ -227,9 +234,9 @@ def desired_state(
             g_name = guarantee_qos(pool, slug)
             qos[g_name] = _qos(
                 # The name says whose: equal settings let one call set many of them.
-                description=description(f"guarantee in pool {pool.name}"),
+                description=guarantee_text[pool.pk],
                 priority=str(top_tier.scheduler_value if top_tier else 0),
-                preempt=format_list(n for n, b in borrowers.items() if b[0].pk == pool.pk),
+                preempt=guarantee_preempt[pool.pk],
                 preempt_mode="cluster",
                 max_tres_per_account=format_tres(guarantee),  # type: ignore[arg-type]
             )
@@ -244,20 +251,32 @@ def desired_state(
             default = allowed[-1]
         elif names:
             default = sorted(names)[0]
-        for membership in project.project.memberships.all():
-            # A service account submits nothing to Slurm itself (it acts through the API).
-            if membership.user.is_service_account:
-                continue
-            user = membership.user.username.lower()
-            if not SLURM_USER.match(user):
-                continue
+        allowed_qos = format_list(names)
+        for user in users.get(project.project.pk, ()):
             associations[association_name(user, account)] = {
-                "qos": format_list(names),
+                "qos": allowed_qos,
                 "default_qos": default,
                 "grp_tres": "",
                 **NO_LIMITS,
             }
     return {QOS: qos, ACCOUNT: accounts, ASSOCIATION: associations, JOB: jobs}
+
+
+def slurm_users() -> dict[int, list[str]]:
+    """Each project's members as Slurm user names (one query, by project id).
+
+    A service account submits nothing to Slurm itself (it acts through the API), and a name
+    Slurm would refuse gets no association.
+    """
+    users: dict[int, list[str]] = defaultdict(list)
+    rows = Membership.objects.filter(user__is_service_account=False).values_list(
+        "project_id", "user__username"
+    )
+    for project_id, username in rows.order_by("project_id", "user__username"):
+        user = username.lower()
+        if SLURM_USER.match(user):
+            users[project_id].append(user)
+    return users
 
 
 def _cautious_class(quotas: list) -> PreemptionClass | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..backends import JOB, LiveState, State
+from ..backends import JOB, LiveState, State, gc_paused
 from .commands import SlurmCommands
 from .values import (
     ACCOUNT,
@@ -23,9 +23,11 @@ from .values import (
 )
 
 
+@gc_paused()
 def read_live(commands: SlurmCommands, *, cluster_name: str, jobs: Iterable[str] = ()) -> LiveState:
-    """Three read calls (QOS, accounts with their associations, users), and one
-    ``squeue`` for the named jobs when there are any."""
+    """Two read calls (QOS; accounts with their associations and every limit), and one
+    ``squeue`` for the named jobs when there are any. (Slurm's user list is not read: nothing
+    compares it, and ``sacctmgr load`` adds a member's user with the association.)"""
     objects: State = {QOS: {}, ACCOUNT: {}, ASSOCIATION: {}, JOB: {}}
     managed: dict[str, set[str]] = {QOS: set(), ACCOUNT: set(), ASSOCIATION: set()}
     for row in commands.sacctmgr_read(
@@ -88,7 +90,6 @@ def read_live(commands: SlurmCommands, *, cluster_name: str, jobs: Iterable[str]
             }
             if org.lower() == ORGANIZATION:
                 managed[ASSOCIATION].add(name)
-    users = {row[0] for row in commands.sacctmgr_read("show", "user", "format=user")}
     ids = sorted({job for job in jobs if JOB_ID.match(job)})
     if ids:
         for job, state, qos_name, account, user in commands.squeue_jobs(ids):
@@ -98,7 +99,7 @@ def read_live(commands: SlurmCommands, *, cluster_name: str, jobs: Iterable[str]
                 "account": account,
                 "user": user,
             }
-    return LiveState(objects=objects, managed=managed, extra={"users": users})
+    return LiveState(objects=objects, managed=managed)
 
 
 def _limit(name: str, value: str) -> str:

@@ -33,7 +33,7 @@ from django.conf import settings
 from django.utils import translation
 from django.utils.translation import gettext as _
 
-from ..backends import State
+from ..backends import State, gc_paused
 from .commands import SlurmCommands
 from .values import ACCOUNT, ASSOCIATION, GPU, QOS, ROOT_ACCOUNT, parse_tres, split_association
 
@@ -43,6 +43,8 @@ TABLE_NAME = "arbiter_submit_table.lua"
 TABLE_FORMAT = 1
 DEFAULT_CONF = "/etc/slurm/slurm.conf"
 VERSION_LINE = re.compile(r'^ARBITER_PLUGIN_VERSION = "(?P<version>[^"]+)"', re.MULTILINE)
+# Lua 5.1 escapes: backslash, quote, and control bytes as decimal \ddd.
+LUA_ESCAPE = re.compile(r'[\\"\x00-\x1f]')
 HEADER = re.compile(r"^-- arbiter-submit-table format=(\d+) fingerprint=(\S+) expires=(\d+)")
 
 
@@ -111,6 +113,7 @@ def _messages() -> dict[str, str]:
     }
 
 
+@gc_paused()
 def table_data(*, state: State, cluster_name: str) -> dict[str, Any]:
     """The table's content, compiled from the state Arbiter applied (no expiry)."""
     accounts: dict[str, dict[str, Any]] = {}
@@ -165,6 +168,10 @@ def table_data(*, state: State, cluster_name: str) -> dict[str, Any]:
     return data
 
 
+def _lua_escape(match: re.Match[str]) -> str:
+    return f"\\{ord(match[0]):03d}"
+
+
 def _lua(value: Any, indent: str = "") -> str:
     """A Lua literal for JSON-like data (strings escaped, keys always bracketed)."""
     if isinstance(value, bool):
@@ -172,13 +179,13 @@ def _lua(value: Any, indent: str = "") -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, str):
-        # Lua 5.1 escapes: backslash, quote, and control bytes as decimal \ddd.
-        return '"' + re.sub(r'[\\"\x00-\x1f]', lambda m: f"\\{ord(m[0]):03d}", value) + '"'
+        return '"' + LUA_ESCAPE.sub(_lua_escape, value) + '"'
     inner = indent + "  "
     items = [f"{inner}[{_lua(key)}] = {_lua(item, inner)}," for key, item in value.items()]
     return "{\n" + "\n".join(items) + f"\n{indent}}}" if items else "{}"
 
 
+@gc_paused()
 def table_text(data: dict[str, Any], *, expires: int) -> str:
     header = (
         f"-- arbiter-submit-table format={TABLE_FORMAT} fingerprint={data['fingerprint']} "
