@@ -14,17 +14,16 @@ from django.utils.translation import gettext as _
 
 from governance.models import Pool, PreemptionKind
 from governance.selectors import EffectiveRules
-from queues.models import Enforcement
+from queues.services.enforcement import (
+    NATIVE,
+    NOT_ENFORCED,
+    cautious_rule,
+    daily_maximum_rule,
+)
+from queues.services.enforcement import enforcement_row as _row
 
 from .desired import cluster_queue_name
 from .values import k8s_name
-
-NATIVE = Enforcement.NATIVE.value
-NOT_ENFORCED = Enforcement.NOT_ENFORCED.value
-
-
-def _row(rule: str, how: str, detail: str) -> dict[str, str]:
-    return {"rule": rule, "how": how, "detail": detail}
 
 
 def rule_enforcement(
@@ -170,16 +169,11 @@ def rule_enforcement(
                 if klass.min_runtime_minutes or quota.quota.reclaim_grace_minutes:
                     rows.append(
                         _row(
-                            _(
-                                "%(project)s: class %(klass)s, %(minutes)d minutes before "
-                                "preemption, %(grace)d minutes grace"
-                            )
-                            % {
-                                "project": slug,
-                                "klass": klass.name,
-                                "minutes": klass.min_runtime_minutes or 0,
-                                "grace": quota.quota.reclaim_grace_minutes or 0,
-                            },
+                            cautious_rule(
+                                project=slug,
+                                klass=klass,
+                                grace_minutes=quota.quota.reclaim_grace_minutes,
+                            ),
                             NOT_ENFORCED,
                             _(
                                 "not enforced on this cluster: Kueue preempts a borrower at "
@@ -190,12 +184,7 @@ def rule_enforcement(
                 if klass.max_preemptions_per_day:
                     rows.append(
                         _row(
-                            _("%(project)s: class %(klass)s, at most %(count)d preemptions a day")
-                            % {
-                                "project": slug,
-                                "klass": klass.name,
-                                "count": klass.max_preemptions_per_day,
-                            },
+                            daily_maximum_rule(project=slug, klass=klass),
                             NOT_ENFORCED,
                             _("not enforced on this cluster: Kueue does not count preemptions"),
                         )

@@ -14,19 +14,18 @@ from django.utils.translation import gettext as _
 
 from governance.models import Pool, PreemptionKind
 from governance.selectors import EffectiveRules
-from queues.models import Enforcement
+from queues.services.enforcement import (
+    GUARD,
+    NATIVE,
+    NOT_ENFORCED,
+    SUBMIT,
+    cautious_rule,
+    daily_maximum_rule,
+)
+from queues.services.enforcement import enforcement_row as _row
 
 from .config import slurm_conf_lines
 from .values import borrow_qos, guarantee_qos, project_account, tier_qos
-
-NATIVE = Enforcement.NATIVE.value
-NOT_ENFORCED = Enforcement.NOT_ENFORCED.value
-GUARD = Enforcement.GUARD.value
-SUBMIT = Enforcement.SUBMIT.value
-
-
-def _row(rule: str, how: str, detail: str) -> dict[str, str]:
-    return {"rule": rule, "how": how, "detail": detail}
 
 
 def rule_enforcement(
@@ -203,16 +202,11 @@ def rule_enforcement(
                 if klass.min_runtime_minutes or quota.quota.reclaim_grace_minutes:
                     rows.append(
                         _row(
-                            _(
-                                "%(project)s: class %(klass)s, %(minutes)d minutes before "
-                                "preemption, %(grace)d minutes grace"
-                            )
-                            % {
-                                "project": slug,
-                                "klass": klass.name,
-                                "minutes": klass.min_runtime_minutes or 0,
-                                "grace": quota.quota.reclaim_grace_minutes or 0,
-                            },
+                            cautious_rule(
+                                project=slug,
+                                klass=klass,
+                                grace_minutes=quota.quota.reclaim_grace_minutes,
+                            ),
                             NATIVE,
                             _(
                                 "borrowed work: QOS %(qos)s PreemptExemptTime and GraceTime; "
@@ -226,12 +220,7 @@ def rule_enforcement(
                 if klass.max_preemptions_per_day:
                     rows.append(
                         _row(
-                            _("%(project)s: class %(klass)s, at most %(count)d preemptions a day")
-                            % {
-                                "project": slug,
-                                "klass": klass.name,
-                                "count": klass.max_preemptions_per_day,
-                            },
+                            daily_maximum_rule(project=slug, klass=klass),
                             NOT_ENFORCED,
                             _(
                                 "not enforced on this cluster: Slurm cannot count "
