@@ -331,6 +331,10 @@ def change_replay(request: HttpRequest, pk: int) -> HttpResponse:
             "page": page,
             "run": page.run,
             "replayable": change.status in queue_services.replay.REPLAYABLE,
+            "may_start": queue_services.change_replay_start_problem(
+                change=change, user=request.user
+            )
+            is None,
             **_figure_context(),
         },
     )

@@ -25,7 +25,12 @@ from .clusters import (
     cluster_propose_update,
     cluster_update,
 )
-from .replay import change_replay_run, change_replay_start, change_replay_window
+from .replay import (
+    change_replay_run,
+    change_replay_start,
+    change_replay_start_problem,
+    change_replay_window,
+)
 from .slurm import SlurmBackend, SlurmCommands, slurm_conf_lines
 from .sync import (
     SyncBusy,
@@ -74,6 +79,7 @@ __all__ = [
     "backend_for",
     "change_replay_run",
     "change_replay_start",
+    "change_replay_start_problem",
     "change_replay_window",
     "cluster_check",
     "cluster_check_enqueue",

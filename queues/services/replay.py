@@ -14,13 +14,14 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from governance.models import PriorityTier, RuleChange, RulesRevision
 from governance.models.changes import ChangeStatus
+from governance.selectors import approval_problem
 from queues.models import ChangeReplay, ReplayStatus
 from queues.replay import replay
 from queues.replay.results import summarize
@@ -59,12 +60,31 @@ def fingerprint(inputs: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def change_replay_start_problem(*, change: RuleChange, user: Any) -> str | None:
+    """Why ``user`` may not start a replay of ``change``, or ``None``: the change's author or
+    proposer, ops, and whoever may decide it may (a replay costs the worker minutes; readers
+    see the stored runs)."""
+    if getattr(user, "pk", None) in (change.author_id, change.proposed_by_id):
+        return None
+    if getattr(user, "is_ops", False) and not getattr(user, "is_service_account", False):
+        return None
+    if approval_problem(change=change, user=user) is None:
+        return None
+    return _(
+        "Only the change's author, ops and the people who may decide it start its replay; the "
+        "stored runs are readable by everyone who reads the change."
+    )
+
+
 def change_replay_start(
     *, change: RuleChange, user: Any, now: datetime | None = None
 ) -> tuple[ChangeReplay, bool]:
     """Queue a replay of ``change`` (draft or proposed); the same inputs reuse their run (a
     failed one is queued again). Returns the run and whether it was queued now."""
     now = now or timezone.now()
+    problem = change_replay_start_problem(change=change, user=user)
+    if problem is not None:
+        raise PermissionDenied(problem)
     with transaction.atomic():
         change = RuleChange.objects.select_for_update().get(pk=change.pk)
         if change.status not in REPLAYABLE:

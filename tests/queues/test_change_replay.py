@@ -236,6 +236,25 @@ def test_the_api_refuses_bad_input_unknown_changes_and_tokens_without_the_scope(
     assert not ChangeReplay.objects.exists()
 
 
+def test_only_the_author_ops_and_deciders_start_a_replay_and_every_reader_reads_it(
+    world, member, ops2, api_client, eager, django_capture_on_commit_callbacks
+):
+    run = _replayed(world, django_capture_on_commit_callbacks)
+    change = run.change
+    # A member of a project reads the stored run but starts none (403 naming who may).
+    api_client.credentials(HTTP_AUTHORIZATION=token_for(member))
+    assert api_client.get(_url(change.pk)).json()["id"] == run.pk
+    refused = api_client.post(_url(change.pk), {}, format="json")
+    assert refused.status_code == 403
+    assert "author, ops and the people who may decide" in refused.json()["detail"]
+    page = login(member).get(reverse("change_replay", args=[change.pk])).content.decode()
+    assert "Replay this change" not in page and "In force" in page
+    assert login(member).post(reverse("change_replay", args=[change.pk])).status_code == 403
+    # Another ops person may decide it, so may start it.
+    api_client.credentials(HTTP_AUTHORIZATION=token_for(ops2))
+    assert api_client.post(_url(change.pk), {}, format="json").status_code == 202
+
+
 # --- the page --------------------------------------------------------------------------------
 
 
