@@ -30,31 +30,36 @@ wanted() { [[ " $SERVICES " == *" $1 "* ]]; }
 mkdir -p "$LOG_DIR"
 
 # --- Packages --------------------------------------------------------------------------------
-package_installed() {
-    [[ $(dpkg-query -W -f='${Status}' "$1" 2>/dev/null) == "install ok installed" ]]
-}
-
-install_packages() {
-    local missing=() pkg
-    for pkg in "$@"; do package_installed "$pkg" || missing+=("$pkg"); done
-    ((${#missing[@]})) || return 0
-    local apt=(apt-get -y -q -o DPkg::Lock::Timeout=300)
+# Make apt ready once, before the first install: no prompts, no daemons started by the
+# packages' own init scripts (a container has no init: a policy-rc.d that exits 101 forbids
+# it, removed again unless it was there before), and fresh package lists (a new machine's may
+# be stale or empty).
+APT_READY=0
+apt_ready() {
+    ((APT_READY)) && return 0
     export DEBIAN_FRONTEND=noninteractive
-    say "installing ${missing[*]} from Debian's packages"
-    # The packages' own init scripts must not start system daemons in a container without an
-    # init: a policy-rc.d that exits 101 forbids it (removed again unless it was there before).
     if [[ ! -e /usr/sbin/policy-rc.d ]]; then
         printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
         chmod 755 /usr/sbin/policy-rc.d
         trap 'rm -f /usr/sbin/policy-rc.d' EXIT
     fi
-    # Package lists are refreshed once per run, before the first install: a new machine's may
-    # be stale or empty.
-    "${apt[@]}" update >"$LOG_DIR/apt.log" 2>&1 || die "apt-get update failed (see $LOG_DIR/apt.log)"
-    "${apt[@]}" install --no-install-recommends "${missing[@]}" >>"$LOG_DIR/apt.log" 2>&1 || {
-        tail -n 30 "$LOG_DIR/apt.log" >&2
-        die "apt-get install ${missing[*]} failed (see $LOG_DIR/apt.log)"
-    }
+    apt-get -y -q -o DPkg::Lock::Timeout=300 update >"$LOG_DIR/apt.log" 2>&1 ||
+        die "apt-get update failed (see $LOG_DIR/apt.log)"
+    APT_READY=1
+}
+
+# Whether every package named is installed (then nothing is done for it).
+installed() {
+    local pkg
+    for pkg in "$@"; do
+        [[ $(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null) == "install ok installed" ]] ||
+            return 1
+    done
+}
+
+apt_failed() {
+    tail -n 30 "$LOG_DIR/apt.log" >&2
+    die "apt-get install $* failed (see $LOG_DIR/apt.log)"
 }
 
 wait_until() {
@@ -68,11 +73,22 @@ wait_until() {
     die "$what did not answer within $TIMEOUT s"
 }
 
-packages=()
-wanted postgres && packages+=(postgresql postgresql-client)
-wanted redis && packages+=(redis-server redis-tools)
-wanted mariadb && packages+=(mariadb-server mariadb-client)
-install_packages "${packages[@]}"
+# Each service's Debian packages, installed only when missing.
+if wanted postgres && ! installed postgresql postgresql-client; then
+    apt_ready && say "installing postgresql postgresql-client from Debian's packages"
+    apt-get -y -q -o DPkg::Lock::Timeout=300 install --no-install-recommends \
+        postgresql postgresql-client >>"$LOG_DIR/apt.log" 2>&1 || apt_failed postgresql
+fi
+if wanted redis && ! installed redis-server redis-tools; then
+    apt_ready && say "installing redis-server redis-tools from Debian's packages"
+    apt-get -y -q -o DPkg::Lock::Timeout=300 install --no-install-recommends \
+        redis-server redis-tools >>"$LOG_DIR/apt.log" 2>&1 || apt_failed redis-server
+fi
+if wanted mariadb && ! installed mariadb-server mariadb-client; then
+    apt_ready && say "installing mariadb-server mariadb-client from Debian's packages"
+    apt-get -y -q -o DPkg::Lock::Timeout=300 install --no-install-recommends \
+        mariadb-server mariadb-client >>"$LOG_DIR/apt.log" 2>&1 || apt_failed mariadb-server
+fi
 
 # --- PostgreSQL ------------------------------------------------------------------------------
 pg_answers() { pg_isready -q -h 127.0.0.1 -p 5432 && psql -h 127.0.0.1 -U postgres -Atqc 'select 1'; }
