@@ -19,7 +19,7 @@ from queues.services.workload.classify import (
     classify_kueue,
     classify_slurm,
 )
-from tests.conftest import shared_dir
+from tests.conftest import require_service, shared_dir
 
 REFERENCE = Path(__file__).parent / "data" / "scheduler_reasons.md"
 SLURM_ROWS = {
@@ -85,8 +85,11 @@ def test_the_copy_is_the_references_own():
     """The copied sections are still the reference's own lines, where it sits beside the
     repository (an optional check of the provenance: the tests above need only the copy)."""
     original = shared_dir() / "reference" / "schedulers.md"
-    if not original.exists():
-        pytest.skip(f"the scheduler reference is not beside the repository ({original.name})")
+    require_service(
+        "the scheduler reference (../shared)",
+        original.exists(),
+        f"{original.name} is not beside the repository; the tests above need only the copy",
+    )
     lines = set(original.read_text().splitlines())
     copied = reference().split("-->", 1)[1].splitlines()
     assert [line for line in copied if line and line not in lines] == []
