@@ -22,7 +22,7 @@ Every violation names the object, the field and the rule of Arbiter that produce
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -215,130 +215,91 @@ StrictValidator = validators.extend(
 )
 
 # Built-in kinds: only the fields Arbiter writes, strictly.
-PRIORITY_CLASS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "value"],
-    "additionalProperties": False,
-    "properties": {
-        "apiVersion": {"type": "string"},
-        "kind": {"type": "string"},
-        "metadata": {"type": "object"},
-        "value": {"type": "integer", "format": "int32"},
-        "globalDefault": {"type": "boolean"},
-        "description": {"type": "string"},
-        "preemptionPolicy": {"type": "string", "enum": ["PreemptLowerPriority", "Never"]},
-    },
-}
-NAMESPACE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["apiVersion", "kind", "metadata"],
-    "additionalProperties": False,
-    "properties": {
-        "apiVersion": {"type": "string"},
-        "kind": {"type": "string"},
-        "metadata": {"type": "object"},
-    },
-}
+
+
+def _object_schema(*, required: Sequence[str] = (), **fields: Any) -> dict[str, Any]:
+    """A core object Arbiter writes: apiVersion, kind and metadata, plus ``fields`` (each a
+    schema; ``required`` names those it must have), and nothing else."""
+    return {
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", *required],
+        "additionalProperties": False,
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            **fields,
+        },
+    }
+
+
+def _spec(required: Sequence[str], **fields: Any) -> dict[str, Any]:
+    """A ``spec`` with exactly ``fields``, of which ``required`` must be there."""
+    return {
+        "type": "object",
+        "required": list(required),
+        "additionalProperties": False,
+        "properties": fields,
+    }
+
+
+PRIORITY_CLASS_SCHEMA = _object_schema(
+    required=["value"],
+    value={"type": "integer", "format": "int32"},
+    globalDefault={"type": "boolean"},
+    description={"type": "string"},
+    preemptionPolicy={"type": "string", "enum": ["PreemptLowerPriority", "Never"]},
+)
+NAMESPACE_SCHEMA = _object_schema()
 # Arbiter's tier policies (validating, and mutating): only the fields it writes (the API
 # server checks the CEL).
-ADMISSION_POLICY_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
-    "additionalProperties": False,
-    "properties": {
-        "apiVersion": {"type": "string"},
-        "kind": {"type": "string"},
-        "metadata": {"type": "object"},
-        "spec": {
-            "type": "object",
-            "required": ["failurePolicy", "matchConstraints", "validations"],
-            "additionalProperties": False,
-            "properties": {
-                "failurePolicy": {"enum": ["Fail"]},
-                "matchConstraints": {"type": "object"},
-                "validations": {"type": "array", "minItems": 1},
-            },
+ADMISSION_POLICY_SCHEMA = _object_schema(
+    required=["spec"],
+    spec=_spec(
+        ["failurePolicy", "matchConstraints", "validations"],
+        failurePolicy={"enum": ["Fail"]},
+        matchConstraints={"type": "object"},
+        validations={"type": "array", "minItems": 1},
+    ),
+)
+POLICY_BINDING_SCHEMA = _object_schema(
+    required=["spec"],
+    spec=_spec(
+        ["policyName", "validationActions", "matchResources"],
+        policyName={"type": "string"},
+        validationActions={"type": "array", "items": {"enum": ["Deny"]}},
+        matchResources={"type": "object"},
+    ),
+)
+MUTATING_POLICY_SCHEMA = _object_schema(
+    required=["spec"],
+    spec=_spec(
+        ["failurePolicy", "reinvocationPolicy", "matchConstraints", "mutations"],
+        failurePolicy={"enum": ["Fail"]},
+        reinvocationPolicy={"enum": ["Never"]},
+        matchConstraints={"type": "object"},
+        matchConditions={"type": "array"},
+        mutations={
+            "type": "array",
+            "minItems": 1,
+            "items": _spec(
+                ["patchType", "applyConfiguration"],
+                patchType={"enum": ["ApplyConfiguration"]},
+                applyConfiguration=_spec(
+                    ["expression"], expression={"type": "string", "minLength": 1}
+                ),
+            ),
         },
-    },
-}
-POLICY_BINDING_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
-    "additionalProperties": False,
-    "properties": {
-        "apiVersion": {"type": "string"},
-        "kind": {"type": "string"},
-        "metadata": {"type": "object"},
-        "spec": {
-            "type": "object",
-            "required": ["policyName", "validationActions", "matchResources"],
-            "additionalProperties": False,
-            "properties": {
-                "policyName": {"type": "string"},
-                "validationActions": {"type": "array", "items": {"enum": ["Deny"]}},
-                "matchResources": {"type": "object"},
-            },
-        },
-    },
-}
-MUTATING_POLICY_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
-    "additionalProperties": False,
-    "properties": {
-        "apiVersion": {"type": "string"},
-        "kind": {"type": "string"},
-        "metadata": {"type": "object"},
-        "spec": {
-            "type": "object",
-            "required": ["failurePolicy", "reinvocationPolicy", "matchConstraints", "mutations"],
-            "additionalProperties": False,
-            "properties": {
-                "failurePolicy": {"enum": ["Fail"]},
-                "reinvocationPolicy": {"enum": ["Never"]},
-                "matchConstraints": {"type": "object"},
-                "matchConditions": {"type": "array"},
-                "mutations": {
-                    "type": "array",
-                    "minItems": 1,
-                    "items": {
-                        "type": "object",
-                        "required": ["patchType", "applyConfiguration"],
-                        "additionalProperties": False,
-                        "properties": {
-                            "patchType": {"enum": ["ApplyConfiguration"]},
-                            "applyConfiguration": {
-                                "type": "object",
-                                "required": ["expression"],
-                                "additionalProperties": False,
-                                "properties": {"expression": {"type": "string", "minLength": 1}},
-                            },
-                        },
-                    },
-                },
-            },
-        },
-    },
-}
-MUTATING_BINDING_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
-    "additionalProperties": False,
-    "properties": {
-        "apiVersion": {"type": "string"},
-        "kind": {"type": "string"},
-        "metadata": {"type": "object"},
-        "spec": {
-            "type": "object",
-            "required": ["policyName", "matchResources"],
-            "additionalProperties": False,
-            "properties": {
-                "policyName": {"type": "string"},
-                "matchResources": {"type": "object"},
-            },
-        },
-    },
-}
+    ),
+)
+MUTATING_BINDING_SCHEMA = _object_schema(
+    required=["spec"],
+    spec=_spec(
+        ["policyName", "matchResources"],
+        policyName={"type": "string"},
+        matchResources={"type": "object"},
+    ),
+)
 METADATA_FIELDS = {"name", "namespace", "labels", "annotations"}
 
 
