@@ -59,7 +59,7 @@ def _tiers() -> tuple[TierRule, ...]:
             score=tier.score,
             max_gpus_per_job=tier.max_gpus_per_job,
             max_gpus_total=tier.max_gpus_total,
-            max_gpus_per_user=tier.max_gpus_per_job,
+            max_gpus_per_user=None,  # Slurm's compilation caps per job only (no MaxTRESPerUser)
             may_preempt=tier.may_preempt,
             preemptible=frozenset(t.slug for t in tier.preemptible_tiers.all()),
             aging_after=(tier.aging_after_minutes * MINUTE if tier.aging_after_minutes else None),
@@ -279,8 +279,6 @@ def rules_with_change(rules: Rules, *, change: RuleChange) -> tuple[Rules, list[
                 changes = {"aging_after": _minutes(value)}
             elif edit.field == "aging_step":
                 changes = {"aging_step": value or 0}
-            elif edit.field == "max_gpus_per_job":  # also the per-user cap, as compiled
-                changes = {"max_gpus_per_job": value, "max_gpus_per_user": value}
             else:
                 changes = {edit.field: value}
             tiers[slug] = dataclasses.replace(tier, **changes)

@@ -104,7 +104,7 @@ class Waiting:
 class TierRule:
     score: int
     max_total: int | None = None
-    max_per_job: int | None = None  # also the per-user cap, as Arbiter compiles it
+    max_per_job: int | None = None
 
 
 @dataclass
@@ -233,22 +233,17 @@ def _quota(state: QueueState, job: Asked) -> Diagnosis:
             can_never_start=True,
         )
     if USER_CAP.match(reason):
-        mine_running = [row for row in in_tier if row.user == job.user]
-        used = _sum(mine_running)
-        if tier is None or tier.max_per_job is None or used + job.gpus <= tier.max_per_job:
-            return _unknown(
-                job,
-                "user_room",
-                used=used,
-                asked=job.gpus,
-            )
+        # Arbiter compiles no per-user limit (a tier's per-job cap is MaxTRESPerJob only): one
+        # was set by hand on the QOS, and its value is not known here.
         return Diagnosis(
             category=WaitCategory.QUOTA,
             limit=Limit.USER_CAP,
             reason=reason,
-            figures={"used": used, "limit": tier.max_per_job, "asked": job.gpus},
-            clears_by_itself=job.gpus <= tier.max_per_job,
-            can_never_start=job.gpus > tier.max_per_job,
+            figures={
+                "used": _sum(row for row in in_tier if row.user == job.user),
+                "asked": job.gpus,
+            },
+            clears_by_itself=None,
         )
     if TIER_CAP.match(reason):
         used = _sum(in_tier)

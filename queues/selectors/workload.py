@@ -262,7 +262,6 @@ def queue_jump_url(job: WorkloadJob) -> str:
 
 WHY_UNKNOWN = {
     "per_job_room": gettext_lazy("the job asks for no more than its tier's per-job maximum"),
-    "user_room": gettext_lazy("the user's running GPUs in the tier leave room for the job"),
     "tier_room": gettext_lazy("the tier's running GPUs leave room for the job under its cap"),
     "keys_unknown": gettext_lazy("the job's project, pool or flavor is not known"),
     "quota_room": gettext_lazy(
@@ -399,18 +398,16 @@ def next_step(
             )
         return text % f, "", ""
     if found.limit == Limit.USER_CAP:
-        if found.can_never_start:
-            text = _(
-                "The job asks for %(asked)s GPUs, more than tier %(tier)s lets one user run "
-                "(%(limit)s): make it smaller."
+        return (
+            _(
+                "A per-user limit set by hand on the QOS holds it (%(reason)s); your jobs in the "
+                "tier use %(used)s GPUs and this one asks for %(asked)s. Arbiter compiles no "
+                "per-user limit, so a quota exception would not help: ask ops to change it."
             )
-        else:
-            text = _(
-                "Tier %(tier)s lets one user run %(limit)s GPUs; your jobs in it use %(used)s "
-                "and this one asks for %(asked)s: it starts when %(needed)s of yours are "
-                "released. A quota exception does not lift a per-user cap."
-            )
-        return text % f, "", ""
+            % f,
+            "",
+            "",
+        )
     if found.limit == Limit.PER_JOB:
         return (
             _(

@@ -168,10 +168,13 @@ def test_a_hand_set_association_limit_is_not_sent_to_a_quota_exception(lab, reas
     assert "ask ops" in answer.next_step
 
 
-def test_a_tiers_per_user_cap_is_not_sent_to_a_quota_exception(lab):
+def test_a_per_user_limit_is_one_set_by_hand_and_not_sent_to_a_quota_exception(lab):
+    """Arbiter compiles a tier's per-job cap as MaxTRESPerJob only, so a per-user reason is a
+    limit set by hand: its value is not claimed, and ops are asked."""
     rules.tier_update(tier=lab.key, user=lab.ops, reason=REASON, data={"max_gpus_per_job": 8})
     job(lab, "r1", "", gpus=6, running=True, user_name="ana")
     job(lab, "r2", "", gpus=8, running=True, user_name="bo")
     answer = explain(job(lab, "1", "QOSMaxGRESPerUser", gpus=4, user_name="ana"))
     assert answer.limit == "user_cap" and answer.action_url == ""
-    assert answer.figures == {"used": "6", "limit": "8", "asked": "4"}
+    assert answer.figures == {"used": "6", "asked": "4"}
+    assert "set by hand" in answer.next_step and "ask ops" in answer.next_step
