@@ -242,7 +242,10 @@ def test_kueue_admits_exactly_what_the_rules_allow(truth, capsys):
             {"state": "refused", "gpus": 0, "reason": "API server", "message": refused[1]},
         )
     )
-    allowed = truth.submit("vision", job("allowed-tier", 1, tier="exploratory"))
+    # Three GPUs: whichever of vision's two Kueue preempted above, at most two GPUs of the
+    # pool are free now (4 + 2 + 2 or 2 + 2 + 2 of 8 in use), so the Job can never fit and
+    # its pending state does not depend on Kueue's choice of victim.
+    allowed = truth.submit("vision", job("allowed-tier", 3, tier="exploratory"))
     assert allowed[0] == 201, allowed
     truth.wait(
         lambda: (
@@ -250,7 +253,7 @@ def test_kueue_admits_exactly_what_the_rules_allow(truth, capsys):
             or truth.state("vision", "allowed-tier")["message"] != ""
         )
     )
-    # Admitted by the API server; the pool is full, so Kueue keeps it pending for quota.
+    # Admitted by the API server; the pool has no room, so Kueue keeps it pending for quota.
     assert (
         "insufficient unused quota"
         in row("allowed tier (label exploratory)", "vision", "allowed-tier")["message"]
