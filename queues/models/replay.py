@@ -5,12 +5,13 @@ One row per replay run: the change, its status and progress, the fingerprint of 
 review's figures per tier and project "in force" and "with the change".
 """
 
-from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from governance.models import RuleChange
+
+from .run import RunRecord
 
 
 class ReplayStatus(models.TextChoices):
@@ -20,7 +21,7 @@ class ReplayStatus(models.TextChoices):
     FAILED = "failed", _("Failed")
 
 
-class ChangeReplay(models.Model):
+class ChangeReplay(RunRecord):
     change = models.ForeignKey(
         RuleChange, verbose_name=_("rule change"), on_delete=models.CASCADE, related_name="+"
     )
@@ -31,18 +32,6 @@ class ChangeReplay(models.Model):
     fingerprint = models.CharField(_("inputs' fingerprint"), max_length=64)
     inputs = models.JSONField(_("inputs"), default=dict, blank=True)
     result = models.JSONField(_("result"), null=True, blank=True)
-    error = models.TextField(_("error"), blank=True)
-    requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        verbose_name=_("requested by"),
-        on_delete=models.SET_NULL,
-        null=True,
-        blank=True,
-        related_name="+",
-    )
-    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
-    started_at = models.DateTimeField(_("started at"), null=True, blank=True)
-    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
 
     class Meta:
         ordering = ["-pk"]

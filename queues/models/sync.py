@@ -1,7 +1,6 @@
 """What the sync maintains per cluster (``ClusterSyncState``: the revision and desired state
 last applied, drift, the lease) and the record of every sync or dry run (``SyncRun``)."""
 
-from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
@@ -9,6 +8,7 @@ from django.utils.translation import gettext_lazy as _
 from governance.models import RulesRevision
 
 from .cluster import Cluster
+from .run import RunRecord
 
 
 class SyncDueReason(models.TextChoices):
@@ -120,7 +120,7 @@ class Enforcement(models.TextChoices):
     NOT_ENFORCED = "not_enforced", _("Not enforced on this cluster")
 
 
-class SyncRun(models.Model):
+class SyncRun(RunRecord):
     """One sync (or dry run) of one cluster."""
 
     cluster = models.ForeignKey(
@@ -143,18 +143,6 @@ class SyncRun(models.Model):
     )
     plan = models.JSONField(_("plan"), default=list, blank=True)
     result = models.JSONField(_("result"), default=dict, blank=True)
-    error = models.TextField(_("error"), blank=True)
-    requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        verbose_name=_("requested by"),
-        on_delete=models.SET_NULL,
-        null=True,
-        blank=True,
-        related_name="+",
-    )
-    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
-    started_at = models.DateTimeField(_("started at"), null=True, blank=True)
-    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
 
     class Meta:
         ordering = ["-pk"]
@@ -180,9 +168,3 @@ class SyncRun(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in FINISHED_STATUSES
-
-    @property
-    def duration_seconds(self) -> float | None:
-        if self.started_at is None or self.finished_at is None:
-            return None
-        return (self.finished_at - self.started_at).total_seconds()
