@@ -73,6 +73,7 @@ from simple_history.utils import bulk_create_with_history  # noqa: E402
 from approvals import services as approval_services  # noqa: E402
 from approvals.models import RequestKind, RequestStage, UpgradeRequest  # noqa: E402
 from bench.fixtures import author, tier_review  # noqa: E402
+from bench.targets import MAX_PAGE_BYTES, TARGET_RATIO  # noqa: E402
 from governance import services  # noqa: E402
 from governance.models import (  # noqa: E402
     Membership,
@@ -88,8 +89,6 @@ from governance.models import (  # noqa: E402
 
 REASON = "Benchmark fixture"
 FINISHED = "bench-fixture-finished"  # a marker user: the build of this database completed
-MAX_PAGE_BYTES = 150 * 1024
-TARGET_RATIO = 1.5
 
 
 class Org:
