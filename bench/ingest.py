@@ -33,8 +33,10 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -48,8 +50,16 @@ django.setup()
 from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
+from bench.fixtures import author, tier_review  # noqa: E402
 from governance import services as rules  # noqa: E402
-from governance.models import PreemptionKind, SiteRole, User  # noqa: E402
+from governance.models import (  # noqa: E402
+    GpuFlavor,
+    PreemptionKind,
+    PriorityTier,
+    Project,
+    SiteRole,
+    User,
+)
 from queues.models import EventKind, JobState, WorkloadJob  # noqa: E402
 from queues.selectors import (  # noqa: E402
     job_wait_explanation,
@@ -65,15 +75,15 @@ PENDING, RUNNING = 500, 1000  # the newest jobs of the history: the live queue
 FILL_JOBS = 250_000  # jobs per fill statement (about a million events)
 
 
-def build(projects: int):  # type: ignore[no-untyped-def]
+def build(projects: int) -> tuple[list[Project], list[PriorityTier], GpuFlavor]:
     ops = User.objects.create_user(username="bench-ops", site_role=SiteRole.OPS)
-    kw = {"user": ops, "reason": "benchmark"}
+    kw = author(ops, "benchmark")
     flavor = rules.flavor_create(
         **kw, slug="a100", name="A100", gpu_model="A100", memory_gb=80, gres_type="a100"
     )
     pool = rules.pool_create(**kw, slug="bench", name="Bench")
     rules.pool_capacity_set(**kw, pool=pool, flavor=flavor, gpus=10_000)
-    common = {"eligibility": "Any", "confirmed_by": "Ops", "review_cycle_days": 90, "owner": ops}
+    common = tier_review(ops)
     tiers = [
         rules.tier_create(
             **kw, **common, slug=f"t{n}", name=f"T{n}", score=10 * n, scheduler_value=n
@@ -99,7 +109,14 @@ def build(projects: int):  # type: ignore[no-untyped-def]
     return made, tiers, flavor
 
 
-def events(start: int, jobs: int, projects, tiers, flavor, t0: datetime):  # type: ignore[no-untyped-def]
+def events(
+    start: int,
+    jobs: int,
+    projects: list[Project],
+    tiers: list[PriorityTier],
+    flavor: GpuFlavor,
+    t0: datetime,
+) -> Iterator[JobEvent]:
     """Four events for each of ``jobs`` new jobs, submitted after ``t0``."""
     rng = random.Random(start)
     for j in range(start, start + jobs):
@@ -107,17 +124,20 @@ def events(start: int, jobs: int, projects, tiers, flavor, t0: datetime):  # typ
         project = projects[0] if j % 10 == 0 else projects[j % len(projects)]
         submit = t0 + timedelta(seconds=j * 0.05)
         job = f"live{j}"
-        head = {
-            "source": "bench",
-            "job_id": job,
-            "scheduler": "slurm",
-            "project": project,
-            "tier": tiers[j % 4],
-            "flavor": flavor,
-            "gpus": rng.choice((1, 2, 4, 8)),
-        }
+        submitted = JobEvent(
+            event_id=f"{job}:s",
+            time=submit,
+            kind=EventKind.SUBMITTED,
+            source="bench",
+            job_id=job,
+            scheduler="slurm",
+            project=project,
+            tier=tiers[j % 4],
+            flavor=flavor,
+            gpus=rng.choice((1, 2, 4, 8)),
+        )
         wait = rng.randint(5, 3600)
-        yield JobEvent(event_id=f"{job}:s", time=submit, kind=EventKind.SUBMITTED, **head)
+        yield submitted
         yield JobEvent(
             event_id=f"{job}:p",
             time=submit + timedelta(seconds=1),
@@ -208,7 +228,7 @@ def events_stored() -> int:
         return int(cursor.fetchone()[0])
 
 
-def fill(target: int, filled: int, params: dict) -> int:  # type: ignore[type-arg]
+def fill(target: int, filled: int, params: dict[str, Any]) -> int:
     """Add history jobs (from number ``filled`` on) until ``target`` events are stored;
     return the number of history jobs."""
     while True:
@@ -226,7 +246,7 @@ def fill(target: int, filled: int, params: dict) -> int:  # type: ignore[type-ar
         filled += count
 
 
-def timed(function, repeat: int = 5) -> float:  # type: ignore[no-untyped-def]
+def timed(function: Callable[[], object], repeat: int = 5) -> float:
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -235,7 +255,7 @@ def timed(function, repeat: int = 5) -> float:  # type: ignore[no-untyped-def]
     return round(statistics.median(times) * 1000, 1)
 
 
-def queries(project) -> dict[str, float]:  # type: ignore[no-untyped-def]
+def queries(project: Project) -> dict[str, float]:
     # The project's oldest pending job: the why-waiting page explains it.
     pending = (
         WorkloadJob.objects.filter(project=project, state=JobState.PENDING)
@@ -243,6 +263,8 @@ def queries(project) -> dict[str, float]:  # type: ignore[no-untyped-def]
         .order_by("submitted_at")
         .first()
     )
+    if pending is None:
+        sys.exit(f"No pending job in {project}: the generated workload has none to explain.")
     return {
         "why_waiting_ms": timed(lambda: job_wait_explanation(pending)),
         "project_workload_page_ms": timed(lambda: project_workload(project=project)),

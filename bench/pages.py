@@ -47,6 +47,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -62,6 +63,7 @@ from django.contrib.contenttypes.models import ContentType  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections  # noqa: E402
 from django.db.backends.base.base import BaseDatabaseWrapper  # noqa: E402
+from django.db.models import Model  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
 from django.urls import reverse  # noqa: E402
@@ -70,6 +72,8 @@ from simple_history.utils import bulk_create_with_history  # noqa: E402
 
 from approvals import services as approval_services  # noqa: E402
 from approvals.models import RequestKind, RequestStage, UpgradeRequest  # noqa: E402
+from bench.fixtures import author, tier_review  # noqa: E402
+from bench.targets import MAX_PAGE_BYTES, TARGET_RATIO  # noqa: E402
 from governance import services  # noqa: E402
 from governance.models import (  # noqa: E402
     Membership,
@@ -85,8 +89,6 @@ from governance.models import (  # noqa: E402
 
 REASON = "Benchmark fixture"
 FINISHED = "bench-fixture-finished"  # a marker user: the build of this database completed
-MAX_PAGE_BYTES = 150 * 1024
-TARGET_RATIO = 1.5
 
 
 class Org:
@@ -96,7 +98,7 @@ class Org:
         self.projects = 0
         self.ops = User.objects.create_user(username="bench-ops", site_role=SiteRole.OPS)
         self.ops2 = User.objects.create_user(username="bench-ops2", site_role=SiteRole.OPS)
-        kw = {"user": self.ops, "reason": REASON}
+        kw = author(self.ops, REASON)
         self.flavors = [
             services.flavor_create(
                 **kw, slug=slug, name=slug.upper(), gpu_model=slug.upper(), memory_gb=80
@@ -108,12 +110,11 @@ class Org:
         ]
         for pool, flavor in zip(self.pools, self.flavors, strict=True):
             services.pool_capacity_set(**kw, pool=pool, flavor=flavor, gpus=1_000_000)
-        common = {"eligibility": "Any", "confirmed_by": "Ops", "review_cycle_days": 90}
+        common = tier_review(self.ops2)
         self.tiers = [
             services.tier_create(
                 **kw,
                 **common,
-                owner=self.ops2,
                 slug=slug,
                 name=slug.title(),
                 score=score,
@@ -134,7 +135,7 @@ class Org:
             )
         self.grow(1)
         project = Project.objects.get()
-        quota = Quota.objects.filter(project=project).first()
+        quota = Quota.objects.filter(project=project).earliest("pk")
         self.change_model = services.rule_change_create(
             user=self.ops,
             reason=REASON,
@@ -263,14 +264,17 @@ class Org:
         )
 
 
-def _at_least(picked: list, pool: list, count: int) -> list:  # type: ignore[type-arg]
+T = TypeVar("T")
+
+
+def _at_least(picked: list[T], pool: list[T], count: int) -> list[T]:
     """``picked``, or ``count`` items cycling over ``pool`` if ``picked`` is shorter."""
     if len(picked) >= count or not pool:
         return picked
     return [pool[index % len(pool)] for index in range(count)]
 
 
-def _fields(obj) -> dict:  # type: ignore[no-untyped-def]
+def _fields(obj: Model) -> dict[str, Any]:
     """The concrete fields of ``obj`` but its key: a clone's keyword arguments."""
     return {
         field.attname: getattr(obj, field.attname)

@@ -72,6 +72,7 @@ from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
+from bench.fixtures import author  # noqa: E402
 from bench.pages import REASON, Org  # noqa: E402
 from governance import services  # noqa: E402
 from governance.models import GrantKind, Project, Terms, User  # noqa: E402
@@ -87,7 +88,7 @@ def build(projects: int, credentials_dir: str) -> tuple[str, list[str]]:
     """The organisation; returns an API token and the placement queries to ask."""
     org = Org()
     org.grow(projects)
-    kw = {"user": org.ops, "reason": REASON}
+    kw = author(org.ops, REASON)
     key = next(tier for tier in org.tiers if tier.slug == "key")
     services.tier_update(tier=key, **kw, data={"max_gpus_per_job": 8})
     settings.ARBITER_KUBE_CREDENTIALS_DIR = credentials_dir
@@ -104,11 +105,13 @@ def build(projects: int, credentials_dir: str) -> tuple[str, list[str]]:
     now = timezone.now()
     urgent = next(tier for tier in org.tiers if tier.slug == "urgent")
     for project in rows[::20]:
-        window = {"starts_at": now - timedelta(hours=1), "ends_at": now + timedelta(days=7)}
+        starts_at, ends_at = now - timedelta(hours=1), now + timedelta(days=7)
         services.grant_create(
             **kw,
             project=project,
-            terms=Terms(kind=GrantKind.PRIORITY_UPGRADE, tier=urgent, **window),
+            terms=Terms(
+                kind=GrantKind.PRIORITY_UPGRADE, tier=urgent, starts_at=starts_at, ends_at=ends_at
+            ),
         )
         services.grant_create(
             **kw,
@@ -118,7 +121,8 @@ def build(projects: int, credentials_dir: str) -> tuple[str, list[str]]:
                 pool=org.pools[0],
                 flavor=org.flavors[0],
                 extra_gpus=4,
-                **window,
+                starts_at=starts_at,
+                ends_at=ends_at,
             ),
         )
     jobs = []
@@ -175,7 +179,7 @@ def _get(url: str, token: str) -> tuple[int, bytes]:
         return error.code, error.read()
 
 
-def start_server(database: str, workers: int, threads: int) -> tuple[subprocess.Popen, str]:  # type: ignore[type-arg]
+def start_server(database: str, workers: int, threads: int) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     url = settings.DATABASES["default"]
     env = {
@@ -210,7 +214,7 @@ def start_server(database: str, workers: int, threads: int) -> tuple[subprocess.
     return server, f"http://127.0.0.1:{port}"
 
 
-def wait_ready(base: str, token: str, server: subprocess.Popen) -> None:  # type: ignore[type-arg]
+def wait_ready(base: str, token: str, server: subprocess.Popen[bytes]) -> None:
     for _ in range(120):
         if server.poll() is not None:
             raise SystemExit("gunicorn exited")
@@ -223,7 +227,7 @@ def wait_ready(base: str, token: str, server: subprocess.Popen) -> None:  # type
     raise SystemExit("gunicorn did not answer")
 
 
-def server_cpu(server: subprocess.Popen, database: str) -> dict[str, dict[int, float]]:  # type: ignore[type-arg]
+def server_cpu(server: subprocess.Popen[bytes], database: str) -> dict[str, dict[int, float]]:
     """CPU seconds used so far by each gunicorn process and each PostgreSQL backend of the
     bench database (not the load generator's): on a shared machine, the CPU a request costs
     moves much less than its wall-clock figures."""

@@ -24,6 +24,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -40,6 +41,7 @@ from django.utils import timezone  # noqa: E402
 
 from approvals import services as approvals  # noqa: E402
 from approvals.models import RequestKind, UpgradeRequest  # noqa: E402
+from bench.fixtures import author, tier_review  # noqa: E402
 from governance import services as rules  # noqa: E402
 from governance.models import (  # noqa: E402
     Membership,
@@ -53,9 +55,9 @@ from governance.models import (  # noqa: E402
 REASON = "Benchmark"
 
 
-def build(projects: int) -> dict:  # type: ignore[type-arg]
+def build(projects: int) -> dict[str, Any]:
     ops = User.objects.create_user(username="bench-ops", site_role=SiteRole.OPS)
-    kw = {"user": ops, "reason": REASON}
+    kw = author(ops, REASON)
     a100 = rules.flavor_create(
         **kw, slug="a100", name="A100", gpu_model="A100", memory_gb=80, gres_type="a100"
     )
@@ -65,7 +67,7 @@ def build(projects: int) -> dict:  # type: ignore[type-arg]
     pool = rules.pool_create(**kw, slug="bench", name="Bench")
     rules.pool_capacity_set(**kw, pool=pool, flavor=a100, gpus=8 * projects)
     rules.pool_capacity_set(**kw, pool=pool, flavor=h100, gpus=8 * projects)
-    common = {"eligibility": "Any", "confirmed_by": "Ops", "review_cycle_days": 90, "owner": ops}
+    common = tier_review(ops)
     tiers = [
         rules.tier_create(
             **kw,
@@ -111,7 +113,7 @@ def build(projects: int) -> dict:  # type: ignore[type-arg]
     return {"pool": pool, "flavor": a100, "projects": rows, "users": users}
 
 
-def submit(world: dict, i: int) -> None:  # type: ignore[type-arg]
+def submit(world: dict[str, Any], i: int) -> None:
     now = timezone.now()
     values = {
         "kind": RequestKind.QUOTA_EXCEPTION,
@@ -137,7 +139,7 @@ def submit(world: dict, i: int) -> None:  # type: ignore[type-arg]
         approvals.request_create(**common, **values)
 
 
-def measure(projects: int, runs: int) -> dict:  # type: ignore[type-arg]
+def measure(projects: int, runs: int) -> dict[str, Any]:
     with transaction.atomic():
         world = build(projects)
         seconds, queries = [], []

@@ -42,6 +42,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -55,6 +56,7 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 
+from bench.fixtures import author, tier_review  # noqa: E402
 from governance import services as rules  # noqa: E402
 from governance.models import PreemptionKind, SiteRole, User  # noqa: E402
 from reports.selectors import review_metrics, review_metrics_by_project  # noqa: E402
@@ -70,7 +72,7 @@ PROJECTS = 100
 def build() -> dict[str, list[int]]:
     """Rules through the services: pools, flavors, tiers, projects and their quotas."""
     ops = User.objects.create_user(username="bench-ops", site_role=SiteRole.OPS)
-    kw = {"user": ops, "reason": "benchmark"}
+    kw = author(ops, "benchmark")
     flavors = [
         rules.flavor_create(**kw, slug=slug, name=slug.upper(), gpu_model=slug, memory_gb=80)
         for slug in ("a100", "h100")
@@ -79,7 +81,7 @@ def build() -> dict[str, list[int]]:
     for pool in pools:
         rules.pool_capacity_set(**kw, pool=pool, flavor=flavors[0], gpus=6000)
         rules.pool_capacity_set(**kw, pool=pool, flavor=flavors[1], gpus=4000)
-    common = {"eligibility": "Any", "confirmed_by": "Ops", "review_cycle_days": 90, "owner": ops}
+    common = tier_review(ops)
     tiers = [
         rules.tier_create(
             **kw, **common, slug=f"t{n}", name=f"T{n}", score=10 * n, scheduler_value=n
@@ -417,6 +419,7 @@ def main() -> None:
     args = parser.parse_args()
     if connection.vendor != "postgresql":
         sys.exit("bench/review.py needs PostgreSQL (DATABASE_URL).")
+    results: dict[str, Any]
     if args.reuse:
         results = {"database": connection.vendor, "reused": True, "runs": []}
         results["runs"].append(checkpoint("as kept"))
@@ -426,7 +429,7 @@ def main() -> None:
     name = f"{settings.DATABASES['default']['NAME']}_review"
     settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = name
     test_db = connection.creation.create_test_db(verbosity=0, autoclobber=True)
-    results: dict = {"database": connection.vendor, "month_jobs": args.month_jobs, "runs": []}
+    results = {"database": connection.vendor, "month_jobs": args.month_jobs, "runs": []}
     try:
         ids = build()
         began = time.perf_counter()

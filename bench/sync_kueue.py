@@ -20,9 +20,10 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -37,12 +38,15 @@ from django.db import connection  # noqa: E402
 from django.test.utils import setup_test_environment  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
+from bench.fixtures import author, tier_review  # noqa: E402
 from governance import services as rules  # noqa: E402
-from governance.models import PoolCapacity, SiteRole, User  # noqa: E402
+from governance.models import PoolCapacity, PriorityTier, SiteRole, User  # noqa: E402
 from governance.selectors import effective_rules  # noqa: E402
 from queues import services  # noqa: E402
+from queues.models import Cluster  # noqa: E402
+from queues.services.backends import Change, State  # noqa: E402
 from queues.services.kueue import KubeClient, KueueBackend, KueueConnection  # noqa: E402
-from queues.services.kueue.desired import desired_objects  # noqa: E402
+from queues.services.kueue.desired import DesiredObjects, desired_objects  # noqa: E402
 from queues.services.kueue.schema import validate  # noqa: E402
 from queues.services.kueue.values import KINDS, NEVER_PRUNED  # noqa: E402
 
@@ -56,9 +60,9 @@ def kube_env() -> dict[str, str]:
     return dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
 
 
-def build_rules(projects: int):  # type: ignore[no-untyped-def]
+def build_rules(projects: int) -> tuple[User, Cluster]:
     ops = User.objects.create_user(username="bench-ops", site_role=SiteRole.OPS)
-    kw: dict[str, Any] = {"user": ops, "reason": REASON}
+    kw = author(ops, REASON)
     a100 = rules.flavor_create(
         **kw, slug="a100", name="A100", gpu_model="A100", memory_gb=80, node_labels={"gpu": "a100"}
     )
@@ -68,15 +72,15 @@ def build_rules(projects: int):  # type: ignore[no-untyped-def]
     pool = rules.pool_create(**kw, slug="bench", name="Bench")
     rules.pool_capacity_set(**kw, pool=pool, flavor=a100, gpus=4 * projects)
     rules.pool_capacity_set(**kw, pool=pool, flavor=h100, gpus=4 * projects)
-    common = {"eligibility": "Any", "confirmed_by": "Ops", "review_cycle_days": 90, "owner": ops}
-    tiers = []
+    common = tier_review(ops)
+    tiers: list[PriorityTier] = []
     for i, slug in enumerate(["scavenger", "exploratory", "regular", "key", "urgent", "prod"]):
-        preempts = {"may_preempt": True, "preemptible_tiers": tiers[:3]} if i == 5 else {}
         tiers.append(
             rules.tier_create(
                 **kw,
                 **common,
-                **preempts,
+                may_preempt=i == 5,
+                preemptible_tiers=tiers[:3] if i == 5 else (),
                 slug=f"bench-{slug}",
                 name=slug.title(),
                 score=10 + 15 * i,
@@ -110,7 +114,11 @@ def build_rules(projects: int):  # type: ignore[no-untyped-def]
     return ops, cluster
 
 
-def timed(step: str, figures: dict, client: KubeClient, fn):  # type: ignore[no-untyped-def]
+T = TypeVar("T")
+Figures = dict[str, dict[str, Any]]
+
+
+def timed(step: str, figures: Figures, client: KubeClient, fn: Callable[[], T]) -> T:
     calls, writes = client.calls, client.writes
     start = time.perf_counter()
     value = fn()
@@ -144,14 +152,14 @@ def main() -> None:
         built = time.perf_counter() - start
         client = KubeClient(conn)
         backend = KueueBackend(connection=conn, client=client)
-        figures: dict = {}
+        figures: Figures = {}
         now = timezone.now()
         pools = list(cluster.pools.all())
         capacities = {
             (c.pool_id, c.flavor_id): c.gpus for c in PoolCapacity.objects.filter(pool__in=pools)
         }
 
-        def generate():  # type: ignore[no-untyped-def]
+        def generate() -> DesiredObjects:
             return desired_objects(
                 rules=effective_rules(at=now),
                 pools=pools,
@@ -165,7 +173,7 @@ def main() -> None:
         violations = timed("validate", figures, client, lambda: validate(objects))
         figures["validate"]["violations"] = len(violations)
 
-        def plan():  # type: ignore[no-untyped-def]
+        def plan() -> tuple[State, list[Change]]:
             desired = services.desired_state_for(cluster=cluster, backend=backend, at=now)
             return desired, backend.plan(desired=desired, live=backend.read_live())
 
@@ -184,7 +192,7 @@ def main() -> None:
         remaining = timed("verify", figures, client, lambda: backend.verify(desired=desired))
         figures["verify"]["remaining"] = [change.as_dict() for change in remaining[:5]]
 
-        def resync():  # type: ignore[no-untyped-def]
+        def resync() -> list[Change]:
             desired2, changes = plan()
             changes = [change for change in changes if change.is_write]
             backend.apply(plan=changes, desired=desired2, progress=lambda text: None)
@@ -194,7 +202,7 @@ def main() -> None:
         figures["no_change_resync"]["changes"] = len(again)
         figures["no_change_resync"]["changed"] = [change.as_dict() for change in again[:5]]
 
-        def cleanup():  # type: ignore[no-untyped-def]
+        def cleanup() -> int:
             live = backend.read_live()
             count = 0
             for kind in reversed(KINDS):

@@ -23,8 +23,10 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 CODE = ROOT
@@ -42,10 +44,12 @@ from django.db import connection  # noqa: E402
 from django.test.utils import setup_test_environment  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
+from bench.fixtures import author, tier_review  # noqa: E402
 from governance import services as rules  # noqa: E402
-from governance.models import ProjectRole, SiteRole, User  # noqa: E402
+from governance.models import PriorityTier, ProjectRole, SiteRole, User  # noqa: E402
 from queues import services  # noqa: E402
-from queues.services.backends import LiveState  # noqa: E402
+from queues.models import Cluster  # noqa: E402
+from queues.services.backends import Change, LiveState, State  # noqa: E402
 from queues.services.slurm import SlurmBackend, SlurmCommands  # noqa: E402
 
 REASON = "Benchmark"
@@ -62,9 +66,9 @@ def slurm_conf() -> str:
     sys.exit("No SLURM_CONF: start the lab with deploy/slurm/up.sh first.")
 
 
-def build_rules(projects: int):  # type: ignore[no-untyped-def]
+def build_rules(projects: int) -> tuple[User, Cluster]:
     ops = User.objects.create_user(username="bench-ops", site_role=SiteRole.OPS)
-    kw = {"user": ops, "reason": REASON}
+    kw = author(ops, REASON)
     a100 = rules.flavor_create(
         **kw, slug="a100", name="A100", gpu_model="A100", memory_gb=80, gres_type="a100"
     )
@@ -74,15 +78,15 @@ def build_rules(projects: int):  # type: ignore[no-untyped-def]
     pool = rules.pool_create(**kw, slug="bench", name="Bench")
     rules.pool_capacity_set(**kw, pool=pool, flavor=a100, gpus=4 * projects)
     rules.pool_capacity_set(**kw, pool=pool, flavor=h100, gpus=4 * projects)
-    common = {"eligibility": "Any", "confirmed_by": "Ops", "review_cycle_days": 90, "owner": ops}
-    tiers = []
+    common = tier_review(ops)
+    tiers: list[PriorityTier] = []
     for i, slug in enumerate(["scavenger", "exploratory", "regular", "key", "urgent", "prod"]):
-        preempts = {"may_preempt": True, "preemptible_tiers": tiers[:3]} if i == 5 else {}
         tiers.append(
             rules.tier_create(
                 **kw,
                 **common,
-                **preempts,
+                may_preempt=i == 5,
+                preemptible_tiers=tiers[:3] if i == 5 else (),
                 slug=f"bench-{slug}",
                 name=slug.title(),
                 score=10 + 15 * i,
@@ -120,7 +124,11 @@ def build_rules(projects: int):  # type: ignore[no-untyped-def]
     return ops, cluster
 
 
-def timed(step: str, figures: dict, commands: SlurmCommands, fn):  # type: ignore[no-untyped-def]
+T = TypeVar("T")
+Figures = dict[str, dict[str, Any]]
+
+
+def timed(step: str, figures: Figures, commands: SlurmCommands, fn: Callable[[], T]) -> T:
     calls, writes = commands.calls, commands.writes
     start = time.perf_counter()
     value = fn()
@@ -161,16 +169,16 @@ def main() -> None:
         built = 0.0 if existing else time.perf_counter() - start
         commands = SlurmCommands(slurm_conf=cluster.slurm_conf, timeout=600)
         backend = SlurmBackend(cluster_name=cluster.slurm_cluster, commands=commands)
-        figures: dict = {}
+        figures: Figures = {}
         now = timezone.now()
 
-        def plan():  # type: ignore[no-untyped-def]
+        def plan() -> tuple[State, list[Change]]:
             desired = services.desired_state_for(cluster=cluster, backend=backend, at=now)
             return desired, backend.plan(desired=desired, live=backend.read_live())
 
         if args.no_slurm:
 
-            def offline():  # type: ignore[no-untyped-def]
+            def offline() -> tuple[State, list[Change]]:
                 desired = services.desired_state_for(cluster=cluster, backend=backend, at=now)
                 empty = LiveState(objects={}, managed={})
                 return desired, backend.plan(desired=desired, live=empty)
@@ -192,7 +200,7 @@ def main() -> None:
         remaining = timed("verify", figures, commands, lambda: backend.verify(desired=desired))
         figures["verify"]["remaining"] = [change.as_dict() for change in remaining[:5]]
 
-        def resync():  # type: ignore[no-untyped-def]
+        def resync() -> list[Change]:
             desired2, changes = plan()
             changes = [change for change in changes if change.is_write]
             backend.apply(plan=changes, desired=desired2, progress=lambda text: None)
@@ -202,7 +210,7 @@ def main() -> None:
         figures["no_change_resync"]["changes"] = len(again)
         figures["no_change_resync"]["changed"] = [change.as_dict() for change in again[:5]]
 
-        def cleanup():  # type: ignore[no-untyped-def]
+        def cleanup() -> list[Change]:
             live = backend.read_live()
             gone = backend.plan(desired={}, live=live)
             backend.apply(plan=gone, desired={}, progress=lambda text: None)
@@ -216,7 +224,7 @@ def main() -> None:
     _report(args, built, figures)
 
 
-def _report(args, built: float, figures: dict) -> None:  # type: ignore[no-untyped-def]
+def _report(args: argparse.Namespace, built: float, figures: Figures) -> None:
     import queues as loaded
 
     # The code actually imported (an editable install could shadow --code): its checkout.

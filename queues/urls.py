@@ -2,19 +2,24 @@
 
 from django.urls import path
 
-from queues import apis, views
+from queues import views
+from queues.apis.clusters import ClusterCheckApi, ClusterDetailApi, ClusterListApi
+from queues.apis.placement import PlacementApi
+from queues.apis.replay import ChangeReplayApi
+from queues.apis.sync import ClusterSyncApi, SyncRunDetailApi
+from queues.apis.workload import JobWaitApi, WorkloadEventIngestApi
 
 urlpatterns = [
     # The CI pipelines' and collectors' hot paths first: the root URL conf tries these routes
     # before any other app's (see governance/urls.py).
-    path("api/v1/placement/", apis.PlacementApi.as_view(), name="api_placement"),
+    path("api/v1/placement/", PlacementApi.as_view(), name="api_placement"),
     path(
         "api/v1/workload-events/",
-        apis.WorkloadEventIngestApi.as_view(),
+        WorkloadEventIngestApi.as_view(),
         name="api_workload_events",
     ),
     # A Kueue job id is "namespace/name": the id may hold slashes.
-    path("api/v1/jobs/<path:job_id>/wait/", apis.JobWaitApi.as_view(), name="api_job_wait"),
+    path("api/v1/jobs/<path:job_id>/wait/", JobWaitApi.as_view(), name="api_job_wait"),
     path("metrics", views.metrics, name="metrics"),
     path("jobs/wait/", views.job_wait, name="job_wait"),
     path("projects/<slug:slug>/workload/", views.project_workload, name="project_workload"),
@@ -35,28 +40,28 @@ urlpatterns = [
     path("clusters/<slug:name>/runs/<int:pk>/", views.sync_run_detail, name="sync_run_detail"),
     path(
         "api/v1/changes/<int:pk>/replay/",
-        apis.ChangeReplayApi.as_view(),
+        ChangeReplayApi.as_view(),
         name="api_change_replay",
     ),
-    path("api/v1/clusters/", apis.ClusterListApi.as_view(), name="api_cluster_list"),
+    path("api/v1/clusters/", ClusterListApi.as_view(), name="api_cluster_list"),
     path(
         "api/v1/clusters/<slug:name>/",
-        apis.ClusterDetailApi.as_view(),
+        ClusterDetailApi.as_view(),
         name="api_cluster_detail",
     ),
     path(
         "api/v1/clusters/<slug:name>/check/",
-        apis.ClusterCheckApi.as_view(),
+        ClusterCheckApi.as_view(),
         name="api_cluster_check",
     ),
     path(
         "api/v1/clusters/<slug:name>/sync/",
-        apis.ClusterSyncApi.as_view(),
+        ClusterSyncApi.as_view(),
         name="api_cluster_sync",
     ),
     path(
         "api/v1/clusters/<slug:name>/runs/<int:pk>/",
-        apis.SyncRunDetailApi.as_view(),
+        SyncRunDetailApi.as_view(),
         name="api_sync_run_detail",
     ),
 ]

@@ -166,7 +166,7 @@ def token_for(user: User, *scopes: str) -> str:
         )
         if token.approved_at is None:
             services.api_token_approve(token=token, user=_second_ops(account))
-        key = token.key  # type: ignore[attr-defined]
+        key = token.key
         return f"Bearer {key}"
     else:
         token = services.personal_token_create(user=user, name="test", scopes=scopes)

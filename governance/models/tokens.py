@@ -106,6 +106,10 @@ class ServiceAccount(models.Model):
 class ApiToken(models.Model):
     """A bearer token: ``<prefix>.<secret>``; the row keeps the prefix and the digest only."""
 
+    # The whole token, set by the service that makes it on the instance it returns: shown
+    # once, never stored (not a field).
+    key: str
+
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         verbose_name=_("user"),

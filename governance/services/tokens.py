@@ -135,7 +135,7 @@ def _token_make(
         approved_at=None if _needs_approval(owner, clean_scopes) else now,
     )
     governed_save(token, user=user, reason=reason)
-    token.key = key  # type: ignore[attr-defined]  # shown once, never stored
+    token.key = key  # shown once, never stored
     return token
 
 

@@ -1,12 +1,17 @@
-"""Every list endpoint reads a page in a fixed number of queries, however many rows there are.
+"""Every list endpoint reads a page in a fixed number of queries, however many rows there are,
+and a full first page of its largest rows stays under the page limit of ``bench/targets.py``.
 
 The counts include the one query of token authentication (the token with its user). The rest:
 ``count`` for the paginator, the page itself, and one query per prefetched relation.
 """
 
+import json
+
 import pytest
+from django.conf import settings
 from django.urls import reverse
 
+from bench.targets import MAX_PAGE_BYTES
 from governance import services
 from governance.models import ProjectRole, User
 from tests.conftest import REASON
@@ -101,6 +106,24 @@ def test_list_query_count_is_flat(
     with django_assert_num_queries(queries):
         response = api_client.get(url)
     assert response.data["count"] == len(response.data["results"]) == more_rows
+
+
+@pytest.mark.parametrize(("route", "queries", "rows", "more_rows"), LIST_QUERIES)
+def test_a_full_first_page_stays_under_the_page_limit(
+    world, api_client, ci_token, route, queries, rows, more_rows
+):
+    """A row says what it holds, not the rows beside it: a first page of ``PAGE_SIZE`` rows
+    as large as the largest one here is under the limit (bench/pages.py measures the real
+    first pages at 1,000 and 10,000 projects)."""
+    api_client.credentials(HTTP_AUTHORIZATION=f"Token {ci_token.key}")
+    add_rules(world, MORE)
+    response = api_client.get(reverse(route))
+    results = response.json()["results"]
+    assert len(results) == more_rows
+    sizes = [len(json.dumps(row, separators=(",", ":")).encode()) for row in results]
+    envelope = len(response.content) - sum(sizes)
+    page_size = settings.REST_FRAMEWORK["PAGE_SIZE"]
+    assert envelope + page_size * max(sizes) <= MAX_PAGE_BYTES, (max(sizes), envelope)
 
 
 def test_each_filter_costs_one_lookup(world, api_client, ci_token, django_assert_num_queries):
