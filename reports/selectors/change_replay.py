@@ -1,6 +1,6 @@
 """A rule change's replay, shown: the monthly review's figures "in force" and "with the
 change" side by side per tier and project, each delta marked better or worse, and the
-review's charts (``stored_reviews.figure_layout``/``figure_json``) of both.
+review's charts (``stored_reviews.style.figure_layout``/``figure_json``) of both.
 
 The figures are those ``queues.replay.results`` stores (the review's definitions); the
 verdicts are ``queues.replay.results.delta``'s.
@@ -19,7 +19,7 @@ from queues.models import ChangeReplay, ReplayStatus
 from queues.replay.results import delta
 from queues.selectors import change_replay_latest
 
-from .stored_reviews import PALETTE, figure_json, figure_layout
+from .stored_reviews.style import PALETTE, figure_json, figure_layout
 
 # (key, label, unit): minutes for waits, else the stored value.
 WAIT_FIGURES = ("p50", "p90", "p99")

@@ -1,0 +1,159 @@
+"""Two built reviews side by side."""
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.utils.translation import gettext as _
+
+from reports.models import MonthlyReview
+
+from ._format import minutes, row_name
+
+
+@dataclass
+class Delta:
+    label: str
+    a: float | int | None
+    b: float | int | None
+    # +1: B is higher, -1: lower, 0: the same. ``worse`` when the change is bad news.
+    direction: int
+    worse: bool | None
+
+    @property
+    def delta(self) -> float | None:
+        if self.a is None or self.b is None:
+            return None
+        return round(self.b - self.a, 2)
+
+
+def _delta(label: str, a: Any, b: Any, *, higher_is_worse: bool | None) -> Delta:
+    direction = 0
+    if a is not None and b is not None and a != b:
+        direction = 1 if b > a else -1
+    worse = None
+    if direction and higher_is_worse is not None:
+        worse = (direction > 0) == higher_is_worse
+    return Delta(label=label, a=a, b=b, direction=direction, worse=worse)
+
+
+def review_compare(*, a: MonthlyReview, b: MonthlyReview) -> list[tuple[str, list[Delta]]]:
+    """Two built reviews side by side: per section, the figures of A, of B, and B − A."""
+    ma, mb = a.metrics, b.metrics
+    sections: list[tuple[str, list[Delta]]] = []
+
+    overall = [
+        _delta(
+            _("Jobs"),
+            ma["waits"]["overall"]["jobs"],
+            mb["waits"]["overall"]["jobs"],
+            higher_is_worse=None,
+        ),
+    ]
+    for key, label in (
+        ("waiting_at_end", _("Still waiting at the end")),
+        ("p50", _("p50 wait (min)")),
+        ("p90", _("p90 wait (min)")),
+        ("p99", _("p99 wait (min)")),
+        ("max", _("Longest wait (min)")),
+        ("over_threshold", _("Over the threshold")),
+    ):
+        va, vb = ma["waits"]["overall"][key], mb["waits"]["overall"][key]
+        if key in ("p50", "p90", "p99", "max"):
+            va, vb = minutes(va), minutes(vb)
+        overall.append(_delta(label, va, vb, higher_is_worse=True))
+    sections.append((_("Waits, all jobs"), overall))
+
+    tiers_a = {row["tier"]: row for row in ma["waits"]["by_tier"]}
+    tier_rows = []
+    for row in mb["waits"]["by_tier"]:
+        other = tiers_a.get(row["tier"], {})
+        tier_rows.append(
+            _delta(
+                _("%(tier)s: p90 wait (min)") % {"tier": row_name(row, "tier")},
+                minutes(other.get("p90")),
+                minutes(row["p90"]),
+                higher_is_worse=True,
+            )
+        )
+        tier_rows.append(
+            _delta(
+                _("%(tier)s: over the threshold") % {"tier": row_name(row, "tier")},
+                other.get("over_threshold"),
+                row["over_threshold"],
+                higher_is_worse=True,
+            )
+        )
+    sections.append((_("Waits by tier"), tier_rows))
+
+    cap_a, cap_b = ma["capacity"]["total"], mb["capacity"]["total"]
+    sections.append(
+        (
+            _("Capacity"),
+            [
+                _delta(
+                    _("Available (GPU-hours)"),
+                    cap_a["available_gpu_hours"],
+                    cap_b["available_gpu_hours"],
+                    higher_is_worse=None,
+                ),
+                _delta(
+                    _("Allocated (GPU-hours)"),
+                    cap_a["allocated_gpu_hours"],
+                    cap_b["allocated_gpu_hours"],
+                    higher_is_worse=False,
+                ),
+                _delta(
+                    _("Idle (GPU-hours)"),
+                    cap_a["idle_gpu_hours"],
+                    cap_b["idle_gpu_hours"],
+                    higher_is_worse=True,
+                ),
+                _delta(
+                    _("Idle while a project waited on quota"),
+                    cap_a["idle_while_quota_waiting_gpu_hours"],
+                    cap_b["idle_while_quota_waiting_gpu_hours"],
+                    higher_is_worse=True,
+                ),
+            ],
+        )
+    )
+
+    service_a = {(r["project"], r["pool"]): r for r in ma["service"]["by_project"]}
+    service_rows = []
+    for row in mb["service"]["by_project"]:
+        other = service_a.get((row["project"], row["pool"]), {})
+        service_rows.append(
+            _delta(
+                f"{row['name']} · {row['pool'] or '–'}: " + _("GPU-hours received"),
+                other.get("gpu_hours"),
+                row["gpu_hours"],
+                higher_is_worse=None,
+            )
+        )
+    sections.append((_("Service"), service_rows))
+
+    pre_a, pre_b = ma["preemptions"]["total"], mb["preemptions"]["total"]
+    exc_a = sum(row["requested"] for row in ma["exceptions"]["by_project_kind"])
+    exc_b = sum(row["requested"] for row in mb["exceptions"]["by_project_kind"])
+    sections.append(
+        (
+            _("Preemptions, exceptions and findings"),
+            [
+                _delta(_("Preemptions"), pre_a["count"], pre_b["count"], higher_is_worse=True),
+                _delta(
+                    _("GPU-hours lost"),
+                    pre_a["gpu_hours_lost"],
+                    pre_b["gpu_hours_lost"],
+                    higher_is_worse=True,
+                ),
+                _delta(_("Exceptions requested"), exc_a, exc_b, higher_is_worse=True),
+                _delta(_("Findings"), len(a.findings), len(b.findings), higher_is_worse=True),
+            ],
+        )
+    )
+    return sections
+
+
+def window_of(review: MonthlyReview) -> tuple[datetime, datetime]:
+    return review.start, review.end

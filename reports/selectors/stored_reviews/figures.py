@@ -1,0 +1,176 @@
+"""The review's plotly figures as JSON data, keyed like its tables."""
+
+from typing import Any
+
+import plotly.graph_objects as go
+from django.utils.translation import gettext as _
+
+from ._format import minutes, tier_names
+from .style import PALETTE, annotate_timeline, figure_json, figure_layout
+
+
+def review_figures(*, metrics: dict[str, Any], project: str | None = None) -> dict[str, dict]:
+    """The review's plotly figures as JSON data (for ``json_script``), keyed like its tables."""
+
+    def mine(row: dict[str, Any]) -> bool:
+        return project is None or row.get("project") == project
+
+    names = tier_names(metrics)
+    timeline = metrics["timeline"]
+    figures: dict[str, dict] = {}
+
+    waits = go.Figure(layout=figure_layout(y_title=_("p90 wait (minutes)"), height=380))
+    tiers: dict[Any, list[dict[str, Any]]] = {}
+    for row in metrics["waits"]["daily_by_tier"]:
+        tiers.setdefault(row["tier"], []).append(row)
+    for index, (tier, rows) in enumerate(tiers.items()):
+        color = PALETTE[index % len(PALETTE)]
+        label = names.get(tier, tier or _("None"))
+        waits.add_trace(
+            go.Scatter(
+                x=[row["day"] for row in rows],
+                y=[minutes(row["p90"]) for row in rows],
+                mode="lines+markers",
+                name=_("%(tier)s p90") % {"tier": label},
+                line={"color": color},
+            )
+        )
+        waits.add_trace(
+            go.Scatter(
+                x=[row["day"] for row in rows],
+                y=[minutes(row["p50"]) for row in rows],
+                mode="lines",
+                name=_("%(tier)s p50") % {"tier": label},
+                line={"color": color, "dash": "dash", "width": 1},
+            )
+        )
+    annotate_timeline(waits, timeline)
+    figures["waits_daily"] = figure_json(waits)
+
+    service_rows = [row for row in metrics["service"]["by_project"] if mine(row)]
+    labels = [f"{row['name']} · {row['pool'] or '–'}" for row in service_rows]
+
+    # Horizontal bars: project names stay readable however many there are.
+    def height_for(bars_per_row: int) -> int:
+        return max(240, 110 + (12 * bars_per_row + 14) * len(labels))
+
+    def bars(name: str, values: list[float], color: str) -> go.Bar:
+        return go.Bar(name=name, y=labels, x=values, orientation="h", marker_color=color)
+
+    def by_project_layout(x_title: str, barmode: str, bars_per_row: int) -> go.Layout:
+        layout = figure_layout(y_title="", height=height_for(bars_per_row), barmode=barmode)
+        layout.update(
+            xaxis={"title": {"text": x_title}, "gridcolor": "#e2e8f0"},
+            yaxis={"autorange": "reversed", "automargin": True, "dtick": 1},
+            legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"},
+            margin={"l": 16, "r": 16, "t": 40, "b": 48},
+        )
+        return layout
+
+    service = go.Figure(
+        data=[
+            bars(_("GPU-hours received"), [r["gpu_hours"] for r in service_rows], "#2563eb"),
+            bars(
+                _("GPU-hours guaranteed"),
+                [r["guaranteed_gpu_hours"] for r in service_rows],
+                "#94a3b8",
+            ),
+            bars(
+                _("Used within the guarantee"),
+                [r["within_guarantee_gpu_hours"] for r in service_rows],
+                "#0d9488",
+            ),
+        ],
+        layout=by_project_layout(_("GPU-hours"), "group", 3),
+    )
+    figures["service"] = figure_json(service)
+
+    lending = go.Figure(
+        data=[
+            bars(
+                _("Borrowed (GPU-hours)"),
+                [r["borrowed_gpu_hours"] for r in service_rows],
+                "#d97706",
+            ),
+            bars(_("Lent (GPU-hours)"), [-r["lent_gpu_hours"] for r in service_rows], "#0d9488"),
+        ],
+        layout=by_project_layout(_("GPU-hours (lent below zero)"), "relative", 1),
+    )
+    figures["lending"] = figure_json(lending)
+
+    days = metrics["capacity"]["daily"]
+    idle = go.Figure(
+        data=[
+            go.Scatter(
+                name=_("Allocated (GPU-hours)"),
+                x=[row["day"] for row in days],
+                y=[row["allocated_gpu_hours"] for row in days],
+                stackgroup="capacity",
+                line={"color": "#2563eb"},
+            ),
+            go.Scatter(
+                name=_("Idle (GPU-hours)"),
+                x=[row["day"] for row in days],
+                y=[row["idle_gpu_hours"] for row in days],
+                stackgroup="capacity",
+                line={"color": "#94a3b8"},
+            ),
+            go.Bar(
+                name=_("Idle while a project waited on quota"),
+                x=[row["day"] for row in days],
+                y=[row["idle_while_quota_waiting_gpu_hours"] for row in days],
+                marker_color="#dc2626",
+            ),
+        ],
+        layout=figure_layout(y_title=_("GPU-hours per day"), height=380),
+    )
+    annotate_timeline(idle, timeline)
+    figures["idle"] = figure_json(idle)
+
+    preemption_rows = metrics["preemptions"]["by_tier_class"]
+    preemptions = go.Figure(
+        data=[
+            go.Bar(
+                name=_("GPU-hours lost"),
+                x=[
+                    f"{names.get(row['tier'], row['tier'] or '–')} · "
+                    f"{row['preemption_class'] or '–'}"
+                    for row in preemption_rows
+                ],
+                y=[row["gpu_hours_lost"] for row in preemption_rows],
+                marker_color="#dc2626",
+                text=[row["count"] for row in preemption_rows],
+                hovertemplate="%{x}: %{y} GPU-h (%{text})<extra></extra>",
+            )
+        ],
+        layout=figure_layout(y_title=_("GPU-hours lost")),
+    )
+    figures["preemptions"] = figure_json(preemptions)
+
+    totals: dict[str, dict[str, float]] = {}
+    for row in metrics["exceptions"]["by_project_kind"]:
+        if not mine(row):
+            continue
+        total = totals.setdefault(row["name"], {"requested": 0, "approved": 0, "rejected": 0})
+        for key in total:
+            total[key] += row[key]
+    exceptions = go.Figure(
+        data=[
+            go.Bar(name=label, x=list(totals), y=[t[key] for t in totals.values()], marker_color=c)
+            for key, label, c in (
+                ("requested", _("Requested"), "#64748b"),
+                ("approved", _("Approved"), "#059669"),
+                ("rejected", _("Rejected"), "#dc2626"),
+            )
+        ],
+        layout=figure_layout(y_title=_("Exceptions"), barmode="group"),
+    )
+    limit = metrics["exceptions"]["policy_monthly_limit"]
+    if limit is not None:
+        exceptions.add_hline(
+            y=limit,
+            line={"color": "#7c3aed", "dash": "dot"},
+            annotation_text=_("Policy: %(limit)s a month") % {"limit": limit},
+        )
+    figures["exceptions"] = figure_json(exceptions)
+    return figures

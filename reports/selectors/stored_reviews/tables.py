@@ -1,0 +1,239 @@
+"""The review's numbers as tables (the page's tables, the API's and the CSV files)."""
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.utils.translation import gettext as _
+
+from ._format import (
+    category_label,
+    kind_label,
+    minutes,
+    percent,
+    row_name,
+    tier_names,
+    timeline_kind,
+)
+
+
+@dataclass
+class Table:
+    key: str
+    title: str
+    columns: list[str]
+    rows: list[list[Any]]
+    numeric: list[bool]
+
+
+def _table(key: str, title: str, columns: list[tuple[str, bool]], rows: list[list[Any]]) -> Table:
+    return Table(
+        key=key,
+        title=title,
+        columns=[label for label, _numeric in columns],
+        rows=rows,
+        numeric=[numeric for _label, numeric in columns],
+    )
+
+
+def _wait_columns(first: str) -> list[tuple[str, bool]]:
+    return [
+        (first, False),
+        (_("Jobs"), True),
+        (_("Still waiting at the end"), True),
+        (_("p50 wait (min)"), True),
+        (_("p90 wait (min)"), True),
+        (_("p99 wait (min)"), True),
+        (_("Longest wait (min)"), True),
+        (_("Over the threshold"), True),
+    ]
+
+
+def _wait_row(row: dict[str, Any], label: str) -> list[Any]:
+    return [
+        label,
+        row["jobs"],
+        row["waiting_at_end"],
+        minutes(row["p50"]),
+        minutes(row["p90"]),
+        minutes(row["p99"]),
+        minutes(row["max"]),
+        row["over_threshold"],
+    ]
+
+
+def review_tables(*, metrics: dict[str, Any], project: str | None = None) -> dict[str, Table]:
+    """The review's numbers as tables, keyed like its figures (also the CSV files). With
+    ``project``, only that project's rows of the per-project tables."""
+
+    def mine(row: dict[str, Any]) -> bool:
+        return project is None or row.get("project") == project
+
+    waits = metrics["waits"]
+    tables = [
+        _table(
+            "waits_by_tier",
+            _("Waits by tier"),
+            [*_wait_columns(_("Tier")), (_("Threshold (min)"), True)],
+            [
+                [*_wait_row(row, row_name(row, "tier")), minutes(row.get("threshold_seconds"))]
+                for row in waits["by_tier"]
+            ],
+        ),
+        _table(
+            "waits_daily",
+            _("Wait percentiles by tier and day"),
+            [
+                (_("Day"), False),
+                (_("Tier"), False),
+                (_("Jobs"), True),
+                (_("p50 wait (min)"), True),
+                (_("p90 wait (min)"), True),
+                (_("p99 wait (min)"), True),
+            ],
+            [
+                [
+                    row["day"],
+                    tier_names(metrics).get(row["tier"], row["tier"] or _("None")),
+                    row["jobs"],
+                    minutes(row["p50"]),
+                    minutes(row["p90"]),
+                    minutes(row["p99"]),
+                ]
+                for row in waits["daily_by_tier"]
+            ],
+        ),
+        _table(
+            "waits_by_project",
+            _("Waits by project"),
+            _wait_columns(_("Project")),
+            [_wait_row(row, row_name(row, "project")) for row in waits["by_project"] if mine(row)],
+        ),
+        _table(
+            "waits_by_category",
+            _("Waits by category"),
+            [(_("Category"), False), (_("Jobs"), True), (_("Waiting (hours)"), True)],
+            [
+                [category_label(row), row["jobs"], round(row["wait_seconds"] / 3600, 2)]
+                for row in waits["by_category"]
+            ],
+        ),
+        _table(
+            "service",
+            _("Service against guarantee"),
+            [
+                (_("Project"), False),
+                (_("Pool"), False),
+                (_("GPU-hours received"), True),
+                (_("Share of the pool (%)"), True),
+                (_("Guarantee share (%)"), True),
+                (_("GPU-hours guaranteed"), True),
+                (_("Used within the guarantee"), True),
+                (_("Hours waiting on quota"), True),
+            ],
+            [
+                [
+                    row["name"],
+                    row["pool"] or "",
+                    row["gpu_hours"],
+                    percent(row["share"]),
+                    percent(row["guarantee_share"]),
+                    row["guaranteed_gpu_hours"],
+                    row["within_guarantee_gpu_hours"],
+                    row["quota_wait_hours"],
+                ]
+                for row in metrics["service"]["by_project"]
+                if mine(row)
+            ],
+        ),
+        _table(
+            "lending",
+            _("Borrowing and lending"),
+            [
+                (_("Project"), False),
+                (_("Pool"), False),
+                (_("Borrowed (GPU-hours)"), True),
+                (_("Lent (GPU-hours)"), True),
+            ],
+            [
+                [row["name"], row["pool"] or "", row["borrowed_gpu_hours"], row["lent_gpu_hours"]]
+                for row in metrics["service"]["by_project"]
+                if mine(row)
+            ],
+        ),
+        _table(
+            "idle",
+            _("Idle capacity while others waited"),
+            [
+                (_("Day"), False),
+                (_("Available (GPU-hours)"), True),
+                (_("Allocated (GPU-hours)"), True),
+                (_("Idle (GPU-hours)"), True),
+                (_("Idle while a project waited on quota"), True),
+            ],
+            [
+                [
+                    row["day"],
+                    row["available_gpu_hours"],
+                    row["allocated_gpu_hours"],
+                    row["idle_gpu_hours"],
+                    row["idle_while_quota_waiting_gpu_hours"],
+                ]
+                for row in metrics["capacity"]["daily"]
+            ],
+        ),
+        _table(
+            "preemptions",
+            _("Preemption losses"),
+            [
+                (_("Tier"), False),
+                (_("Preemption class"), False),
+                (_("Preemptions"), True),
+                (_("GPU-hours lost"), True),
+                (_("Median time to restart (min)"), True),
+            ],
+            [
+                [
+                    tier_names(metrics).get(row["tier"], row["tier"] or _("None")),
+                    row["preemption_class"] or _("None"),
+                    row["count"],
+                    row["gpu_hours_lost"],
+                    minutes(row["restart_p50_seconds"]),
+                ]
+                for row in metrics["preemptions"]["by_tier_class"]
+            ],
+        ),
+        _table(
+            "exceptions",
+            _("Exceptions"),
+            [
+                (_("Project"), False),
+                (_("Kind"), False),
+                (_("Requested"), True),
+                (_("Approved"), True),
+                (_("Rejected"), True),
+                (_("GPU-hours"), True),
+            ],
+            [
+                [
+                    row["name"],
+                    kind_label(row["kind"]),
+                    row["requested"],
+                    row["approved"],
+                    row["rejected"],
+                    row["gpu_hours"],
+                ]
+                for row in metrics["exceptions"]["by_project_kind"]
+                if mine(row)
+            ],
+        ),
+        _table(
+            "timeline",
+            _("Rule changes and grants"),
+            [(_("When"), False), (_("What"), False), (_("Title"), False), (_("Object"), False)],
+            [
+                [row["at"], timeline_kind(row["kind"]), row["title"], row["object"]]
+                for row in metrics["timeline"]
+            ],
+        ),
+    ]
+    return {table.key: table for table in tables}
