@@ -47,6 +47,9 @@ class JobState(models.TextChoices):
     PREEMPTED = "preempted", _("Preempted")
     NODE_FAIL = "node_fail", _("Node failure")
     OUT_OF_MEMORY = "out_of_memory", _("Out of memory")
+    # Still running or waiting when its source stopped observing (a trace's end): closed
+    # there, its true end unknown (docs/definitions.md).
+    CENSORED = "censored", _("Open at the source's end")
 
 
 ACTIVE_STATES = (JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED)
