@@ -3,7 +3,8 @@
 What each format gives and what it cannot:
 
 * ``alibaba-openb`` (Alibaba GPU v2023, openb pod list): per pod the creation, scheduled and
-  deletion times (seconds from the trace start), GPUs (fractional below 1000 milli) and a
+  deletion times (seconds from the trace start), GPUs (``num_gpu`` × ``gpu_milli`` / 1000: a
+  pod sharing one GPU, ``gpu_milli`` below 1000, asks for a fraction of it, kept) and a
   QoS class (LS, BE, Burstable, Guaranteed) that maps onto tiers. The wait is
   ``scheduled_time − creation_time``; pods still pending at the end have none. No project,
   user or pending reason.
@@ -150,7 +151,9 @@ def _events(
 
 def _row_events(fmt, line, row, mapping, at, source, end):  # type: ignore[no-untyped-def]
     if fmt == "alibaba-openb":
-        gpus = int(float(row["num_gpu"] or 0))
+        # num_gpu GPUs of gpu_milli thousandths each: a share of one GPU is kept as a fraction.
+        milli = _number(row["gpu_milli"])
+        gpus = float(row["num_gpu"] or 0) * (1.0 if milli is None else milli / 1000)
         key, tier_key = row["qos"], row["qos"]
         job_id, created = row["name"], _number(row["creation_time"])
         scheduled, deleted = (
@@ -160,7 +163,7 @@ def _row_events(fmt, line, row, mapping, at, source, end):  # type: ignore[no-un
         failed = row["pod_phase"] == "Failed"
         known = True
     elif fmt == "alibaba-v2025":
-        gpus = int(float(row["gpu_request"] or 0))
+        gpus = float(row["gpu_request"] or 0)
         key, tier_key = row["app_name"], "LS"
         job_id, created = row["instance_sn"], _number(row["creation_time"])
         scheduled, deleted = (
@@ -174,11 +177,11 @@ def _row_events(fmt, line, row, mapping, at, source, end):  # type: ignore[no-un
     else:
         duration = float(row["duration"])
         if fmt == "philly":
-            gpus, key = int(float(row["num_gpus"])), row["cluster"]
+            gpus, key = float(row["num_gpus"]), row["cluster"]
             job_id = f"philly-{line}"
             submitted = datetime.fromisoformat(row["timestamp"]).replace(tzinfo=UTC)
         else:
-            gpus, key = int(float(row["num_gpu"])), row["cluster"]
+            gpus, key = float(row["num_gpu"]), row["cluster"]
             job_id = row["job_id"]
             submitted = at(float(row["submission_time"]))
         common = _common(
@@ -241,13 +244,15 @@ def _row_events(fmt, line, row, mapping, at, source, end):  # type: ignore[no-un
 
 
 def _common(source, job_id, gpus, project, tier, submitted):  # type: ignore[no-untyped-def]
+    if not math.isfinite(gpus) or gpus < 0:
+        raise ValueError(f"GPUs must be a number of at least 0, not {gpus:g}")
     return {
         "source": source,
         "job_id": job_id,
         "scheduler": "trace",
         "project": project,
         "tier": tier,
-        "gpus": max(0, gpus),
+        "gpus": round(gpus, 3),
         "submitted_at": submitted,
     }
 
