@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from django.utils.translation import gettext as _
@@ -76,7 +77,15 @@ class WorkloadEventIngestApi(APIView):
         project = serializers.SlugField(required=False, default="", allow_blank=True)
         tier = serializers.SlugField(required=False, default="", allow_blank=True)
         flavor = serializers.SlugField(required=False, default="", allow_blank=True)
-        gpus = serializers.IntegerField(min_value=0, max_value=100_000, required=False)
+        gpus = serializers.DecimalField(
+            max_digits=9,
+            decimal_places=3,
+            min_value=Decimal(0),
+            max_value=Decimal(100_000),
+            coerce_to_string=False,
+            required=False,
+            help_text=gettext_lazy("GPUs asked for; a fraction for a share of one GPU (0.25)."),
+        )
         name = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
         user = serializers.CharField(max_length=150, required=False, default="", allow_blank=True)
         queue = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
@@ -225,7 +234,7 @@ class JobWaitApi(APIView):
         tier = serializers.SlugField(source="job.tier.slug", allow_null=True, default=None)
         user = serializers.CharField(source="job.user_name")
         state = serializers.CharField(source="job.state")
-        gpus = serializers.IntegerField(source="job.gpus")
+        gpus = serializers.FloatField(source="job.gpus")
         flavor = serializers.SlugField(source="job.flavor.slug", allow_null=True, default=None)
         constraints = serializers.CharField(source="job.constraints")
         queue = serializers.CharField(source="job.queue")

@@ -11,7 +11,8 @@ nothing. Not governed: derived data.
 
 ``WorkloadWait`` holds, per job with a submit time, its first wait as the review reads it:
 the end of that wait (the first start, or the end of a job that never started; none while it
-still waits), the submit's UTC day and the job's keys (the pool as the rollup resolved it).
+still waits; for a job still waiting when its trace ended, that end, marked ``censored``),
+the submit's UTC day and the job's keys (the pool as the rollup resolved it).
 The same run maintains it, so the review's waits read one narrow row per job and none of the
 job's events.
 """
@@ -141,6 +142,15 @@ class WorkloadWait(models.Model):
             "the job still waits."
         ),
     )
+    censored = models.BooleanField(
+        _("censored"),
+        default=False,
+        db_default=False,
+        help_text=_(
+            "True when the job was still waiting when its source stopped observing (a trace's "
+            "end): the wait ended there as a lower bound, the job still waiting."
+        ),
+    )
 
     class Meta:
         verbose_name = _("job wait")
@@ -158,6 +168,7 @@ class WorkloadWait(models.Model):
                     "pool",
                     "category",
                     "wait_end",
+                    "censored",
                 ],
                 name="workload_wait_review",
             )

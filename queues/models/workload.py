@@ -47,6 +47,9 @@ class JobState(models.TextChoices):
     PREEMPTED = "preempted", _("Preempted")
     NODE_FAIL = "node_fail", _("Node failure")
     OUT_OF_MEMORY = "out_of_memory", _("Out of memory")
+    # Still running or waiting when its source stopped observing (a trace's end): closed
+    # there, its true end unknown (docs/definitions.md).
+    CENSORED = "censored", _("Open at the source's end")
 
 
 ACTIVE_STATES = (JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED)
@@ -106,7 +109,11 @@ class WorkloadJob(models.Model):
     queue = models.CharField(_("queue or partition"), max_length=200, blank=True)
     qos = models.CharField(_("QOS or priority class"), max_length=200, blank=True)
     account = models.CharField(_("account"), max_length=200, blank=True)
-    gpus = models.PositiveIntegerField(_("GPUs"), default=0)
+    gpus = models.FloatField(
+        _("GPUs"),
+        default=0,
+        help_text=_("The GPUs the job asks for; a fraction for a share of one GPU (0.25)."),
+    )
     flavor = models.ForeignKey(
         GpuFlavor,
         verbose_name=_("flavor"),
@@ -202,6 +209,7 @@ class WorkloadJob(models.Model):
                 | Q(ended_at__gte=models.F("started_at")),
                 name="job_ends_after_start",
             ),
+            models.CheckConstraint(condition=Q(gpus__gte=0), name="job_gpus_non_negative"),
         ]
 
     def __str__(self) -> str:
@@ -210,6 +218,19 @@ class WorkloadJob(models.Model):
     @property
     def is_pending(self) -> bool:
         return self.state == JobState.PENDING
+
+    @property
+    def gpu_count(self) -> int | float:
+        """The GPUs as people write them (3, or 0.46 for a share of one GPU), for pages."""
+        gpus = round(float(self.gpus), 3)
+        return int(gpus) if gpus.is_integer() else gpus
+
+    @property
+    def gpu_plural(self) -> int:
+        """The whole number that picks the plural form of ``gpu_count`` (gettext takes
+        integers; a fraction reads as plural: "0.5 GPUs")."""
+        count = self.gpu_count
+        return count if isinstance(count, int) else 2
 
 
 class WorkloadEvent(models.Model):
@@ -229,7 +250,7 @@ class WorkloadEvent(models.Model):
     category = models.CharField(
         _("wait category"), max_length=16, choices=WaitCategory.choices, blank=True
     )
-    gpus = models.PositiveIntegerField(_("GPUs"), default=0)
+    gpus = models.FloatField(_("GPUs"), default=0)
 
     class Meta:
         ordering = ["time", "id"]
@@ -254,6 +275,7 @@ class WorkloadEvent(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["source", "event_id"], name="event_unique_id"),
             models.CheckConstraint(condition=Q(kind__in=EventKind.values), name="event_kind_valid"),
+            models.CheckConstraint(condition=Q(gpus__gte=0), name="event_gpus_non_negative"),
         ]
 
     def __str__(self) -> str:

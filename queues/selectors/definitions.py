@@ -9,6 +9,9 @@ rollup derives with them), so two answers about one job cannot disagree:
   and is counted as *never started*; a job still waiting is *censored* at the moment asked
   (the window's end for the review, now for a page). Requeues and later waits do not add to
   it.
+  A job closed at the end of its source's observation while still waiting (state
+  ``censored``: a trace's end) is still waiting, its wait known up to that end (a lower
+  bound).
   A job without a submit time, or whose source cannot tell its wait (``waits_recorded``
   false: a trace without start times, an instance that existed before the trace), has none.
 - **A job's current wait** (``current_wait_seconds``): how long a job that is pending now has
@@ -91,8 +94,16 @@ def first_starts(jobs: Iterable[WorkloadJob]) -> dict[int, datetime]:
 
 
 def wait_end(job: WorkloadJob, started: datetime | None) -> datetime | None:
-    """Where the job's wait ends, given its first start: that start, else its end."""
+    """Where the job's wait ends, given its first start: that start, else its end (for a job
+    censored while waiting, the end of its source's observation: see ``wait_censored``)."""
     return started if started is not None else job.ended_at
+
+
+def wait_censored(job: WorkloadJob, started: datetime | None) -> bool:
+    """Whether the job was still waiting when its source stopped observing it (closed at a
+    trace's end): its wait then ends there as a lower bound, and it counts as still waiting,
+    not as never started."""
+    return started is None and job.state == JobState.CENSORED
 
 
 UNREAD: Any = object()
@@ -106,10 +117,14 @@ def job_wait(job: WorkloadJob, *, now: datetime, started: Any = UNREAD) -> JobWa
         return None
     began: datetime | None = first_start(job) if started is UNREAD else started
     end = wait_end(job, began)
+    stop = now
     if end is not None and end > now:
         end = None  # a start after the moment asked: still waiting then
         began = None
-    stop = end if end is not None else now
+    elif end is not None and wait_censored(job, began):
+        stop, end = end, None  # still waiting when its source stopped: known until then
+    elif end is not None:
+        stop = end
     return JobWait(
         start=job.submitted_at,
         end=end,

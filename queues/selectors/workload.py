@@ -778,6 +778,10 @@ def jobs_by_project(*, project_ids: list[int]) -> dict[int, dict[str, Any]]:
             entry["pending_gpus"] += gpus or 0
             key = category or WaitCategory.UNCLASSIFIED
             categories[project_id][key] = categories[project_id].get(key, 0) + jobs
+    for entry in result.values():  # fractions of a GPU are kept: 3, or 2.5
+        for name in ("running_gpus", "pending_gpus"):
+            gpus = round(float(entry[name]), 3)
+            entry[name] = int(gpus) if gpus.is_integer() else gpus
     for project_id, counts in categories.items():
         result[project_id]["categories"] = [
             (str(c.label), counts[c.value]) for c in WaitCategory if c.value in counts

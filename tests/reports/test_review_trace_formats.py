@@ -39,19 +39,24 @@ def number(value):
 
 
 def recompute(path, tier_of, window_end_seconds):
-    """Per tier: the waits in seconds and how many still wait at the window's end."""
+    """Per tier: the waits in seconds and how many still wait at the window's end (a job
+    still waiting at the trace's end is censored there, or at the window's end if sooner)."""
     waits, censored = defaultdict(list), defaultdict(int)
     with path.open(newline="") as handle:
-        for row in csv.DictReader(handle):
-            created = number(row["creation_time"])
-            if created is None:  # existed before the trace: no wait
-                continue
-            end = number(row["scheduled_time"])
-            if end is None:
-                end = number(row["deletion_time"])
-            if end is None:
-                end, censored[tier_of(row)] = window_end_seconds, censored[tier_of(row)] + 1
-            waits[tier_of(row)].append(end - created)
+        rows = list(csv.DictReader(handle))
+    times = ("creation_time", "scheduled_time", "deletion_time")
+    trace_end = max(number(row[name]) for row in rows for name in times if number(row[name]))
+    censor_at = min(window_end_seconds, trace_end)
+    for row in rows:
+        created = number(row["creation_time"])
+        if created is None:  # existed before the trace: no wait
+            continue
+        end = number(row["scheduled_time"])
+        if end is None:
+            end = number(row["deletion_time"])
+        if end is None:
+            end, censored[tier_of(row)] = censor_at, censored[tier_of(row)] + 1
+        waits[tier_of(row)].append(end - created)
     return waits, censored
 
 

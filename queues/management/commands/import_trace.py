@@ -44,6 +44,14 @@ class Command(BaseCommand):
             default="2026-01-01T00:00:00+00:00",
             help="The instant the trace's second 0 maps to (ISO 8601; not used by Philly).",
         )
+        parser.add_argument(
+            "--end",
+            default="",
+            help=(
+                "The instant the trace's observation ends (ISO 8601; default: its latest time). "
+                "Alibaba jobs still open then are closed there as censored."
+            ),
+        )
         parser.add_argument("--source", default="", help="Source name (default trace:FORMAT).")
 
     def handle(self, *args: Any, fmt: str, file: str, **options: Any) -> None:
@@ -53,6 +61,14 @@ class Command(BaseCommand):
             raise CommandError(f"--start: {options['start']!r} is not an ISO 8601 time.") from None
         if start.tzinfo is None:
             start = start.replace(tzinfo=UTC)
+        end = None
+        if options["end"]:
+            try:
+                end = datetime.fromisoformat(options["end"])
+            except ValueError:
+                raise CommandError(f"--end: {options['end']!r} is not an ISO 8601 time.") from None
+            if end.tzinfo is None:
+                end = end.replace(tzinfo=UTC)
         projects = parse_map(options["project_map"], "--project-map")
         tiers = parse_map(options["tier_map"], "--tier-map")
         found_projects = Project.objects.in_bulk(set(projects.values()), field_name="slug")
@@ -71,7 +87,12 @@ class Command(BaseCommand):
             raise CommandError(f"No file {file!r}.")
         try:
             result = trace_import(
-                path=path, fmt=fmt, mapping=mapping, start=start, source=options["source"]
+                path=path,
+                fmt=fmt,
+                mapping=mapping,
+                start=start,
+                end=end,
+                source=options["source"],
             )
         except TraceError as error:
             raise CommandError(str(error)) from None

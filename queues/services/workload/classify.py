@@ -198,10 +198,10 @@ KUEUE_MESSAGES: tuple[tuple[re.Pattern[str], WaitCategory | str, bool], ...] = (
 class QuotaPosition:
     """What Arbiter knows of the queue's quota for the flavor the job asks for."""
 
-    used: int
+    used: float
     guarantee: int
     maximum: int | None  # None: may borrow up to what the pool has
-    request: int = 0
+    request: float = 0
 
     @property
     def cannot_borrow(self) -> bool:

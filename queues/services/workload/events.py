@@ -71,7 +71,7 @@ def job_events_from_items(items: list[dict[str, Any]]) -> list[JobEvent]:
                 project=projects.get(item.get("project") or ""),
                 tier=tiers.get(item.get("tier") or ""),
                 flavor=flavors.get(item.get("flavor") or ""),
-                gpus=item.get("gpus"),
+                gpus=float(item["gpus"]) if item.get("gpus") is not None else None,
                 name=item.get("name", ""),
                 user_name=item.get("user", ""),
                 queue=item.get("queue", ""),

@@ -125,7 +125,7 @@ class JobRow:
     queue: str
     qos: str
     account: str
-    gpus: int
+    gpus: float
     flavor_id: int | None
     constraints: str
     submitted_at: datetime | None
@@ -195,7 +195,8 @@ class JobEvent:
     project: Project | None = None
     tier: PriorityTier | None = None
     flavor: GpuFlavor | None = None
-    gpus: int | None = None
+    # Fractions of a GPU are kept (a share of one GPU: 0.25).
+    gpus: float | None = None
     name: str = ""
     user_name: str = ""
     queue: str = ""
@@ -607,7 +608,7 @@ def _apply(
     elif kind == EventKind.PREEMPTED:
         job.preemptions += 1
         if was == JobState.RUNNING:
-            job.gpu_seconds_lost += job.gpus * _seconds(job.started_at, event.time)
+            job.gpu_seconds_lost += round(job.gpus * _seconds(job.started_at, event.time))
         job.state = JobState.PREEMPTED
         job.reason, job.message = event.reason[:200], event.message
     elif kind == EventKind.REQUEUED:

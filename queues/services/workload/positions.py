@@ -14,7 +14,7 @@ from .classify import QuotaPosition
 from .ingest import PositionFor
 
 
-def running_gpus() -> dict[tuple[int, int | None], int]:
+def running_gpus() -> dict[tuple[int, int | None], float]:
     """GPUs running now per (project, flavor), from the jobs Arbiter knows (one query)."""
     rows = (
         WorkloadJob.objects.filter(state=JobState.RUNNING, project__isnull=False)

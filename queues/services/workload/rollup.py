@@ -24,7 +24,11 @@ for the job's flavor (the lowest id when there are several), else its cluster's 
 The same run keeps each job's first wait (``WorkloadWait``, what the review's waits read):
 it ends at the job's first start (its first ``started`` event when it was preempted or
 requeued), or at its end when it never started; while the job waits it has no end. A job
-without a submit time has none.
+closed while waiting at the end of its source's observation (state ``censored``) keeps that
+end, marked ``censored``: still waiting then. A job without a submit time has none.
+
+A job closed at a trace's end (``censored``) has an end like any finished job: it runs and
+waits up to that end and no further, and leaves the jobs every run rereads.
 """
 
 from __future__ import annotations
@@ -168,6 +172,7 @@ def job_wait(
         pool_id=pool_id,
         category=job.category,
         wait_end=definitions.wait_end(job, started),
+        censored=definitions.wait_censored(job, started),
     )
 
 
@@ -180,6 +185,7 @@ WAIT_FIELDS = [
     "pool_id",
     "category",
     "wait_end",
+    "censored",
 ]
 
 

@@ -83,11 +83,13 @@ def _query(
         filters += " AND project_id = %(project)s"
     if scope.pool_id is not None:
         filters += " AND pool_id = %(pool)s"
-    # A wait that had not ended by the window's end (or has no end yet) is censored there.
+    # A wait that had not ended by the window's end (or has no end yet) is censored there; so
+    # is one still going on when its source stopped (a trace's end: ``censored``), at that end.
     ctes = (
         f"WITH w AS (SELECT project_id, tier_id, flavor_id, pool_id, category, day, "
         f"{seconds_between(least('wait_end', end), 'submitted_at')} AS wait, "
-        f"CASE WHEN wait_end < {end} THEN 0 ELSE 1 END AS censored, {alert} AS alert "
+        f"CASE WHEN wait_end < {end} AND NOT censored THEN 0 ELSE 1 END AS censored, "
+        f"{alert} AS alert "
         f"FROM {t['wait']} WHERE submitted_at >= {ts('start')} AND submitted_at < {end}"
         f"{filters}), "
         f"wo AS (SELECT w.*, CASE WHEN alert IS NOT NULL AND wait > alert * 60 THEN 1 ELSE 0 "
