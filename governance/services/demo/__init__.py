@@ -3,7 +3,7 @@
 Every rule goes through the services, as user ``ops`` with the reason "Demo data", so every
 row has its history (people are plain users: they have none), dated 90 days ago. Then a
 timeline of rule changes over the weeks since, each by its own people on its own day: three
-applied (one of them rolled back) and one waiting for its tier owner; a tier and a quota are
+applied (one of them rolled back) and one waiting for a second operator; a tier and a quota are
 due for review. Loading is idempotent: what already exists (by username,
 slug, project, pool and flavor, or change title) is left as it is, so a second run changes
 nothing.

@@ -24,13 +24,16 @@ def changes_ensure(
     now: datetime,
 ) -> int:
     """A timeline of rule changes: three applied (one of them rolled back) and one waiting for
-    its tier owner, each proposed, approved and applied on its own day by its own people.
+    a second operator, each proposed, approved and applied on its own day by its own people.
     Every observation window has ended by ``now``, so a new change is not warned about them.
     Skipped when the demo changes exist already."""
     if RuleChange.objects.filter(title__in=[spec["title"] for spec in DEMO_CHANGES]).exists():
         return 0
     speech_a100 = Quota.objects.get(
         project__slug="speech", pool__slug="training", flavor__slug="a100-80g"
+    )
+    imaging_a100 = Quota.objects.get(
+        project__slug="medical-imaging", pool__slug="training", flavor__slug="a100-80g"
     )
     targets = {
         "speech-borrow": [EditSpec(target=speech_a100, field="borrow_limit", value=12)],
@@ -40,7 +43,7 @@ def changes_ensure(
         "inference-l40s": [
             EditSpec(target=pools["inference"], field="capacity", key=flavors["l40s-48g"], value=56)
         ],
-        "production-cap": [EditSpec(target=tiers["production"], field="max_gpus_total", value=72)],
+        "imaging-guarantee": [EditSpec(target=imaging_a100, field="guarantee", value=16)],
     }
 
     def day(days_ago: float) -> datetime:
@@ -130,16 +133,22 @@ DEMO_CHANGES: list[dict[str, Any]] = [
         "approver": "ops",
         "applied_by": "james.wilson",
     },
+    # Waiting for a second operator: a guarantee that bites. Medical imaging asks for more
+    # than its 8 A100s and its cautious jobs wait for borrowed GPUs; guaranteed 16, its waits
+    # fall to minutes and it stops borrowing, while the other training work waits a little
+    # longer — what its what-if replay shows (tests/queues/test_demo_change_replay.py).
     {
-        "key": "production-cap",
-        "title": "Production tier may use 72 GPUs (was 64)",
-        "reason": "The fraud service doubles its replicas for the holiday season.",
+        "key": "imaging-guarantee",
+        "title": "Medical imaging is guaranteed 16 A100 in training (was 8)",
+        "reason": "The partner hospitals' segmentation models are retrained every week: "
+        "Medical imaging needs more than its 8 A100s and waits hours for borrowed ones.",
         "ticket": "OPS-1220",
         "observation_days": 14,
-        "rollback_condition": "After the holiday season, or if batch waits double.",
+        "rollback_condition": "Other projects' A100 waits in training (p90) rise by more than "
+        "an hour.",
         "days_ago": 2,
         "author": "ops",
-        "approver": "wei.zhang",
+        "approver": "ops2",
         "applied_by": None,
     },
 ]

@@ -1,0 +1,49 @@
+"""The demo's proposed change bites: replayed over the demo's history, raising Medical
+imaging's A100 guarantee from 8 to 16 shortens its waits, ends most of its borrowing and costs
+the other training work a little — deltas the change's replay page marks."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from governance import services as rules
+from governance.models import ChangeStatus, RuleChange, User
+from queues.models import ReplayStatus
+from queues.services import change_replay_start
+from queues.services.replay import change_replay_run
+from queues.services.workload.demo import demo_workload_seed
+from reports.selectors.change_replay import change_replay_page
+
+NOW = datetime(2026, 11, 20, 9, tzinfo=UTC)
+
+
+@pytest.mark.django_db
+def test_the_demos_proposed_change_has_deltas_where_it_aims():
+    rules.demo_seed(password="pw", now=NOW)
+    demo_workload_seed(days=21, now=NOW)
+    change = RuleChange.objects.get(status=ChangeStatus.PROPOSED)
+    assert "Medical imaging" in change.title
+    ops = User.objects.get(username="ops")
+    run, _queued = change_replay_start(change=change, user=ops, now=NOW)
+    run = change_replay_run(replay_id=run.pk)
+    assert run is not None and run.status == ReplayStatus.DONE, run and run.error
+    before = run.result["in_force"]["projects"]["medical-imaging"]
+    after = run.result["with_change"]["projects"]["medical-imaging"]
+    print({key: (before[key], after[key]) for key in before})
+    # The project it targets: guaranteed twice the GPUs, it waits less and borrows less.
+    assert after["guarantee_gpus"] == before["guarantee_gpus"] + 8
+    assert after["p90"] < before["p90"] / 2
+    assert after["borrowed_gpu_hours"] < before["borrowed_gpu_hours"] / 2
+    assert after["gpu_hours"] >= before["gpu_hours"]
+    # The others pay: the rest of the training A100 work borrows less in all.
+    others = [slug for slug in run.result["in_force"]["projects"] if slug != "medical-imaging"]
+    borrowed = {
+        side: sum(run.result[side]["projects"][slug]["borrowed_gpu_hours"] for slug in others)
+        for side in ("in_force", "with_change")
+    }
+    assert borrowed["with_change"] < borrowed["in_force"]
+    # The page marks the deltas.
+    page = change_replay_page(change=change)
+    row = next(group for group in page.projects if group.slug == "medical-imaging")
+    verdicts = {cell.key: cell.verdict for cell in row.cells}
+    assert verdicts["p90"] == "better" and verdicts["guarantee_share"] == "neutral"
