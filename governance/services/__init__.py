@@ -12,6 +12,7 @@ from ._history import (
 from .changes import (
     EXISTS,
     EditSpec,
+    KeyedField,
     RuleKind,
     rule_change_apply,
     rule_change_approve,
@@ -21,6 +22,9 @@ from .changes import (
     rule_change_rollback,
     rule_change_withdraw,
     rule_kind_register,
+    rule_object_propose_create,
+    rule_object_propose_delete,
+    rule_object_propose_update,
 )
 from .demo import demo_seed
 from .flavors import flavor_create, flavor_update
@@ -76,6 +80,7 @@ __all__ = [
     "USER_EDITABLE",
     "EditSpec",
     "IdentityRefused",
+    "KeyedField",
     "ProviderSaysNo",
     "ProviderSilent",
     "RuleKind",
@@ -122,6 +127,9 @@ __all__ = [
     "rule_change_rollback",
     "rule_change_withdraw",
     "rule_kind_register",
+    "rule_object_propose_create",
+    "rule_object_propose_delete",
+    "rule_object_propose_update",
     "rules_revision_create",
     "service_account_approve",
     "service_account_create",
