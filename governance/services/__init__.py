@@ -10,7 +10,9 @@ from ._history import (
     require_text,
 )
 from .changes import (
+    CAPACITY,
     EXISTS,
+    MEMBERSHIP,
     EditSpec,
     KeyedField,
     RuleKind,
@@ -74,7 +76,9 @@ from .tokens import (
 )
 
 __all__ = [
+    "CAPACITY",
     "EXISTS",
+    "MEMBERSHIP",
     "REASON_MAX_LENGTH",
     "TEXT_MAX_LENGTH",
     "USER_EDITABLE",

@@ -100,7 +100,7 @@ def membership_edit(request: HttpRequest, slug: str) -> HttpResponse:
         form = set_form
         edit = services.EditSpec(
             target=project,
-            field="membership",
+            field=services.MEMBERSHIP,
             key=set_form.cleaned_data["member"],
             value=set_form.cleaned_data["role"],
         )
@@ -108,7 +108,7 @@ def membership_edit(request: HttpRequest, slug: str) -> HttpResponse:
         form = remove_form
         edit = services.EditSpec(
             target=project,
-            field="membership",
+            field=services.MEMBERSHIP,
             key=remove_form.cleaned_data["membership"].user,
             value=None,
         )
