@@ -190,3 +190,13 @@ def test_only_ops_propose_a_project(persona, world, request):
     )
     assert response.status_code == 403
     assert not RuleChange.objects.exists()
+
+
+def test_deleting_a_project_that_still_has_members_or_quotas_is_refused_when_proposed(ops, world):
+    response = _api(ops).delete(
+        reverse("api_project_detail", args=["vision"]), {"reason": "Closed"}, format="json"
+    )
+    assert response.status_code == 400, response.content
+    assert "is still used" in str(response.json()["fields"]["exists"])
+    assert not RuleChange.objects.exists()
+    assert Project.objects.filter(slug="vision").exists()
