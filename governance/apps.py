@@ -8,6 +8,14 @@ class GovernanceConfig(AppConfig):
     name = "governance"
     verbose_name = _("Governance")
 
+    def ready(self) -> None:
+        # The built-in rule kinds, registered as every app registers its own (``queues``:
+        # clusters), in the order pages and the API list them.
+        from governance.services.changes import BUILTIN_KINDS, rule_kind_register
+
+        for kind in BUILTIN_KINDS:
+            rule_kind_register(kind)
+
 
 class ArbiterAdminSite(sites.AdminSite):
     """The admin is for ops (the site role), whether or not they carry Django's staff flag.

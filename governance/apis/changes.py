@@ -18,15 +18,16 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance import selectors, services
-from governance.models import ChangeStatus, ConflictChoice, EditKind, GpuFlavor, RuleChange
+from governance.models import ChangeStatus, ConflictChoice, EditKind, RuleChange
 from governance.selectors import (
     CHANGE_SORTS,
-    OBJECT_TYPES,
     edit_rows,
     model_field,
     object_lookup,
+    object_types,
     rule_change_get,
     rule_change_list,
+    rule_kind_for,
 )
 from governance.toolkit.api import (
     BAD_FILTER,
@@ -80,7 +81,7 @@ class RuleChangeListApi(ETagMixin, APIView):
             if found is None:
                 raise serializers.ValidationError(
                     _("No such object: write kind:key with a kind among %(kinds)s.")
-                    % {"kinds": ", ".join(OBJECT_TYPES)}
+                    % {"kinds": ", ".join(object_types())}
                 )
             return found
 
@@ -142,7 +143,7 @@ def _related_value(model: type[models.Model], name: str, value: Any) -> Any:
 
 
 class EditInputSerializer(serializers.Serializer):
-    object_type = serializers.ChoiceField(choices=list(OBJECT_TYPES))
+    object_type = serializers.ChoiceField(choices=object_types())
     object = serializers.CharField(help_text=_("A slug, or a quota's id."))
     field = serializers.CharField(
         help_text=_("A field of the object; a pool's “capacity”; a project's “membership”.")
@@ -167,9 +168,11 @@ class EditInputSerializer(serializers.Serializer):
         if target is None:
             raise serializers.ValidationError({"object": _("No such object.")})
         name, key = attrs["field"], None
-        if name in ("capacity", "membership"):
-            key_model = GpuFlavor if name == "capacity" else User
-            lookup = "slug" if name == "capacity" else "username"
+        kind = rule_kind_for(type(target))
+        keyed = kind.keyed.get(name) if kind is not None else None
+        if keyed is not None:
+            key_model = keyed.key_model
+            lookup = "username" if key_model is User else "slug"
             key = key_model._default_manager.filter(**{lookup: attrs.get("key", "")}).first()
             if key is None:
                 raise serializers.ValidationError(

@@ -29,18 +29,12 @@ from governance.models import (
     Project,
     ProjectRole,
     Quota,
+    RuleChange,
     User,
 )
 from governance.models.limits import whole_number_max, whole_number_message
-from governance.selectors.changes import value_to_json
-from governance.services.changes import (
-    CAPACITY,
-    EDITABLE,
-    EXISTS,
-    MEMBERSHIP,
-    create_fields,
-    create_required_fields,
-)
+from governance.selectors.changes import RuleKind, rule_kind_for
+from governance.services.changes import MEMBERSHIP
 from governance.toolkit.api import NOT_FOUND, change_example
 from governance.toolkit.changes import (
     BAD_INPUT,
@@ -125,7 +119,7 @@ def rule_input_serializer(
     model: type[models.Model], fields: tuple[str, ...], *, ref_name: str, partial: bool
 ) -> type[serializers.ModelSerializer]:
     """The input of a proposal about ``model``: the change's fields and ``fields``."""
-    required = set() if partial else set(create_required_fields(model))
+    required = set() if partial else set(_kind(model).required_fields)
     meta = type(
         "Meta",
         (),
@@ -148,24 +142,24 @@ def _split(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return meta, data
 
 
-def _propose(request: Request, *, edits: list[services.EditSpec], meta: dict[str, Any]) -> Response:
-    change = services.rule_change_create(
-        user=selectors.signed_in_user(request), edits=edits, **meta
-    )
+def _proposed(change: RuleChange) -> Response:
     return change_response(change, status_code=status.HTTP_201_CREATED)
 
 
-def _many_to_many(model: type[models.Model], name: str) -> bool:
-    return bool(model._meta.get_field(name).many_to_many)
+def _kind(model: type[models.Model]) -> RuleKind:
+    kind = rule_kind_for(model)
+    assert kind is not None, model
+    return kind
 
 
 def editable_fields(model: type[models.Model]) -> tuple[str, ...]:
-    return tuple(name for name in EDITABLE[model] if name not in (EXISTS, CAPACITY, MEMBERSHIP))
+    """The fields a ``PATCH`` proposes changing (keyed fields have their own operations)."""
+    return tuple(_kind(model).fields)
 
 
 def propose_create(model: type[models.Model], *, tag: str) -> Callable[..., Response]:
     """A ``post`` for a rule list: propose creating a ``model``."""
-    fields = create_fields(model)
+    fields = _kind(model).snapshot_fields
     name = model.__name__
     input_serializer = rule_input_serializer(
         model, fields, ref_name=f"{name}CreateProposal", partial=False
@@ -186,15 +180,10 @@ def propose_create(model: type[models.Model], *, tag: str) -> Callable[..., Resp
         serializer = input_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         meta, data = _split(dict(serializer.validated_data))
-        snapshot = {field: value_to_json(model, field, value) for field, value in data.items()}
-        # The object to be: its name in the change's title (many-to-many values wait).
-        target = model(
-            **{field: value for field, value in data.items() if not _many_to_many(model, field)}
-        )
-        return _propose(
-            request,
-            edits=[services.EditSpec(target=target, field=EXISTS, value=snapshot)],
-            meta=meta,
+        return _proposed(
+            services.rule_object_propose_create(
+                user=selectors.signed_in_user(request), model=model, data=data, **meta
+            )
         )
 
     return post
@@ -233,8 +222,11 @@ def propose_edit(
             raise serializers.ValidationError(
                 {"non_field_errors": [_("Give at least one field to change.")]}
             )
-        edits = [services.EditSpec(target=obj, field=name, value=v) for name, v in data.items()]
-        return _propose(request, edits=edits, meta=meta)
+        return _proposed(
+            services.rule_object_propose_update(
+                obj=obj, user=selectors.signed_in_user(request), data=data, **meta
+            )
+        )
 
     return patch
 
@@ -271,8 +263,10 @@ def propose_delete(
         serializer = input_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         meta, _data = _split(dict(serializer.validated_data))
-        return _propose(
-            request, edits=[services.EditSpec(target=obj, field=EXISTS, value=None)], meta=meta
+        return _proposed(
+            services.rule_object_propose_delete(
+                obj=obj, user=selectors.signed_in_user(request), **meta
+            )
         )
 
     return delete
@@ -363,7 +357,9 @@ def membership_edit(
 ) -> Response:
     meta, _rest = _split(meta)
     edit = services.EditSpec(target=project, field=MEMBERSHIP, key=member, value=role)
-    return _propose(request, edits=[edit], meta=meta)
+    return _proposed(
+        services.rule_change_create(user=selectors.signed_in_user(request), edits=[edit], **meta)
+    )
 
 
 __all__ = [

@@ -32,7 +32,6 @@ from governance.models import (
 from governance.selectors import (
     CHANGE_SORTS,
     FLAVOR_SORTS,
-    OBJECT_TYPES,
     PERSON_SORTS,
     POOL_SORTS,
     PREEMPTION_CLASS_SORTS,
@@ -41,6 +40,7 @@ from governance.selectors import (
     TIER_SORTS,
     Sorts,
     object_lookup,
+    object_types,
     sort_choices,
 )
 
@@ -258,7 +258,7 @@ class ChangeFilterForm(ListFilterForm):
         if found is None:
             raise forms.ValidationError(
                 _("No such object: write kind:key with a kind among %(kinds)s.")
-                % {"kinds": ", ".join(OBJECT_TYPES)}
+                % {"kinds": ", ".join(object_types())}
             )
         return found
 

@@ -13,7 +13,6 @@ from .blockers import (
 )
 from .changes import (
     CHANGE_SORTS,
-    OBJECT_TYPES,
     ChangePlan,
     EditRow,
     RollbackRow,
@@ -23,6 +22,7 @@ from .changes import (
     object_key,
     object_lookup,
     object_type_of,
+    object_types,
     quota_review_recipients,
     quotas_due_for_review,
     rollback_plan,
@@ -32,6 +32,8 @@ from .changes import (
     rule_change_plan,
     rule_change_warnings,
     rule_changes_for_object,
+    rule_kind_for,
+    rule_kind_named,
 )
 from .effective import (
     EffectiveProject,
@@ -107,7 +109,6 @@ from .tokens import (
 __all__ = [
     "CHANGE_SORTS",
     "FLAVOR_SORTS",
-    "OBJECT_TYPES",
     "PERSON_SORTS",
     "POOL_SORTS",
     "PREEMPTION_CLASS_SORTS",
@@ -145,6 +146,7 @@ __all__ = [
     "object_key",
     "object_lookup",
     "object_type_of",
+    "object_types",
     "people_behind",
     "person_get",
     "person_list",
@@ -175,6 +177,8 @@ __all__ = [
     "rule_change_plan",
     "rule_change_warnings",
     "rule_changes_for_object",
+    "rule_kind_for",
+    "rule_kind_named",
     "search_filter",
     "service_account_get",
     "service_account_list",

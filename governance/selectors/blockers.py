@@ -17,11 +17,11 @@ from governance.models import (
     OPEN_STATUSES,
     ChangeAction,
     ChangeStatus,
-    PriorityTier,
     RuleChange,
     User,
 )
 
+from .changes.kinds import rule_kind_for
 from .rules import user_can_edit_rules, user_can_read_rules
 from .tokens import stands_behind
 
@@ -62,14 +62,17 @@ def _targets(change: RuleChange) -> list[models.Model | None]:
 
 
 def _edits_own_access(change: RuleChange, user: Any) -> bool:
-    """Whether ``change`` edits ``user``'s own account or a membership of theirs."""
-    user_type = ContentType.objects.get_for_model(User).pk
-    return any(
-        (edit.content_type_id == user_type and edit.object_id == user.pk)
-        # The keyed "membership" field of a project: a user's role (key: the user id).
-        or (edit.field == "membership" and edit.key == user.pk)
-        for edit in change.edits.all()
-    )
+    """Whether ``change`` edits ``user``'s own account or an entry keyed by them (their
+    membership of a project: a keyed field whose key is a user)."""
+    for edit in change.edits.all():
+        model = ContentType.objects.get_for_id(edit.content_type_id).model_class()
+        if model is User and edit.object_id == user.pk:
+            return True
+        kind = rule_kind_for(model) if model is not None else None
+        keyed = kind.keyed.get(edit.field) if kind is not None else None
+        if keyed is not None and keyed.key_model is User and edit.key == user.pk:
+            return True
+    return False
 
 
 def through_account_problem(*, user: Any, authors: list[Any], action: str) -> str | None:
@@ -108,13 +111,17 @@ def approval_problem(*, change: RuleChange, user: Any) -> str | None:
     proposers = {change.author_id, change.proposed_by_id}
     needs_ops = False
     for obj in _targets(change):
-        if isinstance(obj, PriorityTier):
-            if obj.owner_id == user.pk or (user.is_ops and obj.owner_id in proposers):
+        # An object whose kind names an owner (a tier's business owner) is approved by
+        # that owner, or by ops when the owner proposed it; anything else by ops.
+        kind = rule_kind_for(type(obj)) if obj is not None else None
+        if obj is not None and kind is not None and kind.owner_field is not None:
+            owner_id = getattr(obj, f"{kind.owner_field}_id")
+            if owner_id == user.pk or (user.is_ops and owner_id in proposers):
                 continue
-            return _(
-                "A change to the tier “%(tier)s” needs its business owner, %(owner)s (or ops "
-                "when the owner proposed it)."
-            ) % {"tier": obj.name, "owner": obj.owner}
+            return _(kind.owner_message) % {
+                "object": obj,
+                "owner": getattr(obj, kind.owner_field),
+            }
         needs_ops = True
     if needs_ops and not user.is_ops:
         return _("A change to quotas, pools, projects, flavors or preemption classes needs ops.")

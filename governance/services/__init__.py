@@ -10,8 +10,11 @@ from ._history import (
     require_text,
 )
 from .changes import (
+    CAPACITY,
     EXISTS,
+    MEMBERSHIP,
     EditSpec,
+    KeyedField,
     RuleKind,
     rule_change_apply,
     rule_change_approve,
@@ -21,6 +24,9 @@ from .changes import (
     rule_change_rollback,
     rule_change_withdraw,
     rule_kind_register,
+    rule_object_propose_create,
+    rule_object_propose_delete,
+    rule_object_propose_update,
 )
 from .demo import demo_seed
 from .flavors import flavor_create, flavor_update
@@ -70,12 +76,15 @@ from .tokens import (
 )
 
 __all__ = [
+    "CAPACITY",
     "EXISTS",
+    "MEMBERSHIP",
     "REASON_MAX_LENGTH",
     "TEXT_MAX_LENGTH",
     "USER_EDITABLE",
     "EditSpec",
     "IdentityRefused",
+    "KeyedField",
     "ProviderSaysNo",
     "ProviderSilent",
     "RuleKind",
@@ -122,6 +131,9 @@ __all__ = [
     "rule_change_rollback",
     "rule_change_withdraw",
     "rule_kind_register",
+    "rule_object_propose_create",
+    "rule_object_propose_delete",
+    "rule_object_propose_update",
     "rules_revision_create",
     "service_account_approve",
     "service_account_create",

@@ -103,15 +103,10 @@ def form_page(
 
 
 def kind_of(obj: models.Model) -> str:
-    return {
-        "project": "project",
-        "gpuflavor": "flavor",
-        "pool": "pool",
-        "prioritytier": "tier",
-        "preemptionclass": "preemption_class",
-        "quota": "quota",
-        "user": "person",
-    }[obj._meta.model_name or ""]
+    """The prefix of the object's pages' URL names (its rule kind's ``pages``)."""
+    kind = selectors.rule_kind_for(type(obj))
+    assert kind is not None, type(obj)
+    return kind.pages
 
 
 def saved(request: HttpRequest, obj: Any) -> HttpResponse:
@@ -159,6 +154,39 @@ def create_page(
             return saved(request, obj)
     return form_page(
         request, form, title=create_title(form_class.Meta.model), cancel_url=cancel_url
+    )
+
+
+def propose_create_page(
+    request: HttpRequest,
+    form_class: Any,
+    *,
+    cancel_url: str,
+    initial: dict[str, Any] | None = None,
+) -> HttpResponse:
+    """A create form whose submission proposes the creation as a rule change (applied once
+    someone else approves it); the form's and the plan's errors shown on the form."""
+    require_ops(request.user)
+    form = form_class(posted(request), initial=initial)
+    change_form = forms.RuleChangeMetaForm(posted(request), prefix="change")
+    if request.method == "POST" and form.is_valid() and change_form.is_valid():
+        response = propose(
+            request,
+            services.rule_object_propose_create,
+            form=form,
+            change_form=change_form,
+            reason=form.change_reason,
+            model=form_class.Meta.model,
+            data=form.service_data(),
+        )
+        if response is not None:
+            return response
+    return form_page(
+        request,
+        form,
+        title=create_title(form_class.Meta.model),
+        cancel_url=cancel_url,
+        change_form=change_form,
     )
 
 

@@ -88,7 +88,7 @@ def pool_capacity_edit(request: HttpRequest, slug: str) -> HttpResponse:
     if request.method == "POST" and form.is_valid() and change_form.is_valid():
         edit = services.EditSpec(
             target=pool,
-            field="capacity",
+            field=services.CAPACITY,
             key=form.cleaned_data["flavor"],
             value=form.cleaned_data["gpus"],
         )

@@ -9,13 +9,13 @@ from django.utils.translation import gettext as _
 from governance import forms, selectors, services
 
 from ._common import (
-    create_page,
     edit_page,
     history_page,
     list_page,
     object_page,
     page,
     propose_change,
+    propose_create_page,
 )
 
 
@@ -64,12 +64,8 @@ def project_history(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 def project_create(request: HttpRequest) -> HttpResponse:
-    return create_page(
-        request,
-        forms.ProjectCreateForm,
-        create=services.project_create,
-        cancel_url=reverse("project_list"),
-    )
+    """A new project is proposed: a rule change that someone else approves."""
+    return propose_create_page(request, forms.ProjectCreateForm, cancel_url=reverse("project_list"))
 
 
 @login_required
@@ -104,7 +100,7 @@ def membership_edit(request: HttpRequest, slug: str) -> HttpResponse:
         form = set_form
         edit = services.EditSpec(
             target=project,
-            field="membership",
+            field=services.MEMBERSHIP,
             key=set_form.cleaned_data["member"],
             value=set_form.cleaned_data["role"],
         )
@@ -112,7 +108,7 @@ def membership_edit(request: HttpRequest, slug: str) -> HttpResponse:
         form = remove_form
         edit = services.EditSpec(
             target=project,
-            field="membership",
+            field=services.MEMBERSHIP,
             key=remove_form.cleaned_data["membership"].user,
             value=None,
         )

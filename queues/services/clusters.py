@@ -21,14 +21,13 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from governance.models import EditKind, Pool, Project, RuleChange, User
-from governance.selectors.changes import value_to_json
 from governance.services import (
-    EXISTS,
-    EditSpec,
     RuleKind,
     governed_delete,
     governed_save,
-    rule_change_create,
+    rule_object_propose_create,
+    rule_object_propose_delete,
+    rule_object_propose_update,
 )
 from queues.models import (
     DNS_LABEL,
@@ -194,6 +193,12 @@ def _delete_from_change(*, obj: Cluster, user: User, reason: str) -> None:
     cluster_delete(cluster=obj, user=user, reason=reason)
 
 
+def _check_settings(cluster: Cluster) -> None:
+    """Every field message before a proposal is recorded (the dry run checks again)."""
+    cluster.full_clean()
+    _check_kube(cluster)
+
+
 def cluster_rule_kind() -> RuleKind:
     """Clusters as a rule kind of the change machinery (registered in ``apps.ready``)."""
     return RuleKind(
@@ -204,18 +209,17 @@ def cluster_rule_kind() -> RuleKind:
         create=_create_from_change,
         delete=_delete_from_change,
         snapshot_fields=CLUSTER_SNAPSHOT,
+        required_fields=("name",),
         key_field="name",
         exists_kind=EditKind.SCHEDULER,
+        check=_check_settings,
     )
 
 
 # --- proposals ---------------------------------------------------------------------------------
-
-
-def _check_settings(cluster: Cluster) -> None:
-    """Every field message before anything is recorded (the dry run checks again)."""
-    cluster.full_clean()
-    _check_kube(cluster)
+# Through the one path of every rule kind (``governance.services.rule_object_propose_*``);
+# these add only that ops alone configure clusters, the defaults a creation records and the
+# titles.
 
 
 def cluster_propose_create(
@@ -237,19 +241,15 @@ def cluster_propose_create(
         raise ValidationError(
             {name: _("This field cannot be changed here.") for name in sorted(unknown)}
         )
-    fields = {name: value for name, value in data.items() if name != "pools"}
-    cluster = Cluster(**fields)
-    _check_settings(cluster)
-    snapshot = {
-        name: value_to_json(Cluster, name, getattr(cluster, name))
-        for name in CLUSTER_SNAPSHOT
-        if name != "pools"
-    }
-    snapshot["pools"] = value_to_json(Cluster, "pools", data.get("pools") or [])
-    return rule_change_create(
+    # The creation records every setting, the model's defaults included.
+    cluster = Cluster(**{name: value for name, value in data.items() if name != "pools"})
+    full = {name: getattr(cluster, name) for name in CLUSTER_SNAPSHOT if name != "pools"}
+    full["pools"] = list(data.get("pools") or [])
+    return rule_object_propose_create(
         user=user,
         reason=reason,
-        edits=[EditSpec(target=cluster, field=EXISTS, value=snapshot)],
+        model=Cluster,
+        data=full,
         title=change.pop("title", "") or _("New cluster “%(name)s”") % {"name": cluster.name},
         **change,
     )
@@ -260,18 +260,7 @@ def cluster_propose_update(
 ) -> RuleChange:
     """Propose a change of a cluster's settings, pools or enabled state."""
     _require_ops(user)
-    unknown = set(data) - set(CLUSTER_EDITABLE)
-    if unknown:
-        raise ValidationError(
-            {name: _("This field cannot be changed here.") for name in sorted(unknown)}
-        )
-    checked = Cluster.objects.get(pk=cluster.pk)
-    for name, value in data.items():
-        if name != "pools":
-            setattr(checked, name, value)
-    _check_settings(checked)
-    edits = [EditSpec(target=cluster, field=name, value=value) for name, value in data.items()]
-    return rule_change_create(user=user, reason=reason, edits=edits, **change)
+    return rule_object_propose_update(obj=cluster, user=user, reason=reason, data=data, **change)
 
 
 def cluster_propose_delete(
@@ -279,10 +268,10 @@ def cluster_propose_delete(
 ) -> RuleChange:
     """Propose deleting a cluster (a rollback of the change creates it again)."""
     _require_ops(user)
-    return rule_change_create(
+    return rule_object_propose_delete(
+        obj=cluster,
         user=user,
         reason=reason,
-        edits=[EditSpec(target=cluster, field=EXISTS, value=None)],
         title=change.pop("title", "") or _("Delete cluster “%(name)s”") % {"name": cluster.name},
         **change,
     )

@@ -7,6 +7,16 @@ from .diff import (
     display_value,
     edit_rows,
 )
+from .kinds import (
+    EXISTS,
+    REGISTRY,
+    KeyedField,
+    RuleKind,
+    object_types,
+    rule_kind_for,
+    rule_kind_named,
+    rule_kind_register,
+)
 from .plan import (
     ChangePlan,
     RollbackRow,
@@ -28,12 +38,6 @@ from .timeline import (
     rule_changes_for_object,
 )
 from .values import (
-    CAPACITY,
-    EXISTS,
-    KEY_FIELDS,
-    MEMBERSHIP,
-    OBJECT_TYPES,
-    TYPE_OF_MODEL,
     RollbackItem,
     current_value,
     model_field,
@@ -47,18 +51,16 @@ from .values import (
 )
 
 __all__ = [
-    "CAPACITY",
     "CHANGE_SORTS",
     "EMPTY",
     "EXISTS",
-    "KEY_FIELDS",
-    "MEMBERSHIP",
-    "OBJECT_TYPES",
-    "TYPE_OF_MODEL",
+    "REGISTRY",
     "ChangePlan",
     "EditRow",
+    "KeyedField",
     "RollbackItem",
     "RollbackRow",
+    "RuleKind",
     "Scope",
     "change_scope",
     "current_value",
@@ -68,6 +70,7 @@ __all__ = [
     "object_key",
     "object_lookup",
     "object_type_of",
+    "object_types",
     "quota_review_recipients",
     "quotas_due_for_review",
     "rollback_items",
@@ -78,6 +81,9 @@ __all__ = [
     "rule_change_plan",
     "rule_change_warnings",
     "rule_changes_for_object",
+    "rule_kind_for",
+    "rule_kind_named",
+    "rule_kind_register",
     "snapshot",
     "stale_edits",
     "value_to_json",

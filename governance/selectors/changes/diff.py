@@ -13,17 +13,10 @@ from django.utils import formats
 from django.utils.text import capfirst
 from django.utils.translation import gettext as _
 
-from governance.models import EditKind, GpuFlavor, ProjectRole, Quota, RuleChange, RuleEdit, User
+from governance.models import EditKind, RuleChange, RuleEdit
 
-from .values import (
-    CAPACITY,
-    EXISTS,
-    KEY_FIELDS,
-    MEMBERSHIP,
-    model_field,
-    object_key,
-    object_type_of,
-)
+from .kinds import EXISTS, KeyedField, rule_kind_for
+from .values import model_field, object_key, object_type_of
 
 EMPTY = "—"
 
@@ -66,9 +59,9 @@ def edit_rows_for(
         assert model is not None
         targets.setdefault(model, set()).add(edit.object_id)
         related_model, _label = _related_of(model, edit.field)
-        if edit.key is not None:
-            key_model = GpuFlavor if edit.field == CAPACITY else User
-            related.setdefault(key_model, set()).add(edit.key)
+        keyed = _keyed(model, edit.field)
+        if edit.key is not None and keyed is not None:
+            related.setdefault(keyed.key_model, set()).add(edit.key)
         if related_model is not None:
             values = [edit.old_value, edit.new_value]
             if current and edit.pk in current:
@@ -116,7 +109,9 @@ def _absent_name(model: type[models.Model], edit: RuleEdit) -> str:
     """The name of an object that does not exist (yet, or any more)."""
     if edit.field == EXISTS:
         recorded = edit.new_value or edit.old_value or {}
-        name = recorded.get(KEY_FIELDS.get(model, "slug")) if isinstance(recorded, dict) else None
+        kind = rule_kind_for(model)
+        key_field = kind.key_field if kind is not None else "slug"
+        name = recorded.get(key_field) if isinstance(recorded, dict) else None
         if name:
             if not edit.object_id:
                 return _("%(name)s (to be created)") % {"name": name}
@@ -126,13 +121,19 @@ def _absent_name(model: type[models.Model], edit: RuleEdit) -> str:
 
 def _named(model: type[models.Model]) -> QuerySet[Any]:
     """Rows of ``model`` with what their names need (a quota names its project, pool, flavor)."""
-    if model is Quota:
-        return Quota.objects.select_related("project", "pool", "flavor")
+    kind = rule_kind_for(model)
+    if kind is not None and kind.name_related:
+        return model._default_manager.select_related(*kind.name_related)
     return model._default_manager.all()
 
 
+def _keyed(model: type[models.Model], name: str) -> KeyedField | None:
+    kind = rule_kind_for(model)
+    return kind.keyed.get(name) if kind is not None else None
+
+
 def _related_of(model: type[models.Model], name: str) -> tuple[type[models.Model] | None, str]:
-    if name in (CAPACITY, MEMBERSHIP):
+    if _keyed(model, name) is not None:
         return None, name
     try:
         field = model._meta.get_field(name)
@@ -146,12 +147,10 @@ def _related_of(model: type[models.Model], name: str) -> tuple[type[models.Model
 def _field_label(
     model: type[models.Model], edit: RuleEdit, names: dict[type[models.Model], dict[Any, str]]
 ) -> str:
-    if edit.field == CAPACITY:
-        return _("GPUs of %(flavor)s") % {
-            "flavor": names.get(GpuFlavor, {}).get(edit.key, edit.key)
-        }
-    if edit.field == MEMBERSHIP:
-        return _("Role of %(user)s") % {"user": names.get(User, {}).get(edit.key, edit.key)}
+    keyed = _keyed(model, edit.field)
+    if keyed is not None:
+        key_name = names.get(keyed.key_model, {}).get(edit.key, edit.key)
+        return _(keyed.label) % {keyed.key_name: key_name}
     if edit.field == EXISTS:
         return _("Exists (all its settings)")
     return capfirst(_related_of(model, edit.field)[1])
@@ -163,8 +162,9 @@ def display_value(
     value: Any,
     names: dict[type[models.Model], dict[Any, str]],
 ) -> str:
-    if name == MEMBERSHIP:
-        return str(ProjectRole(value).label) if value else _("not a member")
+    keyed = _keyed(model, name)
+    if keyed is not None and (value is not None or keyed.display_empty):
+        return keyed.display(value)
     if name == EXISTS:
         if not isinstance(value, dict):
             return _("absent")
@@ -177,8 +177,6 @@ def display_value(
         return "; ".join(shown)
     if value is None or value == "" or value == []:
         return EMPTY
-    if name == CAPACITY:
-        return str(value)
     field = model_field(model, name)
     if field is None:
         return str(value)

@@ -7,62 +7,29 @@ from typing import Any
 from django.core.exceptions import FieldDoesNotExist
 from django.db import models
 
-from governance.models import (
-    GpuFlavor,
-    Membership,
-    Pool,
-    PoolCapacity,
-    PreemptionClass,
-    PriorityTier,
-    Project,
-    Quota,
-    RuleChange,
-    RuleEdit,
-    User,
-)
+from governance.models import RuleChange, RuleEdit
 
-# How pages and the API name the kinds of object a change may edit.
-OBJECT_TYPES: dict[str, type[models.Model]] = {
-    "project": Project,
-    "flavor": GpuFlavor,
-    "pool": Pool,
-    "tier": PriorityTier,
-    "preemption_class": PreemptionClass,
-    "quota": Quota,
-    "user": User,
-}
-TYPE_OF_MODEL = {model: name for name, model in OBJECT_TYPES.items()}
-CAPACITY, MEMBERSHIP = "capacity", "membership"
-# The pseudo-field of a kind registered with ``services.changes.registry``: ``None`` while
-# the object does not exist, a snapshot of ``SNAPSHOT_FIELDS`` while it does.
-EXISTS = "exists"
-# Filled by the registry: the unique field that names an object (default: its slug) and
-# the fields a creation or a deletion records.
-# How URLs name an object: its slug unless listed here (a quota is named by its id).
-KEY_FIELDS: dict[type[models.Model], str] = {User: "username"}
-SNAPSHOT_FIELDS: dict[type[models.Model], tuple[str, ...]] = {}
+from .kinds import EXISTS, rule_kind_for, rule_kind_named
 
 
 def object_type_of(model: type[models.Model]) -> str:
-    return TYPE_OF_MODEL.get(model, model._meta.model_name or "")
+    kind = rule_kind_for(model)
+    return kind.object_type if kind is not None else model._meta.model_name or ""
 
 
 def object_key(obj: models.Model) -> str:
-    """How URLs name the object: the id of a quota, the slug of anything else."""
-    if isinstance(obj, Quota):
-        return str(obj.pk)
-    return str(getattr(obj, KEY_FIELDS.get(type(obj), "slug")))
+    """How URLs name the object: its kind's key field (a slug, a name, a quota's id)."""
+    kind = rule_kind_for(type(obj))
+    return str(getattr(obj, kind.key_field if kind is not None else "slug"))
 
 
 def object_lookup(object_type: str, key: str) -> models.Model | None:
     """The object named ``<type>:<key>`` in filters, or ``None``."""
-    model = OBJECT_TYPES.get(object_type)
-    if model is None:
+    kind = rule_kind_named(object_type)
+    if kind is None:
         return None
     try:
-        if model is Quota:
-            return model._default_manager.filter(pk=int(key)).first()
-        return model._default_manager.filter(**{KEY_FIELDS.get(model, "slug"): key}).first()
+        return kind.model._default_manager.filter(**{kind.key_field: key}).first()
     except (ValueError, TypeError):
         return None
 
@@ -92,19 +59,12 @@ def value_to_json(model: type[models.Model], name: str, value: Any) -> Any:
 
 def current_value(obj: models.Model, name: str, key: int | None = None) -> Any:
     """The stored value of ``obj.name`` now, as JSON."""
-    if isinstance(obj, Pool) and name == CAPACITY:
-        gpus = PoolCapacity.objects.filter(pool=obj, flavor_id=key).values_list("gpus", flat=True)
-        return gpus.first() or 0
-    if isinstance(obj, Project) and name == MEMBERSHIP:
-        if key is None:
-            return None
-        return (
-            Membership.objects.filter(project=obj, user__pk=key)
-            .values_list("role", flat=True)
-            .first()
-        )
     if name == EXISTS:
         return snapshot(obj)
+    kind = rule_kind_for(type(obj))
+    keyed = kind.keyed.get(name) if kind is not None else None
+    if keyed is not None:
+        return keyed.current(obj, key)
     field = model_field(type(obj), name)
     if field.many_to_many:
         return sorted(getattr(obj, name).values_list("pk", flat=True))
@@ -113,7 +73,9 @@ def current_value(obj: models.Model, name: str, key: int | None = None) -> Any:
 
 def snapshot(obj: models.Model) -> dict[str, Any]:
     """What a creation or a deletion of ``obj`` records: its fields as JSON."""
-    return {name: current_value(obj, name) for name in SNAPSHOT_FIELDS.get(type(obj), ())}
+    kind = rule_kind_for(type(obj))
+    fields = kind.snapshot_fields if kind is not None else ()
+    return {name: current_value(obj, name) for name in fields}
 
 
 def stale_edits(*, change: RuleChange) -> list[tuple[RuleEdit, Any]]:

@@ -1,7 +1,6 @@
 """Applying an approved rule change: every edit through its rule kind's service, or none."""
 
 import datetime as dt
-from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
@@ -12,38 +11,22 @@ from django.utils.translation import gettext_noop
 from governance.models import (
     ChangeAction,
     ChangeStatus,
-    GpuFlavor,
-    Membership,
-    Pool,
-    PreemptionClass,
-    PriorityTier,
-    Project,
-    Quota,
     RevisionTrigger,
     RuleChange,
     RuleEdit,
     User,
     applying_change,
 )
-from governance.selectors.changes import snapshot, stale_edits
+from governance.selectors.changes import EXISTS, RuleKind, rule_kind_for, snapshot, stale_edits
 
 from .._history import governed_save
-from ..flavors import flavor_update
-from ..people import user_access_update
-from ..pools import pool_capacity_set, pool_update
-from ..preemption import preemption_class_update
-from ..projects import membership_remove, membership_set, project_update
-from ..quotas import quota_update
 from ..revisions import rules_revision_create
-from ..tiers import tier_update
 from ._state import lock_change, require_action
-from .builtin import builtin_object_create, builtin_object_delete
-from .registry import RuleKind, rule_kind_for
-from .spec import CAPACITY, EXISTS, MEMBERSHIP, value_from_json
+from .spec import value_from_json
 
 
 def apply_edits(change: RuleChange, *, user: User) -> None:
-    """Write every edit through its rule kind's service; history rows name the change."""
+    """Write every edit through its rule kind's services; history rows name the change."""
     groups: dict[tuple[type[models.Model], int], list[RuleEdit]] = {}
     for edit in change.edits.select_related("content_type").order_by("pk"):
         model = edit.content_type.model_class()
@@ -53,54 +36,17 @@ def apply_edits(change: RuleChange, *, user: User) -> None:
     try:
         for (model, object_id), edits in groups.items():
             kind = rule_kind_for(model)
-            if kind is not None:
-                _apply_registered(kind, object_id, edits, user=user, reason=change.reason)
-                continue
-            exists = next((edit for edit in edits if edit.field == EXISTS), None)
-            if exists is not None and exists.new_value is not None:
-                _apply_builtin_create(model, exists, user=user, reason=change.reason)
-                continue
-            obj = model._default_manager.filter(pk=object_id).first()
-            if obj is None:
-                raise ValidationError(
-                    _("%(kind)s #%(id)d no longer exists.")
-                    % {"kind": model._meta.verbose_name, "id": object_id}
-                )
-            _apply_object_edits(
-                obj,
-                [edit for edit in edits if edit.field != EXISTS],
-                user=user,
-                reason=change.reason,
-            )
-            if exists is not None:
-                builtin_object_delete(obj=obj, user=user, reason=change.reason)
+            if kind is None:
+                raise ValidationError(_("This field cannot be changed here."))
+            _apply_object(kind, object_id, edits, user=user, reason=change.reason)
     finally:
         applying_change.reset(token)
 
 
-def _apply_builtin_create(
-    model: type[models.Model], exists: RuleEdit, *, user: User, reason: str
-) -> None:
-    """Create a built-in rule from the snapshot a creation recorded."""
-    if exists.object_id and model._default_manager.filter(pk=exists.object_id).exists():
-        raise ValidationError(
-            _("%(kind)s #%(id)d already exists.")
-            % {"kind": model._meta.verbose_name, "id": exists.object_id}
-        )
-    recorded: dict[str, Any] = exists.new_value or {}
-    data = {name: value_from_json(model, name, value) for name, value in recorded.items()}
-    obj = builtin_object_create(model=model, user=user, reason=reason, data=data)
-    # The edit names the object it made and records it as made (with the service's
-    # defaults), so that a rollback finds it unchanged.
-    exists.object_id = obj.pk
-    exists.new_value = snapshot(obj)
-    exists.save(update_fields=["object_id", "new_value"])
-
-
-def _apply_registered(
+def _apply_object(
     kind: RuleKind, object_id: int, edits: list[RuleEdit], *, user: User, reason: str
 ) -> None:
-    """Create, update or delete an object of a kind another app registered."""
+    """Create one object, or update its fields and keyed fields and then maybe delete it."""
     model = kind.model
     exists = next((edit for edit in edits if edit.field == EXISTS), None)
     obj = model._default_manager.filter(pk=object_id).first() if object_id else None
@@ -116,9 +62,12 @@ def _apply_registered(
             if name in kind.snapshot_fields
         }
         obj = kind.create(user=user, reason=reason, data=data)
-        # The edit names the object it made (undone with the rest when the dry run ends).
+        # The edit names the object it made and records it as made (with the service's
+        # defaults), so that a rollback finds it unchanged (undone with the rest when the
+        # dry run ends).
         exists.object_id = obj.pk
-        exists.save(update_fields=["object_id"])
+        exists.new_value = snapshot(obj)
+        exists.save(update_fields=["object_id", "new_value"])
         return
     if obj is None:
         raise ValidationError(
@@ -128,64 +77,18 @@ def _apply_registered(
     data = {
         edit.field: value_from_json(model, edit.field, edit.new_value)
         for edit in edits
-        if edit.field != EXISTS
+        if edit.field != EXISTS and edit.field not in kind.keyed
     }
     if data:
         kind.update(obj=obj, user=user, reason=reason, data=data)
-    if exists is not None and exists.new_value is None:
+    for edit in edits:
+        keyed = kind.keyed.get(edit.field)
+        if keyed is not None:
+            keyed.apply(obj=obj, key=edit.key, value=edit.new_value, user=user, reason=reason)
+    if exists is not None:
         if kind.delete is None:
             raise ValidationError(_("This field cannot be changed here."))
         kind.delete(obj=obj, user=user, reason=reason)
-
-
-def _apply_object_edits(
-    obj: models.Model, edits: list[RuleEdit], *, user: User, reason: str
-) -> None:
-    model = type(obj)
-    data = {
-        edit.field: value_from_json(model, edit.field, edit.new_value)
-        for edit in edits
-        if edit.key is None
-    }
-    if data:
-        if isinstance(obj, Quota):
-            quota_update(quota=obj, user=user, reason=reason, data=data)
-        elif isinstance(obj, PriorityTier):
-            tier_update(tier=obj, user=user, reason=reason, data=data)
-        elif isinstance(obj, PreemptionClass):
-            preemption_class_update(preemption_class=obj, user=user, reason=reason, data=data)
-        elif isinstance(obj, GpuFlavor):
-            flavor_update(flavor=obj, user=user, reason=reason, data=data)
-        elif isinstance(obj, Pool):
-            pool_update(pool=obj, user=user, reason=reason, data=data)
-        elif isinstance(obj, Project):
-            project_update(project=obj, user=user, reason=reason, data=data)
-        elif isinstance(obj, User):
-            user_access_update(person=obj, user=user, reason=reason, data=data)
-    for edit in edits:
-        if edit.key is None:
-            continue
-        if isinstance(obj, Pool) and edit.field == CAPACITY:
-            pool_capacity_set(
-                pool=obj,
-                flavor=GpuFlavor.objects.get(pk=edit.key),
-                gpus=int(edit.new_value or 0),
-                user=user,
-                reason=reason,
-            )
-        elif isinstance(obj, Project) and edit.field == MEMBERSHIP:
-            if edit.new_value is None:
-                membership = Membership.objects.filter(project=obj, user_id=edit.key).first()
-                if membership is not None:
-                    membership_remove(membership=membership, user=user, reason=reason)
-            else:
-                membership_set(
-                    project=obj,
-                    member=User.objects.get(pk=edit.key),
-                    role=edit.new_value,
-                    user=user,
-                    reason=reason,
-                )
 
 
 @transaction.atomic
@@ -235,7 +138,3 @@ def rule_change_apply(
         user=user,
     )
     return change
-
-
-def _edit_name(edit: RuleEdit) -> str:
-    return f"{edit.content_type.name} #{edit.object_id} {edit.field}"

@@ -11,20 +11,15 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from governance.models import (
-    ChangeAction,
-    ChangeStatus,
-    PriorityTier,
-    ProjectRole,
-    RuleChange,
-    RuleEdit,
-    User,
-)
+from governance.models import ChangeAction, ChangeStatus, RuleChange, RuleEdit, User
 from governance.models.texts import GENERATED_TITLE, Message, label, message, message_english
 from governance.selectors.changes import (
+    EXISTS,
+    RuleKind,
     current_value,
     model_field,
     rule_change_warnings,
+    rule_kind_for,
     value_to_json,
 )
 
@@ -32,27 +27,22 @@ from .._access import dry_run, is_directory_proposal
 from .._history import governed_save, require_reason
 from ._state import lock_change, require_action
 from .apply import apply_edits
-from .spec import (
-    CAPACITY,
-    EDITABLE,
-    EXISTS,
-    KEYED,
-    MEMBERSHIP,
-    TITLE_MAX_LENGTH,
-    EditSpec,
-    value_clean,
-)
+from .spec import TITLE_MAX_LENGTH, EditSpec, value_clean
+
+
+def _owns(user: User, target: models.Model) -> bool:
+    """Whether ``user`` is the owner (``RuleKind.owner_field``) of the existing ``target``."""
+    kind = rule_kind_for(type(target))
+    if kind is None or kind.owner_field is None or target.pk is None:
+        return False
+    owned = {"pk": target.pk, kind.owner_field: user}
+    return bool(type(target)._default_manager.filter(**owned).exists())
 
 
 def _require_may_propose(user: User, edits: Sequence[EditSpec]) -> None:
     if user.is_ops or is_directory_proposal():
         return
-    tier_ids = {edit.target.pk for edit in edits if isinstance(edit.target, PriorityTier)}
-    if (
-        edits
-        and len(tier_ids) == len({(type(edit.target), edit.target.pk) for edit in edits})
-        and PriorityTier.objects.filter(pk__in=tier_ids, owner=user).count() == len(tier_ids)
-    ):
+    if edits and all(_owns(user, edit.target) for edit in edits):
         return
     raise PermissionDenied(
         _("Only ops, or the business owner of a tier for that tier, may propose rule changes.")
@@ -70,24 +60,23 @@ def _edit_rows(
     errors: dict[str, list[str]] = {}
     for edit in edits:
         model = type(edit.target)
-        fields = EDITABLE.get(model)
-        if fields is None or edit.field not in fields:
+        kind = rule_kind_for(model)
+        edit_kind = kind.edit_kind(edit.field) if kind is not None else None
+        if kind is None or edit_kind is None:
             errors.setdefault(edit.field, []).append(_("This field cannot be changed here."))
             continue
-        key_model = KEYED.get((model, edit.field))
-        if key_model is not None and not isinstance(edit.key, key_model):
-            errors.setdefault(edit.field, []).append(_("Say which entry to change."))
-            continue
-        key = edit.key.pk if key_model is not None and edit.key is not None else None
-        if edit.field == CAPACITY:
-            new = edit.value
-            if not isinstance(new, int) or isinstance(new, bool) or new < 0:
-                errors.setdefault("gpus", []).append(_("Enter a whole number of GPUs (0 or more)."))
+        keyed = kind.keyed.get(edit.field)
+        key = None
+        if keyed is not None:
+            if not isinstance(edit.key, keyed.key_model):
+                errors.setdefault(edit.field, []).append(_("Say which entry to change."))
                 continue
-        elif edit.field == MEMBERSHIP:
-            new = edit.value
-            if new is not None and new not in ProjectRole.values:
-                errors.setdefault("role", []).append(_("Choose a project role."))
+            key = edit.key.pk
+            try:
+                new = keyed.clean(edit.value)
+            except ValidationError as error:
+                for name, messages in error.message_dict.items():
+                    errors.setdefault(name, []).extend(messages)
                 continue
         elif edit.field == EXISTS:
             new = edit.value
@@ -131,7 +120,7 @@ def _edit_rows(
                 object_id=object_id,
                 field=edit.field,
                 key=key,
-                kind=EDITABLE[model][edit.field],
+                kind=edit_kind,
                 old_value=old,
                 new_value=new,
             )
@@ -150,10 +139,10 @@ def _default_title(edits: Sequence[EditSpec]) -> Message:
 
 
 def _field_label(edit: EditSpec) -> Any:
-    if edit.field == CAPACITY:
-        return message(gettext_noop("capacity of %(flavor)s"), flavor=edit.key)
-    if edit.field == MEMBERSHIP:
-        return message(gettext_noop("membership of %(user)s"), user=edit.key)
+    kind = rule_kind_for(type(edit.target))
+    keyed = kind.keyed.get(edit.field) if kind is not None else None
+    if keyed is not None:
+        return message(keyed.title, **{keyed.key_name: edit.key})
     if edit.field == EXISTS:
         return message(
             gettext_noop("created") if edit.value is not None else gettext_noop("deleted")
@@ -271,3 +260,78 @@ def rule_change_propose(
     change.proposed_at = now
     governed_save(change, user=user, reason=change.reason or gettext_noop("Proposed"))
     return change
+
+
+# --- proposing a creation, an update or a deletion of one object -------------------------------
+# The one path for every rule kind: the pages, the API and other apps' services (a cluster's)
+# call these with the object's values as its services take them; ``change`` holds the
+# change's own fields (title, ticket, observation window, rollback condition, confirmation).
+
+
+def _kind_of(model: type[models.Model]) -> RuleKind:
+    kind = rule_kind_for(model)
+    if kind is None:
+        raise ValidationError(_("This field cannot be changed here."))
+    return kind
+
+
+def _plain(model: type[models.Model], name: str) -> bool:
+    """Whether ``name`` is a field set on an instance (not many-to-many, not keyed)."""
+    field = model_field(model, name)
+    return field is not None and not field.many_to_many
+
+
+def _refuse_unknown(data: dict[str, Any], allowed: Sequence[str]) -> None:
+    unknown = set(data) - set(allowed)
+    if unknown:
+        raise ValidationError(
+            {name: _("This field cannot be changed here.") for name in sorted(unknown)}
+        )
+
+
+def rule_object_propose_create(
+    *,
+    user: User,
+    reason: str,
+    model: type[models.Model],
+    data: dict[str, Any],
+    **change: Any,
+) -> RuleChange:
+    """Propose creating a ``model`` from ``data`` (its create service's arguments): a change
+    whose one edit sets ``exists`` to the snapshot of ``data``, applied once someone else
+    approves it."""
+    kind = _kind_of(model)
+    _refuse_unknown(data, kind.snapshot_fields)
+    # The object to be: checked by the kind (if it says how) and named in the title.
+    target = model(**{name: value for name, value in data.items() if _plain(model, name)})
+    if kind.check is not None:
+        kind.check(target)
+    snapshot = {name: value_to_json(model, name, value) for name, value in data.items()}
+    edit = EditSpec(target=target, field=EXISTS, value=snapshot)
+    return rule_change_create(user=user, reason=reason, edits=[edit], **change)
+
+
+def rule_object_propose_update(
+    *, obj: models.Model, user: User, reason: str, data: dict[str, Any], **change: Any
+) -> RuleChange:
+    """Propose a change of ``obj``'s fields in ``data`` (those whose value differs)."""
+    model = type(obj)
+    kind = _kind_of(model)
+    _refuse_unknown(data, tuple(kind.fields))
+    if kind.check is not None:
+        checked = model._default_manager.get(pk=obj.pk)
+        for name, value in data.items():
+            if _plain(model, name):
+                setattr(checked, name, value)
+        kind.check(checked)
+    edits = [EditSpec(target=obj, field=name, value=value) for name, value in data.items()]
+    return rule_change_create(user=user, reason=reason, edits=edits, **change)
+
+
+def rule_object_propose_delete(
+    *, obj: models.Model, user: User, reason: str, **change: Any
+) -> RuleChange:
+    """Propose deleting ``obj`` (a rollback of the change creates it again)."""
+    _kind_of(type(obj))
+    edit = EditSpec(target=obj, field=EXISTS, value=None)
+    return rule_change_create(user=user, reason=reason, edits=[edit], **change)

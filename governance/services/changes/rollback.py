@@ -16,11 +16,11 @@ from governance.models import (
     User,
 )
 from governance.models.texts import message
-from governance.selectors.changes import rollback_items
+from governance.selectors.changes import EXISTS, rollback_items, rule_kind_for
 
 from ._state import lock_change, require_action
 from .propose import rule_change_create
-from .spec import EXISTS, KEYED, EditSpec, value_from_json
+from .spec import EditSpec, value_from_json
 
 
 @transaction.atomic
@@ -108,9 +108,10 @@ def _restore_spec(edit: RuleEdit) -> EditSpec:
             _("%(kind)s #%(id)d no longer exists: its fields cannot be restored.")
             % {"kind": model._meta.verbose_name, "id": edit.object_id}
         )
-    key_model = KEYED.get((model, edit.field))
-    key = key_model._default_manager.get(pk=edit.key) if key_model is not None else None
-    if key_model is not None:
+    kind = rule_kind_for(model)
+    keyed = kind.keyed.get(edit.field) if kind is not None else None
+    key = keyed.key_model._default_manager.get(pk=edit.key) if keyed is not None else None
+    if keyed is not None:
         value = edit.old_value
     else:
         value = value_from_json(model, edit.field, edit.old_value)

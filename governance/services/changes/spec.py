@@ -9,66 +9,11 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext as _
 
-from governance.models import (
-    EditKind,
-    GpuFlavor,
-    Pool,
-    PreemptionClass,
-    PriorityTier,
-    Project,
-    Quota,
-    User,
-)
 from governance.selectors.changes import EXISTS, model_field
 
-from ..flavors import FLAVOR_EDITABLE
-from ..people import USER_EDITABLE
-from ..pools import POOL_EDITABLE
-from ..preemption import PREEMPTION_CLASS_EDITABLE
-from ..projects import PROJECT_EDITABLE
-from ..quotas import QUOTA_EDITABLE
-from ..tiers import TIER_EDITABLE
-
-CAPACITY = "capacity"  # keyed field of a pool: GPUs per flavor (key: the flavor id)
-MEMBERSHIP = "membership"  # keyed field of a project: a user's role (key: the user id)
-# ``EXISTS`` (imported above): the pseudo-field that creates or deletes an object of a
-# registered rule kind: ``None`` (absent) or a snapshot of its fields (see ``registry``).
+# ``EXISTS`` (imported above): the pseudo-field that creates or deletes an object (see
+# ``selectors.changes.kinds``).
 TITLE_MAX_LENGTH = 200
-
-
-def _kinds(fields: Iterable[str], kind: EditKind, **overrides: EditKind) -> dict[str, EditKind]:
-    return {name: overrides.get(name, kind) for name in fields}
-
-
-# What may be edited through a change, per model, and what kind of edit each field is.
-EDITABLE: dict[type[models.Model], dict[str, EditKind]] = {
-    Quota: _kinds(QUOTA_EDITABLE, EditKind.QUOTA, preemption_class=EditKind.PREEMPTION),
-    PriorityTier: _kinds(
-        (*TIER_EDITABLE, "preemptible_tiers"),
-        EditKind.PRIORITY,
-        name=EditKind.DESCRIPTION,
-        description=EditKind.DESCRIPTION,
-    ),
-    PreemptionClass: _kinds(
-        PREEMPTION_CLASS_EDITABLE, EditKind.PREEMPTION, name=EditKind.DESCRIPTION
-    ),
-    GpuFlavor: _kinds(FLAVOR_EDITABLE, EditKind.PLACEMENT, name=EditKind.DESCRIPTION),
-    Pool: _kinds(
-        (*POOL_EDITABLE, CAPACITY),
-        EditKind.DESCRIPTION,
-        parent=EditKind.CAPACITY,
-        capacity=EditKind.CAPACITY,
-    ),
-    Project: _kinds(
-        (*PROJECT_EDITABLE, MEMBERSHIP),
-        EditKind.DESCRIPTION,
-        tier=EditKind.PRIORITY,
-        membership=EditKind.ACCESS,
-    ),
-    # People: site role, activation and (revoking) superuser status, approved by ops.
-    User: _kinds(USER_EDITABLE, EditKind.ACCESS),
-}
-KEYED = {(Pool, CAPACITY): GpuFlavor, (Project, MEMBERSHIP): User}
 
 
 @dataclass(frozen=True)
@@ -77,8 +22,8 @@ class EditSpec:
 
     ``value`` is what the rule kind's service takes (a model instance for a foreign key, an
     iterable of instances for a many-to-many field). ``key`` names the entry of a keyed
-    field: the flavor of a pool's ``capacity``, the user of a project's ``membership``
-    (whose value is a role, or ``None`` to remove the member).
+    field (``RuleKind.keyed``): the flavor of a pool's ``capacity``, the user of a
+    project's ``membership`` (whose value is a role, or ``None`` to remove the member).
     """
 
     target: models.Model
