@@ -25,7 +25,6 @@ from django.utils.translation import gettext as _
 
 from governance.models import (
     PoolCapacity,
-    Quota,
     RevisionTrigger,
     RulesRevision,
     SiteRole,
@@ -42,9 +41,7 @@ from queues.models import (
     SyncStatus,
     SyncTrigger,
 )
-
-from .alerts import alert_close, alert_raise
-from .backends import (
+from queues.schedulers.backends import (
     Action,
     ApplyResult,
     Change,
@@ -58,6 +55,9 @@ from .backends import (
     named_jobs,
     own_objects,
 )
+from queues.selectors.clusters import pool_flavors, pool_gres_types
+
+from .alerts import alert_close, alert_raise
 from .kueue import KueueBackend, KueueConnection
 from .kueue.export import ExportResult, export_objects
 from .slurm import SlurmBackend, commands_for
@@ -218,22 +218,6 @@ def desired_state_for(
     return backend.desired_state(
         rules=rules, pools=pools, capacities=capacities, gres_types=pool_gres_types(pools)
     )
-
-
-def pool_flavors(pools: list) -> dict[int, dict[str, str]]:
-    """Per pool, the GRES types of its flavors (capacities and quotas) → the flavor's name."""
-    found: dict[int, dict[str, str]] = {pool.pk: {} for pool in pools}
-    for model in (PoolCapacity, Quota):
-        for pool_id, gres_type, name in model.objects.filter(pool__in=pools).values_list(
-            "pool_id", "flavor__gres_type", "flavor__name"
-        ):
-            if gres_type:
-                found[pool_id][gres_type.lower()] = name
-    return found
-
-
-def pool_gres_types(pools: list) -> dict[int, list[str]]:
-    return {pool_id: sorted(types) for pool_id, types in pool_flavors(pools).items()}
 
 
 def cluster_preflight(

@@ -7,9 +7,8 @@ from collections.abc import Iterable
 
 from django.utils.translation import gettext as _
 
-from ..backends import JOB, Action, ApplyResult, Change, Progress, State
-from .commands import SlurmCommands
-from .values import (
+from queues.schedulers.backends import JOB, Action, ApplyResult, Change, Progress, State
+from queues.schedulers.slurm.values import (
     ACCOUNT,
     ACCOUNT_OPTIONS,
     ASSOCIATION,
@@ -26,6 +25,8 @@ from .values import (
     parse_tres,
     split_association,
 )
+
+from .commands import SlurmCommands
 
 
 def apply_plan(

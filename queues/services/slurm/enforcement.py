@@ -14,6 +14,8 @@ from django.utils.translation import gettext as _
 
 from governance.models import Pool, PreemptionKind
 from governance.selectors import EffectiveRules
+from queues.schedulers.slurm.config import slurm_conf_lines
+from queues.schedulers.slurm.values import borrow_qos, guarantee_qos, project_account, tier_qos
 from queues.services.enforcement import (
     GUARD,
     NATIVE,
@@ -23,9 +25,6 @@ from queues.services.enforcement import (
     daily_maximum_rule,
 )
 from queues.services.enforcement import enforcement_row as _row
-
-from .config import slurm_conf_lines
-from .values import borrow_qos, guarantee_qos, project_account, tier_qos
 
 
 def rule_enforcement(
