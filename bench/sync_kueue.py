@@ -44,11 +44,11 @@ from governance.models import PoolCapacity, PriorityTier, SiteRole, User  # noqa
 from governance.selectors import effective_rules  # noqa: E402
 from queues import services  # noqa: E402
 from queues.models import Cluster  # noqa: E402
-from queues.services.backends import Change, State  # noqa: E402
+from queues.schedulers.backends import Change, State  # noqa: E402
+from queues.schedulers.kueue.desired import DesiredObjects, desired_objects  # noqa: E402
+from queues.schedulers.kueue.values import KINDS, NEVER_PRUNED  # noqa: E402
 from queues.services.kueue import KubeClient, KueueBackend, KueueConnection  # noqa: E402
-from queues.services.kueue.desired import DesiredObjects, desired_objects  # noqa: E402
 from queues.services.kueue.schema import validate  # noqa: E402
-from queues.services.kueue.values import KINDS, NEVER_PRUNED  # noqa: E402
 
 REASON = "Benchmark"
 

@@ -49,7 +49,7 @@ from governance import services as rules  # noqa: E402
 from governance.models import PriorityTier, ProjectRole, SiteRole, User  # noqa: E402
 from queues import services  # noqa: E402
 from queues.models import Cluster  # noqa: E402
-from queues.services.backends import Change, LiveState, State  # noqa: E402
+from queues.schedulers.backends import Change, LiveState, State  # noqa: E402
 from queues.services.slurm import SlurmBackend, SlurmCommands  # noqa: E402
 
 REASON = "Benchmark"

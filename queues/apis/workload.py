@@ -23,8 +23,8 @@ from governance.models import TokenScope
 from governance.toolkit.api import NOT_FOUND, body_read, error_response
 from queues import selectors
 from queues.models import FINISHED_STATES, EventKind, JobState
+from queues.schedulers.classify import SCHEDULERS
 from queues.services.workload import events_ingest
-from queues.services.workload.classify import SCHEDULERS
 from queues.services.workload.events import EventItemsInvalid, job_events_from_items
 from queues.services.workload.positions import quota_positions
 

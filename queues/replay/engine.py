@@ -45,7 +45,7 @@ What it models, and whose semantics each rule follows:
   Slurm and Kueue leave admitted work alone when limits drop.
 
 Every wait is recorded with a Slurm reason token whose category is the evidence's
-(``REASON_CATEGORY``; ``queues.services.workload.classify`` maps the same tokens).
+(``REASON_CATEGORY``; ``queues.schedulers.classify`` maps the same tokens).
 """
 
 from __future__ import annotations

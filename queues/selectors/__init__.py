@@ -1,247 +1,32 @@
-"""Reads of the scheduler side: clusters, their sync runs, sync due, live status and drift.
+"""Reads of the scheduler side, one module per concern: ``clusters`` (their sync runs, sync
+due, live status), ``alerts``, ``placement`` (where a job would run), ``replay`` (a change's
+replay), ``workload`` (jobs and why they wait), ``definitions`` and ``diagnosis`` (a wait's
+terms and its explanation), ``metrics``. The views, APIs, services and reports read them
+through this package (``selectors.cluster_get``); this file only re-exports."""
 
-Nothing here calls a scheduler: the live status is what the last check stored."""
-
-from __future__ import annotations
-
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any
-
-from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery
-from django.shortcuts import get_object_or_404
-from django.utils import timezone
-from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
-
-from governance.models import PriorityTier, RulesRevision
-from queues.models import Alert, AlertKind, AlertRecipient, Cluster, ClusterSyncState, SyncRun
-from queues.services import slurm_conf_lines
-from queues.services.backends import ACTION_LABELS
-
-
-def user_can_see_clusters(user: Any) -> bool:
-    return bool(user.is_authenticated and getattr(user, "is_ops", False))
-
-
-def require_cluster_access(user: Any) -> None:
-    if not user_can_see_clusters(user):
-        raise PermissionDenied(_("Only ops may see and sync clusters."))
-
-
-def newest_revision_id() -> int | None:
-    return RulesRevision.objects.order_by("-pk").values_list("pk", flat=True).first()
-
-
-def cluster_list() -> QuerySet[Cluster]:
-    """Clusters with their pools, sync state and latest run (a fixed number of queries)."""
-    latest = SyncRun.objects.filter(cluster=OuterRef("pk")).order_by("-pk")
-    return (
-        Cluster.objects.select_related("sync_state", "sync_state__applied_revision")
-        .prefetch_related("pools")
-        .annotate(
-            latest_run_status=Subquery(latest.values("status")[:1]),
-            latest_run_at=Subquery(latest.values("created_at")[:1]),
-            run_count=Count("sync_runs", distinct=True),
-        )
-        .order_by("name")
-    )
-
-
-def cluster_get(*, user: Any, name: str) -> Cluster:
-    require_cluster_access(user)
-    return get_object_or_404(
-        Cluster.objects.select_related("sync_state", "sync_state__applied_revision"), name=name
-    )
-
-
-def stored_sync_state(cluster: Cluster) -> ClusterSyncState:
-    """The cluster's sync state as stored now (a query), for callers that hold a cluster
-    object longer than a request: its cached ``sync_state`` may be older than a sync since."""
-    found = ClusterSyncState.objects.filter(cluster=cluster).first()
-    return found or ClusterSyncState(cluster=cluster)
-
-
-def sync_state(cluster: Cluster) -> ClusterSyncState:
-    """The cluster's stored sync state (already loaded by ``cluster_get``: no query)."""
-    try:
-        return cluster.sync_state
-    except ClusterSyncState.DoesNotExist:
-        return ClusterSyncState(cluster=cluster)
-
-
-_UNSET: Any = object()
-
-
-def sync_due(
-    cluster: Cluster, *, newest: int | None = _UNSET, state: ClusterSyncState | None = None
-) -> bool:
-    """True while the cluster has not applied the newest rules revision, or its last sync
-    failed, or drift was found (``newest``: the newest revision's id when the caller has it,
-    ``None`` when there is none)."""
-    newest = newest_revision_id() if newest is _UNSET else newest
-    state = state or stored_sync_state(cluster)
-    if state.due_reason:
-        return True
-    if newest is None:
-        return state.applied_at is None
-    return (state.applied_revision_id or 0) < newest
-
-
-def cluster_list_with_due() -> list[tuple[Cluster, bool]]:
-    """Every cluster and whether its sync is due (a fixed number of queries)."""
-    newest = newest_revision_id()
-    result = []
-    for cluster in cluster_list():
-        state = getattr(cluster, "sync_state", None) or ClusterSyncState(cluster=cluster)
-        result.append((cluster, sync_due(cluster, newest=newest, state=state)))
-    return result
-
-
-def sync_run_list(*, cluster: Cluster) -> QuerySet[SyncRun]:
-    return SyncRun.objects.filter(cluster=cluster).select_related("requested_by", "revision")
-
-
-def plan_with_labels(plan: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A stored plan with each change's action as a translated label (for pages)."""
-    labels = {str(action): str(label) for action, label in ACTION_LABELS.items()}
-    return [
-        {**change, "action_label": labels.get(str(change.get("action", "")), "")} for change in plan
-    ]
-
-
-def sync_run_get(*, user: Any, cluster: Cluster, pk: int) -> SyncRun:
-    require_cluster_access(user)
-    return get_object_or_404(sync_run_list(cluster=cluster), pk=pk)
-
-
-@dataclass
-class LiveStatus:
-    """What the last check found (stored: reading it runs no scheduler command).
-
-    ``reachable`` is ``None`` until the first check; ``drift`` is what the last drift
-    check found against the last sync.
-    """
-
-    reachable: bool | None
-    error: str = ""
-    checked_at: datetime | None = None
-    version: str = ""
-    tracked_resources: list[str] = field(default_factory=list)
-    drift: list[dict[str, str]] = field(default_factory=list)
-    drift_checked_at: datetime | None = None
-    drift_error: str = ""
-
-    @property
-    def age(self) -> timedelta | None:
-        return timezone.now() - self.checked_at if self.checked_at else None
-
-
-def cluster_live_status(*, cluster: Cluster, state: ClusterSyncState | None = None) -> LiveStatus:
-    """The stored result of the last connection and drift checks ("Check now" refreshes
-    them in a worker); never calls the scheduler."""
-    state = state or stored_sync_state(cluster)
-    reachable = state.check_ok
-    error = state.check_error
-    if reachable is None and state.drift_checked_at is not None:
-        # Only the periodic drift check has run: it tells whether Slurm answered.
-        reachable = not state.drift_error
-        error = state.drift_error
-    return LiveStatus(
-        reachable=reachable,
-        error=error,
-        checked_at=state.checked_at or state.drift_checked_at,
-        version=state.scheduler_version,
-        tracked_resources=list(state.tracked_resources or []),
-        drift=list(state.drift or []),
-        drift_checked_at=state.drift_checked_at,
-        drift_error=state.drift_error,
-    )
-
-
-def slurm_conf_suggestion() -> list[str]:
-    """The slurm.conf priority lines the tiers' aging rules ask for (Arbiter never edits it).
-
-    One query over the tiers (with their aging caps), not the effective rules of every
-    project."""
-    return slurm_conf_lines(PriorityTier.objects.select_related("aging_cap").order_by("-score"))
-
-
-def applied_summary(cluster: Cluster) -> dict[str, list[tuple[str, dict[str, str]]]]:
-    """The objects the last sync applied, per kind, sorted by name (for the cluster page)."""
-    applied = sync_state(cluster).applied_state or {}
-    return {kind: sorted(objects.items()) for kind, objects in applied.items()}
-
-
-# Alerts -------------------------------------------------------------------------------------
-
-ALERT_SUBJECTS = {
-    AlertKind.OUT_OF_SYNC: gettext_lazy("Cluster %(cluster)s is out of sync"),
-    AlertKind.LONG_WAIT: gettext_lazy("Job %(job)s of %(project)s waits past its tier's threshold"),
-    AlertKind.RULE_NOT_ENFORCED: gettext_lazy("A rule is not enforced on cluster %(cluster)s"),
-    AlertKind.GUARD_ACTION: gettext_lazy("Arbiter's guard held job %(job)s on %(cluster)s"),
-}
-ALERT_BODIES = {
-    AlertKind.OUT_OF_SYNC: gettext_lazy(
-        "The rules of cluster %(cluster)s have been due for a sync for %(minutes)s minutes. "
-        "Last error: %(error)s"
-    ),
-    AlertKind.LONG_WAIT: gettext_lazy(
-        "Job %(job)s of project %(project)s in tier %(tier)s has been pending for "
-        "%(minutes)s minutes since it last became pending (its current wait; threshold "
-        "%(threshold)s minutes). Why it waits: %(category)s (%(reason)s)."
-    ),
-    AlertKind.RULE_NOT_ENFORCED: gettext_lazy(
-        "On cluster %(cluster)s, %(project)s: %(rule)s (allowed %(allowed)s, seen %(seen)s)."
-    ),
-    AlertKind.GUARD_ACTION: gettext_lazy(
-        "On cluster %(cluster)s the guard ran “scontrol %(action)s” on job %(job)s of account "
-        "%(account)s (%(over)s): an untyped GPU request got past the job_submit plugin. Check "
-        "that the plugin is installed and its table current (cluster page)."
-    ),
-}
-
-
-RULE_TEXTS = {
-    "over_maximum": gettext_lazy("runs more %(flavor)s GPUs than its maximum"),
-    "qos_not_allowed": gettext_lazy("job %(job)s runs in a QOS the project may not use"),
-    "forbidden_preempted": gettext_lazy("job %(job)s of a never-preempt class was preempted"),
-}
-
-
-class _Blank(dict):  # type: ignore[type-arg]
-    """Formatting parameters where a missing detail reads as a dash, never a KeyError."""
-
-    def __missing__(self, key: str) -> str:
-        return "–"
-
-
-def alert_text(alert: Alert) -> tuple[str, str]:
-    """The alert's subject and body in the active language, from its kind and details."""
-    params = _Blank({key: value for key, value in alert.details.items() if value not in ("", None)})
-    kind = AlertKind(alert.kind)
-    if kind == AlertKind.RULE_NOT_ENFORCED and alert.details.get("rule") in RULE_TEXTS:
-        params["rule"] = str(RULE_TEXTS[alert.details["rule"]]) % params
-    return str(ALERT_SUBJECTS[kind]) % params, str(ALERT_BODIES[kind]) % params
-
-
-def alert_list(*, user: Any, state: str = "open") -> QuerySet[Alert]:
-    """The alerts addressed to ``user`` (all alerts for ops), newest first; ``state`` is
-    ``open``, ``closed`` or ``all``. Annotated with ``unread`` for the user."""
-    alerts = Alert.objects.select_related("cluster")
-    if not getattr(user, "is_ops", False):
-        alerts = alerts.filter(deliveries__user=user)
-    if state == "open":
-        alerts = alerts.filter(closed_at=None)
-    elif state == "closed":
-        alerts = alerts.exclude(closed_at=None)
-    unread = AlertRecipient.objects.filter(alert=OuterRef("pk"), user=user, read_at=None)
-    return alerts.annotate(unread=Exists(unread)).order_by("-opened_at", "-pk")
-
-
-from .replay import change_replay_latest  # noqa: E402
-from .workload import (  # noqa: E402
+from .alerts import ALERT_BODIES, ALERT_SUBJECTS, RULE_TEXTS, alert_list, alert_text
+from .clusters import (
+    LiveStatus,
+    applied_summary,
+    cluster_get,
+    cluster_list,
+    cluster_list_with_due,
+    cluster_live_status,
+    newest_revision_id,
+    plan_with_labels,
+    pool_flavors,
+    pool_gres_types,
+    require_cluster_access,
+    slurm_conf_suggestion,
+    stored_sync_state,
+    sync_due,
+    sync_run_get,
+    sync_run_list,
+    sync_state,
+    user_can_see_clusters,
+)
+from .replay import change_replay_latest
+from .workload import (
     job_get,
     job_wait_explanation,
     jobs_by_project,
@@ -253,13 +38,36 @@ from .workload import (  # noqa: E402
 )
 
 __all__ = [
+    "ALERT_BODIES",
+    "ALERT_SUBJECTS",
+    "RULE_TEXTS",
+    "LiveStatus",
+    "alert_list",
+    "alert_text",
+    "applied_summary",
     "change_replay_latest",
+    "cluster_get",
+    "cluster_list",
+    "cluster_list_with_due",
+    "cluster_live_status",
     "job_get",
     "job_wait_explanation",
     "jobs_by_project",
     "jobs_status",
+    "newest_revision_id",
+    "plan_with_labels",
+    "pool_flavors",
+    "pool_gres_types",
     "project_workload",
     "project_workload_summary",
+    "require_cluster_access",
+    "slurm_conf_suggestion",
+    "stored_sync_state",
+    "sync_due",
+    "sync_run_get",
+    "sync_run_list",
+    "sync_state",
+    "user_can_see_clusters",
     "visible_jobs",
     "workload_project_get",
 ]

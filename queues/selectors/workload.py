@@ -19,7 +19,7 @@ from django.utils.translation import gettext_lazy
 from governance.models import GpuFlavor, PoolCapacity, PriorityTier, Project
 from governance.selectors import effective_rules
 from queues.models import JobState, WaitCategory, WorkloadJob
-from queues.services.workload.classify import slurm_reason_token
+from queues.schedulers.classify import slurm_reason_token
 
 from . import definitions, diagnosis
 

@@ -3,8 +3,7 @@
 ``sync_enqueue_for_revision`` is the ``ARBITER_ON_RULES_CHANGED`` hook (see settings).
 """
 
-from .alerts import alert_close, alert_mail_send, alert_raise, alerts_mark_read
-from .backends import (
+from queues.schedulers.backends import (
     Action,
     Change,
     DriftItem,
@@ -15,6 +14,8 @@ from .backends import (
     SchedulerUnavailable,
     State,
 )
+
+from .alerts import alert_close, alert_mail_send, alert_raise, alerts_mark_read
 from .clusters import (
     cluster_check,
     cluster_check_enqueue,

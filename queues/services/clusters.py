@@ -304,7 +304,8 @@ def cluster_check_enqueue(*, cluster: Cluster, now: dt.datetime | None = None) -
 def cluster_check(*, cluster: Cluster, backend: Any = None) -> ClusterSyncState:
     """Check the connection now (a worker does this): reachable or not, the scheduler's
     version and what it tracks, and the drift against the last sync; store it all."""
-    from .backends import SchedulerError
+    from queues.schedulers.backends import SchedulerError
+
     from .sync import backend_for, drift_check
 
     state, _created = ClusterSyncState.objects.get_or_create(cluster=cluster)

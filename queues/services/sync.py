@@ -12,6 +12,7 @@ what "sync due" means, and the periodic task tries again.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,6 @@ from django.utils.translation import gettext as _
 
 from governance.models import (
     PoolCapacity,
-    Quota,
     RevisionTrigger,
     RulesRevision,
     SiteRole,
@@ -42,9 +42,7 @@ from queues.models import (
     SyncStatus,
     SyncTrigger,
 )
-
-from .alerts import alert_close, alert_raise
-from .backends import (
+from queues.schedulers.backends import (
     Action,
     ApplyResult,
     Change,
@@ -58,6 +56,9 @@ from .backends import (
     named_jobs,
     own_objects,
 )
+from queues.selectors.clusters import pool_flavors, pool_gres_types
+
+from .alerts import alert_close, alert_raise
 from .kueue import KueueBackend, KueueConnection
 from .kueue.export import ExportResult, export_objects
 from .slurm import SlurmBackend, commands_for
@@ -220,22 +221,6 @@ def desired_state_for(
     )
 
 
-def pool_flavors(pools: list) -> dict[int, dict[str, str]]:
-    """Per pool, the GRES types of its flavors (capacities and quotas) → the flavor's name."""
-    found: dict[int, dict[str, str]] = {pool.pk: {} for pool in pools}
-    for model in (PoolCapacity, Quota):
-        for pool_id, gres_type, name in model.objects.filter(pool__in=pools).values_list(
-            "pool_id", "flavor__gres_type", "flavor__name"
-        ):
-            if gres_type:
-                found[pool_id][gres_type.lower()] = name
-    return found
-
-
-def pool_gres_types(pools: list) -> dict[int, list[str]]:
-    return {pool_id: sorted(types) for pool_id, types in pool_flavors(pools).items()}
-
-
 def cluster_preflight(
     *, cluster: Cluster, pools: list | None = None, backend: SchedulerBackend | None = None
 ) -> list[str]:
@@ -389,6 +374,169 @@ def _finish(run: SyncRun, *, status: str, error: str = "", **result: Any) -> Syn
     return run
 
 
+@dataclass
+class _Planned:
+    """What a sync found to do: the desired state, its writes and conflicts, and the checks."""
+
+    desired: State
+    writes: list[Change]
+    conflicts: list[Change]
+    refused: list[str]
+    summary: dict[str, Any]
+    sync_state: ClusterSyncState
+    ledger: dict[str, list[str]]
+
+
+def _sync_plan(*, run: SyncRun, backend: SchedulerBackend, now: datetime) -> _Planned:
+    """Read the rules and the live state, and plan (stored on ``run``)."""
+    cluster = run.cluster
+    _progress(run, _("reading the rules"))
+    revision = RulesRevision.objects.order_by("-pk").first()
+    # Read once: the desired state and the enforcement rows compile the same rules.
+    with gc_paused():
+        rules = effective_rules(at=now)
+    desired = desired_state_for(cluster=cluster, backend=backend, at=now, rules=rules)
+    _progress(run, _("checking what the cluster tracks"))
+    refused = cluster_preflight(cluster=cluster, backend=backend)
+    # One ``scontrol show config`` for the plugin check and the priority settings.
+    config = _scheduler_config(backend)
+    submit_refresh(
+        cluster=cluster,
+        backend=backend,
+        write=False,
+        plugins=None if config is None else config.get("JobSubmitPlugins", ""),
+    )
+    enforcement = enforcement_for(
+        cluster=cluster, backend=backend, at=now, rules=rules, config=config
+    )
+    _progress(run, _("reading the live state"))
+    sync_state = _state(cluster)
+    applied_state = sync_state.applied_state or {}
+    ledger = sync_state.ledger or ledger_of(applied_state)
+    live = backend.read_live(jobs=named_jobs(desired=desired, applied=applied_state))
+    # Only Arbiter's own objects may change: marked ones it wants or created before.
+    live = own_objects(live=live, desired=desired, ledger=ledger)
+    desired, skipped = backend.settle(desired=desired, live=live, applied=applied_state)
+    plan = backend.plan(desired=desired, live=live) + skipped
+    run.plan = [change.as_dict() for change in plan]
+    run.revision = revision
+    run.save(update_fields=["plan", "revision"])
+    writes = [change for change in plan if change.is_write]
+    conflicts = [change for change in plan if change.action == Action.CONFLICT]
+    summary = {
+        "changes": len(writes),
+        "conflicts": len(conflicts),
+        "skipped_jobs": len(skipped),
+        "enforcement": enforcement,
+        "preflight": refused,
+    }
+    return _Planned(desired, writes, conflicts, refused, summary, sync_state, ledger)
+
+
+def _names_reserve(planned: _Planned) -> None:
+    """The names go into the ledger before they exist: a sync that stops halfway leaves
+    objects the next one recognises as its own."""
+    kinds = ledger_of(planned.desired)
+    created = [c for c in planned.writes if c.action == Action.CREATE and c.kind in kinds]
+    if not created:
+        return
+    ledger = planned.ledger
+    for change in created:
+        ledger.setdefault(change.kind, [])
+        if change.name not in ledger[change.kind]:
+            ledger[change.kind].append(change.name)
+    planned.sync_state.ledger = ledger
+    planned.sync_state.save(update_fields=["ledger"])
+
+
+def _unfinished(*, backend: SchedulerBackend, planned: _Planned) -> list[Change]:
+    """What the read-back still finds different from the plan after the writes."""
+    if not planned.writes:
+        return []
+    ours = {kind: set(names) for kind, names in planned.ledger.items()}
+    return [
+        change
+        for change in backend.verify(desired=planned.desired)
+        # A hand-made object under Arbiter's accounts is drift, not an unfinished write.
+        if change.action != Action.DELETE or change.name in ours.get(change.kind, set())
+    ]
+
+
+def _applied_record(
+    *,
+    cluster: Cluster,
+    backend: SchedulerBackend,
+    planned: _Planned,
+    revision: RulesRevision | None,
+) -> dict[tuple[str, str], str]:
+    """Store what the sync applied (less its conflicts) as the baseline for drift; answer
+    the deleted objects a finalizer still holds (name → why)."""
+    state = _state(cluster)
+    conflicts = planned.conflicts
+    clashing = {(c.kind, c.name) for c in conflicts}
+    state.applied_state = {
+        kind: {n: f for n, f in objects.items() if (kind, n) not in clashing}
+        for kind, objects in planned.desired.items()
+    }
+    state.ledger = ledger_of(state.applied_state)
+    # Deleted objects a finalizer still holds stay Arbiter's: the next sync looks again.
+    held: dict[tuple[str, str], str] = getattr(backend, "held", {})
+    for kind, name in sorted(held):
+        state.ledger.setdefault(kind, []).append(name)
+    state.applied_at = timezone.now()
+    state.drift = []
+    state.drift_checked_at = state.applied_at
+    state.drift_error = ""
+    if not conflicts:
+        # With conflicts the rules stay due: the next sync tries again.
+        state.applied_revision = revision
+        state.due_reason = SyncDueReason.NONE
+    state.save()
+    if not conflicts:
+        out_of_sync_close(cluster=cluster)
+    return held
+
+
+def _unwritten_finish(*, run: SyncRun, backend: SchedulerBackend, planned: _Planned) -> SyncRun:
+    """Finish a run that writes nothing: a dry run, or a cluster that cannot hold the rules
+    as it is configured (the preflight refused them; the rules stay due)."""
+    if planned.refused:
+        if not run.is_dry_run:
+            _mark_due(run.cluster, SyncDueReason.FAILED)
+        status, error = SyncStatus.FAILED, " ".join(planned.refused)
+    else:
+        conflicts = planned.conflicts
+        status = SyncStatus.NEEDS_ATTENTION if conflicts else SyncStatus.SUCCEEDED
+        error = _conflict_advice(conflicts)
+    return _finish(
+        run, status=status, error=error, **planned.summary, calls=backend.calls, writes=0
+    )
+
+
+def _unfinished_finish(
+    *,
+    run: SyncRun,
+    backend: SchedulerBackend,
+    planned: _Planned,
+    applied: ApplyResult,
+    remaining: list[Change],
+) -> SyncRun:
+    """Fail a run whose read-back still differs from the plan, naming the first objects."""
+    return _finish(
+        run,
+        status=SyncStatus.FAILED,
+        error=_("Read-back found %(count)d objects that differ from the plan: %(names)s")
+        % {
+            "count": len(remaining),
+            "names": ", ".join(f"{c.kind} {c.name}" for c in remaining[:10]),
+        },
+        **planned.summary,
+        writes=applied.writes,
+        calls=backend.calls,
+        remaining=[change.as_dict() for change in remaining],
+    )
+
+
 def sync_execute(
     *, run: SyncRun, backend: SchedulerBackend | None = None, now: datetime | None = None
 ) -> SyncRun:
@@ -409,128 +557,28 @@ def sync_execute(
     try:
         if not run.is_dry_run:
             token = lease_acquire(cluster=cluster)
-        _progress(run, _("reading the rules"))
-        revision = RulesRevision.objects.order_by("-pk").first()
-        # Read once: the desired state and the enforcement rows compile the same rules.
-        with gc_paused():
-            rules = effective_rules(at=now)
-        desired = desired_state_for(cluster=cluster, backend=backend, at=now, rules=rules)
-        _progress(run, _("checking what the cluster tracks"))
-        refused = cluster_preflight(cluster=cluster, backend=backend)
-        # One ``scontrol show config`` for the plugin check and the priority settings.
-        config = _scheduler_config(backend)
-        submit_refresh(
-            cluster=cluster,
-            backend=backend,
-            write=False,
-            plugins=None if config is None else config.get("JobSubmitPlugins", ""),
-        )
-        enforcement = enforcement_for(
-            cluster=cluster, backend=backend, at=now, rules=rules, config=config
-        )
-        _progress(run, _("reading the live state"))
-        sync_state = _state(cluster)
-        applied_state = sync_state.applied_state or {}
-        ledger = sync_state.ledger or ledger_of(applied_state)
-        live = backend.read_live(jobs=named_jobs(desired=desired, applied=applied_state))
-        # Only Arbiter's own objects may change: marked ones it wants or created before.
-        live = own_objects(live=live, desired=desired, ledger=ledger)
-        desired, skipped = backend.settle(desired=desired, live=live, applied=applied_state)
-        plan = backend.plan(desired=desired, live=live) + skipped
-        run.plan = [change.as_dict() for change in plan]
-        run.revision = revision
-        run.save(update_fields=["plan", "revision"])
-        writes = [change for change in plan if change.is_write]
-        conflicts = [change for change in plan if change.action == Action.CONFLICT]
-        summary = {
-            "changes": len(writes),
-            "conflicts": len(conflicts),
-            "skipped_jobs": len(skipped),
-            "enforcement": enforcement,
-            "preflight": refused,
-        }
-        if refused and not run.is_dry_run:
-            _mark_due(cluster, SyncDueReason.FAILED)
-        if refused:
-            # Nothing is written: the cluster cannot hold these rules as it is configured.
-            return _finish(
-                run,
-                status=SyncStatus.FAILED,
-                error=" ".join(refused),
-                **summary,
-                calls=backend.calls,
-                writes=0,
-            )
-        if run.is_dry_run:
-            return _finish(
-                run,
-                status=SyncStatus.NEEDS_ATTENTION if conflicts else SyncStatus.SUCCEEDED,
-                error=_conflict_advice(conflicts),
-                **summary,
-                calls=backend.calls,
-                writes=0,
-            )
+        planned = _sync_plan(run=run, backend=backend, now=now)
+        if planned.refused or run.is_dry_run:
+            return _unwritten_finish(run=run, backend=backend, planned=planned)
+        summary, conflicts = planned.summary, planned.conflicts
         applied = ApplyResult()
-        if writes:
-            # The names go into the ledger before they exist: a sync that stops halfway
-            # leaves objects the next one recognises as its own.
-            created = [
-                c for c in writes if c.action == Action.CREATE and c.kind in ledger_of(desired)
-            ]
-            if created:
-                for change in created:
-                    ledger.setdefault(change.kind, [])
-                    if change.name not in ledger[change.kind]:
-                        ledger[change.kind].append(change.name)
-                sync_state.ledger = ledger
-                sync_state.save(update_fields=["ledger"])
+        if planned.writes:
+            _names_reserve(planned)
             applied = backend.apply(
-                plan=writes, desired=desired, progress=lambda text: _progress(run, text)
+                plan=planned.writes,
+                desired=planned.desired,
+                progress=lambda text: _progress(run, text),
             )
         _progress(run, _("verifying"))
-        remaining = [
-            change
-            for change in (backend.verify(desired=desired) if writes else [])
-            # A hand-made object under Arbiter's accounts is drift, not an unfinished write.
-            if change.action != Action.DELETE or change.name in set(ledger.get(change.kind, []))
-        ]
+        remaining = _unfinished(backend=backend, planned=planned)
         if remaining:
-            return _finish(
-                run,
-                status=SyncStatus.FAILED,
-                error=_("Read-back found %(count)d objects that differ from the plan: %(names)s")
-                % {
-                    "count": len(remaining),
-                    "names": ", ".join(f"{c.kind} {c.name}" for c in remaining[:10]),
-                },
-                **summary,
-                writes=applied.writes,
-                calls=backend.calls,
-                remaining=[change.as_dict() for change in remaining],
+            return _unfinished_finish(
+                run=run, backend=backend, planned=planned, applied=applied, remaining=remaining
             )
-        state = _state(cluster)
-        clashing = {(c.kind, c.name) for c in conflicts}
-        state.applied_state = {
-            kind: {n: f for n, f in objects.items() if (kind, n) not in clashing}
-            for kind, objects in desired.items()
-        }
-        state.ledger = ledger_of(state.applied_state)
-        # Deleted objects a finalizer still holds stay Arbiter's: the next sync looks again.
-        held: dict[tuple[str, str], str] = getattr(backend, "held", {})
-        for kind, name in sorted(held):
-            state.ledger.setdefault(kind, []).append(name)
+        held = _applied_record(
+            cluster=cluster, backend=backend, planned=planned, revision=run.revision
+        )
         clashes = [c for c in conflicts if (c.kind, c.name) not in held]
-        state.applied_at = timezone.now()
-        state.drift = []
-        state.drift_checked_at = state.applied_at
-        state.drift_error = ""
-        if not conflicts:
-            # With conflicts the rules stay due: the next sync tries again.
-            state.applied_revision = revision
-            state.due_reason = SyncDueReason.NONE
-        state.save()
-        if not conflicts:
-            out_of_sync_close(cluster=cluster)
         submit = submit_refresh(cluster=cluster, backend=backend, write=True, recheck=False)
         warnings = list(applied.warnings)
         if submit.get("error"):

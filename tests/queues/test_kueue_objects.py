@@ -16,16 +16,16 @@ from governance import services as rules
 from governance.models import GrantKind, Terms
 from governance.selectors import effective_rules
 from queues import services
-from queues.services.kueue import KueueBackend, KueueConnection
-from queues.services.kueue.backend import _owners
-from queues.services.kueue.export import export_objects, file_name
-from queues.services.kueue.values import (
+from queues.schedulers.kueue.values import (
     MANAGED_BY,
     REVISION_LABEL,
     flatten,
     normalise_quantity,
     values_equal,
 )
+from queues.services.kueue import KueueBackend, KueueConnection
+from queues.services.kueue.backend import _owners
+from queues.services.kueue.export import export_objects, file_name
 from queues.services.slurm import SlurmBackend
 from queues.services.sync import enforcement_for
 from tests.conftest import REASON

@@ -34,9 +34,9 @@ from governance import services as rules
 from governance.models import GrantKind, PriorityTier, Project, Quota, Terms
 from queues import services
 from queues.models import SyncStatus
+from queues.schedulers.classify import classify
 from queues.services.kueue import KubeClient, KueueBackend
 from queues.services.sync import enforcement_for
-from queues.services.workload.classify import classify
 from tests.conftest import REASON
 
 pytestmark = pytest.mark.k8s

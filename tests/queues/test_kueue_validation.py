@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from governance import services as rules
 from queues import services
+from queues.schedulers.kueue.desired import DesiredObjects
 from queues.services.kueue import KueueBackend, KueueConnection, KueueValidationError
-from queues.services.kueue.desired import DesiredObjects
 from queues.services.kueue.schema import (
     SHIPPED_CRDS,
     load_crds,

@@ -7,7 +7,7 @@ import pytest
 from queues.replay import ClassRule, Job, QuotaRule, Rules, TierRule, replay
 from queues.replay.engine import REASON_CATEGORY
 from queues.replay.workload import ProjectLoad, generate, mean_gpu_hours_per_hour
-from queues.services.workload.classify import classify_slurm
+from queues.schedulers.classify import classify_slurm
 
 F = "main/h100"
 MIN = 60.0

@@ -8,12 +8,12 @@ needs a Slurm): it checks what would be sent, in which order and grouping.
 import pytest
 from django.utils import timezone
 
+from queues.schedulers.backends import Action, LiveState, own_objects
+from queues.schedulers.slurm.values import parse_tres
 from queues.services import sync
-from queues.services.backends import Action, LiveState, own_objects
 from queues.services.slurm import SlurmBackend, SlurmCommands
 from queues.services.slurm.guard import guard_violations, pending_to_hold
 from queues.services.slurm.submit import _lua, table_data, table_text
-from queues.services.slurm.values import parse_tres
 
 pytestmark = pytest.mark.django_db
 

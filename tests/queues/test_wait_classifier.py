@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from queues.models import WaitCategory
-from queues.services.workload import QuotaPosition, classify
-from queues.services.workload.classify import (
+from queues.schedulers.classify import (
     KUEUE_BY_MESSAGE,
     KUEUE_REASONS,
     SLURM_TERMINAL,
@@ -19,6 +18,7 @@ from queues.services.workload.classify import (
     classify_kueue,
     classify_slurm,
 )
+from queues.services.workload import QuotaPosition, classify
 from tests.conftest import require_service, shared_dir
 
 REFERENCE = Path(__file__).parent / "data" / "scheduler_reasons.md"

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from queues.models import JobState, WaitCategory, WorkloadJob
+from queues.schedulers.classify import classify_slurm
 from queues.selectors import diagnosis as d
 from queues.selectors.workload import gpus_text, next_step
-from queues.services.workload.classify import classify_slurm
 
 PROJECTS, TIERS, FLAVORS, POOLS, USERS = [1, 2, 3], [1, 2, 3], [1, 2], [1, 2], ["ana", "bo"]
 REASONS = [

@@ -23,8 +23,8 @@ from governance.models import (
 )
 from governance.selectors import EffectiveQuota, quota_maximum, user_can_read_rules
 from queues.models import JobState, WorkloadJob
-from queues.services.kueue.desired import cluster_queue_name
-from queues.services.slurm.values import guarantee_qos, project_account, tier_qos
+from queues.schedulers.kueue.desired import cluster_queue_name
+from queues.schedulers.slurm.values import guarantee_qos, project_account, tier_qos
 
 from . import compiled as cache
 from .compiled import FINGERPRINT_SIZE, Compiled, _current, _read, read_with_token

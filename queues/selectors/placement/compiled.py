@@ -34,11 +34,12 @@ from governance.selectors import (
     pool_capacities,
 )
 from queues.models import Cluster, ClusterBackend, JobState, WorkloadJob
-from queues.services.backends import SchedulerError
-from queues.services.kueue.desired import DEFAULT_LOCAL_QUEUE, desired_objects
-from queues.services.kueue.values import LOCAL_QUEUE, SOURCE_ANNOTATION, WORKLOAD_PRIORITY_CLASS
-from queues.services.slurm.desired import desired_state
-from queues.services.slurm.values import ACCOUNT, ASSOCIATION, QOS, split_association
+from queues.schedulers.backends import SchedulerError
+from queues.schedulers.kueue.desired import DEFAULT_LOCAL_QUEUE, desired_objects
+from queues.schedulers.kueue.values import LOCAL_QUEUE, SOURCE_ANNOTATION, WORKLOAD_PRIORITY_CLASS
+from queues.schedulers.slurm.desired import desired_state
+from queues.schedulers.slurm.values import ACCOUNT, ASSOCIATION, QOS, split_association
+from queues.selectors.clusters import pool_gres_types
 
 # Governed models whose rows feed the compiled placement (their history marks every write).
 FINGERPRINT_MODELS = (
@@ -281,17 +282,11 @@ def _compile(fingerprint: tuple[Any, ...], now: datetime) -> Compiled:
     return compiled
 
 
-def _gres_types(pools: list[Pool]) -> dict[int, list[str]]:
-    from queues.services.sync import pool_gres_types
-
-    return pool_gres_types(pools)
-
-
 def _compile_slurm(
     cluster: Cluster, pools: list[Pool], rules: Any, capacities: dict[tuple[int, int], int]
 ) -> SlurmCompiled:
     state = desired_state(
-        rules=rules, pools=pools, capacities=capacities, gres_types=_gres_types(pools)
+        rules=rules, pools=pools, capacities=capacities, gres_types=pool_gres_types(pools)
     )
     associations: dict[str, tuple[list[str], str]] = {}
     for name, fields in sorted(state[ASSOCIATION].items()):

@@ -67,9 +67,10 @@ server-side dry run; apply is server-side apply with field manager ``arbiter``; 
 another manager took over are conflicts, forced only when ops choose (``--force-conflicts``).
 """
 
+from queues.schedulers.kueue.desired import DesiredObjects, desired_objects
+
 from .backend import KueueBackend
 from .client import KubeClient, KueueConnection
-from .desired import DesiredObjects, desired_objects
 from .export import ExportResult, export_objects
 from .schema import KueueValidationError, validate
 

@@ -11,8 +11,7 @@ from django.utils.translation import gettext as _
 
 from governance.models import Pool, RulesRevision
 from governance.selectors import EffectiveRules
-
-from ..backends import (
+from queues.schedulers.backends import (
     Action,
     ApplyResult,
     Change,
@@ -24,11 +23,8 @@ from ..backends import (
     drift_items,
     plan_changes,
 )
-from .client import ApplyConflict, KubeClient, KueueConnection, ServerRejected
-from .desired import DesiredObjects, Manifest, desired_objects
-from .enforcement import rule_enforcement
-from .schema import KueueValidationError, Violation, validate_or_raise
-from .values import (
+from queues.schedulers.kueue.desired import DesiredObjects, Manifest, desired_objects
+from queues.schedulers.kueue.values import (
     FIELD_MANAGER,
     GROUP,
     KINDS,
@@ -44,6 +40,10 @@ from .values import (
     object_key,
     values_equal,
 )
+
+from .client import ApplyConflict, KubeClient, KueueConnection, ServerRejected
+from .enforcement import rule_enforcement
+from .schema import KueueValidationError, Violation, validate_or_raise
 
 
 class KueueBackend:

@@ -25,8 +25,8 @@ from django.utils.translation import gettext as _
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from ..backends import SchedulerError, SchedulerUnavailable
-from .values import (
+from queues.schedulers.backends import SchedulerError, SchedulerUnavailable
+from queues.schedulers.kueue.values import (
     FIELD_MANAGER,
     GROUP,
     LOCAL_QUEUE,

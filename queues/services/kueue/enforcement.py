@@ -14,6 +14,8 @@ from django.utils.translation import gettext as _
 
 from governance.models import Pool, PreemptionKind
 from governance.selectors import EffectiveRules
+from queues.schedulers.kueue.desired import cluster_queue_name
+from queues.schedulers.kueue.values import k8s_name
 from queues.services.enforcement import (
     NATIVE,
     NOT_ENFORCED,
@@ -21,9 +23,6 @@ from queues.services.enforcement import (
     daily_maximum_rule,
 )
 from queues.services.enforcement import enforcement_row as _row
-
-from .desired import cluster_queue_name
-from .values import k8s_name
 
 
 def rule_enforcement(

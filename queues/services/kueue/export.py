@@ -19,9 +19,9 @@ from typing import Any
 import yaml
 from django.utils.translation import gettext as _
 
-from ..backends import SchedulerError
-from .desired import DesiredObjects, Manifest
-from .values import KINDS, NAMESPACED, REVISION_LABEL, is_managed
+from queues.schedulers.backends import SchedulerError
+from queues.schedulers.kueue.desired import DesiredObjects, Manifest
+from queues.schedulers.kueue.values import KINDS, NAMESPACED, REVISION_LABEL, is_managed
 
 FILE_NAME = re.compile(r"^\d\d-[a-z]+-[a-z0-9.-]+\.yaml$")
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
-from .values import (
+from queues.schedulers.kueue.values import (
     CLUSTER_QUEUE,
     COHORT,
     MAX_PRIORITY,

@@ -35,11 +35,9 @@ from jsonschema import Draft7Validator, validators
 from jsonschema.exceptions import ValidationError as SchemaError
 
 from governance.models.resources import LABEL_KEY_RE, LABEL_VALUE_RE
-
-from ..backends import SchedulerError
-from .desired import DesiredObjects
-from .rules import RULES
-from .values import (
+from queues.schedulers.backends import SchedulerError
+from queues.schedulers.kueue.desired import DesiredObjects
+from queues.schedulers.kueue.values import (
     ADMISSION_POLICY,
     API_VERSIONS,
     CLUSTER_QUEUE,
@@ -57,6 +55,8 @@ from .values import (
     WORKLOAD_PRIORITY_CLASS,
     manifest_key,
 )
+
+from .rules import RULES
 
 SHIPPED_CRDS = Path(__file__).resolve().parents[2] / "kueue_crds"
 KUEUE_KINDS = (WORKLOAD_PRIORITY_CLASS, RESOURCE_FLAVOR, COHORT, CLUSTER_QUEUE, LOCAL_QUEUE)

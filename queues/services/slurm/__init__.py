@@ -59,10 +59,11 @@ is shown as drift, never deleted (ops may remove one explicitly, with a reason).
 clash with an unmarked object is a *conflict*: the sync "needs attention" and stays due.
 """
 
+from queues.schedulers.slurm.config import slurm_conf_lines
+from queues.schedulers.slurm.values import parse_tres
+
 from .backend import SlurmBackend
 from .commands import SlurmCommands, backend_timeout, commands_for
-from .config import slurm_conf_lines
-from .values import parse_tres
 
 __all__ = [
     "SlurmBackend",

@@ -7,9 +7,8 @@ from collections.abc import Iterable
 
 from django.utils.translation import gettext as _
 
-from ..backends import JOB, Action, ApplyResult, Change, Progress, State
-from .commands import SlurmCommands
-from .values import (
+from queues.schedulers.backends import JOB, Action, ApplyResult, Change, Progress, State
+from queues.schedulers.slurm.values import (
     ACCOUNT,
     ACCOUNT_OPTIONS,
     ASSOCIATION,
@@ -26,6 +25,11 @@ from .values import (
     parse_tres,
     split_association,
 )
+
+from .commands import SlurmCommands
+
+# Changes per (kind, action), as the steps of ``apply_plan`` take them.
+ByAction = dict[tuple[str, str], list[Change]]
 
 
 def apply_plan(
@@ -50,10 +54,37 @@ def apply_plan(
     """
     start_writes = commands.writes
     warnings: list[str] = []
-    by_action: dict[tuple[str, str], list[Change]] = defaultdict(list)
+    by_action: ByAction = defaultdict(list)
     for change in plan:
         by_action[(change.kind, change.action)].append(change)
 
+    _qos_write(commands, by_action, desired, warnings, progress)
+    # Jobs go back to their old QOS before associations may stop allowing the one
+    # Arbiter moved them to; raised jobs move once their associations allow the new one.
+    moves = by_action[(JOB, Action.UPDATE)]
+    backs = [c for c in moves if desired[JOB][c.name]["qos"] == desired[JOB][c.name]["restore"]]
+    _move_jobs(commands, backs, warnings, progress)
+
+    _accounts_load(commands, cluster_name, by_action, desired, progress)
+    _accounts_update(commands, cluster_name, by_action, progress)
+    _associations_update(commands, cluster_name, by_action, desired, progress)
+    _move_jobs(commands, [c for c in moves if c not in backs], warnings, progress)
+    _deletes(commands, cluster_name, by_action, progress)
+    return ApplyResult(
+        calls=commands.calls,
+        writes=commands.writes - start_writes,
+        warnings=[str(w) for w in warnings],
+    )
+
+
+def _qos_write(
+    commands: SlurmCommands,
+    by_action: ByAction,
+    desired: State,
+    warnings: list[str],
+    progress: Progress,
+) -> None:
+    """Step 1: new QOS with their settings and mark, then Preempt lists and changed QOS."""
     new_qos = by_action[(QOS, Action.CREATE)]
     # Created with their settings and Arbiter's mark in the same command (one call per
     # group of equal settings), so a sync that stops halfway leaves only marked QOS; the
@@ -105,12 +136,15 @@ def apply_plan(
             *_options(qos_assignments),
         )
 
-    # Jobs go back to their old QOS before associations may stop allowing the one
-    # Arbiter moved them to; raised jobs move once their associations allow the new one.
-    moves = by_action[(JOB, Action.UPDATE)]
-    backs = [c for c in moves if desired[JOB][c.name]["qos"] == desired[JOB][c.name]["restore"]]
-    _move_jobs(commands, backs, warnings, progress)
 
+def _accounts_load(
+    commands: SlurmCommands,
+    cluster_name: str,
+    by_action: ByAction,
+    desired: State,
+    progress: Progress,
+) -> None:
+    """Step 3: one ``load`` for every new account and user association."""
     new_accounts = by_action[(ACCOUNT, Action.CREATE)]
     new_associations = by_action[(ASSOCIATION, Action.CREATE)]
     if new_accounts or new_associations:
@@ -124,6 +158,11 @@ def apply_plan(
             stdin=_load_file(cluster_name, new_accounts, new_associations, desired),
         )
 
+
+def _accounts_update(
+    commands: SlurmCommands, cluster_name: str, by_action: ByAction, progress: Progress
+) -> None:
+    """Step 4a: changed accounts, grouped by identical settings."""
     account_sets: dict[tuple[tuple[str, str], ...], list[str]] = defaultdict(list)
     for change in by_action[(ACCOUNT, Action.UPDATE)]:
         account_assignments = tuple(
@@ -143,6 +182,15 @@ def apply_plan(
             *_options(account_assignments),
         )
 
+
+def _associations_update(
+    commands: SlurmCommands,
+    cluster_name: str,
+    by_action: ByAction,
+    desired: State,
+    progress: Progress,
+) -> None:
+    """Step 4b: changed user associations, per account and identical settings."""
     association_sets: dict[tuple, list[str]] = defaultdict(list)
     for change in by_action[(ASSOCIATION, Action.UPDATE)]:
         user, account = split_association(change.name)
@@ -170,8 +218,11 @@ def apply_plan(
             *_options(user_assignments),
         )
 
-    _move_jobs(commands, [c for c in moves if c not in backs], warnings, progress)
 
+def _deletes(
+    commands: SlurmCommands, cluster_name: str, by_action: ByAction, progress: Progress
+) -> None:
+    """Step 6: associations, then accounts (children first), then QOS."""
     removed_users: dict[str, list[str]] = defaultdict(list)
     for change in by_action[(ASSOCIATION, Action.DELETE)]:
         user, account = split_association(change.name)
@@ -202,11 +253,6 @@ def apply_plan(
     if old_qos:
         progress(_("deleting QOS %(names)s") % {"names": ", ".join(old_qos[:5])})
         commands.sacctmgr_write("delete", "qos", "where", f"name={','.join(old_qos)}")
-    return ApplyResult(
-        calls=commands.calls,
-        writes=commands.writes - start_writes,
-        warnings=[str(w) for w in warnings],
-    )
 
 
 def _move_jobs(

@@ -9,8 +9,7 @@ from django.utils.translation import gettext as _
 
 from governance.models import Pool
 from governance.selectors import EffectiveRules
-
-from ..backends import (
+from queues.schedulers.backends import (
     JOB,
     Action,
     ApplyResult,
@@ -22,16 +21,17 @@ from ..backends import (
     State,
     plan_changes,
 )
+from queues.schedulers.slurm.config import slurm_conf_lines
+from queues.schedulers.slurm.desired import desired_state
+from queues.schedulers.slurm.values import KINDS, PENDING, values_equal
+
 from .apply import apply_plan
 from .commands import SlurmCommands
-from .config import slurm_conf_lines
-from .desired import desired_state
 from .drift import slurm_drift
 from .guard import guard_apply
 from .jobs import job_order, settle
 from .live import read_live
 from .submit import plugin_status, table_write
-from .values import KINDS, PENDING, values_equal
 
 
 class SlurmBackend:

@@ -19,7 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.utils.translation import gettext as _
 
-from ..backends import SchedulerError, SchedulerUnavailable
+from queues.schedulers.backends import SchedulerError, SchedulerUnavailable
 
 # ``scontrol update`` reports each job it could not change on a line of its own.
 JOB_FAILURE = re.compile(r"^(?P<error>.+?) for job (?P<job>\S+)\s*$", re.MULTILINE)

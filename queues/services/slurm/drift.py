@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from django.utils.translation import gettext as _
 
-from ..backends import DriftItem, LiveState, State, drift_items
-from .values import ACCOUNT, ASSOCIATION, KINDS, QOS, ROOT_ACCOUNT, values_equal
+from queues.schedulers.backends import DriftItem, LiveState, State, drift_items
+from queues.schedulers.slurm.values import (
+    ACCOUNT,
+    ASSOCIATION,
+    KINDS,
+    QOS,
+    ROOT_ACCOUNT,
+    values_equal,
+)
 
 
 def slurm_drift(*, applied: State, live: LiveState) -> list[DriftItem]:

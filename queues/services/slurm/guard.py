@@ -23,8 +23,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from queues.schedulers.slurm.values import ACCOUNT, GPU, ROOT_ACCOUNT, parse_tres
+
 from .commands import SlurmCommands
-from .values import ACCOUNT, GPU, ROOT_ACCOUNT, parse_tres
 
 GUARD_COMMENT = (
     "arbiter guard: untyped gpu request over the project's quota; resubmit with --gres=gpu:<type>:N"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.utils.translation import gettext as _
 
-from ..backends import JOB, Action, Change, LiveState, State
-from .values import (
+from queues.schedulers.backends import JOB, Action, Change, LiveState, State
+from queues.schedulers.slurm.values import (
     ASSOCIATION,
     JOB_ID,
     PENDING,

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..backends import JOB, LiveState, State, gc_paused
-from .commands import SlurmCommands
-from .values import (
+from queues.schedulers.backends import JOB, LiveState, State, gc_paused
+from queues.schedulers.slurm.values import (
     ACCOUNT,
     ASSOCIATION,
     JOB_ID,
@@ -21,6 +20,8 @@ from .values import (
     parse_seconds,
     parse_tres,
 )
+
+from .commands import SlurmCommands
 
 
 @gc_paused()

@@ -33,9 +33,18 @@ from django.conf import settings
 from django.utils import translation
 from django.utils.translation import gettext as _
 
-from ..backends import State, gc_paused
+from queues.schedulers.backends import State, gc_paused
+from queues.schedulers.slurm.values import (
+    ACCOUNT,
+    ASSOCIATION,
+    GPU,
+    QOS,
+    ROOT_ACCOUNT,
+    parse_tres,
+    split_association,
+)
+
 from .commands import SlurmCommands
-from .values import ACCOUNT, ASSOCIATION, GPU, QOS, ROOT_ACCOUNT, parse_tres, split_association
 
 PLUGIN_FILE = Path(__file__).with_name("job_submit.lua")
 PLUGIN_NAME = "job_submit.lua"

@@ -20,10 +20,10 @@ from django.utils import timezone
 from governance.models import PreemptionKind, SiteRole, User
 from governance.selectors import effective_rules
 from queues.models import Alert, AlertKind, Cluster, JobState, WaitCategory, WorkloadJob
+from queues.schedulers.slurm.values import borrow_qos, guarantee_qos, tier_qos
 from queues.selectors.definitions import current_wait_seconds
 
 from ..alerts import alert_close, alert_raise
-from ..slurm.values import borrow_qos, guarantee_qos, tier_qos
 
 PREEMPTION_LOOKBACK = timedelta(days=1)
 

@@ -39,8 +39,7 @@ from queues.models import (
     WorkloadEvent,
     WorkloadJob,
 )
-
-from .classify import KUEUE, QuotaPosition, Verdict, classify
+from queues.schedulers.classify import KUEUE, QuotaPosition, Verdict, classify
 
 BATCH = 5000
 MAX_ERRORS = 50  # error details kept per ingest (all are counted)

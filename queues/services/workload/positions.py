@@ -9,8 +9,8 @@ from django.utils import timezone
 
 from governance.selectors import effective_rules, pool_capacities, quota_maximum
 from queues.models import JobState, WorkloadJob
+from queues.schedulers.classify import QuotaPosition
 
-from .classify import QuotaPosition
 from .ingest import PositionFor
 
 

@@ -32,11 +32,11 @@ from queues.models import (
     JobState,
     WorkloadJob,
 )
+from queues.schedulers.backends import SchedulerError
+from queues.schedulers.classify import slurm_reason_token
+from queues.schedulers.slurm.values import borrow_qos, guarantee_qos, project_account, tier_qos
 
-from ..backends import SchedulerError
 from ..slurm import SlurmCommands, commands_for
-from ..slurm.values import borrow_qos, guarantee_qos, project_account, tier_qos
-from .classify import slurm_reason_token
 from .ingest import IngestResult, JobEvent, events_ingest
 
 SQUEUE_FORMAT = "%i|%T|%r|%a|%q|%u|%P|%b|%D|%f|%V|%S|%j"
