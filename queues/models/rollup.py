@@ -141,6 +141,14 @@ class WorkloadWait(models.Model):
             "the job still waits."
         ),
     )
+    started = models.BooleanField(
+        _("started"),
+        default=False,
+        help_text=_(
+            "Whether the wait ended at a start; false for a job that ended without starting "
+            "(cancelled while pending) and for one that still waits."
+        ),
+    )
 
     class Meta:
         verbose_name = _("job wait")
@@ -158,6 +166,7 @@ class WorkloadWait(models.Model):
                     "pool",
                     "category",
                     "wait_end",
+                    "started",
                 ],
                 name="workload_wait_review",
             )

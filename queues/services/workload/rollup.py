@@ -23,8 +23,8 @@ for the job's flavor (the lowest id when there are several), else its cluster's 
 
 The same run keeps each job's first wait (``WorkloadWait``, what the review's waits read):
 it ends at the job's first start (its first ``started`` event when it was preempted or
-requeued), or at its end when it never started; while the job waits it has no end. A job
-without a submit time has none.
+requeued), or at its end when it never started (``started`` says which); while the job waits
+it has no end. A job without a submit time has none.
 """
 
 from __future__ import annotations
@@ -168,6 +168,7 @@ def job_wait(
         pool_id=pool_id,
         category=job.category,
         wait_end=definitions.wait_end(job, started),
+        started=started is not None,
     )
 
 
@@ -180,6 +181,7 @@ WAIT_FIELDS = [
     "pool_id",
     "category",
     "wait_end",
+    "started",
 ]
 
 
