@@ -80,8 +80,17 @@ def test_a_queued_review_shows_its_progress_and_refreshes(ops, world, fake_metri
     page = _page(ops, reverse("report_detail", args=[review.pk]))
     assert '<meta http-equiv="refresh" content="3">' in page
     assert 'role="progressbar"' in page
+    assert reverse("api_review_status", args=[review.pk]) == (
+        f"/api/v1/monthly-reviews/{review.pk}/status/"
+    )
     status = login(ops).get(reverse("api_review_status", args=[review.pk])).json()
     assert status["status"] == "queued" and status["progress"] == 0
+    # The old path answers the same until its sunset, pointing at the new one.
+    old = login(ops).get(f"/api/v1/reviews/{review.pk}/status/")
+    assert old.json() == status and old["Sunset"]
+    assert old["Link"] == (
+        f'<http://testserver/api/v1/monthly-reviews/{review.pk}/status/>; rel="successor-version"'
+    )
 
 
 def test_the_lead_reads_their_project_view_only(lead, member, outsider, ops, built):

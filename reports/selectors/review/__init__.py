@@ -55,9 +55,10 @@ calendar month of the window exceed it.
 **Preemptions** are the ``preempted`` events in the window: GPU-hours lost = GPUs × (the
 preemption − the run's last start or resume); time to restart = the next start or resume −
 the preemption (jobs not restarted yet are left out of its median); ``early`` counts the
-preemptions before the class's minimum runtime (from the run's last start or resume). *Failures* are jobs that
-ended in the window as failed, timed out, out of memory or on a node failure; *requeues* the
-``requeued`` events in the window. The preemption class is the one of the job's quota.
+preemptions before the class's minimum runtime (from the run's last start or resume).
+*Failures* are jobs that ended in the window as failed, timed out, out of memory or on a
+node failure; *requeues* the ``requeued`` events in the window. The preemption class is the
+one of the job's quota.
 
 **Timeline**: rule changes applied in the window and grants starting in it, by time.
 
