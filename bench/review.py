@@ -252,12 +252,13 @@ def generate_waits(after: int) -> None:
                  COALESCE(CASE WHEN j.preemptions > 0 OR j.requeues > 0 THEN COALESCE(
                      (SELECT MIN(e.time) FROM queues_workloadevent e
                       WHERE e.job_id = j.id AND e.kind = 'started'), j.started_at)
-                     ELSE j.started_at END, j.ended_at) AS wait_end
+                     ELSE j.started_at END, j.ended_at) AS wait_end,
+                 j.started_at IS NOT NULL AS started
           FROM queues_workloadjob j WHERE j.id > {after} AND j.submitted_at IS NOT NULL)
     INSERT INTO queues_workloadwait (job_id, submitted_at, day, project_id, tier_id, flavor_id,
-                                     pool_id, category, wait_end)
+                                     pool_id, category, wait_end, started)
     SELECT j.id, j.submitted_at, CAST(j.submitted_at AT TIME ZONE 'UTC' AS date), j.project_id,
-           j.tier_id, j.flavor_id, qp.pool_id, j.category, j.wait_end
+           j.tier_id, j.flavor_id, qp.pool_id, j.category, j.wait_end, j.started
     FROM j LEFT JOIN qp ON qp.project_id = j.project_id AND qp.flavor_id = j.flavor_id
     ORDER BY j.id
     """

@@ -5,6 +5,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from governance import apis, views
+from governance.toolkit.deprecation import deprecated_path
 from governance.views import oidc
 
 page_patterns = [
@@ -175,9 +176,42 @@ api_patterns = [
         name="api_preemption_class_history",
     ),
     path("quotas/<int:pk>/history/", apis.QuotaHistoryApi.as_view(), name="api_quota_history"),
-    path("reviews/", apis.ReviewDueListApi.as_view(), name="api_review_list"),
-    path("reviews/tiers/<slug:slug>/", apis.TierReviewApi.as_view(), name="api_review_tier"),
-    path("reviews/quotas/<int:pk>/", apis.QuotaReviewApi.as_view(), name="api_review_quota"),
+    # Rule review cycles (tiers and quotas due for review). Their old paths under reviews/
+    # answer the same until the sunset, with the deprecation headers (toolkit.deprecation).
+    path("review-cycles/", apis.ReviewDueListApi.as_view(), name="api_review_list"),
+    path("review-cycles/tiers/<slug:slug>/", apis.TierReviewApi.as_view(), name="api_review_tier"),
+    path(
+        "review-cycles/quotas/<int:pk>/",
+        apis.QuotaReviewApi.as_view(),
+        name="api_review_quota",
+    ),
+    path(
+        "reviews/",
+        deprecated_path(
+            apis.ReviewDueListApi,
+            successor="api_review_list",
+            operation_ids={"get": "reviews_due_list_deprecated"},
+        ).as_view(),
+        name="api_review_list_deprecated",
+    ),
+    path(
+        "reviews/tiers/<slug:slug>/",
+        deprecated_path(
+            apis.TierReviewApi,
+            successor="api_review_tier",
+            operation_ids={"post": "reviews_tier_create_deprecated"},
+        ).as_view(),
+        name="api_review_tier_deprecated",
+    ),
+    path(
+        "reviews/quotas/<int:pk>/",
+        deprecated_path(
+            apis.QuotaReviewApi,
+            successor="api_review_quota",
+            operation_ids={"post": "reviews_quota_create_deprecated"},
+        ).as_view(),
+        name="api_review_quota_deprecated",
+    ),
     path("changes/", apis.RuleChangeListApi.as_view(), name="api_change_list"),
     path("changes/propose/", apis.RuleChangeProposeApi.as_view(), name="api_change_propose"),
     path("changes/<int:pk>/", apis.RuleChangeDetailApi.as_view(), name="api_change_detail"),

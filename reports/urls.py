@@ -1,5 +1,6 @@
 from django.urls import path
 
+from governance.toolkit.deprecation import deprecated_path
 from reports import apis, views
 
 urlpatterns = [
@@ -10,9 +11,19 @@ urlpatterns = [
     path("monthly-reviews/compare/", views.report_compare, name="report_compare"),
     path("monthly-reviews/<int:pk>/", views.report_detail, name="report_detail"),
     path(
-        "api/v1/reviews/<int:pk>/status/",
+        "api/v1/monthly-reviews/<int:pk>/status/",
         apis.ReviewStatusApi.as_view(),
         name="api_review_status",
+    ),
+    # The old path of the build status, kept until the sunset (toolkit.deprecation).
+    path(
+        "api/v1/reviews/<int:pk>/status/",
+        deprecated_path(
+            apis.ReviewStatusApi,
+            successor="api_review_status",
+            operation_ids={"get": "reviews_status_retrieve_deprecated"},
+        ).as_view(),
+        name="api_review_status_deprecated",
     ),
     path(
         "api/v1/monthly-reviews/<int:pk>/",

@@ -167,7 +167,7 @@ def _review_context(
     review: MonthlyReview, project: str | None, *, can_edit_rules: bool = True
 ) -> dict[str, Any]:
     metrics = review.project_metrics[project] if project else review.metrics
-    tables = review_selectors.review_tables(metrics=metrics, project=project)
+    tables = review_selectors.review_tables(metrics=metrics, project=project, human=True)
     figures = review_selectors.review_figures(metrics=metrics, project=project)
     return {
         "review": review,
@@ -190,6 +190,9 @@ def report_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if not review.is_built:
         return render(request, "reports/review_progress.html", {"review": review})
     context = _review_context(review, None)
+    trend = review_selectors.review_trend(review=review)
+    context["tables"]["waits_trend"] = review_selectors.trend_table(trend)
+    context["figures"]["waits_trend"] = review_selectors.trend_figure(trend)
     context["versions"] = review_selectors.review_versions(review=review)
     context["projects"] = review_selectors.review_projects(metrics=review.metrics)
     context["choices"] = [
@@ -261,7 +264,10 @@ def report_csv(
         rows = review_selectors.review_csv_rows(review=review, project=slug)
         return csv_response(rows, f"{stem}.csv")
     metrics = review.project_metrics[slug] if slug else review.metrics
-    table = review_selectors.review_tables(metrics=metrics, project=slug).get(key)
+    tables = review_selectors.review_tables(metrics=metrics, project=slug)
+    if key == "waits_trend" and slug is None:
+        tables[key] = review_selectors.trend_table(review_selectors.review_trend(review=review))
+    table = tables.get(key)
     if table is None:
         raise Http404(_("The review has no such table."))
     return csv_response([table.columns, *table.rows], f"{stem}-{key}.csv")

@@ -13,6 +13,8 @@
 - ``web``: the HTML views' posted data and ``propose`` (a rule change from a form).
 - ``admin``: ``ReadOnlyAdmin`` for governed objects.
 - ``console``: a refused request (4xx) logged as one line, and mails on the console as read.
+- ``deprecation``: an API path kept for a deprecation period after it moved
+  (``deprecated_path``: the same answers with ``Deprecation``, ``Sunset`` and ``Link``).
 
 Other apps import these modules by name; ``governance.views`` and ``governance.apis`` stay
 governance's own.

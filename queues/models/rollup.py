@@ -151,6 +151,14 @@ class WorkloadWait(models.Model):
             "end): the wait ended there as a lower bound, the job still waiting."
         ),
     )
+    started = models.BooleanField(
+        _("started"),
+        default=False,
+        help_text=_(
+            "Whether the wait ended at a start; false for a job that ended without starting "
+            "(cancelled while pending) and for one that still waits."
+        ),
+    )
 
     class Meta:
         verbose_name = _("job wait")
@@ -169,6 +177,7 @@ class WorkloadWait(models.Model):
                     "category",
                     "wait_end",
                     "censored",
+                    "started",
                 ],
                 name="workload_wait_review",
             )

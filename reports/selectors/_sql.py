@@ -93,6 +93,7 @@ def _percentile_sets_postgres(
     sets: Sequence[tuple[str, Sequence[str]]],
     extra: Sequence[str],
     ordered: bool,
+    percentiles: Sequence[float] = PERCENTILES,
 ) -> str:
     all_keys: list[str] = []
     for _name, keys in sets:
@@ -121,22 +122,22 @@ def _percentile_sets_postgres(
             "COUNT(*) AS n_",
             *(
                 f"percentile_cont({p}) WITHIN GROUP (ORDER BY {value}) AS p{i}_"
-                for i, p in enumerate(PERCENTILES)
+                for i, p in enumerate(percentiles)
             ),
             f"MAX({value}) AS max_",
         ]
-        percentiles = ", ".join(f"p{i}_" for i in range(len(PERCENTILES)))
+        ranks = ", ".join(f"p{i}_" for i in range(len(percentiles)))
         return (
-            f"SELECT gs_, {keys_out}, n_, {percentiles}, max_{extras} FROM "
+            f"SELECT gs_, {keys_out}, n_, {ranks}, max_{extras} FROM "
             f"(SELECT {', '.join(columns)} FROM {source} "
             f"GROUP BY GROUPING SETS ({grouping})) AS grouped_"
         )
     # Each group's values in ascending order; the count and the maximum come with the array
     # (its length, its last value).
     columns.append(f"array_agg({value}) AS arr_")
-    percentiles = ", ".join(_interpolated(p, "arr_", "n_") for p in PERCENTILES)
+    ranks = ", ".join(_interpolated(p, "arr_", "n_") for p in percentiles)
     return (
-        f"SELECT gs_, {keys_out}, n_, {percentiles}, CASE WHEN n_ > 0 THEN arr_[n_] END"
+        f"SELECT gs_, {keys_out}, n_, {ranks}, CASE WHEN n_ > 0 THEN arr_[n_] END"
         f"{extras} FROM (SELECT grouped_.*, COALESCE(cardinality(arr_), 0) AS n_ FROM "
         f"(SELECT {', '.join(columns)} FROM (SELECT * FROM {source} ORDER BY {value}) "
         f"AS sorted_ GROUP BY GROUPING SETS ({grouping})) AS grouped_) AS counted_"
@@ -150,10 +151,12 @@ def percentile_sets(
     sets: Sequence[tuple[str, Sequence[str]]],
     extra: Sequence[str] = (),
     ordered: bool = False,
+    percentiles: Sequence[float] = PERCENTILES,
 ) -> str:
     """One query over ``source`` (a subquery or CTE name) giving, for each grouping set
     ``(name, keys)`` (at most three keys; no two sets of the same keys), rows ``(set, k1,
-    k2, k3, n, p50, p90, p99, max, <extra...>)`` (unused keys NULL).
+    k2, k3, n, p50, p90, p99, max, <extra...>)`` (unused keys NULL; with ``percentiles``,
+    those percentiles in their order in place of p50, p90, p99).
 
     ``extra`` are further aggregates over the source's columns (e.g. ``SUM(x)``). Keys come
     back as text (the sets' keys have different types); ``key_id`` reads an id.
@@ -168,7 +171,12 @@ def percentile_sets(
     """
     if is_postgres():
         return _percentile_sets_postgres(
-            source=source, value=value, sets=sets, extra=extra, ordered=ordered
+            source=source,
+            value=value,
+            sets=sets,
+            extra=extra,
+            ordered=ordered,
+            percentiles=percentiles,
         )
     parts = []
     extras = "".join(f", {expression}" for expression in extra)
@@ -181,7 +189,7 @@ def percentile_sets(
             f"COUNT(*) OVER ({partition}) AS n_ FROM {source}"
         )
         interpolated = []
-        for p in PERCENTILES:
+        for p in percentiles:
             pos = f"({p} * (n_ - 1))"
             lo = f"CAST({pos} AS INTEGER)"
             interpolated.append(

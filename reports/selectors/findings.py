@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from governance import selectors as governance
-from governance.models import Project, Quota
+from governance.models import PreemptionKind, Project, Quota
 from queues.models import Alert, AlertKind
 
 # Starved: received less than this share of its guaranteed GPU-hours while waiting on quota
@@ -34,6 +34,8 @@ class FindingKind:
     TIER_REVIEW_OVERDUE = "tier_review_overdue"
     QUOTA_REVIEW_OVERDUE = "quota_review_overdue"
     RULE_NOT_ENFORCED = "rule_not_enforced"
+    PREEMPTED_FORBIDDEN = "preempted_forbidden"
+    PREEMPTED_EARLY = "preempted_early"
 
 
 FINDING_TITLES = {
@@ -44,6 +46,8 @@ FINDING_TITLES = {
     FindingKind.TIER_REVIEW_OVERDUE: _("Tier review overdue"),
     FindingKind.QUOTA_REVIEW_OVERDUE: _("Quota review overdue"),
     FindingKind.RULE_NOT_ENFORCED: _("Rule not enforced by the scheduler"),
+    FindingKind.PREEMPTED_FORBIDDEN: _("Preempted although its class forbids it"),
+    FindingKind.PREEMPTED_EARLY: _("Preempted before its class's minimum runtime"),
 }
 
 FINDING_TEXTS = {
@@ -66,6 +70,14 @@ FINDING_TEXTS = {
     FindingKind.QUOTA_REVIEW_OVERDUE: _("The review of the quota %(quota)s was due on %(due)s."),
     FindingKind.RULE_NOT_ENFORCED: _(
         "On cluster %(cluster)s, %(project)s: %(rule)s (an open alert since %(since)s)."
+    ),
+    FindingKind.PREEMPTED_FORBIDDEN: _(
+        "Jobs of the tier %(tier)s in the never-preempt class %(klass)s were preempted "
+        "%(count)s times (%(gpu_hours)s GPU-hours lost)."
+    ),
+    FindingKind.PREEMPTED_EARLY: _(
+        "%(early)s of %(count)s preemptions of the tier %(tier)s in the class %(klass)s came "
+        "before its minimum runtime of %(minutes)s minutes."
     ),
 }
 
@@ -184,6 +196,44 @@ def _wait_findings(metrics: dict[str, Any]) -> list[dict[str, Any]]:
     return findings
 
 
+def _preemption_findings(metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every preemption of a class that forbids it, and of a cautious class before its
+    minimum runtime, per tier and class."""
+    tiers = {row["tier"]: row["name"] for row in metrics["waits"]["by_tier"]}
+    findings = []
+    for row in metrics["preemptions"]["by_tier_class"]:
+        klass = row["preemption_class"]
+        params = {
+            "tier": tiers.get(row["tier"], row["tier"] or "–"),
+            "klass": klass or "–",
+            "count": row["count"],
+        }
+        propose = ("preemption_class_edit", [klass]) if klass else None
+        if row.get("class_kind") == PreemptionKind.FORBIDDEN and row["count"]:
+            findings.append(
+                _finding(
+                    FindingKind.PREEMPTED_FORBIDDEN,
+                    {**params, "gpu_hours": _num(row["gpu_hours_lost"])},
+                    evidence=("report_detail", [], "preemptions"),
+                    propose=propose,
+                )
+            )
+        elif row.get("early"):
+            findings.append(
+                _finding(
+                    FindingKind.PREEMPTED_EARLY,
+                    {
+                        **params,
+                        "early": row["early"],
+                        "minutes": row.get("class_min_runtime_minutes") or "–",
+                    },
+                    evidence=("report_detail", [], "preemptions"),
+                    propose=propose,
+                )
+            )
+    return findings
+
+
 def _exception_findings(metrics: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         _finding(
@@ -267,6 +317,7 @@ def review_findings(*, metrics: dict[str, Any], start: datetime, end: datetime) 
     return [
         *_service_findings(metrics),
         *_wait_findings(metrics),
+        *_preemption_findings(metrics),
         *_exception_findings(metrics),
         *_review_findings_overdue(on=on),
         *_enforcement_findings(start=start, end=end),

@@ -47,7 +47,7 @@ def _expected_methods(path: str) -> list[str]:
     parts = path.removeprefix("/api/v1/").strip("/").split("/")
     if path.startswith("/api/v1/changes/") and path != "/api/v1/changes/{id}/":
         return ["get"] if path == "/api/v1/changes/" else ["post"]
-    if path.endswith(ACTIONS) or (parts[0] == "reviews" and len(parts) > 1):
+    if path.endswith(ACTIONS) or (parts[0] in ("reviews", "review-cycles") and len(parts) > 1):
         return ["post"]
     if parts[0] in RULE_LISTS and len(parts) == 1:
         return ["get", "post"]

@@ -15,10 +15,13 @@ from reports import selectors
 def wait_stats(jobs: int, p50: float | None, p90: float | None, **extra: Any) -> dict[str, Any]:
     return {
         "jobs": jobs,
+        "never_started": extra.pop("never_started", 0),
         "waiting_at_end": extra.pop("waiting_at_end", 0),
         "p50": p50,
         "p90": p90,
+        "p95": extra.pop("p95", p90),
         "p99": extra.pop("p99", p90),
+        "mean": extra.pop("mean", p50),
         "max": extra.pop("max", p90),
         "over_threshold": extra.pop("over_threshold", 0),
         **extra,

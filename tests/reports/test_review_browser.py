@@ -37,9 +37,10 @@ def test_the_demo_dashboard_in_english_and_chinese(page, live_server, demo):  # 
     rows.first.locator("a").first.click()
     page.wait_for_selector(".chart--drawn")
     page.wait_for_selector(".chart--drawn .main-svg")
-    assert page.locator(".chart--drawn").count() == 6
+    assert page.locator(".chart--drawn").count() == 7
     assert page.locator("#findings li.finding").count() > 0
     assert page.locator("#findings a", has_text="Propose a change").count() > 0
+    assert_tables_fit(page)
     csv_links = page.locator("a.csv-link")
     assert csv_links.count() >= 6
     with page.expect_download() as download:
@@ -52,6 +53,37 @@ def test_the_demo_dashboard_in_english_and_chinese(page, live_server, demo):  # 
     page.wait_for_selector(".chart--drawn .main-svg")
     main = page.locator("main").inner_text()
     assert "月度评审" in main and "发现" in main
-    assert page.locator(".chart--drawn").count() == 6
+    assert page.locator(".chart--drawn").count() == 7
     assert page.locator("a.csv-link", has_text="CSV").count() >= 6
     assert page.locator("#findings li.finding").count() > 0
+    assert_tables_fit(page)
+    # Every category, axis and class name in Chinese: no English word of them is left in the
+    # open tables or on the charts' axes and legends.
+    page.locator("details.review-figure__table").evaluate_all(
+        "nodes => nodes.forEach(node => { node.open = true; })"
+    )
+    tables = page.locator(
+        "#table-waits_by_tier, #table-waits_by_category, #table-preemptions"
+    ).all_inner_texts()
+    charts = page.locator(
+        ".chart--drawn :is(.xtick, .ytick, .g-xtitle, .g-ytitle)"
+    ).all_text_contents()
+    assert charts
+    for english in ("Resource", "Quota", "Forbidden", "Cautious", "Allowed", "Jobs", "Tier"):
+        assert not any(english in text for text in tables), english
+    for english in ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
+                    "Nov", "Dec", "minutes", "GPU-hours", "wait"):  # fmt: skip
+        assert not any(english in text for text in charts), english
+
+
+def assert_tables_fit(page) -> None:  # noqa: F811
+    """At 1,280 px every table of the review shows all its columns: none scrolls sideways."""
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.locator("details.review-figure__table").evaluate_all(
+        "nodes => nodes.forEach(node => { node.open = true; })"
+    )
+    clipped = page.locator(".table-wrap").evaluate_all(
+        "nodes => nodes.filter(node => node.scrollWidth > node.clientWidth + 1)"
+        ".map(node => node.querySelector('table').id)"
+    )
+    assert clipped == []

@@ -42,10 +42,38 @@ def test_the_deltas_say_which_way_and_whether_it_is_worse(two_reviews):
     p90 = overall["p90 wait (min)"]
     assert (p90.a, p90.b, p90.delta, p90.direction, p90.worse) == (90.0, 30.0, -60.0, -1, False)
     capacity = {row.label: row for row in sections["Capacity"]}
-    idle = capacity["Idle while a project waited on quota"]
-    assert (idle.delta, idle.worse) == (189.5, True)
+    # Per day of the 31-day window: 310.5 → 500 GPU-hours is 10.02 → 16.13 a day.
+    idle = capacity["Idle while a project waited on quota (GPU-hours a day)"]
+    assert (idle.a, idle.b, idle.delta, idle.worse) == (10.02, 16.13, 6.11, True)
     same = {row.label: row for row in sections["Preemptions, exceptions and findings"]}
-    assert same["Preemptions"].direction == 0 and same["Preemptions"].worse is None
+    assert same["Preemptions a day"].direction == 0 and same["Preemptions a day"].worse is None
+
+
+def test_a_longer_month_is_not_worse_for_its_extra_days(ops, world, monkeypatch):
+    """September (30 days) and October (31) with the same GPU-hours a day compare equal."""
+
+    def month(start: datetime, end: datetime, daily: float):
+        def metrics(**kwargs):
+            built = sample_metrics(**kwargs)
+            days = (end - start).days
+            built["capacity"]["total"]["allocated_gpu_hours"] = daily * days
+            built["capacity"]["total"]["idle_gpu_hours"] = 10.0 * days
+            built["preemptions"]["total"]["gpu_hours_lost"] = 2.0 * days
+            return built
+
+        review = services.review_request(user=ops, start=start, end=end)
+        with monkeypatch.context() as patch:
+            patch.setattr(selectors, "review_metrics_by_project", by_project(metrics))
+            return services.review_build(review_id=review.pk)
+
+    september = month(datetime(2026, 9, 1, tzinfo=UTC), datetime(2026, 10, 1, tzinfo=UTC), 96)
+    october = month(datetime(2026, 10, 1, tzinfo=UTC), datetime(2026, 11, 1, tzinfo=UTC), 96)
+    sections = dict(review_compare(a=september, b=october))
+    capacity = {row.label: row for row in sections["Capacity"]}
+    for label in ("Allocated (GPU-hours a day)", "Idle (GPU-hours a day)"):
+        assert capacity[label].direction == 0 and capacity[label].worse is None, label
+    lost = {row.label: row for row in sections["Preemptions, exceptions and findings"]}
+    assert lost["GPU-hours lost a day"].a == lost["GPU-hours lost a day"].b == 2.0
 
 
 def test_the_compare_page_highlights_changes(ops, lead, two_reviews):

@@ -40,6 +40,7 @@ from governance.models import ChangeStatus, PoolCapacity, RuleChange, User
 from queues.models import EventKind, JobState, WorkloadEvent, WorkloadHour, WorkloadJob
 from queues.services.workload.rollup import workload_hours_roll_up
 from reports.selectors import review_metrics, review_metrics_by_project
+from reports.selectors.findings import FindingKind, finding_text, review_findings
 from tests.conftest import REASON, World, with_terms
 
 W0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -171,14 +172,19 @@ def test_waits_count_censored_jobs_and_interpolate_percentiles(history):
     # end: 24 − 20 h), G 3600 (censored: starts after W), H 1200 (cancelled pending), J 600.
     # Sorted: 0, 600, 1200, 1800, 3600, 3600, 7200, 14400 (n = 8).
     # p50: pos 0.5 × 7 = 3.5 → 1800 + 0.5 × 1800 = 2700
-    # p90: pos 6.3 → 7200 + 0.3 × 7200 = 9360; p99: pos 6.93 → 7200 + 0.93 × 7200 = 13896
-    # Over threshold: F (14400 > 3600, Key), C (7200 > 5400, Regular) = 2.
+    # p90: pos 6.3 → 7200 + 0.3 × 7200 = 9360; p95: pos 6.65 → 7200 + 0.65 × 7200 = 11880;
+    # p99: pos 6.93 → 7200 + 0.93 × 7200 = 13896; mean 32400 / 8 = 4050.
+    # Over threshold: F (14400 > 3600, Key), C (7200 > 5400, Regular) = 2. Never started: H
+    # (cancelled while pending; F and G still wait at the end).
     assert waits["overall"] == {
         "jobs": 8,
+        "never_started": 1,
         "waiting_at_end": 2,
         "p50": 2700.0,
         "p90": 9360.0,
+        "p95": 11880.0,
         "p99": 13896.0,
+        "mean": 4050.0,
         "max": 14400.0,
         "over_threshold": 2,
     }
@@ -186,13 +192,17 @@ def test_waits_count_censored_jobs_and_interpolate_percentiles(history):
     assert [row["tier"] for row in waits["by_tier"]] == ["key", "regular", "exploratory"]
     key, regular, exploratory = waits["by_tier"]
     # Key: 3600, 3600, 14400: p50 pos 1 → 3600; p90 pos 1.8 → 3600 + 0.8 × 10800 = 12240;
-    # p99 pos 1.98 → 3600 + 0.98 × 10800 = 14184.
+    # p95 pos 1.9 → 3600 + 0.9 × 10800 = 13320; p99 pos 1.98 → 3600 + 0.98 × 10800 = 14184;
+    # mean 21600 / 3 = 7200.
     assert key == {
         "jobs": 3,
+        "never_started": 0,
         "waiting_at_end": 2,
         "p50": 3600.0,
         "p90": 12240.0,
+        "p95": 13320.0,
         "p99": 14184.0,
+        "mean": 7200.0,
         "max": 14400.0,
         "over_threshold": 1,
         "tier": "key",
@@ -208,6 +218,7 @@ def test_waits_count_censored_jobs_and_interpolate_percentiles(history):
         7038.0,
     )
     assert (regular["waiting_at_end"], regular["over_threshold"]) == (0, 1)
+    assert (regular["never_started"], regular["mean"]) == (1, 2550.0)  # H; 10200 / 4
     assert regular["threshold_seconds"] == 5400
     assert (exploratory["jobs"], exploratory["p50"], exploratory["max"]) == (1, 600.0, 600.0)
     assert exploratory["threshold_seconds"] is None
@@ -331,12 +342,57 @@ def test_preemptions_failures_and_requeues(history):
             {
                 "tier": "regular",
                 "preemption_class": "allowed",
+                "class_kind": "allowed",
+                "class_min_runtime_minutes": None,
                 "count": 1,
+                "early": 0,
                 "gpu_hours_lost": 4.0,
                 "restart_p50_seconds": 1800.0,
             }
         ],
     }
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("klass", "kind", "early", "finding"),
+    [
+        # E ran 1 h (08:00–09:00) before its preemption: under the cautious class's 2 h.
+        ("cautious", "cautious", 1, FindingKind.PREEMPTED_EARLY),
+        ("forbidden", "forbidden", 0, FindingKind.PREEMPTED_FORBIDDEN),
+        ("allowed", "allowed", 0, None),
+    ],
+)
+def test_a_preemption_the_class_forbids_or_too_early_is_a_finding(
+    history, ops, klass, kind, early, finding
+):
+    governance.quota_update(
+        quota=history.speech_a100,
+        user=ops,
+        reason=REASON,
+        data={"preemption_class": getattr(history, klass)},
+    )
+    metrics = review_metrics(start=W0, end=W1)
+    (row,) = metrics["preemptions"]["by_tier_class"]
+    assert (row["preemption_class"], row["class_kind"], row["count"], row["early"]) == (
+        klass,
+        kind,
+        1,
+        early,
+    )
+    kinds = (FindingKind.PREEMPTED_EARLY, FindingKind.PREEMPTED_FORBIDDEN)
+    found = [f for f in review_findings(metrics=metrics, start=W0, end=W1) if f["kind"] in kinds]
+    assert [f["kind"] for f in found] == ([finding] if finding else [])
+    if finding == FindingKind.PREEMPTED_EARLY:
+        assert finding_text(found[0]) == (
+            "1 of 1 preemptions of the tier Regular in the class cautious came before its "
+            "minimum runtime of 120 minutes."
+        )
+    if finding == FindingKind.PREEMPTED_FORBIDDEN:
+        assert finding_text(found[0]) == (
+            "Jobs of the tier Regular in the never-preempt class forbidden were preempted 1 "
+            "times (4 GPU-hours lost)."
+        )
 
 
 @pytest.mark.django_db

@@ -69,8 +69,9 @@ def test_the_review_page_has_a_pinned_number_of_queries(
     client.force_login(ops)
     url = reverse("report_detail", args=[built.pk])
     client.get(url)
-    # Session and user, the review, its versions, the reviews to compare with.
-    with django_assert_num_queries(5):
+    # Session and user, the review, its versions, the reviews to compare with, the twelve
+    # months' trend.
+    with django_assert_num_queries(6):
         assert client.get(url).status_code == 200
 
 
@@ -79,8 +80,17 @@ def test_a_queued_review_shows_its_progress_and_refreshes(ops, world, fake_metri
     page = _page(ops, reverse("report_detail", args=[review.pk]))
     assert '<meta http-equiv="refresh" content="3">' in page
     assert 'role="progressbar"' in page
+    assert reverse("api_review_status", args=[review.pk]) == (
+        f"/api/v1/monthly-reviews/{review.pk}/status/"
+    )
     status = login(ops).get(reverse("api_review_status", args=[review.pk])).json()
     assert status["status"] == "queued" and status["progress"] == 0
+    # The old path answers the same until its sunset, pointing at the new one.
+    old = login(ops).get(f"/api/v1/reviews/{review.pk}/status/")
+    assert old.json() == status and old["Sunset"]
+    assert old["Link"] == (
+        f'<http://testserver/api/v1/monthly-reviews/{review.pk}/status/>; rel="successor-version"'
+    )
 
 
 def test_the_lead_reads_their_project_view_only(lead, member, outsider, ops, built):
@@ -112,14 +122,17 @@ def _csv(response) -> list[list[str]]:
 def test_each_figure_and_the_whole_review_download_as_csv(ops, lead, built):
     client = login(ops)
     rows = _csv(client.get(reverse("report_table_csv", args=[built.pk, "waits_by_tier"])))
-    assert rows[0][:5] == [
+    assert rows[0][:6] == [
         "Tier",
         "Jobs",
+        "Never started",
         "Still waiting at the end",
         "p50 wait (min)",
         "p90 wait (min)",
     ]
-    assert rows[1][:5] == ["Key project", "100", "0", "5.0", "120.0"]
+    assert rows[1][:6] == ["Key project", "100", "0", "0", "5.0", "120.0"]
+    trend = _csv(client.get(reverse("report_table_csv", args=[built.pk, "waits_trend"])))
+    assert trend[0][:3] == ["Month", "Tier", "Jobs"] and len(trend) > 1
     whole = _csv(client.get(reverse("report_csv", args=[built.pk])))
     sections = {row[0] for row in whole if row}
     assert {"waits_by_tier", "service", "idle", "exceptions", "findings"} <= sections

@@ -100,6 +100,8 @@ TIERS: list[dict[str, Any]] = [
         "eligibility": "Any project with a quota.",
         "confirmed_by": "No confirmation: the default tier.",
         "max_gpus_per_job": 32,
+        # Every tier has a wait target (its wait alert): the review draws it.
+        "wait_alert_minutes": 240,
         "review_cycle_days": 180,
         "reviewed_days_ago": 40,
         "is_default": True,
@@ -118,6 +120,7 @@ TIERS: list[dict[str, Any]] = [
         "aging_after_minutes": 240,
         "aging_step": 10,
         "aging_cap": "regular",
+        "wait_alert_minutes": 720,
         "review_cycle_days": 90,
         "reviewed_days_ago": 30,
     },
@@ -132,6 +135,7 @@ TIERS: list[dict[str, Any]] = [
         "confirmed_by": "The research director, at each quarterly planning.",
         "max_gpus_per_job": 64,
         "max_gpus_total": 128,
+        "wait_alert_minutes": 60,
         "review_cycle_days": 90,
         # Due for review in 9 days: the demo shows a review that is coming up.
         "reviewed_days_ago": 81,

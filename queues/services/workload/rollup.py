@@ -23,9 +23,10 @@ for the job's flavor (the lowest id when there are several), else its cluster's 
 
 The same run keeps each job's first wait (``WorkloadWait``, what the review's waits read):
 it ends at the job's first start (its first ``started`` event when it was preempted or
-requeued), or at its end when it never started; while the job waits it has no end. A job
-closed while waiting at the end of its source's observation (state ``censored``) keeps that
-end, marked ``censored``: still waiting then. A job without a submit time has none.
+requeued), or at its end when it never started (``started`` says which); while the job
+waits it has no end. A job closed while waiting at the end of its source's observation
+(state ``censored``) keeps that end, marked ``censored``: still waiting then, not
+started. A job without a submit time has none.
 
 A job closed at a trace's end (``censored``) has an end like any finished job: it runs and
 waits up to that end and no further, and leaves the jobs every run rereads.
@@ -173,6 +174,7 @@ def job_wait(
         category=job.category,
         wait_end=definitions.wait_end(job, started),
         censored=definitions.wait_censored(job, started),
+        started=started is not None,
     )
 
 
@@ -186,6 +188,7 @@ WAIT_FIELDS = [
     "category",
     "wait_end",
     "censored",
+    "started",
 ]
 
 

@@ -11,9 +11,11 @@ PostgreSQL from ``workload_wait_review``, so the cost follows the window; the re
 brings the rollup up to date first). A job's wait is its first start − its submit; when it
 had not started by the window's end it is censored: ``end − submit``, counted in
 ``waiting_at_end`` and in the percentiles at that value (a starving project cannot look
-good). A job cancelled while pending waits until its cancellation. A job's pool is the one
-the rollup gave it (as for its hours). ``over_threshold`` counts waits longer than the
-tier's wait alert (``wait_alert_minutes``). Percentiles are continuous (``percentile_cont``:
+good). A job cancelled while pending waits until its cancellation and counts in
+``never_started`` (its wait ended before the window's end without a start). A job's pool is
+the one the rollup gave it (as for its hours). ``over_threshold`` counts waits longer than
+the tier's wait alert (``wait_alert_minutes``, its target). Each group has p50, p90, p95 and
+p99, the mean and the longest wait. Percentiles are continuous (``percentile_cont``:
 on PostgreSQL from one sort of the window's waits per query, its grouping sets in one pass,
 see ``_sql.percentile_sets``).
 
@@ -52,9 +54,11 @@ calendar month of the window exceed it.
 
 **Preemptions** are the ``preempted`` events in the window: GPU-hours lost = GPUs × (the
 preemption − the run's last start or resume); time to restart = the next start or resume −
-the preemption (jobs not restarted yet are left out of its median). *Failures* are jobs that
-ended in the window as failed, timed out, out of memory or on a node failure; *requeues* the
-``requeued`` events in the window. The preemption class is the one of the job's quota.
+the preemption (jobs not restarted yet are left out of its median); ``early`` counts the
+preemptions before the class's minimum runtime (from the run's last start or resume).
+*Failures* are jobs that ended in the window as failed, timed out, out of memory or on a
+node failure; *requeues* the ``requeued`` events in the window. The preemption class is the
+one of the job's quota.
 
 **Timeline**: rule changes applied in the window and grants starting in it, by time.
 

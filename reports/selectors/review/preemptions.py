@@ -1,5 +1,9 @@
 """Preemptions, failures and requeues in the window (events; the partial index
-``event_review_time`` keeps their scan small), per tier × preemption class, and per project."""
+``event_review_time`` keeps their scan small), per tier × preemption class, and per project.
+
+Each tier × class row also carries the class's kind (a forbidden class must never be
+preempted) and ``early``: the preemptions that came before the class's minimum runtime
+(``min_runtime_minutes``, counted from the run's last start or resume)."""
 
 from __future__ import annotations
 
@@ -21,7 +25,14 @@ RESTART_SETS = (
 )
 
 
-def _query(scope: Scope, t: dict[str, str]) -> list[tuple[Any, ...]]:
+def _query(scope: Scope, t: dict[str, str], names: Names) -> list[tuple[Any, ...]]:
+    # The classes' minimum runtimes, written into the query (a handful of classes).
+    minimums = [
+        f"WHEN {int(class_id)} THEN {int(item.min_runtime_minutes)}"
+        for class_id, item in names.classes.items()
+        if class_id is not None and item.min_runtime_minutes
+    ]
+    minimum = f"CASE class_id {' '.join(minimums)} END" if minimums else "NULL"
     filters = ""
     if scope.project_id is not None:
         filters += " AND j.project_id = %(project)s"
@@ -45,14 +56,16 @@ def _query(scope: Scope, t: dict[str, str]) -> list[tuple[Any, ...]]:
         f"AND e.time < {ts('end')}{filters}), "
         f"p AS {materialized}(SELECT project_id, tier_id, class_id, "
         f"COALESCE(gpus * {seconds_between('time', 'run_from')}, 0) AS lost, "
-        f"{seconds_between('restart', 'time')} AS restart_s FROM pe{pool_filter}), "
+        f"{seconds_between('restart', 'time')} AS restart_s, "
+        f"CASE WHEN run_from IS NOT NULL AND {seconds_between('time', 'run_from')} < "
+        f"{minimum} * 60 THEN 1 ELSE 0 END AS early FROM pe{pool_filter}), "
         f"pr AS (SELECT * FROM p WHERE restart_s IS NOT NULL) "
     )
     # One statement: the counts and GPU-hours lost per project, tier and class; the medians
     # of the time to restart; the failures and requeues per project.
     return fetch(
         ctes + "SELECT 'count', CAST(project_id AS TEXT), CAST(tier_id AS TEXT), "
-        "CAST(class_id AS TEXT), COUNT(*), SUM(lost), NULL, NULL, NULL FROM p "
+        "CAST(class_id AS TEXT), COUNT(*), SUM(lost), SUM(early), NULL, NULL FROM p "
         "GROUP BY project_id, tier_id, class_id UNION ALL "
         + percentile_sets(source="pr", value="restart_s", sets=RESTART_SETS)
         + " UNION ALL SELECT 'fail', CAST(j.project_id AS TEXT), NULL, NULL, "
@@ -78,7 +91,7 @@ def _shape(
 ) -> dict[str, Any]:
     by_tier_class: list[dict[str, Any]] = []
     total_count, total_lost = 0, 0.0
-    for (tier_id, class_id), (count, lost) in counts.items():
+    for (tier_id, class_id), (count, lost, early) in counts.items():
         tier, klass = names.tiers.get(tier_id), names.classes.get(class_id)
         total_count += int(count)
         total_lost += lost
@@ -86,7 +99,10 @@ def _shape(
             {
                 "tier": tier.slug if tier else None,
                 "preemption_class": klass.slug if klass else None,
+                "class_kind": klass.kind if klass else None,
+                "class_min_runtime_minutes": klass.min_runtime_minutes if klass else None,
                 "count": int(count),
+                "early": int(early),
                 "gpu_hours_lost": gh(lost),
                 "restart_p50_seconds": r3(medians.get((tier_id, class_id))),
                 "_rank": (tier is None, -(tier.score if tier else 0), klass.slug if klass else ""),
@@ -111,14 +127,14 @@ def preemptions(
     scope: Scope, t: dict[str, str], names: Names
 ) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
     """The preemptions of the scope, and of each project (as with the project as scope)."""
-    counts: dict[tuple[Any, Any], list[float]] = defaultdict(lambda: [0, 0.0])
+    counts: dict[tuple[Any, Any], list[float]] = defaultdict(lambda: [0, 0.0, 0])
     project_counts: dict[int, dict[tuple[Any, Any], list[float]]] = defaultdict(
-        lambda: defaultdict(lambda: [0, 0.0])
+        lambda: defaultdict(lambda: [0, 0.0, 0])
     )
     medians: dict[Any, Any] = {}
     project_medians: dict[int, dict[Any, Any]] = defaultdict(dict)
     fails: dict[int | None, tuple[int, int]] = {}
-    for row in _query(scope, t):
+    for row in _query(scope, t, names):
         kind, k1, k2, k3 = row[0], key_id(row[1]), key_id(row[2]), key_id(row[3])
         if kind == "count":
             for target in (counts[(k2, k3)], *(
@@ -126,6 +142,7 @@ def preemptions(
             )):  # fmt: skip
                 target[0] += int(row[4])
                 target[1] += float(row[5] or 0)
+                target[2] += int(row[6] or 0)
         elif kind == "fail":
             fails[k1] = (int(row[4] or 0), int(row[5] or 0))
         elif kind == "all":

@@ -38,26 +38,36 @@ PER_PROJECT_SETS = tuple(
 )
 
 
+# The wait percentiles the review shows (the rows' columns after the count, in this order).
+WAIT_PERCENTILES = (0.5, 0.9, 0.95, 0.99)
+
+
 def wait_stats(row: tuple[Any, ...] | None) -> dict[str, Any]:
-    """WaitStats from a ``percentile_sets`` row (gs, k1, k2, k3, n, p50, p90, p99, max,
-    censored, over, total)."""
+    """WaitStats from a ``percentile_sets`` row (gs, k1, k2, k3, n, p50, p90, p95, p99, max,
+    censored, over, total wait, never started)."""
     if row is None or not row[4]:
         return {
             "jobs": 0,
+            "never_started": 0,
             "waiting_at_end": 0,
             "p50": None,
             "p90": None,
+            "p95": None,
             "p99": None,
+            "mean": None,
             "max": None,
             "over_threshold": 0,
         }
-    n, p50, p90, p99, high, censored, over = row[4:11]
+    n, p50, p90, p95, p99, high, censored, over, total, never = row[4:14]
     return {
         "jobs": int(n),
+        "never_started": int(never or 0),
         "waiting_at_end": int(censored or 0),
         "p50": r3(p50),
         "p90": r3(p90),
+        "p95": r3(p95),
         "p99": r3(p99),
+        "mean": r3(float(total or 0) / int(n)),
         "max": r3(high),
         "over_threshold": int(over or 0),
     }
@@ -89,6 +99,8 @@ def _query(
         f"WITH w AS (SELECT project_id, tier_id, flavor_id, pool_id, category, day, "
         f"{seconds_between(least('wait_end', end), 'submitted_at')} AS wait, "
         f"CASE WHEN wait_end < {end} AND NOT censored THEN 0 ELSE 1 END AS censored, "
+        f"CASE WHEN wait_end < {end} AND NOT started AND NOT censored THEN 1 ELSE 0 END "
+        f"AS never_, "
         f"{alert} AS alert "
         f"FROM {t['wait']} WHERE submitted_at >= {ts('start')} AND submitted_at < {end}"
         f"{filters}), "
@@ -99,12 +111,9 @@ def _query(
         "source": "wo",
         "value": "wait",
         "sets": sets,
-        # The total wait is only read per category.
-        "extra": (
-            "SUM(censored)",
-            "SUM(over_)",
-            "SUM(wait)" if any(name in CATEGORY_SETS for name, _keys in sets) else "NULL",
-        ),
+        # The total wait gives the mean (and the categories' hours).
+        "extra": ("SUM(censored)", "SUM(over_)", "SUM(wait)", "SUM(never_)"),
+        "percentiles": WAIT_PERCENTILES,
     }
     if _sql.is_postgres():
         # One sort of the window's waits, every group's values collected in that order: far
@@ -181,6 +190,7 @@ def shape_waits(rows_of: dict[str, list[tuple[Any, ...]]], names: Names) -> dict
                 "tier": tier.slug if tier else None,
                 "p50": stats["p50"],
                 "p90": stats["p90"],
+                "p95": stats["p95"],
                 "p99": stats["p99"],
                 "jobs": stats["jobs"],
                 "_rank": names.tier_rank(key_id(row[2])),
@@ -195,7 +205,7 @@ def shape_waits(rows_of: dict[str, list[tuple[Any, ...]]], names: Names) -> dict
     for row in by_set["category"]:
         totals = per_category[row[1] or WaitCategory.UNCLASSIFIED.value]
         totals[0] += int(row[4])
-        totals[1] += float(row[11] or 0)
+        totals[1] += float(row[12] or 0)
     by_category = [
         {
             "category": category.value,

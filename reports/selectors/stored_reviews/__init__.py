@@ -6,7 +6,8 @@ the same numbers however much evidence arrives later.
 
 The package holds one concern a module: ``access`` (the scoped getter and the lists),
 ``tables``, ``downloads`` (the CSV), ``findings`` (the findings in words), ``style`` and
-``figures`` (plotly), ``compare`` (two versions or months side by side).
+``figures`` (plotly), ``trend`` (twelve months of reviews), ``compare`` (two versions or
+months side by side).
 """
 
 from .access import (
@@ -26,6 +27,7 @@ from .figures import review_figures
 from .findings import review_findings_shown
 from .style import PALETTE, figure_json, figure_layout
 from .tables import Table, review_tables
+from .trend import review_trend, trend_figure, trend_table
 
 __all__ = [
     "PALETTE",
@@ -45,7 +47,10 @@ __all__ = [
     "review_project_links",
     "review_projects",
     "review_tables",
+    "review_trend",
     "review_versions",
+    "trend_figure",
+    "trend_table",
     "user_can_read_reviews",
     "window_of",
 ]

@@ -1,10 +1,13 @@
 """Small formatting helpers shared by the review's tables, figures and comparison."""
 
+from datetime import date
 from typing import Any
 
+from django.utils import formats, timezone
+from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 
-from governance.models import GrantKind
+from governance.models import GrantKind, PreemptionKind
 from queues.models import WaitCategory
 
 
@@ -36,3 +39,33 @@ def tier_names(metrics: dict[str, Any]) -> dict[Any, str]:
 
 def timeline_kind(kind: str) -> str:
     return _("Rule change") if kind == "change" else _("Grant")
+
+
+def class_label(row: dict[str, Any]) -> str:
+    """A preemption class as the reader's language names its kind, with its slug."""
+    slug = row.get("preemption_class")
+    if not slug:
+        return str(_("None"))
+    kind = row.get("class_kind")
+    if not kind:
+        return slug
+    label = dict(PreemptionKind.choices).get(kind, kind)
+    return str(_("%(kind)s (%(slug)s)") % {"kind": label, "slug": slug})
+
+
+def day_label(day: str, *, human: bool) -> str:
+    """A stored ISO day, as the reader's locale writes a date when ``human``."""
+    if not human:
+        return day
+    try:
+        return formats.date_format(date.fromisoformat(day), "DATE_FORMAT")
+    except ValueError:
+        return day
+
+
+def when_label(at: str, *, human: bool) -> str:
+    """A stored ISO time, in the site's time zone as the reader's locale writes it."""
+    parsed = parse_datetime(at) if human else None
+    if parsed is None:
+        return at
+    return formats.date_format(timezone.localtime(parsed), "DATETIME_FORMAT")

@@ -37,9 +37,21 @@ def _delta(label: str, a: Any, b: Any, *, higher_is_worse: bool | None) -> Delta
     return Delta(label=label, a=a, b=b, direction=direction, worse=worse)
 
 
+def days_of(review: MonthlyReview) -> float:
+    """The review's window in days (a month of 31 days has more GPU-hours than one of 30)."""
+    return max((review.end - review.start).total_seconds() / 86400, 1 / 24)
+
+
+def _per_day(value: float | None, days: float) -> float | None:
+    return None if value is None else round(value / days, 2)
+
+
 def review_compare(*, a: MonthlyReview, b: MonthlyReview) -> list[tuple[str, list[Delta]]]:
-    """Two built reviews side by side: per section, the figures of A, of B, and B − A."""
+    """Two built reviews side by side: per section, the figures of A, of B, and B − A.
+    Amounts that grow with the window's length (GPU-hours, preemptions, exceptions) are per
+    day, so that a longer month is not worse for being longer; waits are per job already."""
     ma, mb = a.metrics, b.metrics
+    da, db = days_of(a), days_of(b)
     sections: list[tuple[str, list[Delta]]] = []
 
     overall = [
@@ -92,27 +104,27 @@ def review_compare(*, a: MonthlyReview, b: MonthlyReview) -> list[tuple[str, lis
             _("Capacity"),
             [
                 _delta(
-                    _("Available (GPU-hours)"),
-                    cap_a["available_gpu_hours"],
-                    cap_b["available_gpu_hours"],
+                    _("Available (GPU-hours a day)"),
+                    _per_day(cap_a["available_gpu_hours"], da),
+                    _per_day(cap_b["available_gpu_hours"], db),
                     higher_is_worse=None,
                 ),
                 _delta(
-                    _("Allocated (GPU-hours)"),
-                    cap_a["allocated_gpu_hours"],
-                    cap_b["allocated_gpu_hours"],
+                    _("Allocated (GPU-hours a day)"),
+                    _per_day(cap_a["allocated_gpu_hours"], da),
+                    _per_day(cap_b["allocated_gpu_hours"], db),
                     higher_is_worse=False,
                 ),
                 _delta(
-                    _("Idle (GPU-hours)"),
-                    cap_a["idle_gpu_hours"],
-                    cap_b["idle_gpu_hours"],
+                    _("Idle (GPU-hours a day)"),
+                    _per_day(cap_a["idle_gpu_hours"], da),
+                    _per_day(cap_b["idle_gpu_hours"], db),
                     higher_is_worse=True,
                 ),
                 _delta(
-                    _("Idle while a project waited on quota"),
-                    cap_a["idle_while_quota_waiting_gpu_hours"],
-                    cap_b["idle_while_quota_waiting_gpu_hours"],
+                    _("Idle while a project waited on quota (GPU-hours a day)"),
+                    _per_day(cap_a["idle_while_quota_waiting_gpu_hours"], da),
+                    _per_day(cap_b["idle_while_quota_waiting_gpu_hours"], db),
                     higher_is_worse=True,
                 ),
             ],
@@ -125,9 +137,9 @@ def review_compare(*, a: MonthlyReview, b: MonthlyReview) -> list[tuple[str, lis
         other = service_a.get((row["project"], row["pool"]), {})
         service_rows.append(
             _delta(
-                f"{row['name']} · {row['pool'] or '–'}: " + _("GPU-hours received"),
-                other.get("gpu_hours"),
-                row["gpu_hours"],
+                f"{row['name']} · {row['pool'] or '–'}: " + _("GPU-hours received a day"),
+                _per_day(other.get("gpu_hours"), da),
+                _per_day(row["gpu_hours"], db),
                 higher_is_worse=None,
             )
         )
@@ -140,14 +152,24 @@ def review_compare(*, a: MonthlyReview, b: MonthlyReview) -> list[tuple[str, lis
         (
             _("Preemptions, exceptions and findings"),
             [
-                _delta(_("Preemptions"), pre_a["count"], pre_b["count"], higher_is_worse=True),
                 _delta(
-                    _("GPU-hours lost"),
-                    pre_a["gpu_hours_lost"],
-                    pre_b["gpu_hours_lost"],
+                    _("Preemptions a day"),
+                    _per_day(pre_a["count"], da),
+                    _per_day(pre_b["count"], db),
                     higher_is_worse=True,
                 ),
-                _delta(_("Exceptions requested"), exc_a, exc_b, higher_is_worse=True),
+                _delta(
+                    _("GPU-hours lost a day"),
+                    _per_day(pre_a["gpu_hours_lost"], da),
+                    _per_day(pre_b["gpu_hours_lost"], db),
+                    higher_is_worse=True,
+                ),
+                _delta(
+                    _("Exceptions requested a day"),
+                    _per_day(exc_a, da),
+                    _per_day(exc_b, db),
+                    higher_is_worse=True,
+                ),
                 _delta(_("Findings"), len(a.findings), len(b.findings), higher_is_worse=True),
             ],
         )

@@ -5,7 +5,7 @@ from typing import Any
 import plotly.graph_objects as go
 from django.utils.translation import gettext as _
 
-from ._format import minutes, tier_names
+from ._format import class_label, minutes, tier_names
 from .style import PALETTE, annotate_timeline, figure_json, figure_layout
 
 
@@ -16,6 +16,11 @@ def review_figures(*, metrics: dict[str, Any], project: str | None = None) -> di
         return project is None or row.get("project") == project
 
     names = tier_names(metrics)
+    thresholds = {
+        row["tier"]: minutes(row["threshold_seconds"])
+        for row in metrics["waits"]["by_tier"]
+        if row.get("threshold_seconds") is not None
+    }
     timeline = metrics["timeline"]
     figures: dict[str, dict] = {}
 
@@ -44,6 +49,20 @@ def review_figures(*, metrics: dict[str, Any], project: str | None = None) -> di
                 line={"color": color, "dash": "dash", "width": 1},
             )
         )
+        target = thresholds.get(tier)
+        if target is not None and rows:
+            # The tier's target (its wait alert) as a line across the window, in its colour.
+            waits.add_trace(
+                go.Scatter(
+                    x=[rows[0]["day"], rows[-1]["day"]],
+                    y=[target, target],
+                    mode="lines",
+                    name=_("%(tier)s target (%(minutes)s min)")
+                    % {"tier": label, "minutes": _whole(target)},
+                    line={"color": color, "dash": "dot", "width": 2},
+                    hoverinfo="name",
+                )
+            )
     annotate_timeline(waits, timeline)
     figures["waits_daily"] = figure_json(waits)
 
@@ -133,8 +152,7 @@ def review_figures(*, metrics: dict[str, Any], project: str | None = None) -> di
             go.Bar(
                 name=_("GPU-hours lost"),
                 x=[
-                    f"{names.get(row['tier'], row['tier'] or '–')} · "
-                    f"{row['preemption_class'] or '–'}"
+                    f"{names.get(row['tier'], row['tier'] or '–')} · {class_label(row)}"
                     for row in preemption_rows
                 ],
                 y=[row["gpu_hours_lost"] for row in preemption_rows],
@@ -174,3 +192,7 @@ def review_figures(*, metrics: dict[str, Any], project: str | None = None) -> di
         )
     figures["exceptions"] = figure_json(exceptions)
     return figures
+
+
+def _whole(value: float | None) -> str:
+    return "–" if value is None else f"{value:g}"

@@ -7,6 +7,7 @@ from typing import Any
 import plotly.graph_objects as go
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
+from django.utils.translation import pgettext
 
 from ._format import timeline_kind
 
@@ -19,7 +20,14 @@ def figure_layout(*, y_title: str, height: int = 340, **extra: Any) -> go.Layout
         height=height,
         margin={"l": 56, "r": 16, "t": 24, "b": 64},
         legend={"orientation": "h", "y": -0.25},
-        yaxis={"title": {"text": y_title}, "rangemode": "tozero", "gridcolor": "#e2e8f0"},
+        # automargin: the axes' labels and titles get the room they need, never cut.
+        xaxis={"automargin": True},
+        yaxis={
+            "title": {"text": y_title},
+            "rangemode": "tozero",
+            "gridcolor": "#e2e8f0",
+            "automargin": True,
+        },
         plot_bgcolor="#ffffff",
         paper_bgcolor="#ffffff",
         font=_FONT,
@@ -27,9 +35,34 @@ def figure_layout(*, y_title: str, height: int = 340, **extra: Any) -> go.Layout
     )
 
 
+def date_axis() -> dict[str, Any]:
+    """A time axis written as the reader's language writes a day (plotly's own month names
+    are English: the format is translated instead)."""
+    # Translators: a plotly (d3) date format for a chart's day axis, as the pages write a
+    # day: "%-m月%-d日".
+    day = pgettext("plotly date axis", "%-d %b")
+    return {"type": "date", "tickformat": day, "hoverformat": day, "gridcolor": "#e2e8f0"}
+
+
+def _wrapped(text: str, width: int = 22) -> str:
+    """The whole text, broken into lines of about ``width`` characters (plotly's <br>)."""
+    lines: list[str] = []
+    for word in text.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "<br>".join(lines)
+
+
 def annotate_timeline(figure: go.Figure, timeline: list[dict[str, Any]]) -> None:
-    """Rule changes and grants as dashed vertical lines with a short label on a time axis."""
-    for item in timeline:
+    """Rule changes and grants as dashed vertical lines, each with its whole title (wrapped,
+    never cut) on a time axis; the labels alternate between two heights so that neighbours
+    do not overlap."""
+    figure.update_layout(xaxis=date_axis())
+    if timeline:
+        figure.update_layout(margin={"t": 96})
+    for index, item in enumerate(timeline):
         at = parse_datetime(item["at"])
         if at is None:
             continue
@@ -48,10 +81,10 @@ def annotate_timeline(figure: go.Figure, timeline: list[dict[str, Any]]) -> None
             x=at.isoformat(),
             xref="x",
             yref="paper",
-            y=1,
+            y=1 if index % 2 == 0 else 1.14,
             yanchor="bottom",
             showarrow=False,
-            text=("Δ " if change else "★ ") + item["title"][:24],
+            text=_wrapped(("Δ " if change else "★ ") + item["title"]),
             hovertext=f"{timeline_kind(item['kind'])}: {item['title']} ({item['object']})",
             font={"size": 10, "color": "#475569"},
         )

@@ -7,12 +7,15 @@ from django.utils.translation import gettext as _
 
 from ._format import (
     category_label,
+    class_label,
+    day_label,
     kind_label,
     minutes,
     percent,
     row_name,
     tier_names,
     timeline_kind,
+    when_label,
 )
 
 
@@ -39,10 +42,13 @@ def _wait_columns(first: str) -> list[tuple[str, bool]]:
     return [
         (first, False),
         (_("Jobs"), True),
+        (_("Never started"), True),
         (_("Still waiting at the end"), True),
         (_("p50 wait (min)"), True),
         (_("p90 wait (min)"), True),
+        (_("p95 wait (min)"), True),
         (_("p99 wait (min)"), True),
+        (_("Mean wait (min)"), True),
         (_("Longest wait (min)"), True),
         (_("Over the threshold"), True),
     ]
@@ -52,18 +58,25 @@ def _wait_row(row: dict[str, Any], label: str) -> list[Any]:
     return [
         label,
         row["jobs"],
+        # Reviews built before these figures existed have none: "–", never a made-up 0.
+        row.get("never_started"),
         row["waiting_at_end"],
         minutes(row["p50"]),
         minutes(row["p90"]),
+        minutes(row.get("p95")),
         minutes(row["p99"]),
+        minutes(row.get("mean")),
         minutes(row["max"]),
         row["over_threshold"],
     ]
 
 
-def review_tables(*, metrics: dict[str, Any], project: str | None = None) -> dict[str, Table]:
+def review_tables(
+    *, metrics: dict[str, Any], project: str | None = None, human: bool = False
+) -> dict[str, Table]:
     """The review's numbers as tables, keyed like its figures (also the CSV files). With
-    ``project``, only that project's rows of the per-project tables."""
+    ``project``, only that project's rows of the per-project tables. ``human``: days and
+    times as the reader's locale writes them (the pages); otherwise ISO (API, CSV)."""
 
     def mine(row: dict[str, Any]) -> bool:
         return project is None or row.get("project") == project
@@ -92,7 +105,7 @@ def review_tables(*, metrics: dict[str, Any], project: str | None = None) -> dic
             ],
             [
                 [
-                    row["day"],
+                    day_label(row["day"], human=human),
                     tier_names(metrics).get(row["tier"], row["tier"] or _("None")),
                     row["jobs"],
                     minutes(row["p50"]),
@@ -172,7 +185,7 @@ def review_tables(*, metrics: dict[str, Any], project: str | None = None) -> dic
             ],
             [
                 [
-                    row["day"],
+                    day_label(row["day"], human=human),
                     row["available_gpu_hours"],
                     row["allocated_gpu_hours"],
                     row["idle_gpu_hours"],
@@ -188,14 +201,16 @@ def review_tables(*, metrics: dict[str, Any], project: str | None = None) -> dic
                 (_("Tier"), False),
                 (_("Preemption class"), False),
                 (_("Preemptions"), True),
+                (_("Before the minimum runtime"), True),
                 (_("GPU-hours lost"), True),
                 (_("Median time to restart (min)"), True),
             ],
             [
                 [
                     tier_names(metrics).get(row["tier"], row["tier"] or _("None")),
-                    row["preemption_class"] or _("None"),
+                    class_label(row),
                     row["count"],
+                    row.get("early"),
                     row["gpu_hours_lost"],
                     minutes(row["restart_p50_seconds"]),
                 ]
@@ -231,7 +246,12 @@ def review_tables(*, metrics: dict[str, Any], project: str | None = None) -> dic
             _("Rule changes and grants"),
             [(_("When"), False), (_("What"), False), (_("Title"), False), (_("Object"), False)],
             [
-                [row["at"], timeline_kind(row["kind"]), row["title"], row["object"]]
+                [
+                    when_label(row["at"], human=human),
+                    timeline_kind(row["kind"]),
+                    row["title"],
+                    row["object"],
+                ]
                 for row in metrics["timeline"]
             ],
         ),
