@@ -20,7 +20,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
-from governance.models import GpuFlavor, PriorityTier, Project
+from governance.models import GpuFlavor, Pool, PriorityTier, Project
 
 from . import Cluster
 
@@ -121,6 +121,18 @@ class WorkloadJob(models.Model):
         null=True,
         blank=True,
         related_name="jobs",
+    )
+    pool = models.ForeignKey(
+        Pool,
+        verbose_name=_("pool"),
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text=_(
+            "The pool its source names (a trace's --pool-map); empty: the pool of its "
+            "project's quota for its flavor, else its cluster's."
+        ),
     )
     constraints = models.CharField(_("other constraints"), max_length=500, blank=True)
     submitted_at = models.DateTimeField(_("submitted at"), null=True, blank=True)

@@ -22,9 +22,9 @@ rollup derives with them), so two answers about one job cannot disagree:
   reads it from the QOS, see ``queues.services.workload.slurm``). Stored on the job.
 - **A job's flavor**: the GPU flavor its collector resolved from what it asked for. Stored on
   the job.
-- **A job's pool** (``job_pool_id``): the pool of its project's quota for its flavor (the
-  lowest id when the project has the flavor in several pools), else its cluster's pool
-  (the lowest id), else none.
+- **A job's pool** (``job_pool_id``): the pool its source names (a trace's ``--pool-map``),
+  else the pool of its project's quota for its flavor (the lowest id when the project has
+  the flavor in several pools), else its cluster's pool (the lowest id), else none.
 """
 
 from __future__ import annotations
@@ -164,6 +164,8 @@ def pool_maps() -> PoolMaps:
 
 def job_pool_id(*, job: WorkloadJob, maps: PoolMaps) -> int | None:
     """The job's pool (see the module's docstring)."""
+    if job.pool_id is not None:
+        return job.pool_id
     by_quota, by_cluster = maps
     pool = by_quota.get((job.project_id, job.flavor_id))  # type: ignore[arg-type]
     if pool is None and job.cluster_id is not None:

@@ -160,11 +160,13 @@ def queue_state(job: WorkloadJob, *, now: datetime) -> tuple[diagnosis.QueueStat
     rows = (
         WorkloadJob.objects.filter(source=job.source, state=JobState.RUNNING)
         .order_by()
-        .values_list("project_id", "tier_id", "user_name", "flavor_id", "cluster_id")
+        .values_list("project_id", "tier_id", "user_name", "flavor_id", "cluster_id", "pool_id")
         .annotate(total=Sum("gpus"))
     )
-    for project_id, tier_id, user, flavor_id, cluster_id, total in rows:
-        probe = WorkloadJob(project_id=project_id, flavor_id=flavor_id, cluster_id=cluster_id)
+    for project_id, tier_id, user, flavor_id, cluster_id, pool, total in rows:
+        probe = WorkloadJob(
+            project_id=project_id, flavor_id=flavor_id, cluster_id=cluster_id, pool_id=pool
+        )
         running.append(
             diagnosis.Running(
                 project=project_id,
@@ -185,13 +187,16 @@ def queue_state(job: WorkloadJob, *, now: datetime) -> tuple[diagnosis.QueueStat
             "tier_id",
             "flavor_id",
             "cluster_id",
+            "pool_id",
             "gpus",
             "submitted_at",
             "reason",
         )
     )
-    for job_id, project_id, tier_id, flavor_id, cluster_id, gpus, submitted, reason in others:
-        probe = WorkloadJob(project_id=project_id, flavor_id=flavor_id, cluster_id=cluster_id)
+    for job_id, project_id, tier_id, flavor_id, cluster_id, pool, gpus, submitted, reason in others:
+        probe = WorkloadJob(
+            project_id=project_id, flavor_id=flavor_id, cluster_id=cluster_id, pool_id=pool
+        )
         rule = tiers.get(tier_id) if tier_id is not None else None
         waiting.append(
             diagnosis.Waiting(

@@ -35,7 +35,9 @@ V2025_HEADER = (
 
 def run(*args: str) -> str:
     out = StringIO()
-    call_command("import_trace", *args, "--start", START.isoformat(), stdout=out)
+    call_command(
+        "import_trace", *args, "--start", START.isoformat(), "--allow-unmapped", stdout=out
+    )
     return out.getvalue()
 
 

@@ -52,6 +52,7 @@ def test_the_openb_sample_builds_a_review_with_the_traces_own_waits(ops, world):
         "*=vision",
         "--start",
         START.isoformat(),
+        "--allow-unmapped",
         stdout=StringIO(),
     )
     review = services.review_build(

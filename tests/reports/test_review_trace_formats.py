@@ -69,7 +69,15 @@ def build(ops, start, end):
 
 
 def imported(fmt, name, *extra):
-    call_command("import_trace", "--format", fmt, str(SAMPLES / name), *extra, stdout=StringIO())
+    call_command(
+        "import_trace",
+        "--format",
+        fmt,
+        str(SAMPLES / name),
+        "--allow-unmapped",
+        *extra,
+        stdout=StringIO(),
+    )
 
 
 @pytest.mark.parametrize(

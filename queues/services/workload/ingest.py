@@ -29,7 +29,7 @@ from typing import Any
 from django.db import DataError, IntegrityError, connection, transaction
 from django.utils.translation import gettext as _
 
-from governance.models import GpuFlavor, PriorityTier, Project
+from governance.models import GpuFlavor, Pool, PriorityTier, Project
 from queues.models import (
     FINISHED_STATES,
     Cluster,
@@ -71,6 +71,7 @@ JOB_FIELDS = (
     "account",
     "gpus",
     "flavor_id",
+    "pool_id",
     "constraints",
     "submitted_at",
     "eligible_at",
@@ -126,6 +127,7 @@ class JobRow:
     account: str
     gpus: float
     flavor_id: int | None
+    pool_id: int | None
     constraints: str
     submitted_at: datetime | None
     eligible_at: datetime | None
@@ -149,7 +151,7 @@ class JobRow:
     def new(cls, *, source: str, key: str, job_id: str, at: datetime) -> JobRow:
         row = cls()
         row.pk, row.source, row.key, row.job_id = None, source, key, job_id
-        for name in ("cluster_id", "project_id", "tier_id", "flavor_id", "eligible_at"):
+        for name in ("cluster_id", "project_id", "tier_id", "flavor_id", "pool_id", "eligible_at"):
             setattr(row, name, None)
         for name in ("started_at", "ended_at", "clears_by_itself"):
             setattr(row, name, None)
@@ -194,6 +196,8 @@ class JobEvent:
     project: Project | None = None
     tier: PriorityTier | None = None
     flavor: GpuFlavor | None = None
+    # The pool, when the source names it (a trace's --pool-map); else derived (definitions).
+    pool: Pool | None = None
     # Fractions of a GPU are kept (a share of one GPU: 0.25).
     gpus: float | None = None
     name: str = ""
@@ -569,6 +573,8 @@ def _apply(
         job.tier_id = event.tier.pk
     if event.flavor is not None:
         job.flavor_id = event.flavor.pk
+    if event.pool is not None:
+        job.pool_id = event.pool.pk
     if event.gpus is not None:
         job.gpus = event.gpus
     if event.submitted_at and (job.submitted_at is None or event.submitted_at < job.submitted_at):

@@ -28,6 +28,12 @@ it leaves the set the rollup rereads on every run. One still waiting then keeps 
 to that end, counted as *still waiting*, not as never started. A time after ``--end`` is an
 error. Philly and ITP jobs all have an end (submit + run time).
 
+**Maps.** A trace names no Arbiter project, tier, pool or flavor; the maps give them, keyed by
+``row_keys`` (docs/definitions.md has the table). ``trace_import`` reads the whole file
+before it writes and says (``on_scanned``) how many jobs each map leaves out, under which
+keys; it refuses them unless ``allow_unmapped``. A re-import stores no event twice and brings
+the stored jobs to the maps given now (``_remap``), for the next rollup to move their hours.
+
 Enforced, not only said: a job whose source cannot tell its wait (Philly and ITP jobs, and
 v2025 instances that existed before the window) is stored with ``waits_recorded`` false, so
 it has no wait anywhere (``queues.selectors.definitions.job_wait``; the review counts none).
@@ -40,15 +46,18 @@ import csv
 import gzip
 import io
 import math
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from django.db import transaction
 
-from governance.models import PriorityTier, Project
-from queues.models import EventKind, JobState
+from governance.models import GpuFlavor, Pool, PriorityTier, Project
+from queues.models import EventKind, JobState, WorkloadJob, WorkloadJobRollup
+from queues.selectors.definitions import pool_maps
 
 from .ingest import IngestResult, JobEvent, events_ingest
 
@@ -66,16 +75,74 @@ class TraceError(Exception):
     """The file cannot be read as the format says (the message says where)."""
 
 
+DIMENSIONS = ("project", "tier", "pool", "flavor")
+
+
+class TraceUnmapped(TraceError):
+    """Jobs the maps do not cover, refused unless the import allows them (``summary`` says
+    which and how many)."""
+
+    def __init__(self, summary: TraceSummary) -> None:
+        super().__init__("jobs the maps do not cover")
+        self.summary = summary
+
+
 @dataclass
 class TraceMapping:
-    projects: dict[str, Project]
-    tiers: dict[str, PriorityTier]
+    """The trace's keys onto Arbiter's objects, per dimension; ``*`` is the default."""
+
+    projects: dict[str, Project] = field(default_factory=dict)
+    tiers: dict[str, PriorityTier] = field(default_factory=dict)
+    pools: dict[str, Pool] = field(default_factory=dict)
+    flavors: dict[str, GpuFlavor] = field(default_factory=dict)
+
+    def find(self, dimension: str, key: str) -> Any:
+        table: dict[str, Any] = getattr(self, dimension + "s")
+        return table.get(key) or table.get(DEFAULT)
 
     def project(self, key: str) -> Project | None:
-        return self.projects.get(key) or self.projects.get(DEFAULT)
+        return self.find("project", key)  # type: ignore[no-any-return]
 
     def tier(self, key: str) -> PriorityTier | None:
-        return self.tiers.get(key) or self.tiers.get(DEFAULT)
+        return self.find("tier", key)  # type: ignore[no-any-return]
+
+
+@dataclass
+class TraceSummary:
+    """What an import read, before it writes, and what it wrote."""
+
+    jobs: int = 0
+    censored: int = 0  # closed at the trace's end
+    waits_not_recorded: int = 0
+    end: datetime | None = None
+    # Per dimension, the trace's keys no map covers and their jobs ("" when the trace has
+    # none: only * maps it).
+    unmapped: dict[str, Counter[str]] = field(
+        default_factory=lambda: {dimension: Counter() for dimension in DIMENSIONS}
+    )
+    written: bool = False
+    ingest: IngestResult = field(default_factory=IngestResult)
+    remapped: int = 0  # stored jobs whose project, tier, pool, flavor or GPUs changed
+
+    def unmapped_jobs(self, dimension: str) -> int:
+        return sum(self.unmapped[dimension].values())
+
+    @property
+    def complete(self) -> bool:
+        return not any(self.unmapped_jobs(dimension) for dimension in DIMENSIONS)
+
+
+def row_keys(fmt: str, row: dict[str, str]) -> dict[str, str]:
+    """The trace's own key of each dimension for one row (what the maps are keyed by):
+    openb the QoS class (project and tier) and the GPU model asked for (flavor); v2025 the
+    app (project) and LS (tier); Philly the virtual cluster, ITP the cluster (project and
+    pool). A key the format has not is empty: only ``*`` maps it."""
+    if fmt == "alibaba-openb":
+        qos = row["qos"]
+        return {"project": qos, "tier": qos, "pool": "", "flavor": row.get("gpu_spec") or ""}
+    if fmt == "alibaba-v2025":
+        return {"project": row["app_name"], "tier": "LS", "pool": "", "flavor": ""}
+    return {"project": row["cluster"], "tier": "", "pool": row["cluster"], "flavor": ""}
 
 
 def _open(path: Path) -> io.TextIOBase:
@@ -154,7 +221,6 @@ def _row_events(fmt, line, row, mapping, at, source, end):  # type: ignore[no-un
         # num_gpu GPUs of gpu_milli thousandths each: a share of one GPU is kept as a fraction.
         milli = _number(row["gpu_milli"])
         gpus = float(row["num_gpu"] or 0) * (1.0 if milli is None else milli / 1000)
-        key, tier_key = row["qos"], row["qos"]
         job_id, created = row["name"], _number(row["creation_time"])
         scheduled, deleted = (
             _number(row.get("scheduled_time", "")),
@@ -164,7 +230,6 @@ def _row_events(fmt, line, row, mapping, at, source, end):  # type: ignore[no-un
         known = True
     elif fmt == "alibaba-v2025":
         gpus = float(row["gpu_request"] or 0)
-        key, tier_key = row["app_name"], "LS"
         job_id, created = row["instance_sn"], _number(row["creation_time"])
         scheduled, deleted = (
             _number(row.get("scheduled_time", "")),
@@ -177,16 +242,14 @@ def _row_events(fmt, line, row, mapping, at, source, end):  # type: ignore[no-un
     else:
         duration = float(row["duration"])
         if fmt == "philly":
-            gpus, key = float(row["num_gpus"]), row["cluster"]
+            gpus = float(row["num_gpus"])
             job_id = f"philly-{line}"
             submitted = datetime.fromisoformat(row["timestamp"]).replace(tzinfo=UTC)
         else:
-            gpus, key = float(row["num_gpu"]), row["cluster"]
+            gpus = float(row["num_gpu"])
             job_id = row["job_id"]
             submitted = at(float(row["submission_time"]))
-        common = _common(
-            source, job_id, gpus, mapping.project(key), mapping.tier(DEFAULT), submitted
-        )
+        common = _common(source, job_id, gpus, mapping, row_keys(fmt, row), submitted)
         yield JobEvent(
             event_id=f"{job_id}:submit", time=submitted, kind=EventKind.SUBMITTED, **common
         )
@@ -208,7 +271,7 @@ def _row_events(fmt, line, row, mapping, at, source, end):  # type: ignore[no-un
         if max(late) > end:
             raise ValueError(f"a time ({max(late):g} s) after the trace's end (--end)")
     submitted = at(created)
-    common = _common(source, job_id, gpus, mapping.project(key), mapping.tier(tier_key), submitted)
+    common = _common(source, job_id, gpus, mapping, row_keys(fmt, row), submitted)
     yield JobEvent(event_id=f"{job_id}:submit", time=submitted, kind=EventKind.SUBMITTED, **common)
     if scheduled is not None:
         yield JobEvent(
@@ -243,18 +306,90 @@ def _row_events(fmt, line, row, mapping, at, source, end):  # type: ignore[no-un
         )
 
 
-def _common(source, job_id, gpus, project, tier, submitted):  # type: ignore[no-untyped-def]
+def _common(source, job_id, gpus, mapping, keys, submitted):  # type: ignore[no-untyped-def]
     if not math.isfinite(gpus) or gpus < 0:
         raise ValueError(f"GPUs must be a number of at least 0, not {gpus:g}")
     return {
         "source": source,
         "job_id": job_id,
         "scheduler": "trace",
-        "project": project,
-        "tier": tier,
+        "project": mapping.find("project", keys["project"]),
+        "tier": mapping.find("tier", keys["tier"]),
+        "pool": mapping.find("pool", keys["pool"]),
+        "flavor": mapping.find("flavor", keys["flavor"]),
         "gpus": round(gpus, 3),
         "submitted_at": submitted,
     }
+
+
+Scanned = Callable[[TraceSummary], None]
+
+
+def _scan(
+    fmt: str,
+    path: Path,
+    mapping: TraceMapping,
+    start: datetime,
+    source: str,
+    end: float | None,
+    summary: TraceSummary,
+) -> dict[str, tuple[Any, ...]]:
+    """Read the whole file once without writing: every row checked, the jobs counted, the
+    keys no map covers tallied; returns each job's (project, tier, pool, flavor, GPUs)."""
+    by_quota = pool_maps()[0]
+    wanted: dict[str, tuple[Any, ...]] = {}
+    at = lambda seconds: start + timedelta(seconds=seconds)  # noqa: E731
+    for line, row in trace_rows(path, fmt):
+        try:
+            events = list(_row_events(fmt, line, row, mapping, at, source, end))
+        except (ValueError, TypeError, OverflowError) as error:
+            raise TraceError(f"{path.name} line {line}: {error}") from error
+        first = events[0]
+        summary.jobs += 1
+        summary.censored += any(event.state == JobState.CENSORED for event in events)
+        summary.waits_not_recorded += any(not event.waits_known for event in events)
+        project, tier, flavor = first.project, first.tier, first.flavor
+        pool_id = first.pool.pk if first.pool is not None else None
+        if pool_id is None and project is not None and flavor is not None:
+            pool_id = by_quota.get((project.pk, flavor.pk))
+        found = {"project": project, "tier": tier, "pool": pool_id, "flavor": flavor}
+        keys = row_keys(fmt, row)
+        for dimension in DIMENSIONS:
+            if found[dimension] is None:
+                summary.unmapped[dimension][keys[dimension]] += 1
+        wanted[first.job_id] = (
+            project.pk if project else None,
+            tier.pk if tier else None,
+            first.pool.pk if first.pool is not None else None,
+            flavor.pk if flavor else None,
+            first.gpus,
+        )
+    return wanted
+
+
+REMAPPED = ("project_id", "tier_id", "pool_id", "flavor_id", "gpus")
+
+
+def _remap(source: str, wanted: dict[str, tuple[Any, ...]]) -> int:
+    """Bring the stored jobs of the trace to what the file and the maps say now (a re-import
+    with new maps: its events are already stored, so the ingest changes nothing); their
+    rollups are marked open, so the next rollup run rereads them and moves their hours and
+    waits. Returns the jobs changed. (Jobs are not governed: no history to keep.)"""
+    changed: list[WorkloadJob] = []
+    keys = list(wanted)
+    for offset in range(0, len(keys), 2000):
+        stored = WorkloadJob.objects.filter(source=source, key__in=keys[offset : offset + 2000])
+        for job in stored.only("pk", "key", *REMAPPED):
+            values = wanted[job.key]
+            if tuple(getattr(job, name) for name in REMAPPED) != values:
+                for name, value in zip(REMAPPED, values, strict=True):
+                    setattr(job, name, value)
+                changed.append(job)
+    WorkloadJob.objects.bulk_update(changed, ["project", "tier", "pool", "flavor", "gpus"], 1000)
+    ids = [job.pk for job in changed]
+    for offset in range(0, len(ids), 2000):
+        WorkloadJobRollup.objects.filter(job_id__in=ids[offset : offset + 2000]).update(open=True)
+    return len(changed)
 
 
 def trace_import(
@@ -265,8 +400,18 @@ def trace_import(
     start: datetime,
     source: str = "",
     end: datetime | None = None,
-) -> IngestResult:
+    allow_unmapped: bool = False,
+    dry_run: bool = False,
+    on_scanned: Scanned | None = None,
+) -> TraceSummary:
     """Import one trace file; idempotent (event ids come from the trace's job ids).
+
+    First reads the whole file without writing (``on_scanned`` gets what it found: the jobs,
+    those closed at the trace's end, and per dimension the trace's keys no map covers, with
+    their jobs). Writes nothing when ``dry_run``; raises ``TraceUnmapped`` (writing nothing)
+    when a job would be stored without a project, tier, pool or flavor, unless
+    ``allow_unmapped``. Otherwise stores the events, and brings the jobs already stored to
+    the maps given now (a re-import with new maps updates them).
 
     ``end``: where the trace's observation ends (default: its latest time); the Alibaba jobs
     still open then are closed there as ``censored``."""
@@ -277,6 +422,17 @@ def trace_import(
         seconds = (end - start).total_seconds()
         if seconds < 0:
             raise TraceError("the trace's end (--end) is before its start (--start)")
-    events = _events(fmt, path, mapping, start, source or f"trace:{fmt}", seconds)
+    source = source or f"trace:{fmt}"
+    summary = TraceSummary(end=start + timedelta(seconds=seconds) if seconds is not None else None)
+    wanted = _scan(fmt, path, mapping, start, source, seconds, summary)
+    if on_scanned is not None:
+        on_scanned(summary)
+    if dry_run:
+        return summary
+    if not summary.complete and not allow_unmapped:
+        raise TraceUnmapped(summary)
     with transaction.atomic():  # a bad row anywhere stores nothing
-        return events_ingest(events=events)
+        summary.ingest = events_ingest(events=_events(fmt, path, mapping, start, source, seconds))
+        summary.remapped = _remap(source, wanted)
+    summary.written = True
+    return summary

@@ -115,10 +115,11 @@ def job_pool_ctes(t: dict[str, str]) -> str:
 
 
 def job_pool(t: dict[str, str]) -> str:
-    """SQL for the pool of the job ``j`` with ``qp`` (``job_pool_ctes``) joined: its quota's
-    pool, else its cluster's (the lowest id), read by a subquery only for the jobs without a
-    quota of their flavor: cheaper than a join per job when most jobs have one."""
+    """SQL for the pool of the job ``j`` with ``qp`` (``job_pool_ctes``) joined: the pool its
+    source named, else its quota's pool, else its cluster's (the lowest id), read by a
+    subquery only for the jobs without either: cheaper than a join per job when most jobs
+    have one (``queues.selectors.definitions.job_pool_id``)."""
     return (
-        f"COALESCE(qp.pool_id, (SELECT MIN(c_.pool_id) FROM {t['cluster_pools']} c_ "
+        f"COALESCE(j.pool_id, qp.pool_id, (SELECT MIN(c_.pool_id) FROM {t['cluster_pools']} c_ "
         f"WHERE c_.cluster_id = j.cluster_id))"
     )
