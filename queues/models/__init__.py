@@ -620,7 +620,7 @@ class AlertRecipient(models.Model):
 
 
 # Workload evidence (jobs and their events) lives in its own module.
-from .replay import ChangeReplay, ReplayStatus  # noqa: E402
+from .replay import ChangeReplay, ReplaySide, ReplayStatus, ReplayWait  # noqa: E402
 from .rollup import RollupState, WorkloadHour, WorkloadJobRollup, WorkloadWait  # noqa: E402
 from .workload import (  # noqa: E402
     ACTIVE_STATES,
@@ -647,7 +647,9 @@ __all__ = [
     "CollectorState",
     "EventKind",
     "JobState",
+    "ReplaySide",
     "ReplayStatus",
+    "ReplayWait",
     "RollupState",
     "SyncDueReason",
     "SyncRun",
