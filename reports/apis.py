@@ -13,7 +13,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from governance.selectors import rule_change_get
 from governance.toolkit.api import NOT_FOUND
+from reports.selectors.change_replay import change_replay_page
 from reports.selectors.stored_reviews import review_csv_rows, review_get, review_tables
 from reports.views import csv_response
 
@@ -172,3 +174,110 @@ class ReviewCsvApi(APIView):
         stem = f"review-{review.pk}-v{review.version}" + (f"-{project}" if project else "")
         # The same CSV as the page's download (formula-looking text quoted).
         return csv_response(review_csv_rows(review=review, project=project), f"{stem}.csv")
+
+
+class ChangeReplayFiguresApi(APIView):
+    """The figures of a rule change's latest finished replay: what its page shows."""
+
+    class OutputSerializer(serializers.Serializer):
+        replay = serializers.IntegerField(help_text=gettext_lazy("The replay run's id."))
+        change = serializers.IntegerField()
+        start = serializers.CharField()
+        end = serializers.CharField()
+        groups = serializers.DictField(
+            child=serializers.ListField(child=serializers.DictField()),
+            help_text=gettext_lazy(
+                "'all', 'tiers' and 'projects': per group its slug, name and cells (label, in "
+                "force, with the change, the change and its verdict: better, worse, same, "
+                "neutral or unknown), as on the page."
+            ),
+        )
+        waits = serializers.DictField(
+            child=serializers.DictField(),
+            help_text=gettext_lazy(
+                "'in_force' and 'with_change': the monthly review's waits of the replayed "
+                "jobs (overall, by tier, project, pool, flavor, category and day), computed by "
+                "the review's own queries."
+            ),
+        )
+
+        class Meta:
+            ref_name = "ChangeReplayFigures"
+
+    @extend_schema(
+        operation_id="changes_replay_figures_retrieve",
+        tags=["changes"],
+        summary=gettext_lazy("The figures of a rule change's latest finished replay"),
+        responses={200: OutputSerializer, 404: NOT_FOUND},
+        examples=[
+            OpenApiExample(
+                "A replay",
+                value={
+                    "replay": 7,
+                    "change": 12,
+                    "start": "2026-10-31T00:00:00+00:00",
+                    "end": "2026-11-30T00:00:00+00:00",
+                    "groups": {
+                        "all": [],
+                        "tiers": [],
+                        "projects": [
+                            {
+                                "slug": "medical-imaging",
+                                "name": "Medical imaging",
+                                "cells": [
+                                    {
+                                        "label": "p90 wait (min)",
+                                        "in_force": 496.0,
+                                        "with_change": 24.8,
+                                        "change": -471.2,
+                                        "verdict": "better",
+                                    }
+                                ],
+                            }
+                        ],
+                    },
+                    "waits": {"in_force": {}, "with_change": {}},
+                },
+                response_only=True,
+            )
+        ],
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        change = rule_change_get(user=request.user, pk=pk)
+        page = change_replay_page(change=change)
+        if page.run is None or not page.waits:
+            raise Http404(_("This change has no finished replay."))
+        result = page.run.result or {}
+
+        def groups(items: list[Any]) -> list[dict[str, Any]]:
+            return [
+                {
+                    "slug": group.slug,
+                    "name": str(group.name),
+                    "cells": [
+                        {
+                            "label": str(cell.label),
+                            "in_force": cell.before,
+                            "with_change": cell.after,
+                            "change": cell.change,
+                            "verdict": cell.verdict,
+                        }
+                        for cell in group.cells
+                    ],
+                }
+                for group in items
+            ]
+
+        data = {
+            "replay": page.run.pk,
+            "change": change.pk,
+            "start": result.get("start", ""),
+            "end": result.get("end", ""),
+            "groups": {
+                "all": groups(page.overall),
+                "tiers": groups(page.tiers),
+                "projects": groups(page.projects),
+            },
+            "waits": page.waits,
+        }
+        return Response(self.OutputSerializer(data).data)

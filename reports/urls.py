@@ -7,6 +7,11 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("vendor/plotly-<str:version>.min.js", views.plotly_js, name="plotly_js"),
     path("changes/<int:pk>/replay/", views.change_replay, name="change_replay"),
+    path(
+        "api/v1/changes/<int:pk>/replay/figures/",
+        apis.ChangeReplayFiguresApi.as_view(),
+        name="api_change_replay_figures",
+    ),
     path("monthly-reviews/", views.report_list, name="report_list"),
     path("monthly-reviews/compare/", views.report_compare, name="report_compare"),
     path("monthly-reviews/<int:pk>/", views.report_detail, name="report_detail"),

@@ -40,7 +40,7 @@ from .cluster import (
     validate_pem_bundle,
     validate_slurm_bin_dir,
 )
-from .replay import ChangeReplay, ReplayStatus
+from .replay import ChangeReplay, ReplaySide, ReplayStatus, ReplayWait
 from .rollup import RollupState, WorkloadHour, WorkloadJobRollup, WorkloadWait
 from .sync import (
     FINISHED_STATUSES,
@@ -84,7 +84,9 @@ __all__ = [
     "Enforcement",
     "EventKind",
     "JobState",
+    "ReplaySide",
     "ReplayStatus",
+    "ReplayWait",
     "RollupState",
     "SyncDueReason",
     "SyncRun",

@@ -12,6 +12,7 @@ from django.utils.translation import gettext_lazy as _
 from governance.models import RuleChange
 
 from .run import RunRecord
+from .workload import WaitCategory
 
 
 class ReplayStatus(models.TextChoices):
@@ -61,3 +62,83 @@ class ChangeReplay(RunRecord):
     @property
     def is_finished(self) -> bool:
         return self.status in (ReplayStatus.DONE, ReplayStatus.FAILED)
+
+
+class ReplaySide(models.TextChoices):
+    IN_FORCE = "in_force", _("In force")
+    WITH_CHANGE = "with_change", _("With the change")
+
+
+class ReplayWait(models.Model):
+    """One replayed job's first wait, in ``WorkloadWait``'s columns, per run and side: the
+    monthly review's wait queries read these rows as they read the evidence's
+    (``reports.selectors.change_replay``), so the replay's wait figures are the review's."""
+
+    id = models.BigAutoField(primary_key=True)
+    replay = models.ForeignKey(
+        ChangeReplay, verbose_name=_("replay"), on_delete=models.CASCADE, related_name="waits"
+    )
+    side = models.CharField(_("side"), max_length=16, choices=ReplaySide.choices)
+    submitted_at = models.DateTimeField(_("submitted at"))
+    day = models.DateField(_("day submitted"), help_text=_("The UTC day of the submit."))
+    project = models.ForeignKey(
+        "governance.Project",
+        verbose_name=_("project"),
+        on_delete=models.SET_NULL,
+        null=True,
+        db_index=False,
+        related_name="+",
+    )
+    tier = models.ForeignKey(
+        "governance.PriorityTier",
+        verbose_name=_("tier"),
+        on_delete=models.SET_NULL,
+        null=True,
+        db_index=False,
+        related_name="+",
+    )
+    flavor = models.ForeignKey(
+        "governance.GpuFlavor",
+        verbose_name=_("flavor"),
+        on_delete=models.SET_NULL,
+        null=True,
+        db_index=False,
+        related_name="+",
+    )
+    pool = models.ForeignKey(
+        "governance.Pool",
+        verbose_name=_("pool"),
+        on_delete=models.SET_NULL,
+        null=True,
+        db_index=False,
+        related_name="+",
+    )
+    category = models.CharField(
+        _("wait category"), max_length=16, choices=WaitCategory.choices, blank=True
+    )
+    wait_end = models.DateTimeField(
+        _("wait ended at"),
+        null=True,
+        help_text=_("The replayed first start; empty when the job had not started by the end."),
+    )
+    started = models.BooleanField(
+        _("started"),
+        default=False,
+        help_text=_(
+            "Whether the replayed wait ended at a start; false for a job that gave up waiting "
+            "and for one not started by the end."
+        ),
+    )
+
+    class Meta:
+        verbose_name = _("replayed job wait")
+        verbose_name_plural = _("replayed job waits")
+        indexes = [models.Index(fields=["replay", "side"], name="replaywait_run_side")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(side__in=ReplaySide.values), name="replaywait_side_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"replayed wait of run #{self.replay_id} ({self.side})"

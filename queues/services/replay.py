@@ -19,11 +19,12 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from governance.models import PriorityTier, RuleChange, RulesRevision
+from governance.models import GpuFlavor, Pool, PriorityTier, Project, RuleChange, RulesRevision
 from governance.models.changes import ChangeStatus
 from governance.selectors import approval_problem
-from queues.models import ChangeReplay, ReplayStatus
-from queues.replay import replay
+from queues.models import ChangeReplay, ReplaySide, ReplayStatus, ReplayWait
+from queues.replay import Result, replay
+from queues.replay.engine import REASON_CATEGORY
 from queues.replay.results import summarize
 
 WINDOW_DAYS = 30
@@ -125,7 +126,7 @@ def change_replay_run(*, replay_id: int) -> ChangeReplay | None:
             return run
         _advance(run, status=ReplayStatus.RUNNING, progress=5, started_at=timezone.now())
     try:
-        result = _replay_both(run)
+        result, waits = _replay_both(run)
     except Exception as error:  # the run records why it failed; the worker goes on
         with transaction.atomic():
             _advance(
@@ -136,6 +137,8 @@ def change_replay_run(*, replay_id: int) -> ChangeReplay | None:
             )
         return run
     with transaction.atomic():
+        ReplayWait.objects.filter(replay=run).delete()
+        ReplayWait.objects.bulk_create(waits, batch_size=5000)
         _advance(
             run,
             status=ReplayStatus.DONE,
@@ -146,7 +149,50 @@ def change_replay_run(*, replay_id: int) -> ChangeReplay | None:
     return run
 
 
-def _replay_both(run: ChangeReplay) -> dict[str, Any]:
+def replay_waits(*, run: ChangeReplay, side: str, result: Result) -> list[ReplayWait]:
+    """Each replayed job's first wait as a ``WorkloadWait`` would hold it: submitted at its
+    arrival, ended at its first start (at its cancellation if it gave up waiting; empty if
+    it had not started by the end), at the tier it ran at, in the category of the last reason
+    it waited for (``REASON_CATEGORY``), in its flavor's pool."""
+    ids = {
+        "project": dict(Project.objects.values_list("slug", "pk")),
+        "tier": dict(PriorityTier.objects.values_list("slug", "pk")),
+        "flavor": dict(GpuFlavor.objects.values_list("slug", "pk")),
+        "pool": dict(Pool.objects.values_list("slug", "pk")),
+    }
+    last_reason: dict[int, str] = {}
+    for j, since, token in result.reasons:
+        start = result.start[j]
+        if token and not (start == start and since >= start):  # before its first start
+            last_reason[j] = token
+    rows = []
+    for j, job in enumerate(result.jobs):
+        if job.arrival >= result.horizon:
+            continue
+        start = result.start[j]
+        started = start == start and start <= result.horizon  # not NaN: it started
+        wait_end: float | None = start if started else result.cancelled.get(j)
+        pool, _sep, flavor = job.flavor.rpartition("/")
+        submitted = datetime.fromtimestamp(job.arrival, tz=UTC)
+        rows.append(
+            ReplayWait(
+                replay=run,
+                side=side,
+                submitted_at=submitted,
+                day=submitted.date(),
+                project_id=ids["project"].get(job.project),
+                tier_id=ids["tier"].get(result.tiers[j]),
+                flavor_id=ids["flavor"].get(flavor),
+                pool_id=ids["pool"].get(pool),
+                category=REASON_CATEGORY.get(last_reason.get(j, ""), ""),
+                wait_end=None if wait_end is None else datetime.fromtimestamp(wait_end, tz=UTC),
+                started=started,
+            )
+        )
+    return rows
+
+
+def _replay_both(run: ChangeReplay) -> tuple[dict[str, Any], list[ReplayWait]]:
     # Here, not at the top: the adapter reads pools through queues.selectors, which imports
     # this package.
     from queues.replay.adapt import jobs_from_evidence, rules_timeline, rules_with_change
@@ -159,16 +205,15 @@ def _replay_both(run: ChangeReplay) -> dict[str, Any]:
     in_force = rules_timeline(start=start, end=end)
     changed = [(at, rules_with_change(rules, change=change)) for at, rules in in_force]
     ignored = changed[0][1][1] if changed else []
-    alerts = dict(PriorityTier.objects.values_list("slug", "wait_alert_minutes"))
     until = end.timestamp()
-    before = summarize(
-        replay(evidence.jobs, in_force, until=until), rules=in_force[0][1], wait_alerts=alerts
-    )
+    result = replay(evidence.jobs, in_force, until=until)
+    before = summarize(result, rules=in_force[0][1])
+    waits = replay_waits(run=run, side=ReplaySide.IN_FORCE, result=result)
     _advance(run, progress=55)
     timeline = [(at, rules) for at, (rules, _ignored) in changed]
-    after = summarize(
-        replay(evidence.jobs, timeline, until=until), rules=timeline[0][1], wait_alerts=alerts
-    )
+    result = replay(evidence.jobs, timeline, until=until)
+    after = summarize(result, rules=timeline[0][1])
+    waits += replay_waits(run=run, side=ReplaySide.WITH_CHANGE, result=result)
     _advance(run, progress=90)
     return {
         "start": run.inputs["start"],
@@ -179,4 +224,4 @@ def _replay_both(run: ChangeReplay) -> dict[str, Any]:
         "not_modelled": sorted(set(ignored)),
         "in_force": before,
         "with_change": after,
-    }
+    }, waits

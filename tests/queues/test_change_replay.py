@@ -5,6 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.db import connection
 from django.urls import reverse
 
 from governance import services
@@ -13,9 +14,12 @@ from governance.models import RevisionTrigger, TokenScope
 from governance.services.changes.spec import EditSpec
 from queues import tasks
 from queues.models import ChangeReplay, EventKind, JobState, ReplayStatus
-from queues.replay.results import delta, percentile
+from queues.replay.results import delta
 from queues.services import change_replay_start, change_replay_window
 from queues.services.workload.ingest import JobEvent, events_ingest
+from queues.services.workload.rollup import workload_hours_roll_up
+from reports.selectors.change_replay import replay_waits
+from reports.selectors.review import review_metrics
 from tests.conftest import login, token_for
 
 pytestmark = pytest.mark.django_db
@@ -32,11 +36,13 @@ def eager():
     app.conf.task_always_eager = False
 
 
-def _record(world, jobs: int = 4) -> None:
+def _record(world, jobs: int = 4, *, one_at_a_time: bool = False) -> None:
     """``jobs`` exploratory jobs of speech, 8 A100s each, all submitted at T0 and run 2 h at
-    once (64 A100s in the training pool: nothing waited)."""
+    once (64 A100s in the training pool: nothing waited) — or ``one_at_a_time``, as they
+    would under a cap of 8 GPUs (waits 0, 2, 4, 6 h)."""
     events = []
     for n in range(jobs):
+        began = T0 + (2 * n * HOUR if one_at_a_time else 0 * HOUR)
         common = {
             "source": "test",
             "job_id": str(n),
@@ -57,14 +63,14 @@ def _record(world, jobs: int = 4) -> None:
             ),
             JobEvent(
                 event_id=f"{n}:r",
-                time=T0,
+                time=began,
                 kind=EventKind.STARTED,
                 state=JobState.RUNNING,
                 **common,
             ),
             JobEvent(
                 event_id=f"{n}:e",
-                time=T0 + 2 * HOUR,
+                time=began + 2 * HOUR,
                 kind=EventKind.ENDED,
                 state=JobState.COMPLETED,
                 **common,
@@ -105,20 +111,47 @@ def test_a_replay_shows_what_the_change_would_do(world, eager, django_capture_on
     ]
     result = run.result
     assert result["jobs"] == 4 and result["not_modelled"] == []
-    before = result["in_force"]["tiers"]["exploratory"]
-    after = result["with_change"]["tiers"]["exploratory"]
+    # The waits: the review's queries over the run's replayed waits.
+    before, after = (
+        {row["tier"]: row for row in replay_waits(run=run, side=side)["by_tier"]}["exploratory"]
+        for side in ("in_force", "with_change")
+    )
     # In force all four start at once; capped at 8 GPUs they run one after another:
     # waits 0, 2, 4 and 6 h.
     assert (before["jobs"], before["p50"], before["p90"], before["max"]) == (4, 0.0, 0.0, 0.0)
     assert after["max"] == 6 * 3600 and after["p50"] == 3 * 3600
     assert after["p90"] == pytest.approx(3600 * (4 + 0.7 * 2))
-    assert before["never_started"] == after["never_started"] == 0
+    assert before["waiting_at_end"] == after["waiting_at_end"] == 0
+    assert run.waits.filter(side="with_change", category="quota").count() == 3
     speech = result["with_change"]["projects"]["speech"]
     assert speech["gpu_hours"] == result["in_force"]["projects"]["speech"]["gpu_hours"] == 64.0
     assert speech["guarantee_gpus"] == 16 and speech["borrowed_gpu_hours"] == 0.0
     assert speech["share"] == 1.0
     # The pool's idle GPU-hours: capacity × 30 days less what ran.
     assert result["in_force"]["all"]["idle_gpu_hours"] == (64 + 32 + 16) * 720 - 64
+
+
+def test_the_replays_waits_are_the_reviews_of_the_same_jobs(
+    world, eager, django_capture_on_commit_callbacks
+):
+    """Jobs recorded as a cap of 8 GPUs runs them, replayed with that cap: the replay starts
+    them when they started, and the review's figures of the evidence and of the replay
+    agree, figure by figure (the same queries read both)."""
+    _record(world, one_at_a_time=True)
+    workload_hours_roll_up(until=NOW)
+    change = _cap_change(world)
+    with django_capture_on_commit_callbacks(execute=True):
+        run, _queued = change_replay_start(change=change, user=world.ops, now=NOW)
+    run.refresh_from_db()
+    start, end = change_replay_window(now=NOW)
+    review = review_metrics(start=start, end=end)["waits"]
+    replayed = replay_waits(run=run, side="with_change")
+    assert review["overall"] == replayed["overall"]
+    assert review["by_tier"] == replayed["by_tier"] and review["by_tier"][0]["jobs"] == 4
+    assert review["by_project"] == replayed["by_project"]
+    assert replayed["overall"]["p90"] == pytest.approx(3600 * (4 + 0.7 * 2))
+    # In force (no cap) the same jobs would all have started at once.
+    assert replay_waits(run=run, side="in_force")["overall"]["max"] == 0.0
 
 
 def test_the_task_run_twice_changes_nothing(world, django_capture_on_commit_callbacks):
@@ -181,13 +214,12 @@ def test_the_database_keeps_a_run_consistent(world):
 
 
 def test_deltas_say_better_or_worse():
-    assert delta("p90", 10.0, 20.0) == {"value": 10.0, "verdict": "worse"}
+    assert delta("wait", 10.0, 20.0) == {"value": 10.0, "verdict": "worse"}
     assert delta("gpu_hours", 10.0, 20.0) == {"value": 10.0, "verdict": "better"}
     assert delta("share", 10.0, 20.0)["verdict"] == "neutral"
-    assert delta("p90", 5, 5)["verdict"] == "same"
-    assert delta("p90", None, 5)["verdict"] == "unknown"
-    assert percentile([0.0, 2.0, 4.0, 6.0], 0.9) == pytest.approx(5.4)
-    assert percentile([], 0.5) is None
+    assert delta("jobs", 10.0, 20.0)["verdict"] == "neutral"
+    assert delta("wait", 5, 5)["verdict"] == "same"
+    assert delta("wait", None, 5)["verdict"] == "unknown"
 
 
 # --- the API ---------------------------------------------------------------------------------
@@ -215,6 +247,14 @@ def test_the_api_starts_a_replay_and_reads_it(
     assert set(read.json()["result"]) >= {"in_force", "with_change", "jobs", "not_modelled"}
     # Again: the same inputs, the same run.
     assert api_client.post(_url(change.pk), {}, format="json").json()["id"] == body["id"]
+    # Its figures, as the page shows them: the review's waits of both sides and the deltas.
+    figures = api_client.get(reverse("api_change_replay_figures", args=[change.pk]))
+    assert figures.status_code == 200, figures.content
+    data = figures.json()
+    assert data["replay"] == body["id"] and set(data["waits"]) == {"in_force", "with_change"}
+    labels = [cell["label"] for cell in data["groups"]["all"][0]["cells"]]
+    assert {"p90 wait (min)", "Preemptions", "Idle GPU-hours"} <= set(labels)
+    assert set(data["groups"]) == {"all", "tiers", "projects"}
 
 
 def test_the_api_refuses_bad_input_unknown_changes_and_tokens_without_the_scope(world, api_client):
@@ -222,6 +262,8 @@ def test_the_api_refuses_bad_input_unknown_changes_and_tokens_without_the_scope(
     api_client.credentials(HTTP_AUTHORIZATION=token_for(world.ops))
     assert api_client.post(_url(change.pk + 99), {}, format="json").status_code == 404
     assert api_client.get(_url(change.pk + 99)).status_code == 404
+    figures = reverse("api_change_replay_figures", args=[change.pk])
+    assert api_client.get(figures).status_code == 404  # no finished replay
     bad = api_client.post(_url(change.pk), "{not json", content_type="application/json")
     assert bad.status_code == 400
     services.rule_change_propose(change=change, user=world.ops)
@@ -265,7 +307,9 @@ def test_the_page_shows_both_side_by_side_with_deltas(
     client = login(world.ops)
     url = reverse("change_replay", args=[run.change_id])
     client.get(url)  # warm the session and the caches
-    with django_assert_num_queries(7):
+    # The change, the run, the rules' names (5) and the review's two wait queries per side
+    # (on PostgreSQL each checks its plan first).
+    with django_assert_num_queries(18 if connection.vendor == "postgresql" else 14):
         page = client.get(url)
     html = page.content.decode()
     assert page.status_code == 200

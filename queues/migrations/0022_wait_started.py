@@ -16,7 +16,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('governance', '0014_provider_identity'),
-        ('queues', '0020_fractional_gpus'),
+        ('queues', '0021_job_pool'),
     ]
 
     operations = [
