@@ -164,7 +164,8 @@ def test_a_deleted_projects_queues_are_pruned_and_hand_made_objects_left_alone(o
     assert (CQ, "clash--training", "conflict") in writes_of(run)
     assert get(kube, tmp_path, CQ, "gone--training") is not None
 
-    # Arbiter has no service to delete a project yet: the test removes its rows.
+    # The test removes its rows at once (a deletion through a rule change needs a second
+    # person, and the project's quotas to go first): only the sync's pruning is under test.
     Quota.objects.filter(project__slug="gone").delete()
     Project.objects.filter(slug="gone").delete()
     run, _b = sync(org, kube, tmp_path)
