@@ -214,7 +214,9 @@ def generate_hours(after: int, cut: datetime) -> None:
     sql = f"""
     WITH qp AS (SELECT project_id, flavor_id, MIN(pool_id) AS pool_id FROM governance_quota
                 GROUP BY project_id, flavor_id),
-    j AS (SELECT j.*, qp.pool_id FROM queues_workloadjob j JOIN qp
+    j AS (SELECT j.id, j.flavor_id, j.project_id, j.tier_id, j.gpus, j.category,
+                 j.submitted_at, j.started_at, j.ended_at,
+                 COALESCE(j.pool_id, qp.pool_id) AS pool_id FROM queues_workloadjob j JOIN qp
           ON qp.project_id = j.project_id AND qp.flavor_id = j.flavor_id
           WHERE j.id > {after}),
     parts AS (

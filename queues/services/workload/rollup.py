@@ -3,7 +3,8 @@
 Each run rereads the jobs whose ``last_event_at`` is after the watermark (minus a look-back
 for evidence that arrives late, ``ARBITER_ROLLUP_LOOKBACK_HOURS``), the jobs added since the
 last run whatever their times (a collector catching up, an imported trace), and every job
-still open (its running or waiting time grows with the clock), computes what each
+still open (its running or waiting time grows with the clock) or whose rollup row is marked
+open for one reread (a trace re-imported with new maps: ``traces._remap``), computes what each
 contributes to the hours now, and applies the difference from what it contributed at the
 previous run (``WorkloadJobRollup``). So a run is idempotent: running it twice, or over jobs already
 counted, changes nothing; a job whose project, tier or flavor changed moves its hours.
