@@ -150,3 +150,39 @@ def test_the_trend_shows_twelve_months_of_reviews_newest_version_each(ops, world
     assert set(target["y"]) == {60.0}
     page = login(ops).get(reverse("report_detail", args=[reviews[0].pk])).content.decode()
     assert "figure-waits-trend" in page
+    # The window and the build time as the reader's language writes them, not ISO.
+    assert "1 Aug 2025, 00:00 – 1 Sep 2025, 00:00" in page
+
+
+def test_an_exceptions_outcome_reads_in_minutes_against_the_tiers_median():
+    built = metrics()
+    built["exceptions"]["outcomes"] = [
+        {
+            "request": 1,
+            "project": "vision",
+            "name": "Vision",
+            "kind": "quota_exception",
+            "starts_at": "2026-10-03T08:00:00+00:00",
+            "ends_at": "2026-10-05T08:00:00+00:00",
+            "jobs": 12,
+            "p50": 1200.0,  # 20 minutes; Key project's median is 600 s (sample_metrics)
+            "tier": "key",
+        }
+    ]
+    key_p50 = built["waits"]["by_tier"][0]["p50"]
+    (row,) = review_tables(metrics=built, human=True)["exception_outcomes"].rows
+    later = (1200.0 - key_p50) / 60
+    assert row[2] == "3 Oct 2026, 08:00" and row[4:6] == [12, 20.0]
+    assert row[-1] == f"Started {later:g} minutes later than the tier's median"
+    built["exceptions"]["outcomes"][0]["p50"] = 0.0
+    with translation.override("zh-hans"):
+        (row,) = review_tables(metrics=built, human=True)["exception_outcomes"].rows
+        assert row[-1] == f"比层级中位数早 {key_p50 / 60:g} 分钟开始"
+    # A review built before outcomes existed shows none.
+    del built["exceptions"]["outcomes"]
+    assert review_tables(metrics=built)["exception_outcomes"].rows == []
+
+
+def test_the_preemption_counts_stand_upright_above_their_bars():
+    (bars,) = review_figures(metrics=metrics())["preemptions"]["data"]
+    assert (bars["textposition"], bars["textangle"]) == ("outside", 0)

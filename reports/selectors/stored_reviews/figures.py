@@ -158,6 +158,10 @@ def review_figures(*, metrics: dict[str, Any], project: str | None = None) -> di
                 y=[row["gpu_hours_lost"] for row in preemption_rows],
                 marker_color="#dc2626",
                 text=[row["count"] for row in preemption_rows],
+                # The count above its bar, upright, whatever the bar's size.
+                textposition="outside",
+                textangle=0,
+                cliponaxis=False,
                 hovertemplate="%{x}: %{y} GPU-h (%{text})<extra></extra>",
             )
         ],
