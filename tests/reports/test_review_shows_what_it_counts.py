@@ -73,10 +73,10 @@ def test_the_tier_table_counts_never_started_waiting_percentiles_mean_and_over_t
 
 def test_each_tier_with_a_target_has_its_line_on_the_wait_chart():
     figure = review_figures(metrics=metrics())["waits_daily"]
-    targets = [trace for trace in figure["data"] if "target" in trace["name"]]
+    targets = [trace for trace in figure["data"] if "threshold" in trace["name"]]
     # Key project has a 60-minute target; Regular none.
     assert [(t["name"], list(t["y"])) for t in targets] == [
-        ("Key project target (60 min)", [60.0, 60.0])
+        ("Key project threshold (60 min)", [60.0, 60.0])
     ]
     assert targets[0]["line"]["dash"] == "dot"
 
@@ -146,7 +146,7 @@ def test_the_trend_shows_twelve_months_of_reviews_newest_version_each(ops, world
     figure = trend_figure(points)
     (p90,) = [trace for trace in figure["data"] if trace["name"] == "Key project p90"]
     assert len(p90["x"]) == 12 and p90["y"][-1] == 100.0
-    (target,) = [trace for trace in figure["data"] if trace["name"] == "Key project target"]
+    (target,) = [trace for trace in figure["data"] if trace["name"] == "Key project threshold"]
     assert set(target["y"]) == {60.0}
     page = login(ops).get(reverse("report_detail", args=[reviews[0].pk])).content.decode()
     assert "figure-waits-trend" in page
@@ -186,3 +186,9 @@ def test_an_exceptions_outcome_reads_in_minutes_against_the_tiers_median():
 def test_the_preemption_counts_stand_upright_above_their_bars():
     (bars,) = review_figures(metrics=metrics())["preemptions"]["data"]
     assert (bars["textposition"], bars["textangle"]) == ("outside", 0)
+
+
+def test_exception_counts_have_whole_number_ticks():
+    figure = review_figures(metrics=metrics())["exceptions"]
+    assert figure["layout"]["yaxis"]["tickformat"] == ",d"
+    assert figure["layout"]["yaxis"]["dtick"] >= 1
