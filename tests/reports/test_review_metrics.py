@@ -396,6 +396,34 @@ def test_a_preemption_the_class_forbids_or_too_early_is_a_finding(
 
 
 @pytest.mark.django_db
+def test_an_exceptions_outcome_is_its_jobs_median_against_the_tiers(history):
+    from reports.selectors.stored_reviews import review_tables
+
+    review = review_metrics(start=W0, end=W1)
+    outcomes = review["exceptions"]["outcomes"]
+    # The first (box 10:00 → +1 10:00): Vision's F (20:00, 4 h censored) and G (23:00, 1 h
+    # censored): median 9000 s, tier Key. The second (12:00 → 18:00): no Vision job.
+    assert [(o["project"], o["jobs"], o["p50"], o["tier"]) for o in outcomes] == [
+        ("vision", 2, 9000.0, "key"),
+        ("vision", 0, None, None),
+    ]
+    assert outcomes[0]["starts_at"] == "2026-03-01T10:00:00+00:00"
+    rows = review_tables(metrics=review)["exception_outcomes"].rows
+    # Key's median wait in the window is 3600 s: 90 minutes later than it.
+    assert rows[0][4:] == [
+        2,
+        150.0,
+        "Key project",
+        60.0,
+        "Started 90 minutes later than the tier's median",
+    ]
+    assert rows[1][-1] == "No job of the project was submitted in its time box"
+    _site, views = review_metrics_by_project(start=W0, end=W1)
+    assert views["vision"]["exceptions"]["outcomes"] == outcomes
+    assert views["speech"]["exceptions"]["outcomes"] == []
+
+
+@pytest.mark.django_db
 def test_exceptions_against_the_policy_and_the_timeline(history):
     review = review_metrics(start=W0, end=W1)
     exceptions = review["exceptions"]

@@ -146,7 +146,7 @@ def test_each_figure_and_the_whole_review_download_as_csv(ops, lead, built):
 def test_the_printable_page_has_every_table_and_print_css(ops, built):
     page = _page(ops, reverse("report_print", args=[built.pk]))
     assert "css/print.css" in page
-    assert page.count('class="section print-section"') == 10
+    assert page.count('class="section print-section"') == 11  # every table, the outcomes too
     assert "site-nav" not in page
 
 

@@ -73,10 +73,10 @@ def test_the_tier_table_counts_never_started_waiting_percentiles_mean_and_over_t
 
 def test_each_tier_with_a_target_has_its_line_on_the_wait_chart():
     figure = review_figures(metrics=metrics())["waits_daily"]
-    targets = [trace for trace in figure["data"] if "target" in trace["name"]]
+    targets = [trace for trace in figure["data"] if "threshold" in trace["name"]]
     # Key project has a 60-minute target; Regular none.
     assert [(t["name"], list(t["y"])) for t in targets] == [
-        ("Key project target (60 min)", [60.0, 60.0])
+        ("Key project threshold (60 min)", [60.0, 60.0])
     ]
     assert targets[0]["line"]["dash"] == "dot"
 
@@ -146,7 +146,49 @@ def test_the_trend_shows_twelve_months_of_reviews_newest_version_each(ops, world
     figure = trend_figure(points)
     (p90,) = [trace for trace in figure["data"] if trace["name"] == "Key project p90"]
     assert len(p90["x"]) == 12 and p90["y"][-1] == 100.0
-    (target,) = [trace for trace in figure["data"] if trace["name"] == "Key project target"]
+    (target,) = [trace for trace in figure["data"] if trace["name"] == "Key project threshold"]
     assert set(target["y"]) == {60.0}
     page = login(ops).get(reverse("report_detail", args=[reviews[0].pk])).content.decode()
     assert "figure-waits-trend" in page
+    # The window and the build time as the reader's language writes them, not ISO.
+    assert "1 Aug 2025, 00:00 – 1 Sep 2025, 00:00" in page
+
+
+def test_an_exceptions_outcome_reads_in_minutes_against_the_tiers_median():
+    built = metrics()
+    built["exceptions"]["outcomes"] = [
+        {
+            "request": 1,
+            "project": "vision",
+            "name": "Vision",
+            "kind": "quota_exception",
+            "starts_at": "2026-10-03T08:00:00+00:00",
+            "ends_at": "2026-10-05T08:00:00+00:00",
+            "jobs": 12,
+            "p50": 1200.0,  # 20 minutes; Key project's median is 600 s (sample_metrics)
+            "tier": "key",
+        }
+    ]
+    key_p50 = built["waits"]["by_tier"][0]["p50"]
+    (row,) = review_tables(metrics=built, human=True)["exception_outcomes"].rows
+    later = (1200.0 - key_p50) / 60
+    assert row[2] == "3 Oct 2026, 08:00" and row[4:6] == [12, 20.0]
+    assert row[-1] == f"Started {later:g} minutes later than the tier's median"
+    built["exceptions"]["outcomes"][0]["p50"] = 0.0
+    with translation.override("zh-hans"):
+        (row,) = review_tables(metrics=built, human=True)["exception_outcomes"].rows
+        assert row[-1] == f"比层级中位数早 {key_p50 / 60:g} 分钟开始"
+    # A review built before outcomes existed shows none.
+    del built["exceptions"]["outcomes"]
+    assert review_tables(metrics=built)["exception_outcomes"].rows == []
+
+
+def test_the_preemption_counts_stand_upright_above_their_bars():
+    (bars,) = review_figures(metrics=metrics())["preemptions"]["data"]
+    assert (bars["textposition"], bars["textangle"]) == ("outside", 0)
+
+
+def test_exception_counts_have_whole_number_ticks():
+    figure = review_figures(metrics=metrics())["exceptions"]
+    assert figure["layout"]["yaxis"]["tickformat"] == ",d"
+    assert figure["layout"]["yaxis"]["dtick"] >= 1

@@ -48,9 +48,11 @@ today's capacity. Guarantee shares are against today's capacity.
 
 **Exceptions** are the requests submitted in the window (requested; approved and rejected by
 their stage now), per project and kind; an approved quota exception's GPU-hours are its extra
-GPUs × its time box. ``policy_monthly_limit`` is the strictest ``monthly_flag_threshold`` of
-the approval policies; ``over_policy`` lists the projects whose approved exceptions in one
-calendar month of the window exceed it.
+GPUs × its time box. Each approved one's *outcome* (``outcomes``): its project's jobs
+submitted inside its time box and the window, their median wait and their most frequent tier
+(the page sets it against that tier's median wait of the window). ``policy_monthly_limit`` is
+the strictest ``monthly_flag_threshold`` of the approval policies; ``over_policy`` lists the
+projects whose approved exceptions in one calendar month of the window exceed it.
 
 **Preemptions** are the ``preempted`` events in the window: GPU-hours lost = GPUs × (the
 preemption − the run's last start or resume); time to restart = the next start or resume −
@@ -219,6 +221,7 @@ def _metrics(
                     "by_project_kind": [],
                     "policy_monthly_limit": exceptions["policy_monthly_limit"],
                     "over_policy": [],
+                    "outcomes": [],
                 },
             ),
             "preemptions": project_preemptions.get(project_id, _no_preemptions()),

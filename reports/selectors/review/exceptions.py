@@ -1,16 +1,21 @@
-"""Exceptions: the requests submitted in the window per project and kind, and the projects
-whose approved exceptions in one calendar month exceed the strictest policy's count."""
+"""Exceptions: the requests submitted in the window per project and kind, the projects whose
+approved exceptions in one calendar month exceed the strictest policy's count, and each
+approved exception's outcome: the median wait of its project's jobs submitted inside its time
+box (and the window), and their tier, to set against the tier's median wait of the window."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import UTC, datetime
 from typing import Any
+
+from django.utils.dateparse import parse_datetime
 
 from approvals.models import ApprovalPolicy, RequestStage
 from governance.models import GrantKind
 
-from .._sql import day_of, fetch, seconds_between, ts
-from ._common import Names, Scope
+from .._sql import day_of, fetch, key_id, least, percentile_sets, seconds_between, ts
+from ._common import Names, Scope, iso
 
 
 def exceptions(
@@ -44,6 +49,7 @@ def exceptions(
         f"GROUP BY r.project_id, substr(CAST({day_of('r.decided_at')} AS TEXT), 1, 7)",
         scope.params,
     )
+    outcomes, project_outcomes = _outcomes(scope, t, names, filters, approved)
     projects = names.projects
     labels = dict(GrantKind.choices)
     by_kind: list[dict[str, Any]] = []
@@ -87,14 +93,93 @@ def exceptions(
     order = sorted(range(len(over)), key=lambda i: (-int(over[i]["count"]), str(over[i]["name"])))
     over, over_ids = [over[i] for i in order], [over_ids[i] for i in order]
     per_project: dict[int, dict[str, Any]] = defaultdict(
-        lambda: {"by_project_kind": [], "policy_monthly_limit": limit, "over_policy": []}
+        lambda: {
+            "by_project_kind": [],
+            "policy_monthly_limit": limit,
+            "over_policy": [],
+            "outcomes": [],
+        }
     )
     for project_id, item in zip(ids, by_kind, strict=True):
         per_project[project_id]["by_project_kind"].append(item)
     for project_id, item in zip(over_ids, over, strict=True):
         per_project[project_id]["over_policy"].append(item)
+    for project_id, items in project_outcomes.items():
+        per_project[project_id]["outcomes"] = items
     return {
         "by_project_kind": by_kind,
         "policy_monthly_limit": limit,
         "over_policy": over,
+        "outcomes": outcomes,
     }, dict(per_project)
+
+
+def _outcomes(
+    scope: Scope, t: dict[str, str], names: Names, filters: str, approved: str
+) -> tuple[list[dict[str, Any]], dict[int, list[dict[str, Any]]]]:
+    """Each exception approved among the window's requests, with the jobs of its project
+    submitted inside its time box and the window: how many, their median wait (censored at
+    the window's end, as every wait of the review) and their tier (the most frequent one).
+    One query of the few approved requests, the waits read by submit time."""
+    end = ts("end")
+    wait = seconds_between(least("w.wait_end", end), "w.submitted_at")
+    source = (
+        f"(SELECT r.id AS request_id, w.tier_id AS tier_id, "
+        f"CASE WHEN w.wait_end IS NULL THEN {seconds_between(end, 'w.submitted_at')} "
+        f"ELSE {wait} END AS wait "
+        f"FROM {t['request']} r JOIN {t['wait']} w ON w.project_id = r.project_id "
+        f"AND w.submitted_at >= r.starts_at AND w.submitted_at < r.ends_at "
+        f"AND w.submitted_at >= {ts('start')} AND w.submitted_at < {end} "
+        f"WHERE {approved} AND r.submitted_at >= {ts('start')} AND r.submitted_at < {end}"
+        f"{filters}) AS ew"
+    )
+    medians = {
+        key_id(row[1]): (int(row[4]), row[5])
+        for row in fetch(
+            percentile_sets(source=source, value="wait", sets=(("r", ("request_id",)),)),
+            scope.params,
+        )
+    }
+    tiers: dict[int | None, int | None] = {}
+    for request_id, tier_id, _count in fetch(
+        f"SELECT request_id, tier_id, COUNT(*) FROM {source} GROUP BY request_id, tier_id "
+        "ORDER BY request_id, COUNT(*) DESC, tier_id",
+        scope.params,
+    ):
+        tiers.setdefault(key_id(request_id), key_id(tier_id))
+    requests = fetch(
+        f"SELECT r.id, r.project_id, r.kind, r.starts_at, r.ends_at FROM {t['request']} r "
+        f"WHERE {approved} AND r.submitted_at >= {ts('start')} AND r.submitted_at < {end}"
+        f"{filters} ORDER BY r.starts_at, r.id",
+        scope.params,
+    )
+    labels = dict(GrantKind.choices)
+    outcomes: list[dict[str, Any]] = []
+    per_project: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for request_id, project_id, kind, starts_at, ends_at in requests:
+        project = names.projects[project_id]
+        jobs, median = medians.get(request_id, (0, None))
+        tier = names.tiers.get(tiers.get(request_id))
+        item = {
+            "request": request_id,
+            "project": project.slug,
+            "name": project.name,
+            "kind": kind,
+            "kind_label": str(labels.get(kind, kind)),
+            "starts_at": _iso(starts_at),
+            "ends_at": _iso(ends_at),
+            "jobs": jobs,
+            "p50": round(float(median), 3) if median is not None else None,
+            "tier": tier.slug if tier else None,
+        }
+        outcomes.append(item)
+        per_project[project_id].append(item)
+    return outcomes, dict(per_project)
+
+
+def _iso(value: Any) -> str:
+    """A timestamp from a raw query (a datetime on PostgreSQL, text on SQLite) as UTC ISO."""
+    moment = value if isinstance(value, datetime) else parse_datetime(str(value))
+    if moment is None:
+        return str(value)
+    return iso(moment if moment.tzinfo else moment.replace(tzinfo=UTC))

@@ -1,5 +1,6 @@
 """The review's plotly figures as JSON data, keyed like its tables."""
 
+import math
 from typing import Any
 
 import plotly.graph_objects as go
@@ -51,13 +52,13 @@ def review_figures(*, metrics: dict[str, Any], project: str | None = None) -> di
         )
         target = thresholds.get(tier)
         if target is not None and rows:
-            # The tier's target (its wait alert) as a line across the window, in its colour.
+            # The tier's threshold (its wait alert, its target): a level line in its colour.
             waits.add_trace(
                 go.Scatter(
                     x=[rows[0]["day"], rows[-1]["day"]],
                     y=[target, target],
                     mode="lines",
-                    name=_("%(tier)s target (%(minutes)s min)")
+                    name=_("%(tier)s threshold (%(minutes)s min)")
                     % {"tier": label, "minutes": _whole(target)},
                     line={"color": color, "dash": "dot", "width": 2},
                     hoverinfo="name",
@@ -158,6 +159,10 @@ def review_figures(*, metrics: dict[str, Any], project: str | None = None) -> di
                 y=[row["gpu_hours_lost"] for row in preemption_rows],
                 marker_color="#dc2626",
                 text=[row["count"] for row in preemption_rows],
+                # The count above its bar, upright, whatever the bar's size.
+                textposition="outside",
+                textangle=0,
+                cliponaxis=False,
                 hovertemplate="%{x}: %{y} GPU-h (%{text})<extra></extra>",
             )
         ],
@@ -184,6 +189,9 @@ def review_figures(*, metrics: dict[str, Any], project: str | None = None) -> di
         layout=figure_layout(y_title=_("Exceptions"), barmode="group"),
     )
     limit = metrics["exceptions"]["policy_monthly_limit"]
+    # Counts: whole-number ticks (never 0.2 of an exception).
+    highest = max([limit or 0, *(max(t.values()) for t in totals.values())], default=0)
+    exceptions.update_yaxes(dtick=max(1, math.ceil(highest / 5)), tickformat=",d")
     if limit is not None:
         exceptions.add_hline(
             y=limit,

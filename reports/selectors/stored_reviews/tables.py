@@ -242,6 +242,26 @@ def review_tables(
             ],
         ),
         _table(
+            "exception_outcomes",
+            _("What the approved exceptions changed"),
+            [
+                (_("Project"), False),
+                (_("Kind"), False),
+                (_("From"), False),
+                (_("Until"), False),
+                (_("Jobs in its time box"), True),
+                (_("Their median wait (min)"), True),
+                (_("Tier"), False),
+                (_("The tier's median wait (min)"), True),
+                (_("Outcome"), False),
+            ],
+            [
+                _outcome_row(row, metrics, human=human)
+                for row in metrics["exceptions"].get("outcomes", [])
+                if mine(row)
+            ],
+        ),
+        _table(
             "timeline",
             _("Rule changes and grants"),
             [(_("When"), False), (_("What"), False), (_("Title"), False), (_("Object"), False)],
@@ -257,3 +277,36 @@ def review_tables(
         ),
     ]
     return {table.key: table for table in tables}
+
+
+def _outcome_row(row: dict[str, Any], metrics: dict[str, Any], *, human: bool) -> list[Any]:
+    """An approved exception's jobs against their tier's median wait of the window."""
+    tier = next((t for t in metrics["waits"]["by_tier"] if t["tier"] == row["tier"]), None)
+    tier_p50 = tier["p50"] if tier else None
+    if not row["jobs"] or row["p50"] is None:
+        outcome = _("No job of the project was submitted in its time box")
+    elif tier_p50 is None:
+        outcome = _("Unknown: the tier has no median wait in this window")
+    else:
+        sooner = minutes(tier_p50 - row["p50"]) or 0.0
+        if sooner > 0:
+            outcome = _("Started %(minutes)s minutes sooner than the tier's median") % {
+                "minutes": f"{sooner:g}"
+            }
+        elif sooner < 0:
+            outcome = _("Started %(minutes)s minutes later than the tier's median") % {
+                "minutes": f"{-sooner:g}"
+            }
+        else:
+            outcome = _("Started as soon as the tier's median")
+    return [
+        row["name"],
+        kind_label(row["kind"]),
+        when_label(row["starts_at"], human=human),
+        when_label(row["ends_at"], human=human),
+        row["jobs"],
+        minutes(row["p50"]),
+        tier["name"] if tier else (row["tier"] or _("None")),
+        minutes(tier_p50),
+        outcome,
+    ]

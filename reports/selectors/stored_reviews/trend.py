@@ -93,7 +93,7 @@ def trend_table(points: list[TrendPoint]) -> Table:
 
 
 def trend_figure(points: list[TrendPoint]) -> dict[str, Any]:
-    """p90 wait per tier and month (a line per tier, its target dotted in its colour)."""
+    """p90 wait per tier and month (a line per tier, its threshold dotted in its colour)."""
     figure = go.Figure(layout=figure_layout(y_title=_("p90 wait (minutes)"), height=340))
     months = [_month(point) for point in points]
     tiers: dict[Any, str] = {}
@@ -119,7 +119,7 @@ def trend_figure(points: list[TrendPoint]) -> dict[str, Any]:
                     x=months,
                     y=targets,
                     mode="lines",
-                    name=_("%(tier)s target") % {"tier": name},
+                    name=_("%(tier)s threshold") % {"tier": name},
                     line={"color": color, "dash": "dot", "width": 2},
                 )
             )
