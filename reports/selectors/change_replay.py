@@ -27,8 +27,7 @@ from queues.selectors import change_replay_latest
 
 from .review._common import Names, Scope, tables
 from .review.waits import wait_queries, waits_from_rows
-from .stored_reviews import PALETTE, figure_json, figure_layout
-from .stored_reviews.tables import _wait_columns, _wait_row
+from .stored_reviews import PALETTE, figure_json, figure_layout, wait_columns, wait_row
 
 
 def replay_waits(*, run: ChangeReplay, side: str, names: Names | None = None) -> dict[str, Any]:
@@ -105,9 +104,9 @@ def _wait_cells(before: dict[str, Any] | None, after: dict[str, Any] | None) -> 
     """The review's wait columns of one row (its table builder's labels, values and units),
     before and after: every wait figure is a wait or a count of jobs that waited, so lower is
     better; the number of jobs is neutral."""
-    labels = [label for label, _numeric in _wait_columns("")][1:]
-    b_row = _wait_row(before, "")[1:] if before else [None] * len(labels)
-    a_row = _wait_row(after, "")[1:] if after else [None] * len(labels)
+    labels = [label for label, _numeric in wait_columns("")][1:]
+    b_row = wait_row(before, "")[1:] if before else [None] * len(labels)
+    a_row = wait_row(after, "")[1:] if after else [None] * len(labels)
     cells = []
     for index, (label, b, a) in enumerate(zip(labels, b_row, a_row, strict=True)):
         key = "jobs" if index == 0 else f"wait_{index}"

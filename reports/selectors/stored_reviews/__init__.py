@@ -26,7 +26,7 @@ from .downloads import review_csv_rows
 from .figures import review_figures
 from .findings import review_findings_shown
 from .style import PALETTE, figure_json, figure_layout
-from .tables import Table, review_tables
+from .tables import Table, review_tables, wait_columns, wait_row
 from .trend import review_trend, trend_figure, trend_table
 
 __all__ = [
@@ -52,5 +52,7 @@ __all__ = [
     "trend_figure",
     "trend_table",
     "user_can_read_reviews",
+    "wait_columns",
+    "wait_row",
     "window_of",
 ]

@@ -38,7 +38,7 @@ def _table(key: str, title: str, columns: list[tuple[str, bool]], rows: list[lis
     )
 
 
-def _wait_columns(first: str) -> list[tuple[str, bool]]:
+def wait_columns(first: str) -> list[tuple[str, bool]]:
     return [
         (first, False),
         (_("Jobs"), True),
@@ -54,7 +54,7 @@ def _wait_columns(first: str) -> list[tuple[str, bool]]:
     ]
 
 
-def _wait_row(row: dict[str, Any], label: str) -> list[Any]:
+def wait_row(row: dict[str, Any], label: str) -> list[Any]:
     return [
         label,
         row["jobs"],
@@ -86,9 +86,9 @@ def review_tables(
         _table(
             "waits_by_tier",
             _("Waits by tier"),
-            [*_wait_columns(_("Tier")), (_("Threshold (min)"), True)],
+            [*wait_columns(_("Tier")), (_("Threshold (min)"), True)],
             [
-                [*_wait_row(row, row_name(row, "tier")), minutes(row.get("threshold_seconds"))]
+                [*wait_row(row, row_name(row, "tier")), minutes(row.get("threshold_seconds"))]
                 for row in waits["by_tier"]
             ],
         ),
@@ -118,8 +118,8 @@ def review_tables(
         _table(
             "waits_by_project",
             _("Waits by project"),
-            _wait_columns(_("Project")),
-            [_wait_row(row, row_name(row, "project")) for row in waits["by_project"] if mine(row)],
+            wait_columns(_("Project")),
+            [wait_row(row, row_name(row, "project")) for row in waits["by_project"] if mine(row)],
         ),
         _table(
             "waits_by_category",
