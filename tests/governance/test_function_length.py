@@ -36,7 +36,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("queues/selectors/placement/answer.py", "_routes"): TO_DO,
     ("queues/selectors/workload.py", "next_step"): TO_DO,
     ("queues/selectors/workload.py", "queue_state"): TO_DO,
-    ("queues/services/kueue/enforcement.py", "rule_enforcement"): TO_DO,
     ("queues/services/slurm/jobs.py", "settle"): TO_DO,
     ("queues/services/workload/checks.py", "rules_check"): TO_DO,
     ("queues/services/workload/ingest.py", "_apply"): TO_DO,
