@@ -37,7 +37,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("queues/selectors/workload.py", "next_step"): TO_DO,
     ("queues/selectors/workload.py", "queue_state"): TO_DO,
     ("queues/services/slurm/jobs.py", "settle"): TO_DO,
-    ("queues/services/workload/checks.py", "rules_check"): TO_DO,
     ("queues/services/workload/ingest.py", "_apply"): TO_DO,
     ("queues/services/workload/rollup.py", "workload_hours_roll_up"): TO_DO,
     ("queues/services/workload/slurm.py", "collect_cluster"): TO_DO,
