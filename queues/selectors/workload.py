@@ -337,6 +337,8 @@ def next_step(
 ) -> tuple[str, str, str]:
     """The plain-words next step, from the figures of the diagnosis, and an action link only
     where it would help."""
+    # one piece: one branch per diagnosis.Limit, in the order of that vocabulary, so that the
+    # next steps read as one table of sentences over the same figures ``f``.
     if not job.is_pending:
         return (
             _("The job is not waiting (it is %(state)s).") % {"state": job.get_state_display()},
