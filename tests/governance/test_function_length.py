@@ -31,7 +31,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("queues/schedulers/kueue/desired.py", "desired_objects"): TO_DO,
     ("queues/schedulers/kueue/desired.py", "tier_policy"): TO_DO,
     ("queues/schedulers/slurm/desired.py", "desired_state"): TO_DO,
-    ("queues/selectors/placement/answer.py", "_answer"): TO_DO,
     ("queues/selectors/placement/answer.py", "_routes"): TO_DO,
     ("queues/selectors/workload.py", "queue_state"): TO_DO,
     ("queues/services/workload/ingest.py", "_apply"): TO_DO,
