@@ -31,8 +31,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("queues/schedulers/kueue/desired.py", "desired_objects"): TO_DO,
     ("queues/schedulers/kueue/desired.py", "tier_policy"): TO_DO,
     ("queues/schedulers/slurm/desired.py", "desired_state"): TO_DO,
-    ("queues/selectors/placement/answer.py", "_routes"): TO_DO,
-    ("queues/selectors/workload.py", "queue_state"): TO_DO,
     ("queues/services/workload/ingest.py", "_apply"): TO_DO,
     ("queues/services/workload/rollup.py", "workload_hours_roll_up"): TO_DO,
     ("queues/services/workload/slurm.py", "collect_cluster"): TO_DO,

@@ -429,9 +429,8 @@ def _routes(
     for quota in quotas:
         by_pool[quota.quota.pool_id].append(quota)
     slurm: list[dict[str, Any]] = []
-    kueue: list[dict[str, Any]] = []
     if flavor is None:
-        return slurm, kueue
+        return slurm, []
     gres = f"gpu:{flavor.gres_type}:{gpus}" if flavor.gres_type else f"gpu:{gpus}"
     for target in compiled.slurm:
         for pool in target.pools:
@@ -474,6 +473,20 @@ def _routes(
                     "sbatch": " ".join(options),
                 }
             )
+    kueue = _kueue_routes(compiled, slug, tier, flavor, by_pool, gpus)
+    return slurm, kueue
+
+
+def _kueue_routes(
+    compiled: Compiled,
+    slug: str,
+    tier: PriorityTier | None,
+    flavor: GpuFlavor,
+    by_pool: dict[int, list[EffectiveQuota]],
+    gpus: int,
+) -> list[dict[str, Any]]:
+    """Per Kueue cluster and pool of the project's quotas: its LocalQueue and labels."""
+    kueue: list[dict[str, Any]] = []
     for kube in compiled.kueue:
         for pool in kube.pools:
             if not by_pool.get(pool.pk):
@@ -501,7 +514,7 @@ def _routes(
                     },
                 }
             )
-    return slurm, kueue
+    return kueue
 
 
 def _kind(klass: PreemptionClass) -> str:
