@@ -496,22 +496,7 @@ def collect_cluster(
     since = (state.watermark or now - FIRST_LOOKBACK) - OVERLAP
     source = cluster.name
     try:
-        queue = commands.run(["squeue", "-h", "-a", "-t", "all", "-o", SQUEUE_FORMAT])
-        accounting = commands.run(
-            [
-                "sacct",
-                "-a",
-                "-X",
-                "-D",
-                "-P",
-                "-n",
-                "-S",
-                since.astimezone().strftime("%Y-%m-%dT%H:%M:%S"),
-                "-E",
-                "now",
-                f"--format={SACCT_FIELDS}",
-            ]
-        )
+        queue_rows, sacct_rows = _read(commands, since)
     except SchedulerError as error:
         _finish(
             cluster,
@@ -520,21 +505,6 @@ def collect_cluster(
             failures=state.failures + 1,
         )
         return CollectResult(cluster=source, ok=False, error=str(error))
-    queue_rows = [
-        line.split("|", SQUEUE_FIELDS - 1)
-        for line in queue.splitlines()
-        if line.count("|") >= SQUEUE_FIELDS - 1
-    ]
-    queue_rows = [
-        row
-        for row in queue_rows
-        if row[1] == "PENDING" or row[1] in RUNNING_LIKE or row[1] == "SUSPENDED"
-    ]
-    sacct_rows = [
-        line.split("|", SACCT_COUNT - 1)
-        for line in accounting.splitlines()
-        if line.count("|") >= SACCT_COUNT - 1
-    ]
     names = Names.for_cluster(cluster)
     ids = [row[0] for row in queue_rows]
     stored = list(
@@ -575,3 +545,40 @@ def collect_cluster(
         last_counts=result.as_dict(),
     )
     return result
+
+
+def _read(commands: SlurmCommands, since: datetime) -> tuple[list[list[str]], list[list[str]]]:
+    """The queue's jobs still in play (``squeue``) and the accounting since ``since``
+    (``sacct``), as rows of fields; ``SchedulerError`` when the scheduler does not answer."""
+    queue = commands.run(["squeue", "-h", "-a", "-t", "all", "-o", SQUEUE_FORMAT])
+    accounting = commands.run(
+        [
+            "sacct",
+            "-a",
+            "-X",
+            "-D",
+            "-P",
+            "-n",
+            "-S",
+            since.astimezone().strftime("%Y-%m-%dT%H:%M:%S"),
+            "-E",
+            "now",
+            f"--format={SACCT_FIELDS}",
+        ]
+    )
+    queue_rows = [
+        line.split("|", SQUEUE_FIELDS - 1)
+        for line in queue.splitlines()
+        if line.count("|") >= SQUEUE_FIELDS - 1
+    ]
+    queue_rows = [
+        row
+        for row in queue_rows
+        if row[1] == "PENDING" or row[1] in RUNNING_LIKE or row[1] == "SUSPENDED"
+    ]
+    sacct_rows = [
+        line.split("|", SACCT_COUNT - 1)
+        for line in accounting.splitlines()
+        if line.count("|") >= SACCT_COUNT - 1
+    ]
+    return queue_rows, sacct_rows
