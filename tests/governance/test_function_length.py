@@ -33,7 +33,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("queues/schedulers/slurm/desired.py", "desired_state"): TO_DO,
     ("queues/services/workload/ingest.py", "_apply"): TO_DO,
     ("queues/services/workload/rollup.py", "workload_hours_roll_up"): TO_DO,
-    ("queues/services/workload/slurm.py", "sacct_events"): TO_DO,
     ("reports/selectors/review/exceptions.py", "exceptions"): REPORTS,
     ("reports/selectors/review/service.py", "service_and_capacity"): REPORTS,
     ("reports/selectors/review/waits.py", "shape_waits"): REPORTS,

@@ -419,40 +419,59 @@ def sacct_events(
             )
         if end is None:
             continue
-        if state == "PREEMPTED":
-            events.append(
-                JobEvent(
-                    event_id=f"{key}:preempted:{_epoch(end)}",
-                    time=end,
-                    kind=EventKind.PREEMPTED,
-                    reason="Preempted",
-                    **common,
-                )
+        events += _end_events(
+            keys, job_id, key, state, end, later_run=later_run, exit_code=exit_code, common=common
+        )
+    return events
+
+
+def _end_events(
+    keys: JobKeys,
+    job_id: str,
+    key: str,
+    state: str,
+    end: datetime,
+    *,
+    later_run: bool,
+    exit_code: str,
+    common: dict[str, Any],
+) -> list[JobEvent]:
+    """How a run ended: preempted, requeued (the job runs again) or finished for good."""
+    events: list[JobEvent] = []
+    if state == "PREEMPTED":
+        events.append(
+            JobEvent(
+                event_id=f"{key}:preempted:{_epoch(end)}",
+                time=end,
+                kind=EventKind.PREEMPTED,
+                reason="Preempted",
+                **common,
             )
-        if state == "REQUEUED" or (state in ("PREEMPTED", "NODE_FAIL") and later_run):
-            keys.reopen(job_id, key)
-            events.append(
-                JobEvent(
-                    event_id=f"{key}:requeue:{_epoch(end)}",
-                    time=end,
-                    kind=EventKind.REQUEUED,
-                    reason=state,
-                    **common,
-                )
+        )
+    if state == "REQUEUED" or (state in ("PREEMPTED", "NODE_FAIL") and later_run):
+        keys.reopen(job_id, key)
+        events.append(
+            JobEvent(
+                event_id=f"{key}:requeue:{_epoch(end)}",
+                time=end,
+                kind=EventKind.REQUEUED,
+                reason=state,
+                **common,
             )
-        elif state in FINAL or (state == "PREEMPTED" and not later_run):
-            if state not in ("PREEMPTED", "NODE_FAIL") or not later_run:
-                keys.close(job_id, key)
-            events.append(
-                JobEvent(
-                    event_id=f"{key}:end:{_epoch(end)}",
-                    time=end,
-                    kind=EventKind.ENDED,
-                    state=FINAL.get(state, JobState.PREEMPTED),
-                    exit_code=exit_code,
-                    **common,
-                )
+        )
+    elif state in FINAL or (state == "PREEMPTED" and not later_run):
+        if state not in ("PREEMPTED", "NODE_FAIL") or not later_run:
+            keys.close(job_id, key)
+        events.append(
+            JobEvent(
+                event_id=f"{key}:end:{_epoch(end)}",
+                time=end,
+                kind=EventKind.ENDED,
+                state=FINAL.get(state, JobState.PREEMPTED),
+                exit_code=exit_code,
+                **common,
             )
+        )
     return events
 
 
