@@ -32,7 +32,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("queues/schedulers/kueue/desired.py", "tier_policy"): TO_DO,
     ("queues/schedulers/slurm/desired.py", "desired_state"): TO_DO,
     ("queues/services/workload/ingest.py", "_apply"): TO_DO,
-    ("queues/services/workload/rollup.py", "workload_hours_roll_up"): TO_DO,
     ("reports/selectors/review/exceptions.py", "exceptions"): REPORTS,
     ("reports/selectors/review/service.py", "service_and_capacity"): REPORTS,
     ("reports/selectors/review/waits.py", "shape_waits"): REPORTS,
