@@ -26,7 +26,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("governance/selectors/effective.py", "effective_rules"): TO_DO,
     ("governance/selectors/history.py", "_history_entries"): TO_DO,
     ("governance/services/demo/seed.py", "_organisation_ensure"): TO_DO,
-    ("queues/replay/adapt.py", "rules_with_change"): TO_DO,
     ("queues/schedulers/kueue/desired.py", "desired_objects"): TO_DO,
     ("queues/schedulers/kueue/desired.py", "tier_policy"): TO_DO,
     ("queues/schedulers/slurm/desired.py", "desired_state"): TO_DO,
