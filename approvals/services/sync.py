@@ -108,6 +108,15 @@ def requests_sync(*, now: datetime) -> dict[str, int]:
             continue
         moved[state] += 1
 
+    reminded = _ending_soon_remind(now=now)
+    if reminded:  # a key only for what happened, as for the transitions
+        moved["reminded"] += reminded
+    return dict(moved)
+
+
+def _ending_soon_remind(*, now: datetime) -> int:
+    """Remind the requester and the deciders of the grants that end within a day."""
+    reminded = 0
     # A day before the end, once; not for grants that were shorter than a day to begin with.
     ending = (
         UpgradeRequest.objects.select_related("grant", "project", "requester")
@@ -134,5 +143,5 @@ def requests_sync(*, now: datetime) -> dict[str, int]:
             at=now,
             end=request.grant.ends_at,
         )
-        moved["reminded"] += 1
-    return dict(moved)
+        reminded += 1
+    return reminded

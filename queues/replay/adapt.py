@@ -269,49 +269,17 @@ def rules_with_change(rules: Rules, *, change: RuleChange) -> tuple[Rules, list[
         if model is PriorityTier and edit.field in _TIER_FIELDS:
             slug = tier_slugs[edit.object_id]
             tier = tiers[slug]
-            if edit.field == "preemptible_tiers":
-                changes: dict[str, Any] = {
-                    "preemptible": frozenset(tier_slugs[pk] for pk in value or ())
-                }
-            elif edit.field == "aging_cap":
-                changes = {"aging_cap": tier_scores[value] if value else None}
-            elif edit.field == "aging_after_minutes":
-                changes = {"aging_after": _minutes(value)}
-            elif edit.field == "aging_step":
-                changes = {"aging_step": value or 0}
-            else:
-                changes = {edit.field: value}
+            changes = _tier_changes(edit.field, value, tier_slugs, tier_scores)
             tiers[slug] = dataclasses.replace(tier, **changes)
         elif model is Quota and edit.field in _QUOTA_FIELDS:
             row = Quota.objects.select_related("project", "pool", "flavor").get(pk=edit.object_id)
             key = (row.project.slug, flavor_key(row.pool.slug, row.flavor.slug))
             quota = quotas.get(key) or QuotaRule(project=key[0], flavor=key[1], guarantee=0.0)
-            if edit.field == "preemption_class":
-                changes = {"preemption_class": class_slugs[value]}
-            elif edit.field == "reclaim_grace_minutes":
-                changes = {"reclaim_grace": float(value or 0) * MINUTE}
-            elif edit.field == "borrow_limit" or edit.field == "lending_limit":
-                changes = {edit.field: None if value is None else float(value)}
-            else:
-                changes = {edit.field: float(value)}
+            changes = _quota_changes(edit.field, value, class_slugs)
             quotas[key] = dataclasses.replace(quota, **changes)
         elif model is PreemptionClass and edit.field in _CLASS_FIELDS:
             slug = class_slugs[edit.object_id]
-            field = {
-                "kind": "kind",
-                "min_runtime_minutes": "min_runtime",
-                "max_preemptions_per_day": "max_per_day",
-                "max_checkpoint_interval_minutes": "checkpoint_interval",
-            }[edit.field]
-            if field == "min_runtime":
-                new: Any = float(value or 0) * MINUTE
-            elif field == "checkpoint_interval":
-                new = _minutes(value)
-            elif field == "max_per_day":
-                new = value or None
-            else:
-                new = value
-            classes[slug] = dataclasses.replace(classes[slug], **{field: new})
+            classes[slug] = dataclasses.replace(classes[slug], **_class_changes(edit.field, value))
         elif model is Pool and edit.field == "capacity" and edit.key is not None:
             pool = Pool.objects.get(pk=edit.object_id)
             flavor = GpuFlavor.objects.get(pk=edit.key)
@@ -334,3 +302,46 @@ def rules_with_change(rules: Rules, *, change: RuleChange) -> tuple[Rules, list[
     )
     changed.check()
     return changed, ignored
+
+
+def _tier_changes(
+    field: str, value: Any, tier_slugs: dict[int, str], tier_scores: dict[int, int]
+) -> dict[str, Any]:
+    """A tier edit as the replay's ``TierRule`` fields (ids to slugs and scores)."""
+    if field == "preemptible_tiers":
+        return {"preemptible": frozenset(tier_slugs[pk] for pk in value or ())}
+    if field == "aging_cap":
+        return {"aging_cap": tier_scores[value] if value else None}
+    if field == "aging_after_minutes":
+        return {"aging_after": _minutes(value)}
+    if field == "aging_step":
+        return {"aging_step": value or 0}
+    return {field: value}
+
+
+def _quota_changes(field: str, value: Any, class_slugs: dict[int, str]) -> dict[str, Any]:
+    """A quota edit as the replay's ``QuotaRule`` fields (GPUs as floats, minutes to seconds)."""
+    if field == "preemption_class":
+        return {"preemption_class": class_slugs[value]}
+    if field == "reclaim_grace_minutes":
+        return {"reclaim_grace": float(value or 0) * MINUTE}
+    if field == "borrow_limit" or field == "lending_limit":
+        return {field: None if value is None else float(value)}
+    return {field: float(value)}
+
+
+def _class_changes(field: str, value: Any) -> dict[str, Any]:
+    """A preemption class edit as the replay's class fields (minutes to seconds)."""
+    name = {
+        "kind": "kind",
+        "min_runtime_minutes": "min_runtime",
+        "max_preemptions_per_day": "max_per_day",
+        "max_checkpoint_interval_minutes": "checkpoint_interval",
+    }[field]
+    if name == "min_runtime":
+        return {name: float(value or 0) * MINUTE}
+    if name == "checkpoint_interval":
+        return {name: _minutes(value)}
+    if name == "max_per_day":
+        return {name: value or None}
+    return {name: value}

@@ -206,6 +206,8 @@ def jobs_ahead(state: QueueState, job: Asked) -> list[Waiting]:
 
 
 def _quota(state: QueueState, job: Asked) -> Diagnosis:
+    # one piece: the quota reasons in the order they are tried (the first that matches
+    # decides), each branch a verdict with the figures that prove it or an "unknown".
     reason = job.reason
     tier = state.tiers.get(job.tier) if job.tier is not None else None
     in_tier = [row for row in state.running if row.tier == job.tier]

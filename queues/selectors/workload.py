@@ -211,13 +211,27 @@ def queue_state(job: WorkloadJob, *, now: datetime) -> tuple[diagnosis.QueueStat
                 reason=slurm_reason_token(reason),
             )
         )
+    quotas = _project_maxima(job, now=now)
+    capacity = _declared_capacity(job, pool_id)
+    state = diagnosis.QueueState(
+        running=running, waiting=waiting, quotas=quotas, tiers=tiers, capacity=capacity
+    )
+    return state, pool_id
+
+
+def _project_maxima(job: WorkloadJob, *, now: datetime) -> dict[tuple[int, int, int], int | None]:
+    """The effective maximum of each quota of the job's project, per (project, pool, flavor)."""
     quotas: dict[tuple[int, int, int], int | None] = {}
     if job.project is not None:
         rules = effective_rules(at=now, project_slugs=[job.project.slug]).projects
         for quota in rules[job.project.slug].quotas if job.project.slug in rules else ():
             key = (job.project.pk, quota.quota.pool_id, quota.quota.flavor_id)
             quotas[key] = quota.maximum
-    # The declared capacity of the job's pool and of its cluster's pools.
+    return quotas
+
+
+def _declared_capacity(job: WorkloadJob, pool_id: int | None) -> dict[tuple[int, int], int]:
+    """The declared capacity of the job's pool and of its cluster's pools."""
     pools = Q(pool_id=pool_id) if pool_id is not None else Q(pk__in=[])
     if job.cluster_id is not None:
         pools |= Q(pool__clusters=job.cluster_id)
@@ -227,10 +241,7 @@ def queue_state(job: WorkloadJob, *, now: datetime) -> tuple[diagnosis.QueueStat
         .distinct()
         .values_list("pool_id", "flavor_id", "gpus")
     }
-    state = diagnosis.QueueState(
-        running=running, waiting=waiting, quotas=quotas, tiers=tiers, capacity=capacity
-    )
-    return state, pool_id
+    return capacity
 
 
 def job_diagnosis(job: WorkloadJob, *, now: datetime) -> diagnosis.Diagnosis:
@@ -342,6 +353,8 @@ def next_step(
 ) -> tuple[str, str, str]:
     """The plain-words next step, from the figures of the diagnosis, and an action link only
     where it would help."""
+    # one piece: one branch per diagnosis.Limit, in the order of that vocabulary, so that the
+    # next steps read as one table of sentences over the same figures ``f``.
     if not job.is_pending:
         return (
             _("The job is not waiting (it is %(state)s).") % {"state": job.get_state_display()},

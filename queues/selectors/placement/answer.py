@@ -21,7 +21,12 @@ from governance.models import (
     PriorityTier,
     Project,
 )
-from governance.selectors import EffectiveQuota, quota_maximum, user_can_read_rules
+from governance.selectors import (
+    EffectiveProject,
+    EffectiveQuota,
+    quota_maximum,
+    user_can_read_rules,
+)
 from queues.models import JobState, WorkloadJob
 from queues.schedulers.kueue.desired import cluster_queue_name
 from queues.schedulers.slurm.values import guarantee_qos, project_account, tier_qos
@@ -205,133 +210,22 @@ def _answer(
 ) -> dict[str, Any]:
     running_typed, untyped_running = int(row[-2] or 0), int(row[-1] or 0)
     effective = compiled.projects.get(project.slug)
-    errors: dict[str, str] = {}
-    chosen_tier: PriorityTier | None = None
-    if tier:
-        chosen_tier = compiled.tiers.get(tier)
-        if chosen_tier is None:
-            errors["tier"] = _("No tier named “%(slug)s”.") % {"slug": tier}
-    elif effective is not None:
-        chosen_tier = effective.tier
     quotas = list(effective.quotas) if effective is not None else []
     project_flavors = sorted(
         {q.quota.flavor.slug: q.quota.flavor for q in quotas}.values(), key=lambda f: f.slug
     )
-    chosen_flavor: GpuFlavor | None = None
-    if flavor:
-        chosen_flavor = compiled.flavors.get(flavor)
-        if chosen_flavor is None:
-            errors["flavor"] = _("No GPU flavor named “%(slug)s”.") % {"slug": flavor}
-    elif len(project_flavors) == 1:
-        chosen_flavor = project_flavors[0]
-    elif len(project_flavors) > 1:
-        errors["flavor"] = _(
-            "The project has quotas of several flavors (%(flavors)s): choose one."
-        ) % {"flavors": ", ".join(f.slug for f in project_flavors)}
-    if errors:
-        raise PlacementInputError(errors)
-
-    refusals: list[dict[str, str]] = []
+    chosen_tier, chosen_flavor = _chosen(compiled, effective, project_flavors, tier, flavor)
     allowed_tiers = list(effective.allowed_tiers) if effective is not None else []
-    if chosen_tier is None:
-        refusals.append(
-            _refusal(Refusal.NO_TIER, _("No tier was given and the project has no tier."))
-        )
-    else:
-        if chosen_tier.retired_on is not None and chosen_tier.retired_on <= now.date():
-            refusals.append(
-                _refusal(
-                    Refusal.TIER_RETIRED,
-                    _("Tier %(tier)s was retired on %(date)s.")
-                    % {"tier": chosen_tier.slug, "date": chosen_tier.retired_on.isoformat()},
-                )
-            )
-        if chosen_tier not in allowed_tiers:
-            top = effective.tier if effective is not None else None
-            refusals.append(
-                _refusal(
-                    Refusal.TIER_NOT_ALLOWED,
-                    _(
-                        "Project %(project)s may not submit at tier %(tier)s: its highest "
-                        "tier is %(top)s."
-                    )
-                    % {
-                        "project": project.slug,
-                        "tier": chosen_tier.slug,
-                        "top": top.slug if top else _("none"),
-                    },
-                )
-            )
-        cap = chosen_tier.max_gpus_per_job
-        if cap and gpus > cap:
-            refusals.append(
-                _refusal(
-                    Refusal.OVER_JOB_CAP,
-                    _("Tier %(tier)s allows at most %(cap)d GPUs per job; %(gpus)d asked.")
-                    % {"tier": chosen_tier.slug, "cap": cap, "gpus": gpus},
-                )
-            )
-
+    refusals = _tier_refusals(chosen_tier, effective, allowed_tiers, project, gpus, now)
     if chosen_flavor is not None and chosen_flavor.pk != guess:
         # The rules were compiled anew and name another flavor: read its jobs (rare).
         running_typed, untyped_running = _running_gpus(project, chosen_flavor.pk)
-    headroom: dict[str, Any] | None = None
-    flavor_quotas: list[EffectiveQuota] = []
-    if chosen_flavor is None:
-        refusals.append(
-            _refusal(
-                Refusal.NO_QUOTA,
-                _("Project %(project)s has no GPU quota.") % {"project": project.slug},
-            )
-        )
-    else:
-        flavor_quotas = [q for q in quotas if q.quota.flavor_id == chosen_flavor.pk]
-        if not flavor_quotas:
-            refusals.append(
-                _refusal(
-                    Refusal.UNKNOWN_FLAVOR,
-                    _("Project %(project)s has no quota of flavor %(flavor)s.")
-                    % {"project": project.slug, "flavor": chosen_flavor.slug},
-                )
-            )
-        else:
-            used = running_typed
-            # Jobs reported without a flavor hold the project's only flavor, if it has one.
-            if len(project_flavors) == 1:
-                used += untyped_running
-            guarantee = sum(q.guarantee for q in flavor_quotas)
-            maximum = sum(quota_maximum(q, compiled.capacities) for q in flavor_quotas)
-            headroom = {
-                "flavor": chosen_flavor.slug,
-                "running_gpus": used,
-                "guarantee": guarantee,
-                "maximum": maximum,
-                "borrow_limit_lifted": any(q.borrow_limit is None for q in flavor_quotas),
-                "under_guarantee": max(guarantee - used, 0),
-                "under_maximum": max(maximum - used, 0),
-                "within_guarantee": used + gpus <= guarantee,
-                "changed_by_grants": sorted(
-                    {grant.pk for q in flavor_quotas for grant in q.grants}
-                ),
-            }
-            if used + gpus > maximum:
-                refusals.append(
-                    _refusal(
-                        Refusal.OVER_MAXIMUM,
-                        _(
-                            "Project %(project)s runs %(used)d of its maximum %(maximum)d "
-                            "%(flavor)s GPUs: %(gpus)d more would go over it."
-                        )
-                        % {
-                            "project": project.slug,
-                            "used": used,
-                            "maximum": maximum,
-                            "flavor": chosen_flavor.slug,
-                            "gpus": gpus,
-                        },
-                    )
-                )
-
+    # Jobs reported without a flavor hold the project's only flavor, if it has one.
+    used = running_typed + (untyped_running if len(project_flavors) == 1 else 0)
+    flavor_quotas, headroom, more = _headroom(
+        compiled, quotas, project, chosen_flavor, used=used, gpus=gpus
+    )
+    refusals += more
     slurm_routes, kueue_routes = _routes(
         compiled, project.slug, chosen_tier, chosen_flavor, flavor_quotas, gpus
     )
@@ -373,6 +267,156 @@ def _answer(
     }
 
 
+def _chosen(
+    compiled: Compiled,
+    effective: EffectiveProject | None,
+    project_flavors: list[GpuFlavor],
+    tier: str | None,
+    flavor: str | None,
+) -> tuple[PriorityTier | None, GpuFlavor | None]:
+    """The tier and flavor asked for, or the project's own; ``PlacementInputError`` naming
+    what does not exist or must be chosen."""
+    errors: dict[str, str] = {}
+    chosen_tier: PriorityTier | None = None
+    if tier:
+        chosen_tier = compiled.tiers.get(tier)
+        if chosen_tier is None:
+            errors["tier"] = _("No tier named “%(slug)s”.") % {"slug": tier}
+    elif effective is not None:
+        chosen_tier = effective.tier
+    chosen_flavor: GpuFlavor | None = None
+    if flavor:
+        chosen_flavor = compiled.flavors.get(flavor)
+        if chosen_flavor is None:
+            errors["flavor"] = _("No GPU flavor named “%(slug)s”.") % {"slug": flavor}
+    elif len(project_flavors) == 1:
+        chosen_flavor = project_flavors[0]
+    elif len(project_flavors) > 1:
+        errors["flavor"] = _(
+            "The project has quotas of several flavors (%(flavors)s): choose one."
+        ) % {"flavors": ", ".join(f.slug for f in project_flavors)}
+    if errors:
+        raise PlacementInputError(errors)
+    return chosen_tier, chosen_flavor
+
+
+def _tier_refusals(
+    chosen_tier: PriorityTier | None,
+    effective: EffectiveProject | None,
+    allowed_tiers: list[PriorityTier],
+    project: Project,
+    gpus: int,
+    now: datetime,
+) -> list[dict[str, str]]:
+    """Why the tier refuses the job: none, retired, not the project's, over its per-job cap."""
+    refusals: list[dict[str, str]] = []
+    if chosen_tier is None:
+        refusals.append(
+            _refusal(Refusal.NO_TIER, _("No tier was given and the project has no tier."))
+        )
+    else:
+        if chosen_tier.retired_on is not None and chosen_tier.retired_on <= now.date():
+            refusals.append(
+                _refusal(
+                    Refusal.TIER_RETIRED,
+                    _("Tier %(tier)s was retired on %(date)s.")
+                    % {"tier": chosen_tier.slug, "date": chosen_tier.retired_on.isoformat()},
+                )
+            )
+        if chosen_tier not in allowed_tiers:
+            top = effective.tier if effective is not None else None
+            refusals.append(
+                _refusal(
+                    Refusal.TIER_NOT_ALLOWED,
+                    _(
+                        "Project %(project)s may not submit at tier %(tier)s: its highest "
+                        "tier is %(top)s."
+                    )
+                    % {
+                        "project": project.slug,
+                        "tier": chosen_tier.slug,
+                        "top": top.slug if top else _("none"),
+                    },
+                )
+            )
+        cap = chosen_tier.max_gpus_per_job
+        if cap and gpus > cap:
+            refusals.append(
+                _refusal(
+                    Refusal.OVER_JOB_CAP,
+                    _("Tier %(tier)s allows at most %(cap)d GPUs per job; %(gpus)d asked.")
+                    % {"tier": chosen_tier.slug, "cap": cap, "gpus": gpus},
+                )
+            )
+    return refusals
+
+
+def _headroom(
+    compiled: Compiled,
+    quotas: list[EffectiveQuota],
+    project: Project,
+    chosen_flavor: GpuFlavor | None,
+    *,
+    used: int,
+    gpus: int,
+) -> tuple[list[EffectiveQuota], dict[str, Any] | None, list[dict[str, str]]]:
+    """The project's quotas of the flavor, its headroom under them, and why they refuse."""
+    refusals: list[dict[str, str]] = []
+    headroom: dict[str, Any] | None = None
+    flavor_quotas: list[EffectiveQuota] = []
+    if chosen_flavor is None:
+        refusals.append(
+            _refusal(
+                Refusal.NO_QUOTA,
+                _("Project %(project)s has no GPU quota.") % {"project": project.slug},
+            )
+        )
+    else:
+        flavor_quotas = [q for q in quotas if q.quota.flavor_id == chosen_flavor.pk]
+        if not flavor_quotas:
+            refusals.append(
+                _refusal(
+                    Refusal.UNKNOWN_FLAVOR,
+                    _("Project %(project)s has no quota of flavor %(flavor)s.")
+                    % {"project": project.slug, "flavor": chosen_flavor.slug},
+                )
+            )
+        else:
+            guarantee = sum(q.guarantee for q in flavor_quotas)
+            maximum = sum(quota_maximum(q, compiled.capacities) for q in flavor_quotas)
+            headroom = {
+                "flavor": chosen_flavor.slug,
+                "running_gpus": used,
+                "guarantee": guarantee,
+                "maximum": maximum,
+                "borrow_limit_lifted": any(q.borrow_limit is None for q in flavor_quotas),
+                "under_guarantee": max(guarantee - used, 0),
+                "under_maximum": max(maximum - used, 0),
+                "within_guarantee": used + gpus <= guarantee,
+                "changed_by_grants": sorted(
+                    {grant.pk for q in flavor_quotas for grant in q.grants}
+                ),
+            }
+            if used + gpus > maximum:
+                refusals.append(
+                    _refusal(
+                        Refusal.OVER_MAXIMUM,
+                        _(
+                            "Project %(project)s runs %(used)d of its maximum %(maximum)d "
+                            "%(flavor)s GPUs: %(gpus)d more would go over it."
+                        )
+                        % {
+                            "project": project.slug,
+                            "used": used,
+                            "maximum": maximum,
+                            "flavor": chosen_flavor.slug,
+                            "gpus": gpus,
+                        },
+                    )
+                )
+    return flavor_quotas, headroom, refusals
+
+
 def _routes(
     compiled: Compiled,
     slug: str,
@@ -385,9 +429,8 @@ def _routes(
     for quota in quotas:
         by_pool[quota.quota.pool_id].append(quota)
     slurm: list[dict[str, Any]] = []
-    kueue: list[dict[str, Any]] = []
     if flavor is None:
-        return slurm, kueue
+        return slurm, []
     gres = f"gpu:{flavor.gres_type}:{gpus}" if flavor.gres_type else f"gpu:{gpus}"
     for target in compiled.slurm:
         for pool in target.pools:
@@ -430,6 +473,20 @@ def _routes(
                     "sbatch": " ".join(options),
                 }
             )
+    kueue = _kueue_routes(compiled, slug, tier, flavor, by_pool, gpus)
+    return slurm, kueue
+
+
+def _kueue_routes(
+    compiled: Compiled,
+    slug: str,
+    tier: PriorityTier | None,
+    flavor: GpuFlavor,
+    by_pool: dict[int, list[EffectiveQuota]],
+    gpus: int,
+) -> list[dict[str, Any]]:
+    """Per Kueue cluster and pool of the project's quotas: its LocalQueue and labels."""
+    kueue: list[dict[str, Any]] = []
     for kube in compiled.kueue:
         for pool in kube.pools:
             if not by_pool.get(pool.pk):
@@ -457,7 +514,7 @@ def _routes(
                     },
                 }
             )
-    return slurm, kueue
+    return kueue
 
 
 def _kind(klass: PreemptionClass) -> str:

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 
 from django.utils.translation import gettext as _
 
-from governance.models import Pool, PreemptionKind
-from governance.selectors import EffectiveRules
+from governance.models import Pool, PreemptionKind, PriorityTier
+from governance.selectors import EffectiveProject, EffectiveQuota, EffectiveRules
 from queues.schedulers.kueue.desired import cluster_queue_name
 from queues.schedulers.kueue.values import k8s_name
 from queues.services.enforcement import (
@@ -32,160 +32,176 @@ def rule_enforcement(
     ``mutating``: the API server serves MutatingAdmissionPolicy (``desired.tier_policy``)."""
     pools = sorted(pools, key=lambda pool: pool.slug)
     pool_ids = {pool.pk for pool in pools}
-    rows: list[dict[str, str]] = []
-    for tier in rules.tiers:
-        name = k8s_name(tier.slug)
-        rows.append(
-            _row(
-                _("Tier %(tier)s: priority") % {"tier": tier.name},
-                NATIVE,
-                _(
-                    "WorkloadPriorityClass %(name)s value %(value)d (Kueue's order); "
-                    "PriorityClass %(name)s with the same value and preemptionPolicy Never "
-                    "(kube-scheduler's queue order, no eviction outside Kueue)"
-                )
-                % {"name": name, "value": tier.scheduler_value},
-            )
-        )
-        if tier.max_gpus_total or tier.max_gpus_per_job:
-            rows.append(
-                _row(
-                    _("Tier %(tier)s: GPU caps") % {"tier": tier.name},
-                    NOT_ENFORCED,
-                    _("not enforced on this cluster: Kueue has no per-priority limits"),
-                )
-            )
-        if tier.may_preempt:
-            victims = sorted(t.name for t in tier.preemptible_tiers.all())
-            rows.append(
-                _row(
-                    _("Tier %(tier)s: may preempt %(victims)s")
-                    % {"tier": tier.name, "victims": ", ".join(victims) or "-"},
-                    NOT_ENFORCED,
-                    _(
-                        "not enforced on this cluster as a victim list: Kueue preempts by "
-                        "priority only (withinClusterQueue LowerPriority: every lower tier in "
-                        "the project's own queue), and across projects only to reclaim a "
-                        "guarantee or by fair sharing"
-                    ),
-                )
-            )
-        if tier.aging_after_minutes and tier.aging_cap_id:
-            rows.append(
-                _row(
-                    _("Tier %(tier)s: aging") % {"tier": tier.name},
-                    NOT_ENFORCED,
-                    _(
-                        "not enforced on this cluster: Kueue 0.17's priority boost is an alpha "
-                        "feature read from a Workload annotation that nothing sets"
-                    ),
-                )
-            )
-    default = rules.default_tier
+    rows = [row for tier in rules.tiers for row in _tier_rows(tier)]
     for slug, project in sorted(rules.projects.items()):
-        own = project.tier or default
-        if mutating:
-            detail = _(
-                "ValidatingAdmissionPolicy arbiter-tiers-<namespace> and its binding: the "
-                "API server refuses a Job naming another tier (label "
-                "kueue.x-k8s.io/priority-class or priorityClassName); "
-                "MutatingAdmissionPolicy arbiter-tiers-<namespace> and its binding: a Job "
-                "created naming none gets the label kueue.x-k8s.io/priority-class=%(own)s, "
-                "the project's effective tier (grants included)"
-            ) % {"own": k8s_name(own.slug) if own else "-"}
-        else:
-            detail = _(
-                "ValidatingAdmissionPolicy arbiter-tiers-<namespace> and its binding: the "
-                "API server refuses a Job naming another tier (label "
-                "kueue.x-k8s.io/priority-class or priorityClassName), and one naming none "
-                "unless the project's tier is the cluster default (this API server does not "
-                "serve MutatingAdmissionPolicy, which would give it the project's tier)"
-            )
-        rows.append(
-            _row(
-                _("%(project)s: tiers %(tiers)s only")
-                % {"project": slug, "tiers": ", ".join(t.name for t in project.allowed_tiers)},
-                NATIVE,
-                detail,
-            )
-        )
+        rows.append(_tiers_row(slug, project, rules.default_tier, mutating=mutating))
         for quota in project.quotas:
             pool = next((p for p in pools if p.pk == quota.quota.pool_id), None)
             if pool is None or quota.quota.pool_id not in pool_ids:
                 continue
-            flavor = quota.quota.flavor
-            queue = cluster_queue_name(slug, pool.slug)
-            where = {"project": slug, "pool": pool.slug, "flavor": flavor.slug}
-            top = "∞" if quota.maximum is None else str(quota.maximum)
+            rows += _quota_rows(slug=slug, quota=quota, pool=pool)
+    return rows
+
+
+def _tier_rows(tier: PriorityTier) -> list[dict[str, str]]:
+    """A tier's priority (native), and its caps, victims and aging (not held by Kueue)."""
+    rows: list[dict[str, str]] = []
+    name = k8s_name(tier.slug)
+    rows.append(
+        _row(
+            _("Tier %(tier)s: priority") % {"tier": tier.name},
+            NATIVE,
+            _(
+                "WorkloadPriorityClass %(name)s value %(value)d (Kueue's order); "
+                "PriorityClass %(name)s with the same value and preemptionPolicy Never "
+                "(kube-scheduler's queue order, no eviction outside Kueue)"
+            )
+            % {"name": name, "value": tier.scheduler_value},
+        )
+    )
+    if tier.max_gpus_total or tier.max_gpus_per_job:
+        rows.append(
+            _row(
+                _("Tier %(tier)s: GPU caps") % {"tier": tier.name},
+                NOT_ENFORCED,
+                _("not enforced on this cluster: Kueue has no per-priority limits"),
+            )
+        )
+    if tier.may_preempt:
+        victims = sorted(t.name for t in tier.preemptible_tiers.all())
+        rows.append(
+            _row(
+                _("Tier %(tier)s: may preempt %(victims)s")
+                % {"tier": tier.name, "victims": ", ".join(victims) or "-"},
+                NOT_ENFORCED,
+                _(
+                    "not enforced on this cluster as a victim list: Kueue preempts by "
+                    "priority only (withinClusterQueue LowerPriority: every lower tier in "
+                    "the project's own queue), and across projects only to reclaim a "
+                    "guarantee or by fair sharing"
+                ),
+            )
+        )
+    if tier.aging_after_minutes and tier.aging_cap_id:
+        rows.append(
+            _row(
+                _("Tier %(tier)s: aging") % {"tier": tier.name},
+                NOT_ENFORCED,
+                _(
+                    "not enforced on this cluster: Kueue 0.17's priority boost is an alpha "
+                    "feature read from a Workload annotation that nothing sets"
+                ),
+            )
+        )
+    return rows
+
+
+def _tiers_row(
+    slug: str, project: EffectiveProject, default: PriorityTier | None, *, mutating: bool
+) -> dict[str, str]:
+    """The tiers a project may use: admission policies in its namespace."""
+    own = project.tier or default
+    if mutating:
+        detail = _(
+            "ValidatingAdmissionPolicy arbiter-tiers-<namespace> and its binding: the "
+            "API server refuses a Job naming another tier (label "
+            "kueue.x-k8s.io/priority-class or priorityClassName); "
+            "MutatingAdmissionPolicy arbiter-tiers-<namespace> and its binding: a Job "
+            "created naming none gets the label kueue.x-k8s.io/priority-class=%(own)s, "
+            "the project's effective tier (grants included)"
+        ) % {"own": k8s_name(own.slug) if own else "-"}
+    else:
+        detail = _(
+            "ValidatingAdmissionPolicy arbiter-tiers-<namespace> and its binding: the "
+            "API server refuses a Job naming another tier (label "
+            "kueue.x-k8s.io/priority-class or priorityClassName), and one naming none "
+            "unless the project's tier is the cluster default (this API server does not "
+            "serve MutatingAdmissionPolicy, which would give it the project's tier)"
+        )
+    return _row(
+        _("%(project)s: tiers %(tiers)s only")
+        % {"project": slug, "tiers": ", ".join(t.name for t in project.allowed_tiers)},
+        NATIVE,
+        detail,
+    )
+
+
+def _quota_rows(*, slug: str, quota: EffectiveQuota, pool: Pool) -> list[dict[str, str]]:
+    """A quota's guarantee and maximum, lending limit, fair-share weight and class."""
+    rows: list[dict[str, str]] = []
+    flavor = quota.quota.flavor
+    queue = cluster_queue_name(slug, pool.slug)
+    where = {"project": slug, "pool": pool.slug, "flavor": flavor.slug}
+    top = "∞" if quota.maximum is None else str(quota.maximum)
+    rows.append(
+        _row(
+            _("%(project)s in %(pool)s/%(flavor)s: guarantee %(gpus)d, maximum %(top)s")
+            % {**where, "gpus": quota.guarantee, "top": top},
+            NATIVE,
+            _(
+                "ClusterQueue %(queue)s flavor %(flavor)s nominalQuota and "
+                "borrowingLimit; reclaimWithinCohort Any; Jobs without a queue name "
+                "go to the namespace's LocalQueue default (manageJobsWithoutQueueName)"
+            )
+            % {"queue": queue, "flavor": k8s_name(flavor.slug)},
+        )
+    )
+    if quota.lending_limit is not None:
+        rows.append(
+            _row(
+                _("%(project)s in %(pool)s/%(flavor)s: lends at most %(gpus)d GPUs")
+                % {**where, "gpus": quota.lending_limit},
+                NATIVE,
+                _("ClusterQueue %(queue)s lendingLimit") % {"queue": queue},
+            )
+        )
+    rows.append(
+        _row(
+            _("%(project)s in %(pool)s/%(flavor)s: fair-share weight %(weight)d")
+            % {**where, "weight": quota.quota.fair_share_weight},
+            NATIVE,
+            _(
+                "ClusterQueue %(queue)s fairSharing.weight (one per queue: the "
+                "flavors' weights averaged by guarantee); acts with fair sharing on"
+            )
+            % {"queue": queue},
+        )
+    )
+    klass = quota.preemption_class
+    if klass.kind == PreemptionKind.FORBIDDEN:
+        rows.append(
+            _row(
+                _("%(project)s in %(pool)s/%(flavor)s: class %(klass)s, never preempted")
+                % {**where, "klass": klass.name},
+                NATIVE,
+                _(
+                    "borrowingLimit 0 on this flavor (reclaim never hits it) and "
+                    "withinClusterQueue Never"
+                ),
+            )
+        )
+    elif klass.kind == PreemptionKind.CAUTIOUS:
+        if klass.min_runtime_minutes or quota.quota.reclaim_grace_minutes:
             rows.append(
                 _row(
-                    _("%(project)s in %(pool)s/%(flavor)s: guarantee %(gpus)d, maximum %(top)s")
-                    % {**where, "gpus": quota.guarantee, "top": top},
-                    NATIVE,
+                    cautious_rule(
+                        project=slug,
+                        klass=klass,
+                        grace_minutes=quota.quota.reclaim_grace_minutes,
+                    ),
+                    NOT_ENFORCED,
                     _(
-                        "ClusterQueue %(queue)s flavor %(flavor)s nominalQuota and "
-                        "borrowingLimit; reclaimWithinCohort Any; Jobs without a queue name "
-                        "go to the namespace's LocalQueue default (manageJobsWithoutQueueName)"
-                    )
-                    % {"queue": queue, "flavor": k8s_name(flavor.slug)},
+                        "not enforced on this cluster: Kueue preempts a borrower at "
+                        "once, with neither a minimum runtime nor a grace period"
+                    ),
                 )
             )
-            if quota.lending_limit is not None:
-                rows.append(
-                    _row(
-                        _("%(project)s in %(pool)s/%(flavor)s: lends at most %(gpus)d GPUs")
-                        % {**where, "gpus": quota.lending_limit},
-                        NATIVE,
-                        _("ClusterQueue %(queue)s lendingLimit") % {"queue": queue},
-                    )
-                )
+        if klass.max_preemptions_per_day:
             rows.append(
                 _row(
-                    _("%(project)s in %(pool)s/%(flavor)s: fair-share weight %(weight)d")
-                    % {**where, "weight": quota.quota.fair_share_weight},
-                    NATIVE,
-                    _(
-                        "ClusterQueue %(queue)s fairSharing.weight (one per queue: the "
-                        "flavors' weights averaged by guarantee); acts with fair sharing on"
-                    )
-                    % {"queue": queue},
+                    daily_maximum_rule(project=slug, klass=klass),
+                    NOT_ENFORCED,
+                    _("not enforced on this cluster: Kueue does not count preemptions"),
                 )
             )
-            klass = quota.preemption_class
-            if klass.kind == PreemptionKind.FORBIDDEN:
-                rows.append(
-                    _row(
-                        _("%(project)s in %(pool)s/%(flavor)s: class %(klass)s, never preempted")
-                        % {**where, "klass": klass.name},
-                        NATIVE,
-                        _(
-                            "borrowingLimit 0 on this flavor (reclaim never hits it) and "
-                            "withinClusterQueue Never"
-                        ),
-                    )
-                )
-            elif klass.kind == PreemptionKind.CAUTIOUS:
-                if klass.min_runtime_minutes or quota.quota.reclaim_grace_minutes:
-                    rows.append(
-                        _row(
-                            cautious_rule(
-                                project=slug,
-                                klass=klass,
-                                grace_minutes=quota.quota.reclaim_grace_minutes,
-                            ),
-                            NOT_ENFORCED,
-                            _(
-                                "not enforced on this cluster: Kueue preempts a borrower at "
-                                "once, with neither a minimum runtime nor a grace period"
-                            ),
-                        )
-                    )
-                if klass.max_preemptions_per_day:
-                    rows.append(
-                        _row(
-                            daily_maximum_rule(project=slug, klass=klass),
-                            NOT_ENFORCED,
-                            _("not enforced on this cluster: Kueue does not count preemptions"),
-                        )
-                    )
     return rows

@@ -24,6 +24,9 @@ def settle(*, desired: State, live: LiveState, applied: State) -> tuple[State, l
     where it put it), the QOS it wants and the one to move back to, the user associations
     that must allow those QOS, and the named jobs left alone (``skip`` changes).
     """
+    # one piece: both passes (the named jobs, then the grants that ended) widen the same
+    # association QOS lists that ``allowed`` reads back, so each decision sees the ones
+    # made before it.
     qos = desired.get(QOS, {})
     found_jobs = live.objects.get(JOB, {})
     associations = {name: dict(f) for name, f in desired.get(ASSOCIATION, {}).items()}

@@ -17,8 +17,8 @@ from datetime import datetime, timedelta
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from governance.models import PreemptionKind, SiteRole, User
-from governance.selectors import effective_rules
+from governance.models import Pool, PreemptionKind, SiteRole, User
+from governance.selectors import EffectiveProject, EffectiveRules, effective_rules
 from queues.models import Alert, AlertKind, Cluster, JobState, WaitCategory, WorkloadJob
 from queues.schedulers.slurm.values import borrow_qos, guarantee_qos, tier_qos
 from queues.selectors.definitions import current_wait_seconds
@@ -116,15 +116,40 @@ def wait_alerts_check(*, now: datetime | None = None) -> dict[str, int]:
     return {"open": len(raised), "closed": closed}
 
 
+# Each gap found: its alert key → the cluster and the alert's details.
+Found = dict[str, tuple[Cluster | None, dict[str, object]]]
+
+
 def rules_check(*, now: datetime | None = None) -> dict[str, int]:
     """Compare what runs on every cluster with the effective rules; alert ops on each gap."""
     now = now or timezone.now()
     rules = effective_rules(at=now)
     clusters = {c.pk: c for c in Cluster.objects.prefetch_related("pools")}
     ops = _ops()
-    found: dict[str, tuple[Cluster | None, dict[str, object]]] = {}
+    found: Found = {}
+    found.update(_over_maximum(rules, clusters))
+    found.update(_job_gaps(rules, clusters, now=now))
+    for key, (cluster, details) in found.items():
+        alert_raise(
+            kind=AlertKind.RULE_NOT_ENFORCED,
+            key=key,
+            recipients=ops,
+            cluster=cluster,
+            details=details,
+            now=now,
+        )
+    closed = 0
+    for alert in Alert.objects.filter(kind=AlertKind.RULE_NOT_ENFORCED, closed_at=None).exclude(
+        key__in=list(found)
+    ):
+        alert_close(kind=AlertKind.RULE_NOT_ENFORCED, key=alert.key, now=now)
+        closed += 1
+    return {"open": len(found), "closed": closed}
 
-    # 1. More GPUs running than the maximum (per cluster, project and flavor).
+
+def _over_maximum(rules: EffectiveRules, clusters: dict[int, Cluster]) -> Found:
+    """1. More GPUs running than the maximum (per cluster, project and flavor)."""
+    found: Found = {}
     running = (
         WorkloadJob.objects.filter(
             state=JobState.RUNNING, project__isnull=False, cluster__isnull=False
@@ -160,8 +185,12 @@ def rules_check(*, now: datetime | None = None) -> dict[str, int]:
                     "seen": total,
                 },
             )
+    return found
 
-    # 2. A job in a QOS its project may not use; 3. a never-preempt job that was preempted.
+
+def _job_gaps(rules: EffectiveRules, clusters: dict[int, Cluster], *, now: datetime) -> Found:
+    """2. A job in a QOS its project may not use; 3. a never-preempt job that was preempted."""
+    found: Found = {}
     suspects = (
         WorkloadJob.objects.filter(project__isnull=False, cluster__isnull=False)
         .filter(
@@ -177,62 +206,65 @@ def rules_check(*, now: datetime | None = None) -> dict[str, int]:
             continue
         pool_list = list(cluster.pools.all())
         if job.state == JobState.RUNNING and job.qos:
-            allowed = {tier_qos(t) for t in project.allowed_tiers}
-            allowed |= {tier_qos(t, protected=True) for t in project.allowed_tiers}
-            allowed |= {guarantee_qos(pool, project.project.slug) for pool in pool_list}
-            allowed |= {borrow_qos(pool) for pool in pool_list}
-            granted = project.job_tiers.get(job.job_id)
-            if granted is not None:
-                allowed |= {tier_qos(granted), tier_qos(granted, protected=True)}
-            if job.qos not in allowed:
-                found[f"qos:{job.cluster_id}:{job.job_id}"] = (
-                    cluster,
-                    {
-                        "cluster": cluster.name,
-                        "project": project.project.name,
-                        "rule": "qos_not_allowed",
-                        "job": job.job_id,
-                        "allowed": ", ".join(sorted(allowed)),
-                        "seen": job.qos,
-                    },
-                )
+            found.update(_qos_gap(job, project, cluster, pool_list))
         if job.preemptions:
-            klass = project.job_preemption_classes.get(job.job_id)
-            kinds = (
-                {klass.kind}
-                if klass
-                else {
-                    q.preemption_class.kind
-                    for q in project.quotas
-                    if q.quota.pool_id in {p.pk for p in pool_list}
-                    and (job.flavor_id is None or q.quota.flavor_id == job.flavor_id)
-                }
-            )
-            if PreemptionKind.FORBIDDEN in kinds:
-                found[f"preempted:{job.cluster_id}:{job.job_id}"] = (
-                    cluster,
-                    {
-                        "cluster": cluster.name,
-                        "project": project.project.name,
-                        "rule": "forbidden_preempted",
-                        "job": job.job_id,
-                        "allowed": 0,
-                        "seen": job.preemptions,
-                    },
-                )
-    for key, (cluster, details) in found.items():
-        alert_raise(
-            kind=AlertKind.RULE_NOT_ENFORCED,
-            key=key,
-            recipients=ops,
-            cluster=cluster,
-            details=details,
-            now=now,
+            found.update(_preempted_gap(job, project, cluster, pool_list))
+    return found
+
+
+def _qos_gap(
+    job: WorkloadJob, project: EffectiveProject, cluster: Cluster, pool_list: list[Pool]
+) -> Found:
+    """2. A running job in a QOS that none of its project's tiers, pools or grants gives."""
+    found: Found = {}
+    allowed = {tier_qos(t) for t in project.allowed_tiers}
+    allowed |= {tier_qos(t, protected=True) for t in project.allowed_tiers}
+    allowed |= {guarantee_qos(pool, project.project.slug) for pool in pool_list}
+    allowed |= {borrow_qos(pool) for pool in pool_list}
+    granted = project.job_tiers.get(job.job_id)
+    if granted is not None:
+        allowed |= {tier_qos(granted), tier_qos(granted, protected=True)}
+    if job.qos not in allowed:
+        found[f"qos:{job.cluster_id}:{job.job_id}"] = (
+            cluster,
+            {
+                "cluster": cluster.name,
+                "project": project.project.name,
+                "rule": "qos_not_allowed",
+                "job": job.job_id,
+                "allowed": ", ".join(sorted(allowed)),
+                "seen": job.qos,
+            },
         )
-    closed = 0
-    for alert in Alert.objects.filter(kind=AlertKind.RULE_NOT_ENFORCED, closed_at=None).exclude(
-        key__in=list(found)
-    ):
-        alert_close(kind=AlertKind.RULE_NOT_ENFORCED, key=alert.key, now=now)
-        closed += 1
-    return {"open": len(found), "closed": closed}
+    return found
+
+
+def _preempted_gap(
+    job: WorkloadJob, project: EffectiveProject, cluster: Cluster, pool_list: list[Pool]
+) -> Found:
+    """3. A preempted job whose class (its own, or its quotas') is never to be preempted."""
+    found: Found = {}
+    klass = project.job_preemption_classes.get(job.job_id)
+    kinds = (
+        {klass.kind}
+        if klass
+        else {
+            q.preemption_class.kind
+            for q in project.quotas
+            if q.quota.pool_id in {p.pk for p in pool_list}
+            and (job.flavor_id is None or q.quota.flavor_id == job.flavor_id)
+        }
+    )
+    if PreemptionKind.FORBIDDEN in kinds:
+        found[f"preempted:{job.cluster_id}:{job.job_id}"] = (
+            cluster,
+            {
+                "cluster": cluster.name,
+                "project": project.project.name,
+                "rule": "forbidden_preempted",
+                "job": job.job_id,
+                "allowed": 0,
+                "seen": job.preemptions,
+            },
+        )
+    return found

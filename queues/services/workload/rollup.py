@@ -278,23 +278,7 @@ def workload_hours_roll_up(
     RollupState.objects.get_or_create(name=ROLLUP_NAME)
     state = RollupState.objects.select_for_update().get(name=ROLLUP_NAME)
     lookback = timedelta(hours=getattr(settings, "ARBITER_ROLLUP_LOOKBACK_HOURS", 6))
-    # Four index reads, not one OR over the whole table: the jobs added since the last run
-    # (primary key), those changed since the watermark (job_last_event), the active ones
-    # (job_state_category), and those whose last contribution was still open
-    # (job_rollup_open).
-    if state.watermark is None:
-        ids = list(WorkloadJob.objects.order_by("pk").values_list("pk", flat=True))
-    else:
-        added = WorkloadJob.objects.filter(pk__gt=state.last_job_id)
-        changed = WorkloadJob.objects.filter(last_event_at__gt=state.watermark - lookback)
-        active = WorkloadJob.objects.filter(state__in=ACTIVE_STATES)
-        still_open = WorkloadJobRollup.objects.filter(open=True)
-        ids = sorted(
-            set(added.values_list("pk", flat=True))
-            | set(changed.values_list("pk", flat=True))
-            | set(active.values_list("pk", flat=True))
-            | set(still_open.values_list("job_id", flat=True))
-        )
+    ids = _job_ids(state, lookback)
     maps = definitions.pool_maps()
     counts = {"jobs": 0, "changed": 0, "hours": 0, "waits": 0}
     for offset in range(0, len(ids), batch_size):
@@ -355,3 +339,23 @@ def workload_hours_roll_up(
     state.last_counts = counts
     state.save(update_fields=["watermark", "last_job_id", "last_run_at", "last_counts"])
     return counts
+
+
+def _job_ids(state: RollupState, lookback: timedelta) -> list[int]:
+    """The jobs to reread, in key order: all of them on the first run."""
+    # Four index reads, not one OR over the whole table: the jobs added since the last run
+    # (primary key), those changed since the watermark (job_last_event), the active ones
+    # (job_state_category), and those whose last contribution was still open
+    # (job_rollup_open).
+    if state.watermark is None:
+        return list(WorkloadJob.objects.order_by("pk").values_list("pk", flat=True))
+    added = WorkloadJob.objects.filter(pk__gt=state.last_job_id)
+    changed = WorkloadJob.objects.filter(last_event_at__gt=state.watermark - lookback)
+    active = WorkloadJob.objects.filter(state__in=ACTIVE_STATES)
+    still_open = WorkloadJobRollup.objects.filter(open=True)
+    return sorted(
+        set(added.values_list("pk", flat=True))
+        | set(changed.values_list("pk", flat=True))
+        | set(active.values_list("pk", flat=True))
+        | set(still_open.values_list("job_id", flat=True))
+    )

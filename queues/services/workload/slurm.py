@@ -419,40 +419,59 @@ def sacct_events(
             )
         if end is None:
             continue
-        if state == "PREEMPTED":
-            events.append(
-                JobEvent(
-                    event_id=f"{key}:preempted:{_epoch(end)}",
-                    time=end,
-                    kind=EventKind.PREEMPTED,
-                    reason="Preempted",
-                    **common,
-                )
+        events += _end_events(
+            keys, job_id, key, state, end, later_run=later_run, exit_code=exit_code, common=common
+        )
+    return events
+
+
+def _end_events(
+    keys: JobKeys,
+    job_id: str,
+    key: str,
+    state: str,
+    end: datetime,
+    *,
+    later_run: bool,
+    exit_code: str,
+    common: dict[str, Any],
+) -> list[JobEvent]:
+    """How a run ended: preempted, requeued (the job runs again) or finished for good."""
+    events: list[JobEvent] = []
+    if state == "PREEMPTED":
+        events.append(
+            JobEvent(
+                event_id=f"{key}:preempted:{_epoch(end)}",
+                time=end,
+                kind=EventKind.PREEMPTED,
+                reason="Preempted",
+                **common,
             )
-        if state == "REQUEUED" or (state in ("PREEMPTED", "NODE_FAIL") and later_run):
-            keys.reopen(job_id, key)
-            events.append(
-                JobEvent(
-                    event_id=f"{key}:requeue:{_epoch(end)}",
-                    time=end,
-                    kind=EventKind.REQUEUED,
-                    reason=state,
-                    **common,
-                )
+        )
+    if state == "REQUEUED" or (state in ("PREEMPTED", "NODE_FAIL") and later_run):
+        keys.reopen(job_id, key)
+        events.append(
+            JobEvent(
+                event_id=f"{key}:requeue:{_epoch(end)}",
+                time=end,
+                kind=EventKind.REQUEUED,
+                reason=state,
+                **common,
             )
-        elif state in FINAL or (state == "PREEMPTED" and not later_run):
-            if state not in ("PREEMPTED", "NODE_FAIL") or not later_run:
-                keys.close(job_id, key)
-            events.append(
-                JobEvent(
-                    event_id=f"{key}:end:{_epoch(end)}",
-                    time=end,
-                    kind=EventKind.ENDED,
-                    state=FINAL.get(state, JobState.PREEMPTED),
-                    exit_code=exit_code,
-                    **common,
-                )
+        )
+    elif state in FINAL or (state == "PREEMPTED" and not later_run):
+        if state not in ("PREEMPTED", "NODE_FAIL") or not later_run:
+            keys.close(job_id, key)
+        events.append(
+            JobEvent(
+                event_id=f"{key}:end:{_epoch(end)}",
+                time=end,
+                kind=EventKind.ENDED,
+                state=FINAL.get(state, JobState.PREEMPTED),
+                exit_code=exit_code,
+                **common,
             )
+        )
     return events
 
 
@@ -496,22 +515,7 @@ def collect_cluster(
     since = (state.watermark or now - FIRST_LOOKBACK) - OVERLAP
     source = cluster.name
     try:
-        queue = commands.run(["squeue", "-h", "-a", "-t", "all", "-o", SQUEUE_FORMAT])
-        accounting = commands.run(
-            [
-                "sacct",
-                "-a",
-                "-X",
-                "-D",
-                "-P",
-                "-n",
-                "-S",
-                since.astimezone().strftime("%Y-%m-%dT%H:%M:%S"),
-                "-E",
-                "now",
-                f"--format={SACCT_FIELDS}",
-            ]
-        )
+        queue_rows, sacct_rows = _read(commands, since)
     except SchedulerError as error:
         _finish(
             cluster,
@@ -520,21 +524,6 @@ def collect_cluster(
             failures=state.failures + 1,
         )
         return CollectResult(cluster=source, ok=False, error=str(error))
-    queue_rows = [
-        line.split("|", SQUEUE_FIELDS - 1)
-        for line in queue.splitlines()
-        if line.count("|") >= SQUEUE_FIELDS - 1
-    ]
-    queue_rows = [
-        row
-        for row in queue_rows
-        if row[1] == "PENDING" or row[1] in RUNNING_LIKE or row[1] == "SUSPENDED"
-    ]
-    sacct_rows = [
-        line.split("|", SACCT_COUNT - 1)
-        for line in accounting.splitlines()
-        if line.count("|") >= SACCT_COUNT - 1
-    ]
     names = Names.for_cluster(cluster)
     ids = [row[0] for row in queue_rows]
     stored = list(
@@ -575,3 +564,40 @@ def collect_cluster(
         last_counts=result.as_dict(),
     )
     return result
+
+
+def _read(commands: SlurmCommands, since: datetime) -> tuple[list[list[str]], list[list[str]]]:
+    """The queue's jobs still in play (``squeue``) and the accounting since ``since``
+    (``sacct``), as rows of fields; ``SchedulerError`` when the scheduler does not answer."""
+    queue = commands.run(["squeue", "-h", "-a", "-t", "all", "-o", SQUEUE_FORMAT])
+    accounting = commands.run(
+        [
+            "sacct",
+            "-a",
+            "-X",
+            "-D",
+            "-P",
+            "-n",
+            "-S",
+            since.astimezone().strftime("%Y-%m-%dT%H:%M:%S"),
+            "-E",
+            "now",
+            f"--format={SACCT_FIELDS}",
+        ]
+    )
+    queue_rows = [
+        line.split("|", SQUEUE_FIELDS - 1)
+        for line in queue.splitlines()
+        if line.count("|") >= SQUEUE_FIELDS - 1
+    ]
+    queue_rows = [
+        row
+        for row in queue_rows
+        if row[1] == "PENDING" or row[1] in RUNNING_LIKE or row[1] == "SUSPENDED"
+    ]
+    sacct_rows = [
+        line.split("|", SACCT_COUNT - 1)
+        for line in accounting.splitlines()
+        if line.count("|") >= SACCT_COUNT - 1
+    ]
+    return queue_rows, sacct_rows
