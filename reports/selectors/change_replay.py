@@ -24,6 +24,7 @@ from governance.models import RuleChange
 from queues.models import ChangeReplay, ReplaySide, ReplayStatus, ReplayWait
 from queues.replay.results import delta
 from queues.selectors import change_replay_latest
+from queues.services.replay import RESULT_FORMAT
 
 from .review._common import Names, Scope, tables
 from .review.waits import wait_queries, waits_from_rows
@@ -146,6 +147,8 @@ class ReplayPage:
     tiers: list[Group] = field(default_factory=list)
     projects: list[Group] = field(default_factory=list)
     figures: dict[str, dict] = field(default_factory=dict)
+    # Stored in an older format, without the rows the review's wait queries read.
+    outdated: bool = False
     # The review's waits of each side (``replay_waits``), for the API.
     waits: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -156,6 +159,8 @@ def change_replay_page(*, change: RuleChange) -> ReplayPage:
     run = change_replay_latest(change=change)
     if run is None or run.status != ReplayStatus.DONE or not run.result:
         return ReplayPage(run=run)
+    if run.result.get("format") != RESULT_FORMAT:  # made before its waits were stored as rows
+        return ReplayPage(run=run, outdated=True)
     result = run.result
     before, after = result["in_force"], result["with_change"]
     names = Names.load()
