@@ -209,7 +209,10 @@ def change_replay_page(*, change: RuleChange) -> ReplayPage:
             after["projects"].get(slug, empty),
             PROJECT_FIGURES,
         )
-        for slug in sorted(slug for slug in project_slugs | set(project_waits[1]) if slug)
+        for slug in sorted(
+            (slug for slug in project_slugs | set(project_waits[1]) if slug),
+            key=lambda slug: (project_names.get(slug, slug), slug),
+        )
     ]
     overall = _group(
         "",
@@ -260,10 +263,13 @@ def _side_by_side(
 
 def replay_figures(page: ReplayPage) -> dict[str, dict]:
     """The review's charts of both replays, side by side: p90 wait per tier, GPU-hours lost
-    per tier, GPU-hours received per project."""
+    per tier, p90 wait per project, GPU-hours received per project."""
     return {
         "waits": _side_by_side(page.tiers, _("p90 wait (min)"), _("p90 wait (minutes)")),
         "lost": _side_by_side(page.tiers, "gpu_hours_lost", _("GPU-hours lost")),
+        "project_waits": _side_by_side(
+            page.projects, _("p90 wait (min)"), _("p90 wait (minutes)"), horizontal=True
+        ),
         "service": _side_by_side(
             page.projects, "gpu_hours", _("GPU-hours received"), horizontal=True
         ),
