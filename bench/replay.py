@@ -2,7 +2,10 @@
 
 Run on demand (not part of the test suite), from the repository root:
 
-    nice .venv/bin/python bench/replay.py [--sizes 10000,100000,1000000] [--load 0.9]
+    .venv/bin/python bench/replay.py [--sizes 10000,100000,1000000] [--load 0.9]
+
+(under ``nice`` it yields to the machine's other work and its wall clock says more about
+that work than about the replay).
 
 The pool: 1,000 GPUs of one flavor; 4 tiers (production may preempt exploratory; regular
 ages towards key-project, capped), 20 projects with guarantees summing to 800 GPUs, borrow
