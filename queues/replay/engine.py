@@ -226,6 +226,7 @@ class Replay:
         self.wakes: dict[str, float] = {}
         self.by_tier: dict[str, set[tuple[str, tuple[str, str]]]] = {}
         self.user_version: dict[str, int] = {}
+        self.no_quota: dict[str, QuotaRule] = {}  # the rule of a project without a quota
         self.no_victims: dict[int, tuple[float, float]] = {}
         self.flavors: dict[str, _Flavor] = {}
         self.rules = timeline[0][1]
@@ -293,8 +294,12 @@ class Replay:
 
     def _quota(self, flavor: _Flavor, project: str) -> QuotaRule:
         quota = flavor.quotas.get(project)
-        if quota is None:
-            quota = QuotaRule(project=project, flavor="", guarantee=0.0)
+        if quota is None:  # no quota: guaranteed nothing (one rule per project, made once)
+            quota = self.no_quota.get(project)
+            if quota is None:
+                quota = self.no_quota[project] = QuotaRule(
+                    project=project, flavor="", guarantee=0.0
+                )
         return quota
 
     def _resolve(self, j: int) -> None:
@@ -465,11 +470,17 @@ class Replay:
         if stamp is not None and stamp[0] >= left - EPS and stamp[1:] == (len(group), version):
             return  # nothing that held it back has eased
         user_cap = tier.max_gpus_per_user
+        # ``_say`` inlined: a held queue is looked at again and again (the hot loop).
+        reason, reasons = self.reason, self.reasons
+        over_left, over_tier = left + EPS, tier_left + EPS
         for pos in range(min(len(group), QUEUE_DEPTH)):
             j = group[pos]
             gpus = jobs[j].gpus
-            if gpus > left + EPS:
-                self._say(j, TIER_CAP if gpus > tier_left + EPS else PROJECT_MAX, t)
+            if gpus > over_left:
+                token = TIER_CAP if gpus > over_tier else PROJECT_MAX
+                if reason[j] != token:
+                    reason[j] = token
+                    reasons.append((j, t, token))
                 continue
             if (
                 user_cap is not None
@@ -688,8 +699,14 @@ class Replay:
         entries = flavor.entries
         blocker = None
         while True:
-            while flavor.stale:
-                self._candidate(name, flavor, flavor.stale.pop(), t)
+            if flavor.stale:
+                # In a fixed order, not the set's: the order decides which wakes are pushed,
+                # and a set of strings iterates in an order that changes with the process's
+                # hash seed (the same replay in two processes would differ).
+                stale = sorted(flavor.stale)
+                flavor.stale = set()
+                for key in stale:
+                    self._candidate(name, flavor, key, t)
             if not entries:
                 break
             entry, key, pos = min(entries.values())
@@ -724,7 +741,7 @@ class Replay:
         # guarantee, which may still take lent GPUs back.
         flavor.unswept.discard(blocker)
         groups = flavor.groups
-        for key in flavor.unswept:
+        for key in sorted(flavor.unswept):
             if key not in flavor.within:
                 self._say(groups[key][entries[key][2]], PRIORITY, t)
         flavor.unswept = set()

@@ -109,7 +109,9 @@ def delta(name: str, before: Any, after: Any) -> dict[str, Any]:
     for a figure with no better direction, ``unknown`` when either side has no value)."""
     if before is None or after is None:
         return {"value": None, "verdict": "unknown"}
-    change = round(float(after) - float(before), 3)
+    change: float = round(float(after) - float(before), 3)
+    if isinstance(before, int) and isinstance(after, int):
+        change = after - before  # a count changes by a count
     if abs(change) < 1e-9:
         return {"value": 0.0, "verdict": "same"}
     direction = HIGHER_IS_BETTER.get(name)

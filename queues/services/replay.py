@@ -28,6 +28,7 @@ from queues.replay.engine import REASON_CATEGORY
 from queues.replay.results import summarize
 
 WINDOW_DAYS = 30
+RESULT_FORMAT = 2
 REPLAYABLE = (ChangeStatus.DRAFT, ChangeStatus.PROPOSED)
 
 
@@ -48,6 +49,9 @@ def change_replay_inputs(*, change: RuleChange, now: datetime) -> dict[str, Any]
         )
     ]
     return {
+        # The result's format: 2 stores the replayed waits as rows (``ReplayWait``) for the
+        # review's wait queries; a run of an older format is replayed again, not reused.
+        "format": RESULT_FORMAT,
         "rules_revision": revision,
         "change": change.pk,
         "edits": edits,
@@ -222,6 +226,7 @@ def _replay_both(run: ChangeReplay) -> tuple[dict[str, Any], list[ReplayWait]]:
         "skipped_never_started": evidence.skipped_never_started,
         "skipped_no_flavor": evidence.skipped_no_flavor,
         "not_modelled": sorted(set(ignored)),
+        "format": RESULT_FORMAT,
         "in_force": before,
         "with_change": after,
     }, waits

@@ -24,6 +24,7 @@ from governance.models import RuleChange
 from queues.models import ChangeReplay, ReplaySide, ReplayStatus, ReplayWait
 from queues.replay.results import delta
 from queues.selectors import change_replay_latest
+from queues.services.replay import RESULT_FORMAT
 
 from .review._common import Names, Scope, tables
 from .review.waits import wait_queries, waits_from_rows
@@ -150,6 +151,8 @@ class ReplayPage:
     tiers: list[Group] = field(default_factory=list)
     projects: list[Group] = field(default_factory=list)
     figures: dict[str, dict] = field(default_factory=dict)
+    # Stored in an older format, without the rows the review's wait queries read.
+    outdated: bool = False
     # The review's waits of each side (``replay_waits``), for the API.
     waits: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -160,6 +163,8 @@ def change_replay_page(*, change: RuleChange) -> ReplayPage:
     run = change_replay_latest(change=change)
     if run is None or run.status != ReplayStatus.DONE or not run.result:
         return ReplayPage(run=run)
+    if run.result.get("format") != RESULT_FORMAT:  # made before its waits were stored as rows
+        return ReplayPage(run=run, outdated=True)
     result = run.result
     before, after = result["in_force"], result["with_change"]
     names = Names.load()
@@ -208,7 +213,10 @@ def change_replay_page(*, change: RuleChange) -> ReplayPage:
             after["projects"].get(slug, empty),
             PROJECT_FIGURES,
         )
-        for slug in sorted(slug for slug in project_slugs | set(project_waits[1]) if slug)
+        for slug in sorted(
+            (slug for slug in project_slugs | set(project_waits[1]) if slug),
+            key=lambda slug: (project_names.get(slug, slug), slug),
+        )
     ]
     overall = _group(
         "",
@@ -259,10 +267,13 @@ def _side_by_side(
 
 def replay_figures(page: ReplayPage) -> dict[str, dict]:
     """The review's charts of both replays, side by side: p90 wait per tier, GPU-hours lost
-    per tier, GPU-hours received per project."""
+    per tier, p90 wait per project, GPU-hours received per project."""
     return {
         "waits": _side_by_side(page.tiers, _("p90 wait (min)"), _("p90 wait (minutes)")),
         "lost": _side_by_side(page.tiers, "gpu_hours_lost", _("GPU-hours lost")),
+        "project_waits": _side_by_side(
+            page.projects, _("p90 wait (min)"), _("p90 wait (minutes)"), horizontal=True
+        ),
         "service": _side_by_side(
             page.projects, "gpu_hours", _("GPU-hours received"), horizontal=True
         ),

@@ -16,6 +16,7 @@ from queues import tasks
 from queues.models import ChangeReplay, EventKind, JobState, ReplayStatus
 from queues.replay.results import delta
 from queues.services import change_replay_start, change_replay_window
+from queues.services.replay import fingerprint
 from queues.services.workload.ingest import JobEvent, events_ingest
 from queues.services.workload.rollup import workload_hours_roll_up
 from reports.selectors.change_replay import replay_waits
@@ -327,6 +328,24 @@ def test_the_page_shows_both_side_by_side_with_deltas(
     )
     assert 'class="delta--worse"' in html and "worse" in html
     assert 'http-equiv="refresh"' not in html  # finished: no refresh
+
+
+def test_a_run_stored_before_its_waits_were_rows_is_replayed_again(
+    world, eager, django_capture_on_commit_callbacks
+):
+    run = _replayed(world, django_capture_on_commit_callbacks)
+    run.result = {key: value for key, value in run.result.items() if key != "format"}
+    run.inputs = {key: value for key, value in run.inputs.items() if key != "format"}
+    run.fingerprint = fingerprint(run.inputs)
+    run.save()
+    run.waits.all().delete()
+    url = reverse("change_replay", args=[run.change_id])
+    html = login(world.ops).get(url).content.decode()
+    assert "replay the change again" in html and "Replay this change" in html
+    with django_capture_on_commit_callbacks(execute=True):
+        again, queued = change_replay_start(change=run.change, user=world.ops, now=NOW)
+    assert queued and again.pk != run.pk
+    assert "replay the change again" not in login(world.ops).get(url).content.decode()
 
 
 def test_the_page_button_queues_a_replay_and_shows_progress(
