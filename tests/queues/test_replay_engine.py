@@ -139,6 +139,27 @@ def test_a_guarantee_is_reclaimed_after_its_grace_and_the_borrower_requeued():
     assert result.end[0] / MIN == pytest.approx(45 + 30)
 
 
+def test_a_lower_tier_job_within_its_guarantee_goes_before_a_higher_one_that_would_borrow():
+    # Kueue's order: work within its project's guarantee first, then the tier. c's regular
+    # job "big" would borrow (2 + 4 > 4) from a pool that has nothing left to lend, while
+    # c's later, smaller exploratory job "small" fits in c's idle guarantee: it starts first,
+    # although it ranks lower and is of the same project (what makes the demo's regular tier
+    # wait longer than its exploratory tier, see docs/replay.md).
+    quotas = (QuotaRule("c", F, 4),)
+    jobs = [
+        job("borrow", 0, 4, 60, "b"),
+        job("mine", 0, 2, 60, "c"),
+        job("big", 1, 4, 10, "c"),
+        job("small", 2, 2, 10, "c", tier="explore"),
+    ]
+    result = replay(jobs, [(0, rules(*quotas))])
+    assert starts(result) == {"borrow": 0, "mine": 0, "big": 60, "small": 2}
+    assert reasons(result, "big") == [(1, "Resources"), (60, "")]
+    # Without the guarantee both would borrow: the tier decides, and "small" waits.
+    result = replay(jobs, [(0, rules())])
+    assert starts(result)["big"] == 60 and starts(result)["small"] == 60
+
+
 def test_never_preempt_work_never_borrows_and_is_never_preempted():
     quotas = (
         QuotaRule("e", F, 4, preemption_class="never"),
