@@ -9,7 +9,9 @@ What it models, and whose semantics each rule follows:
 - **Order** (Kueue's admission order): work within its project's guarantee first, then by
   effective score (the tier's score plus aging), then fair share, then arrival. The tier
   score dominates as a Slurm multifactor priority does with ``PriorityWeightQOS`` far above
-  the other weights.
+  the other weights. A project is one queue ordered by tier (a Kueue ClusterQueue): its
+  lower tier's work counts as within the guarantee only while none of the project's
+  higher-tier work waits for the flavor, so it never passes its own project's higher tiers.
 - **Aging** (Slurm ``PriorityWeightAge`` with ``PriorityMaxAge`` as the cap): every
   ``aging_after`` seconds of waiting add ``aging_step`` points, never above the cap's score.
   Aging only orders; preemption rights stay those of the job's own tier.
@@ -392,6 +394,7 @@ class Replay:
         if group is None:
             group = flavor.groups[key] = deque()
             flavor.by_project.setdefault(job.project, set()).add(key)
+            flavor.stale |= flavor.by_project[job.project]  # its lower tiers wait behind it
             if tier.max_gpus_total is not None or tier.max_gpus_per_user is not None:
                 self.by_tier.setdefault(tier.slug, set()).add((job.flavor, key))
         if fresh or not group or self.jobs[group[-1]].arrival <= job.arrival:
@@ -423,6 +426,15 @@ class Replay:
         weight = quota.fair_share_weight if quota is not None else 1.0
         used = flavor.usage.get(job.project, 0.0)
         borrowing = 1 if used + job.gpus > guarantee + EPS else 0
+        if not borrowing:
+            # One project is one queue ordered by tier (a Kueue ClusterQueue): its work within
+            # the guarantee goes first only while none of its higher tiers waits here.
+            score = self.tier[j].score
+            tiers, groups = self.tiers, flavor.groups
+            for key in flavor.by_project[job.project]:
+                if tiers[key[0]].score > score and groups.get(key):
+                    borrowing = 1
+                    break
         over = used - guarantee
         share = over / weight if over > 0 else 0.0
         return (borrowing, -self._score(j, t), share, job.arrival, j)
@@ -564,6 +576,8 @@ class Replay:
         if group is not None and j in group:
             group.remove(j)
             flavor.stale.add(key)
+            if not group:
+                flavor.stale |= flavor.by_project[job.project]
             self.dirty.add(job.flavor)
         self.capped.discard(j)
         self.cancelled[j] = t

@@ -140,16 +140,14 @@ def test_a_guarantee_is_reclaimed_after_its_grace_and_the_borrower_requeued():
 
 
 def test_a_lower_tier_job_within_its_guarantee_goes_before_a_higher_one_that_would_borrow():
-    # Kueue's order: work within its project's guarantee first, then the tier. c's regular
-    # job "big" would borrow (2 + 4 > 4) from a pool that has nothing left to lend, while
-    # c's later, smaller exploratory job "small" fits in c's idle guarantee: it starts first,
-    # although it ranks lower and is of the same project (what makes the demo's regular tier
-    # wait longer than its exploratory tier, see docs/replay.md).
+    # Kueue's order between projects: work within its project's guarantee first, then the
+    # tier. b's key-project job "big" would borrow from a pool that has nothing left to lend;
+    # c's later exploratory job "small" fits in c's idle guarantee and starts first.
     quotas = (QuotaRule("c", F, 4),)
     jobs = [
         job("borrow", 0, 4, 60, "b"),
         job("mine", 0, 2, 60, "c"),
-        job("big", 1, 4, 10, "c"),
+        job("big", 1, 4, 10, "b"),
         job("small", 2, 2, 10, "c", tier="explore"),
     ]
     result = replay(jobs, [(0, rules(*quotas))])
@@ -158,6 +156,25 @@ def test_a_lower_tier_job_within_its_guarantee_goes_before_a_higher_one_that_wou
     # Without the guarantee both would borrow: the tier decides, and "small" waits.
     result = replay(jobs, [(0, rules())])
     assert starts(result)["big"] == 60 and starts(result)["small"] == 60
+    assert reasons(result, "small")[0] == (2, "Priority")
+
+
+def test_a_lower_tier_job_does_not_pass_its_own_projects_waiting_higher_tier_work():
+    # c's regular queue: "big" would borrow from a full pool and waits; behind it "next"
+    # would fit in c's idle guarantee. c's exploratory "small" fits there too, but is of a
+    # lower tier: within one project (one Kueue ClusterQueue, ordered by priority) it may not
+    # go before the project's regular work. Only when c's regular work has started does it.
+    quotas = (QuotaRule("c", F, 4),)
+    jobs = [
+        job("borrow", 0, 4, 60, "b"),
+        job("mine", 0, 1, 60, "c"),
+        job("big", 1, 4, 10, "c"),
+        job("next", 2, 2, 10, "c"),
+        job("small", 3, 2, 10, "c", tier="explore"),
+    ]
+    result = replay(jobs, [(0, rules(*quotas))])
+    assert starts(result) == {"borrow": 0, "mine": 0, "big": 60, "next": 60, "small": 60}
+    assert reasons(result, "small")[0] == (3, "Priority")
 
 
 def test_never_preempt_work_never_borrows_and_is_never_preempted():
