@@ -7,13 +7,15 @@ against the engine's own bookkeeping:
   its cap, the pool never more than it has;
 - never-preempt (forbidden) work is never preempted;
 - a project's guarantee is given back within its reclaim grace: the first waiting job of a
-  project's queue that fits in its idle guarantee while others borrow starts within the grace
+  project's queue (its earliest job of its highest waiting tier) that fits in its idle
+  guarantee while others borrow starts within the grace
   (here with allowed and never-preempt classes only: cautious work may hold it longer, by
   design, and the engine's unit tests show by how much);
 - a higher tier never waits behind a lower one for the same flavor unless a rule explains
   it: the higher job was held by a quota limit (its reason then says so), or it waited behind
-  an earlier job of its own project and tier, or the lower job ran within its project's
-  guarantee, or aging had raised the lower job at least as high.
+  an earlier job of its own project and tier, or the lower job, of another project, ran
+  within its project's guarantee (a project's own lower tier never passes it that way: a
+  project is one queue ordered by tier), or aging had raised the lower job at least as high.
 """
 
 from __future__ import annotations
@@ -208,9 +210,13 @@ def test_a_guarantee_is_given_back_within_its_grace(scenario):
     for t in moments(result):
         used = usage(result, t)
         pending = pending_at(result, t)
-        heads: dict[tuple[str, str], int] = {}
-        for j in sorted(pending, key=lambda j: (jobs[j].arrival, j)):
-            heads.setdefault((result.tiers[j], jobs[j].project), j)
+        # A project is one queue ordered by tier: its head is the earliest job of its highest
+        # waiting tier.
+        heads: dict[str, int] = {}
+        for j in sorted(
+            pending, key=lambda j: (-rules.tier(result.tiers[j]).score, jobs[j].arrival, j)
+        ):
+            heads.setdefault(jobs[j].project, j)
         now = set()
         for j in heads.values():
             job = jobs[j]
@@ -273,8 +279,11 @@ def test_a_higher_tier_never_waits_behind_a_lower_one_unless_a_rule_explains_it(
                 for j in running_at(result, low_start - 1e-3)
                 if jobs[j].project == jobs[low].project and j not in ended
             )
-            if low_used + jobs[low].gpus <= quotas[jobs[low].project].guarantee + EPS:
-                continue  # the lower job ran within its project's guarantee
+            if (
+                jobs[low].project != jobs[high].project
+                and low_used + jobs[low].gpus <= quotas[jobs[low].project].guarantee + EPS
+            ):
+                continue  # the lower job ran within its project's guarantee (another project)
             if score_at(rules, low, result, low_start) >= score_at(rules, high, result, low_start):
                 continue  # aging raised it
             raise AssertionError(
