@@ -28,7 +28,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("governance/services/demo/seed.py", "_organisation_ensure"): TO_DO,
     ("queues/schedulers/kueue/desired.py", "desired_objects"): TO_DO,
     ("queues/schedulers/kueue/desired.py", "tier_policy"): TO_DO,
-    ("queues/schedulers/slurm/desired.py", "desired_state"): TO_DO,
     ("queues/services/workload/ingest.py", "_apply"): TO_DO,
     ("queues/services/workload/traces.py", "_row_events"): TO_DO,
     ("reports/selectors/review/exceptions.py", "exceptions"): REPORTS,
