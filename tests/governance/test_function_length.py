@@ -26,7 +26,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("governance/selectors/effective.py", "effective_rules"): TO_DO,
     ("governance/selectors/history.py", "_history_entries"): TO_DO,
     ("governance/services/demo/seed.py", "_organisation_ensure"): TO_DO,
-    ("queues/services/workload/ingest.py", "_apply"): TO_DO,
     ("queues/services/workload/traces.py", "_row_events"): TO_DO,
     ("reports/selectors/review/exceptions.py", "exceptions"): REPORTS,
     ("reports/selectors/review/service.py", "service_and_capacity"): REPORTS,
