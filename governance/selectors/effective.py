@@ -175,65 +175,18 @@ def effective_rules(
     projects: dict[str, EffectiveProject] = {}
     for project in project_list:
         project_grants = by_project.get(project.pk, [])
-        top = project.tier or default
-        job_tiers: dict[str, PriorityTier] = {}
-        job_classes: dict[str, PreemptionClass] = {}
-        protection: PreemptionClass | None = None
-        for grant in project_grants:
-            if grant.kind in (GrantKind.PRIORITY_UPGRADE, GrantKind.QUEUE_JUMP):
-                if grant.job_ids and grant.tier is not None:
-                    for job in grant.job_ids:
-                        job_tiers[job] = _higher(job_tiers.get(job), grant.tier) or grant.tier
-                elif not grant.job_ids:
-                    top = _higher(top, grant.tier)
-            elif grant.kind == GrantKind.PREEMPTION_PROTECTION and grant.preemption_class:
-                if grant.job_ids:
-                    for job in grant.job_ids:
-                        current = job_classes.get(job)
-                        job_classes[job] = (
-                            _stricter(current, grant.preemption_class)
-                            if current
-                            else grant.preemption_class
-                        )
-                else:
-                    protection = (
-                        _stricter(protection, grant.preemption_class)
-                        if protection
-                        else grant.preemption_class
-                    )
-        quotas = []
-        for quota in quotas_by_project.get(project.pk, []):
-            borrow = quota.borrow_limit
-            touching = []
-            for grant in project_grants:
-                if (
-                    grant.kind == GrantKind.QUOTA_EXCEPTION
-                    and grant.pool_id == quota.pool_id
-                    and grant.flavor_id == quota.flavor_id
-                ):
-                    touching.append(grant)
-                    if grant.lift_borrow_limit:
-                        borrow = None
-                    elif borrow is not None:
-                        borrow += grant.extra_gpus or 0
-            if protection is not None:
-                touching += [g for g in project_grants if g.preemption_class_id == protection.pk]
-            quotas.append(
-                EffectiveQuota(
-                    quota=quota,
-                    guarantee=quota.guarantee,
-                    borrow_limit=borrow,
-                    lending_limit=quota.lending_limit,
-                    preemption_class=_stricter(quota.preemption_class, protection),
-                    grants=tuple(touching),
-                )
-            )
+        top, job_tiers, job_classes, protection = _grant_effects(
+            project_grants, project.tier or default
+        )
+        quotas = _effective_quotas(
+            quotas_by_project.get(project.pk, []), project_grants, protection
+        )
         allowed = tuple(tier for tier in tiers if top is not None and tier.score <= top.score)
         projects[project.slug] = EffectiveProject(
             project=project,
             tier=top,
             allowed_tiers=allowed,
-            quotas=tuple(quotas),
+            quotas=quotas,
             job_tiers=job_tiers,
             job_preemption_classes=job_classes,
             grants=tuple(project_grants),
@@ -241,3 +194,72 @@ def effective_rules(
     return EffectiveRules(
         at=at, tiers=tiers, default_tier=default, projects=projects, grants=tuple(grants)
     )
+
+
+def _grant_effects(
+    grants: list[Grant], top: PriorityTier | None
+) -> tuple[
+    PriorityTier | None, dict[str, PriorityTier], dict[str, PreemptionClass], PreemptionClass | None
+]:
+    """What a project's active grants change beside its quotas: its tier (from ``top``), the
+    tier and preemption class of named jobs, and the class protecting all its work."""
+    job_tiers: dict[str, PriorityTier] = {}
+    job_classes: dict[str, PreemptionClass] = {}
+    protection: PreemptionClass | None = None
+    for grant in grants:
+        if grant.kind in (GrantKind.PRIORITY_UPGRADE, GrantKind.QUEUE_JUMP):
+            if grant.job_ids and grant.tier is not None:
+                for job in grant.job_ids:
+                    job_tiers[job] = _higher(job_tiers.get(job), grant.tier) or grant.tier
+            elif not grant.job_ids:
+                top = _higher(top, grant.tier)
+        elif grant.kind == GrantKind.PREEMPTION_PROTECTION and grant.preemption_class:
+            if grant.job_ids:
+                for job in grant.job_ids:
+                    current = job_classes.get(job)
+                    job_classes[job] = (
+                        _stricter(current, grant.preemption_class)
+                        if current
+                        else grant.preemption_class
+                    )
+            else:
+                protection = (
+                    _stricter(protection, grant.preemption_class)
+                    if protection
+                    else grant.preemption_class
+                )
+    return top, job_tiers, job_classes, protection
+
+
+def _effective_quotas(
+    quotas: list[Quota], grants: list[Grant], protection: PreemptionClass | None
+) -> tuple[EffectiveQuota, ...]:
+    """A project's quotas as its active grants change them (borrow limits, protection)."""
+    effective = []
+    for quota in quotas:
+        borrow = quota.borrow_limit
+        touching = []
+        for grant in grants:
+            if (
+                grant.kind == GrantKind.QUOTA_EXCEPTION
+                and grant.pool_id == quota.pool_id
+                and grant.flavor_id == quota.flavor_id
+            ):
+                touching.append(grant)
+                if grant.lift_borrow_limit:
+                    borrow = None
+                elif borrow is not None:
+                    borrow += grant.extra_gpus or 0
+        if protection is not None:
+            touching += [g for g in grants if g.preemption_class_id == protection.pk]
+        effective.append(
+            EffectiveQuota(
+                quota=quota,
+                guarantee=quota.guarantee,
+                borrow_limit=borrow,
+                lending_limit=quota.lending_limit,
+                preemption_class=_stricter(quota.preemption_class, protection),
+                grants=tuple(touching),
+            )
+        )
+    return tuple(effective)

@@ -102,7 +102,6 @@ def _history_entries(
     fields: dict[str, Any] = {
         field.name: field for field in model._meta.get_fields() if isinstance(field, models.Field)
     }
-    order = {name: index for index, name in enumerate(fields)}
     m2m_fields = list(getattr(history_model, "_history_m2m_fields", []))
     m2m_names = [field.name for field in m2m_fields]
     m2m_values = _history_m2m_values(
@@ -113,58 +112,10 @@ def _history_entries(
         for field in records[0].tracked_fields
         if field.editable and not field.primary_key
     ]
-
-    # First pass: the raw changes of every row (ids for foreign keys), oldest row first.
-    raw: list[tuple[Any, list[tuple[str, Any, Any]]]] = []
-    previous: dict[Any, Any] = {}  # object id → its row before this one
-    for record in reversed(records):
-        before = previous.get(record.id)
-        changes: list[tuple[str, Any, Any]]
-        if record.history_type == "-":
-            changes = []
-        elif before is None or record.history_type == "+":
-            changes = [(name, None, getattr(record, fields[name].attname)) for name in tracked]
-            changes += [
-                (name, frozenset(), m2m_values[name].get(record.history_id, frozenset()))
-                for name in m2m_names
-            ]
-            changes = [change for change in changes if not _is_empty(change[2])]
-        else:
-            delta = record.diff_against(before, excluded_fields=m2m_names)
-            # Only the fields people edit: not a message stored beside its text.
-            changes = [
-                (change.field, change.old, change.new)
-                for change in delta.changes
-                if change.field in tracked
-            ]
-            for name in m2m_names:
-                old = m2m_values[name].get(before.history_id, frozenset())
-                new = m2m_values[name].get(record.history_id, frozenset())
-                if old != new:
-                    changes.append((name, old, new))
-        changes.sort(key=lambda change: order.get(change[0], 0))
-        raw.append((record, changes))
-        previous[record.id] = record
-
-    # Second pass: one query per related model to show names instead of ids.
-    related_ids: dict[Any, set[Any]] = {}
-    for record, changes in raw:
-        rows = list(changes)
-        if subject_field:
-            rows.append((subject_field, None, getattr(record, fields[subject_field].attname)))
-        for name, old, new in rows:
-            if fields[name].is_relation:
-                ids = related_ids.setdefault(fields[name].related_model, set())
-                for value in (old, new):
-                    if isinstance(value, frozenset):
-                        ids.update(value)
-                    elif value is not None:
-                        ids.add(value)
-    names = {
-        related: {pk: str(item) for pk, item in related._default_manager.in_bulk(ids).items()}
-        for related, ids in related_ids.items()
-    }
-
+    raw = _raw_changes(
+        records, fields=fields, tracked=tracked, m2m_names=m2m_names, m2m_values=m2m_values
+    )
+    names = _related_names(raw, fields=fields, subject_field=subject_field)
     return [
         HistoryEntry(
             when=record.history_date,
@@ -192,6 +143,77 @@ def _history_entries(
         )
         for record, changes in reversed(raw)
     ]
+
+
+Changes = list[tuple[str, Any, Any]]
+
+
+def _raw_changes(
+    records: list[Any],
+    *,
+    fields: dict[str, Any],
+    tracked: list[str],
+    m2m_names: list[str],
+    m2m_values: dict[str, dict[int, frozenset[Any]]],
+) -> list[tuple[Any, Changes]]:
+    """The raw changes of every row (ids for foreign keys), oldest row first, each row's
+    changes in the model's field order."""
+    order = {name: index for index, name in enumerate(fields)}
+    raw: list[tuple[Any, Changes]] = []
+    previous: dict[Any, Any] = {}  # object id → its row before this one
+    for record in reversed(records):
+        before = previous.get(record.id)
+        changes: Changes
+        if record.history_type == "-":
+            changes = []
+        elif before is None or record.history_type == "+":
+            changes = [(name, None, getattr(record, fields[name].attname)) for name in tracked]
+            changes += [
+                (name, frozenset(), m2m_values[name].get(record.history_id, frozenset()))
+                for name in m2m_names
+            ]
+            changes = [change for change in changes if not _is_empty(change[2])]
+        else:
+            delta = record.diff_against(before, excluded_fields=m2m_names)
+            # Only the fields people edit: not a message stored beside its text.
+            changes = [
+                (change.field, change.old, change.new)
+                for change in delta.changes
+                if change.field in tracked
+            ]
+            for name in m2m_names:
+                old = m2m_values[name].get(before.history_id, frozenset())
+                new = m2m_values[name].get(record.history_id, frozenset())
+                if old != new:
+                    changes.append((name, old, new))
+        changes.sort(key=lambda change: order.get(change[0], 0))
+        raw.append((record, changes))
+        previous[record.id] = record
+    return raw
+
+
+def _related_names(
+    raw: list[tuple[Any, Changes]], *, fields: dict[str, Any], subject_field: str | None
+) -> dict[Any, dict[Any, str]]:
+    """Per related model, the names of the rows the changes (and subjects) name by id: one
+    query per related model."""
+    related_ids: dict[Any, set[Any]] = {}
+    for record, changes in raw:
+        rows = list(changes)
+        if subject_field:
+            rows.append((subject_field, None, getattr(record, fields[subject_field].attname)))
+        for name, old, new in rows:
+            if fields[name].is_relation:
+                ids = related_ids.setdefault(fields[name].related_model, set())
+                for value in (old, new):
+                    if isinstance(value, frozenset):
+                        ids.update(value)
+                    elif value is not None:
+                        ids.add(value)
+    return {
+        related: {pk: str(item) for pk, item in related._default_manager.in_bulk(ids).items()}
+        for related, ids in related_ids.items()
+    }
 
 
 def _history_m2m_values(

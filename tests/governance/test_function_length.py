@@ -23,14 +23,6 @@ TO_DO = "not yet split nor explained (issue 26, item 4)"
 REPORTS = "not yet split nor explained: the review's queries and pages (issue 26, item 4)"
 # (path, qualified name) → where it stands: long functions not yet split nor explained.
 KNOWN: dict[tuple[str, str], str] = {
-    ("governance/selectors/effective.py", "effective_rules"): TO_DO,
-    ("governance/selectors/history.py", "_history_entries"): TO_DO,
-    ("governance/services/demo/seed.py", "_organisation_ensure"): TO_DO,
-    ("queues/schedulers/kueue/desired.py", "desired_objects"): TO_DO,
-    ("queues/schedulers/kueue/desired.py", "tier_policy"): TO_DO,
-    ("queues/schedulers/slurm/desired.py", "desired_state"): TO_DO,
-    ("queues/services/workload/ingest.py", "_apply"): TO_DO,
-    ("queues/services/workload/traces.py", "_row_events"): TO_DO,
     ("reports/selectors/review/exceptions.py", "exceptions"): REPORTS,
     ("reports/selectors/review/service.py", "service_and_capacity"): REPORTS,
     ("reports/selectors/review/waits.py", "shape_waits"): REPORTS,

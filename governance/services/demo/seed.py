@@ -93,13 +93,40 @@ def _organisation_ensure(*, password: str, today: date) -> Counter[str]:
     created: Counter[str] = Counter()
     users, created["users"] = _users_ensure(password=password)
     kw: dict[str, Any] = {"user": users["ops"], "reason": DEMO_REASON}
+    flavors = _flavors_ensure(kw=kw, created=created)
+    pools = _pools_ensure(kw=kw, flavors=flavors, created=created)
+    tiers = _tiers_ensure(kw=kw, users=users, today=today, created=created)
+    classes = _classes_ensure(kw=kw, users=users, created=created)
+    projects = _projects_ensure(kw=kw, users=users, tiers=tiers, created=created)
+    _quotas_ensure(
+        kw=kw,
+        projects=projects,
+        pools=pools,
+        flavors=flavors,
+        classes=classes,
+        today=today,
+        created=created,
+    )
+    return created
 
+
+# Each step below creates the demo rows of one kind that are missing (``kw``: the user and
+# reason of the history rows), counts them in ``created`` and returns all rows by slug.
+
+
+def _flavors_ensure(*, kw: dict[str, Any], created: Counter[str]) -> dict[str, GpuFlavor]:
     flavors = {flavor.slug: flavor for flavor in GpuFlavor.objects.all()}
     for spec in FLAVORS:
         if spec["slug"] not in flavors:
             flavors[spec["slug"]] = flavor_create(**kw, **spec)
             created["flavors"] += 1
+    return flavors
 
+
+def _pools_ensure(
+    *, kw: dict[str, Any], flavors: dict[str, GpuFlavor], created: Counter[str]
+) -> dict[str, Pool]:
+    """The pools and their capacities."""
     pools = {pool.slug: pool for pool in Pool.objects.all()}
     capacities = set(PoolCapacity.objects.values_list("pool__slug", "flavor__slug"))
     for pool_spec in POOLS:
@@ -113,7 +140,12 @@ def _organisation_ensure(*, password: str, today: date) -> Counter[str]:
             if (slug, flavor_slug) not in capacities:
                 pool_capacity_set(**kw, pool=pools[slug], flavor=flavors[flavor_slug], gpus=gpus)
                 created["pool capacities"] += 1
+    return pools
 
+
+def _tiers_ensure(
+    *, kw: dict[str, Any], users: dict[str, User], today: date, created: Counter[str]
+) -> dict[str, PriorityTier]:
     tiers = {tier.slug: tier for tier in PriorityTier.objects.all()}
     for tier_spec in TIERS:
         spec = dict(tier_spec)
@@ -127,7 +159,12 @@ def _organisation_ensure(*, password: str, today: date) -> Counter[str]:
             spec["preemptible_tiers"] = [tiers[slug] for slug in spec["preemptible_tiers"]]
         tiers[spec["slug"]] = tier_create(**kw, **spec)
         created["tiers"] += 1
+    return tiers
 
+
+def _classes_ensure(
+    *, kw: dict[str, Any], users: dict[str, User], created: Counter[str]
+) -> dict[str, PreemptionClass]:
     classes = {item.slug: item for item in PreemptionClass.objects.all()}
     for class_spec in PREEMPTION_CLASSES:
         spec = dict(class_spec)
@@ -136,7 +173,17 @@ def _organisation_ensure(*, password: str, today: date) -> Counter[str]:
         spec["recovery_owner"] = users[spec["recovery_owner"]]
         classes[spec["slug"]] = preemption_class_create(**kw, **spec)
         created["preemption classes"] += 1
+    return classes
 
+
+def _projects_ensure(
+    *,
+    kw: dict[str, Any],
+    users: dict[str, User],
+    tiers: dict[str, PriorityTier],
+    created: Counter[str],
+) -> dict[str, Project]:
+    """The projects and their members."""
     projects = {project.slug: project for project in Project.objects.all()}
     memberships = set(Membership.objects.values_list("project__slug", "user__username"))
     for slug, name, tier_slug, lead, members, description in PROJECTS:
@@ -154,7 +201,19 @@ def _organisation_ensure(*, password: str, today: date) -> Counter[str]:
             if (slug, username) not in memberships:
                 membership_set(**kw, project=projects[slug], member=users[username], role=role)
                 created["memberships"] += 1
+    return projects
 
+
+def _quotas_ensure(
+    *,
+    kw: dict[str, Any],
+    projects: dict[str, Project],
+    pools: dict[str, Pool],
+    flavors: dict[str, GpuFlavor],
+    classes: dict[str, PreemptionClass],
+    today: date,
+    created: Counter[str],
+) -> None:
     quotas = set(Quota.objects.values_list("project__slug", "pool__slug", "flavor__slug"))
     for quota in QUOTAS:
         if (quota.project, quota.pool, quota.flavor) in quotas:
@@ -173,4 +232,3 @@ def _organisation_ensure(*, password: str, today: date) -> Counter[str]:
             last_reviewed_on=today - timedelta(days=quota.reviewed_days_ago),
         )
         created["quotas"] += 1
-    return created

@@ -262,33 +262,6 @@ def tier_policy(
       is the project's own tier, and refuses it otherwise with the label to set.
     """
     name = f"arbiter-tiers-{namespace}"
-    names = "[" + ", ".join(f"'{tier}'" for tier in allowed) + "]"
-    labels = "(has(object.metadata.labels) ? object.metadata.labels : {})"
-    has_tier = f"'{TIER_LABEL}' in {labels}"
-    pod = "object.spec.template.spec"
-    validations = [
-        {
-            "expression": f"!({has_tier}) || {labels}['{TIER_LABEL}'] in {names}",
-            "message": f"Arbiter: this project may use the tiers {', '.join(allowed)} only "
-            f"(label {TIER_LABEL}).",
-            "reason": "Forbidden",
-        },
-        {
-            "expression": f"!has({pod}.priorityClassName) || {pod}.priorityClassName in {names}",
-            "message": f"Arbiter: this project may use the tiers {', '.join(allowed)} only "
-            "(priorityClassName).",
-            "reason": "Forbidden",
-        },
-    ]
-    if not mutating and own != default:
-        validations.append(
-            {
-                "expression": f"{has_tier} || has({pod}.priorityClassName)",
-                "message": f"Arbiter: this project's tier is {own}, not the cluster default "
-                f"{default}: set the label {TIER_LABEL}={own}.",
-                "reason": "Invalid",
-            }
-        )
     manifests = [
         _object(
             ADMISSION_POLICY,
@@ -296,7 +269,9 @@ def tier_policy(
             spec={
                 "failurePolicy": "Fail",
                 "matchConstraints": _job_rules(["CREATE", "UPDATE"]),
-                "validations": validations,
+                "validations": _tier_validations(
+                    allowed, own=own, default=default, mutating=mutating
+                ),
             },
         ),
         _object(
@@ -310,38 +285,83 @@ def tier_policy(
         ),
     ]
     if mutating and own:
-        manifests += [
-            _object(
-                MUTATING_POLICY,
-                _metadata(name, source, revision),
-                spec={
-                    "failurePolicy": "Fail",
-                    "reinvocationPolicy": "Never",
-                    "matchConstraints": _job_rules(["CREATE"]),
-                    "matchConditions": [
-                        {
-                            "name": "names-no-tier",
-                            "expression": f"!({has_tier}) && !has({pod}.priorityClassName)",
-                        }
-                    ],
-                    "mutations": [
-                        {
-                            "patchType": "ApplyConfiguration",
-                            "applyConfiguration": {
-                                "expression": "Object{metadata: Object.metadata{labels: "
-                                f"{{'{TIER_LABEL}': '{own}'}}}}}}"
-                            },
-                        }
-                    ],
-                },
-            ),
-            _object(
-                MUTATING_BINDING,
-                _metadata(name, source, revision),
-                spec={"policyName": name, "matchResources": _in_namespace(namespace)},
-            ),
-        ]
+        manifests += _own_tier_policy(name, namespace, own=own, source=source, revision=revision)
     return manifests
+
+
+_LABELS = "(has(object.metadata.labels) ? object.metadata.labels : {})"
+_HAS_TIER = f"'{TIER_LABEL}' in {_LABELS}"
+_POD = "object.spec.template.spec"
+
+
+def _tier_validations(
+    allowed: list[str], *, own: str, default: str, mutating: bool
+) -> list[dict[str, str]]:
+    """The validating policy's checks: only ``allowed`` tiers, as label and as pod
+    PriorityClass; without ``mutating``, a Job naming no tier only where the cluster's default
+    is the project's own tier."""
+    names = "[" + ", ".join(f"'{tier}'" for tier in allowed) + "]"
+    validations = [
+        {
+            "expression": f"!({_HAS_TIER}) || {_LABELS}['{TIER_LABEL}'] in {names}",
+            "message": f"Arbiter: this project may use the tiers {', '.join(allowed)} only "
+            f"(label {TIER_LABEL}).",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": f"!has({_POD}.priorityClassName) || {_POD}.priorityClassName in {names}",
+            "message": f"Arbiter: this project may use the tiers {', '.join(allowed)} only "
+            "(priorityClassName).",
+            "reason": "Forbidden",
+        },
+    ]
+    if not mutating and own != default:
+        validations.append(
+            {
+                "expression": f"{_HAS_TIER} || has({_POD}.priorityClassName)",
+                "message": f"Arbiter: this project's tier is {own}, not the cluster default "
+                f"{default}: set the label {TIER_LABEL}={own}.",
+                "reason": "Invalid",
+            }
+        )
+    return validations
+
+
+def _own_tier_policy(
+    name: str, namespace: str, *, own: str, source: str, revision: int | None
+) -> list[Manifest]:
+    """The MutatingAdmissionPolicy and binding that label a Job naming no tier with ``own``."""
+    return [
+        _object(
+            MUTATING_POLICY,
+            _metadata(name, source, revision),
+            spec={
+                "failurePolicy": "Fail",
+                "reinvocationPolicy": "Never",
+                "matchConstraints": _job_rules(["CREATE"]),
+                "matchConditions": [
+                    {
+                        "name": "names-no-tier",
+                        "expression": f"!({_HAS_TIER}) && !has({_POD}.priorityClassName)",
+                    }
+                ],
+                "mutations": [
+                    {
+                        "patchType": "ApplyConfiguration",
+                        "applyConfiguration": {
+                            "expression": "Object{metadata: Object.metadata{labels: "
+                            f"{{'{TIER_LABEL}': '{own}'}}}}}}"
+                        },
+                    }
+                ],
+            },
+        ),
+        _object(
+            MUTATING_BINDING,
+            _metadata(name, source, revision),
+            spec={"policyName": name, "matchResources": _in_namespace(namespace)},
+        ),
+    ]
 
 
 def desired_objects(
@@ -357,14 +377,64 @@ def desired_objects(
     MutatingAdmissionPolicy (``KubeClient.serves``), so a Job without a tier is given its
     project's tier rather than refused (``tier_policy``)."""
     pools = sorted(pools, key=lambda pool: pool.slug)
-    pool_ids = {pool.pk for pool in pools}
     out = DesiredObjects()
     if not pools:
         return out
 
-    per_pool: dict[int, list[tuple[str, EffectiveProject, list[EffectiveQuota]]]] = {
-        pool.pk: [] for pool in pools
-    }
+    per_pool, flavors = _projects_per_pool(rules, pools, out)
+    _tier_objects(rules, revision, out)
+    for flavor in sorted(flavors.values(), key=lambda f: f.slug):
+        out.add(flavor_object(flavor, revision), f"flavor {flavor.slug}")
+    default = rules.default_tier
+    queues = _Queues(
+        template=namespace_template,
+        revision=revision,
+        default=default,
+        tiers={tier.pk: tier for tier in rules.tiers},
+    )
+    for pool in pools:
+        guaranteed = queues.add_pool(pool, per_pool[pool.pk])
+        _cohort(pool, pools, flavors, capacities, guaranteed, revision, out)
+    for namespace, (slug, project) in sorted(queues.namespace_projects.items()):
+        own = _top_tier(project, default, queues.tiers)
+        allowed_slugs = {k8s_name(t.slug) for t in project.allowed_tiers}
+        if own is not None:
+            allowed_slugs.add(k8s_name(own.slug))
+        allowed = sorted(allowed_slugs)
+        source = f"tiers of project {slug}"
+        for manifest in tier_policy(
+            namespace,
+            allowed=allowed,
+            own=k8s_name(own.slug) if own else "",
+            default=k8s_name(default.slug) if default else "",
+            source=source,
+            revision=revision,
+            mutating=mutating,
+        ):
+            out.add(manifest, source)
+    for namespace, source in sorted(queues.namespaces.items()):
+        meta = _metadata(namespace, source, revision)
+        meta["labels"][NAMESPACE_NAME_LABEL] = namespace
+        out.add(_object(NAMESPACE, meta), source)
+    for queue, source, paths in queues.queues:
+        out.add(queue, source, **paths)
+    for local_queue, source in queues.local_queues:
+        out.add(local_queue, source)
+    order = {kind: index for index, kind in enumerate(API_VERSIONS)}
+    out.manifests.sort(key=lambda m: order[m["kind"]])
+    return out
+
+
+PoolProjects = list[tuple[str, EffectiveProject, list[EffectiveQuota]]]
+
+
+def _projects_per_pool(
+    rules: EffectiveRules, pools: list[Pool], out: DesiredObjects
+) -> tuple[dict[int, PoolProjects], dict[int, GpuFlavor]]:
+    """Each pool's projects with their quotas there, and the flavors those quotas name; notes
+    in ``out`` the projects whose grants name jobs (Kueue cannot apply them)."""
+    pool_ids = {pool.pk for pool in pools}
+    per_pool: dict[int, PoolProjects] = {pool.pk: [] for pool in pools}
     flavors: dict[int, GpuFlavor] = {}
     for slug, project in sorted(rules.projects.items()):
         by_pool: dict[int, list[EffectiveQuota]] = defaultdict(list)
@@ -388,12 +458,11 @@ def desired_objects(
                     % {"jobs": ", ".join(jobs[:5])},
                 )
             )
+    return per_pool, flavors
 
-    namespaces: dict[str, str] = {}
-    queues: list[tuple[Manifest, str, dict[str, str]]] = []
-    local_queues: list[tuple[Manifest, str]] = []
-    defaults: set[str] = set()
-    namespace_projects: dict[str, tuple[str, EffectiveProject]] = {}
+
+def _tier_objects(rules: EffectiveRules, revision: int | None, out: DesiredObjects) -> None:
+    """Each tier's PriorityClass and WorkloadPriorityClass; a note for its GPU caps."""
     for tier in rules.tiers:
         priority_class, workload_class = tier_objects(tier, revision)
         out.add(priority_class, f"tier {tier.slug}")
@@ -410,38 +479,36 @@ def desired_objects(
                     % {"tier": tier.slug},
                 )
             )
-    for flavor in sorted(flavors.values(), key=lambda f: f.slug):
-        out.add(flavor_object(flavor, revision), f"flavor {flavor.slug}")
 
-    default = rules.default_tier
-    tiers_by_id = {tier.pk: tier for tier in rules.tiers}
-    for pool in pools:
+
+@dataclass
+class _Queues:
+    """The project queues of one cluster, gathered pool by pool: each (project, pool)'s
+    ClusterQueue, its LocalQueues, and the namespaces they live in."""
+
+    template: str
+    revision: int | None
+    default: PriorityTier | None
+    tiers: dict[int, PriorityTier]
+    namespaces: dict[str, str] = field(default_factory=dict)
+    queues: list[tuple[Manifest, str, dict[str, str]]] = field(default_factory=list)
+    local_queues: list[tuple[Manifest, str]] = field(default_factory=list)
+    defaults: set[str] = field(default_factory=set)
+    namespace_projects: dict[str, tuple[str, EffectiveProject]] = field(default_factory=dict)
+
+    def add_pool(self, pool: Pool, projects: PoolProjects) -> dict[int, int]:
+        """The queues of ``pool``'s projects; returns the GPUs they guarantee, per flavor."""
         pool_name = k8s_name(pool.slug)
+        revision = self.revision
         guaranteed: dict[int, int] = defaultdict(int)
-        for slug, project, quotas in per_pool[pool.pk]:
+        for slug, project, quotas in projects:
             for quota in quotas:
                 guaranteed[quota.quota.flavor_id] += quota.guarantee
-            namespace = namespace_for(namespace_template, project=slug, pool=pool.slug)
-            namespaces.setdefault(namespace, f"project {slug}")
-            namespace_projects.setdefault(namespace, (slug, project))
+            namespace = namespace_for(self.template, project=slug, pool=pool.slug)
+            self.namespaces.setdefault(namespace, f"project {slug}")
+            self.namespace_projects.setdefault(namespace, (slug, project))
             forbidden = any(q.preemption_class.kind == PreemptionKind.FORBIDDEN for q in quotas)
-            amounts = []
-            paths = {}
-            for quota in sorted(quotas, key=lambda q: q.quota.flavor.slug):
-                limits: dict[str, Any] = {"nominalQuota": str(quota.guarantee)}
-                if quota.preemption_class.kind == PreemptionKind.FORBIDDEN:
-                    # Work that may never be preempted never runs on borrowed GPUs.
-                    limits["borrowingLimit"] = "0"
-                elif quota.borrow_limit is not None:
-                    limits["borrowingLimit"] = str(quota.borrow_limit)
-                if quota.lending_limit is not None:
-                    limits["lendingLimit"] = str(quota.lending_limit)
-                flavor_name = k8s_name(quota.quota.flavor.slug)
-                amounts.append((flavor_name, limits))
-                paths[f"spec.resourceGroups[0].flavors[{flavor_name}]"] = (
-                    f"quota {slug}/{pool.slug}/{quota.quota.flavor.slug}"
-                    + (" (changed by an active grant)" if quota.grants else "")
-                )
+            amounts, paths = _queue_amounts(slug, pool, quotas)
             guarantee = sum(q.guarantee for q in quotas)
             name = cluster_queue_name(slug, pool.slug)
             source = f"quotas of project {slug} in pool {pool.slug}"
@@ -454,7 +521,7 @@ def desired_objects(
                     "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}},
                     "resourceGroups": _gpu_group(amounts),
                     "preemption": preemption(
-                        _top_tier(project, default, tiers_by_id),
+                        _top_tier(project, self.default, self.tiers),
                         forbidden=forbidden,
                         guaranteed=guarantee > 0,
                     ),
@@ -463,75 +530,79 @@ def desired_objects(
                     "stopPolicy": "None",
                 },
             )
-            queues.append((queue, source, paths))
+            self.queues.append((queue, source, paths))
             names = [pool_name]
-            if namespace not in defaults:
+            if namespace not in self.defaults:
                 # The namespace's first pool (by slug) also takes the Jobs without a queue
                 # name: Kueue manages them (manageJobsWithoutQueueName) and its webhook gives
                 # them the LocalQueue "default" (LocalQueueDefaulting).
-                defaults.add(namespace)
+                self.defaults.add(namespace)
                 names.append(DEFAULT_LOCAL_QUEUE)
             for local_name in names:
-                local_queues.append(
-                    (
-                        _object(
-                            LOCAL_QUEUE,
-                            _metadata(local_name, source, revision, namespace=namespace),
-                            spec={"clusterQueue": name},
-                        ),
-                        source,
-                    )
+                meta = _metadata(local_name, source, revision, namespace=namespace)
+                self.local_queues.append(
+                    (_object(LOCAL_QUEUE, meta, spec={"clusterQueue": name}), source)
                 )
-        # What the pool holds beyond its projects' guarantees and its child pools (whose
-        # cohorts count in its subtree) is the cohort's own, shared by all of them.
-        children = [child for child in pools if child.parent_id == pool.pk]
-        shared = []
-        for flavor_id, flavor in sorted(flavors.items(), key=lambda item: item[1].slug):
-            capacity = capacities.get((pool.pk, flavor_id))
-            if capacity is None:
-                continue
-            nested = sum(capacities.get((child.pk, flavor_id), 0) for child in children)
-            rest = max(capacity - guaranteed.get(flavor_id, 0) - nested, 0)
-            shared.append((k8s_name(flavor.slug), {"nominalQuota": str(rest)}))
-        spec: dict[str, Any] = {"fairSharing": {"weight": "1"}}
-        if pool.parent_id in pool_ids and pool.parent is not None:
-            spec["parentName"] = k8s_name(pool.parent.slug)
-        if shared:
-            spec["resourceGroups"] = _gpu_group(shared)
-        out.add(
-            _object(COHORT, _metadata(pool_name, f"pool {pool.slug}", revision), spec=spec),
-            f"pool {pool.slug}",
-            **{
-                f"spec.resourceGroups[0].flavors[{name}]": f"capacity of pool {pool.slug}"
-                for name, _limits in shared
-            },
-        )
+        return guaranteed
 
-    for namespace, (slug, project) in sorted(namespace_projects.items()):
-        own = _top_tier(project, default, tiers_by_id)
-        allowed_slugs = {k8s_name(t.slug) for t in project.allowed_tiers}
-        if own is not None:
-            allowed_slugs.add(k8s_name(own.slug))
-        allowed = sorted(allowed_slugs)
-        source = f"tiers of project {slug}"
-        for manifest in tier_policy(
-            namespace,
-            allowed=allowed,
-            own=k8s_name(own.slug) if own else "",
-            default=k8s_name(default.slug) if default else "",
-            source=source,
-            revision=revision,
-            mutating=mutating,
-        ):
-            out.add(manifest, source)
-    for namespace, source in sorted(namespaces.items()):
-        meta = _metadata(namespace, source, revision)
-        meta["labels"][NAMESPACE_NAME_LABEL] = namespace
-        out.add(_object(NAMESPACE, meta), source)
-    for queue, source, paths in queues:
-        out.add(queue, source, **paths)
-    for local_queue, source in local_queues:
-        out.add(local_queue, source)
-    order = {kind: index for index, kind in enumerate(API_VERSIONS)}
-    out.manifests.sort(key=lambda m: order[m["kind"]])
-    return out
+
+def _queue_amounts(
+    slug: str, pool: Pool, quotas: list[EffectiveQuota]
+) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, str]]:
+    """A ClusterQueue's GPUs per flavor, and the quota behind each (by field path)."""
+    amounts = []
+    paths = {}
+    for quota in sorted(quotas, key=lambda q: q.quota.flavor.slug):
+        limits: dict[str, Any] = {"nominalQuota": str(quota.guarantee)}
+        if quota.preemption_class.kind == PreemptionKind.FORBIDDEN:
+            # Work that may never be preempted never runs on borrowed GPUs.
+            limits["borrowingLimit"] = "0"
+        elif quota.borrow_limit is not None:
+            limits["borrowingLimit"] = str(quota.borrow_limit)
+        if quota.lending_limit is not None:
+            limits["lendingLimit"] = str(quota.lending_limit)
+        flavor_name = k8s_name(quota.quota.flavor.slug)
+        amounts.append((flavor_name, limits))
+        paths[f"spec.resourceGroups[0].flavors[{flavor_name}]"] = (
+            f"quota {slug}/{pool.slug}/{quota.quota.flavor.slug}"
+            + (" (changed by an active grant)" if quota.grants else "")
+        )
+    return amounts, paths
+
+
+def _cohort(
+    pool: Pool,
+    pools: list[Pool],
+    flavors: dict[int, GpuFlavor],
+    capacities: dict[tuple[int, int], int],
+    guaranteed: dict[int, int],
+    revision: int | None,
+    out: DesiredObjects,
+) -> None:
+    """The pool's Cohort.
+
+    What the pool holds beyond its projects' guarantees and its child pools (whose cohorts
+    count in its subtree) is the cohort's own, shared by all of them."""
+    pool_name = k8s_name(pool.slug)
+    children = [child for child in pools if child.parent_id == pool.pk]
+    shared = []
+    for flavor_id, flavor in sorted(flavors.items(), key=lambda item: item[1].slug):
+        capacity = capacities.get((pool.pk, flavor_id))
+        if capacity is None:
+            continue
+        nested = sum(capacities.get((child.pk, flavor_id), 0) for child in children)
+        rest = max(capacity - guaranteed.get(flavor_id, 0) - nested, 0)
+        shared.append((k8s_name(flavor.slug), {"nominalQuota": str(rest)}))
+    spec: dict[str, Any] = {"fairSharing": {"weight": "1"}}
+    if pool.parent_id in {p.pk for p in pools} and pool.parent is not None:
+        spec["parentName"] = k8s_name(pool.parent.slug)
+    if shared:
+        spec["resourceGroups"] = _gpu_group(shared)
+    out.add(
+        _object(COHORT, _metadata(pool_name, f"pool {pool.slug}", revision), spec=spec),
+        f"pool {pool.slug}",
+        **{
+            f"spec.resourceGroups[0].flavors[{name}]": f"capacity of pool {pool.slug}"
+            for name, _limits in shared
+        },
+    )

@@ -68,8 +68,6 @@ def desired_state(
       and untyped requests are left to the guard (see ``enforcement``).
     """
     pools = sorted(pools, key=lambda pool: pool.slug)
-    pool_ids = {pool.pk for pool in pools}
-    gres_types = gres_types or {}
     qos: dict[str, dict[str, str]] = {}
     accounts: dict[str, dict[str, str]] = {}
     associations: dict[str, dict[str, str]] = {}
@@ -79,11 +77,43 @@ def desired_state(
 
     accounts[ROOT_ACCOUNT] = account_fields("managed by arbiter", "root", 1, {})
     users = slurm_users()
+    plans, borrowers, protected_tiers = _plans(rules, pools)
+    jobs.update(_job_requests(rules, plans, protected_tiers))
+    preemptible, cautious_of, cautious_tiers = _cautious_tiers(rules, plans)
+    for pool in pools:
+        accounts[pool_account(pool)] = account_fields(f"pool {pool.name}", ROOT_ACCOUNT, 1, {})
+    qos.update(_borrow_qos(borrowers))
+    qos.update(_tier_qos(rules, cautious_tiers, protected_tiers, sorted(borrowers)))
+    _project_entries(
+        rules=rules,
+        pools=pools,
+        plans=plans,
+        borrowers=borrowers,
+        capacities=capacities,
+        gres_types=gres_types or {},
+        users=users,
+        preemptible=preemptible,
+        cautious_of=cautious_of,
+        out=(qos, accounts, associations),
+    )
+    return {QOS: qos, ACCOUNT: accounts, ASSOCIATION: associations, JOB: jobs}
+
+
+# One entry per (pool, project): the pool, the project's slug and rules, its quotas in the
+# pool, whether one of them forbids preemption, and its borrow QOS ("": it never borrows).
+Plan = tuple[Pool, str, EffectiveProject, list, bool, str]
+# The borrow QOS of each pool: one for allowed-class work, one per cautious class, each with
+# its class (None: allowed) and its grace time in seconds.
+Borrowers = dict[str, tuple[Pool, PreemptionClass | None, int]]
+
+
+def _plans(rules: EffectiveRules, pools: list[Pool]) -> tuple[list[Plan], Borrowers, set[int]]:
+    """What each project gets in each pool, the borrow QOS they use, and the tiers of
+    projects whose work must never be preempted (which get a protected copy of their QOS)."""
+    pool_ids = {pool.pk for pool in pools}
     protected_tiers: set[int] = set()
-    # One entry per (pool, project): what its account, guarantee QOS and members get.
-    plans = []
-    # The borrow QOS of each pool: one for allowed-class work, one per cautious class.
-    borrowers: dict[str, tuple[Pool, PreemptionClass | None, int]] = {}
+    plans: list[Plan] = []
+    borrowers: Borrowers = {}
     for pool in pools:
         borrowers[borrow_qos(pool)] = (pool, None, 0)
     for slug, project in sorted(rules.projects.items()):
@@ -116,6 +146,14 @@ def desired_state(
             if forbidden:
                 protected_tiers.update(tier.pk for tier in project.allowed_tiers)
             plans.append((pool, slug, project, quotas, forbidden, borrow_name))
+    return plans, borrowers, protected_tiers
+
+
+def _job_requests(
+    rules: EffectiveRules, plans: list[Plan], protected_tiers: set[int]
+) -> dict[str, dict[str, str]]:
+    """Every project's named-job requests (``job_requests``); adds to ``protected_tiers``."""
+    jobs: dict[str, dict[str, str]] = {}
     # Each project's accounts, grouped once (a scan of every plan per project was quadratic).
     accounts_of: dict[str, list[tuple[str, bool]]] = defaultdict(list)
     for pool, slug, _project, _quotas, forbidden, _borrow in plans:
@@ -123,9 +161,17 @@ def desired_state(
     for slug, project in sorted(rules.projects.items()):
         if slug in accounts_of:
             jobs.update(job_requests(slug, project, accounts_of[slug], protected_tiers))
+    return jobs
 
-    # Cautious work in a tier that another tier may preempt runs in a copy of that tier's QOS
-    # with the class's PreemptExemptTime (the tier QOS is shared, so it cannot carry one).
+
+def _cautious_tiers(
+    rules: EffectiveRules, plans: list[Plan]
+) -> tuple[set[int], dict[tuple[int, str], PreemptionClass], dict[int, dict[str, PreemptionClass]]]:
+    """The tiers another tier may preempt; each (pool, project)'s cautious class; and per
+    preemptible tier, the cautious classes whose work runs in it.
+
+    Cautious work in a tier that another tier may preempt runs in a copy of that tier's QOS
+    with the class's PreemptExemptTime (the tier QOS is shared, so it cannot carry one)."""
     preemptible = {
         t.pk for tier in rules.tiers if tier.may_preempt for t in tier.preemptible_tiers.all()
     }
@@ -139,11 +185,15 @@ def desired_state(
         for tier in project.allowed_tiers:
             if tier.pk in preemptible:
                 cautious_tiers[tier.pk][_class_slug(klass)] = klass
+    return preemptible, cautious_of, cautious_tiers
 
-    for pool in pools:
-        accounts[pool_account(pool)] = account_fields(f"pool {pool.name}", ROOT_ACCOUNT, 1, {})
-    # Always there, so that the Preempt lists naming them never have to be emptied
-    # (Slurm 22.05 mishandles an emptied list); who may use them depends on the quotas.
+
+def _borrow_qos(borrowers: Borrowers) -> dict[str, dict[str, str]]:
+    """The borrow QOS of every pool.
+
+    Always there, so that the Preempt lists naming them never have to be emptied (Slurm
+    22.05 mishandles an emptied list); who may use them depends on the quotas."""
+    qos: dict[str, dict[str, str]] = {}
     for name, (pool, klass, grace) in sorted(borrowers.items()):
         text = f"borrowed gpus in pool {pool.name}"
         exempt = ""
@@ -157,8 +207,17 @@ def desired_state(
             grace_time=str(grace) if grace else "",
             preempt_exempt_time=exempt,
         )
-    borrow_names = sorted(borrowers)
+    return qos
 
+
+def _tier_qos(
+    rules: EffectiveRules,
+    cautious_tiers: dict[int, dict[str, PreemptionClass]],
+    protected_tiers: set[int],
+    borrow_names: list[str],
+) -> dict[str, dict[str, str]]:
+    """Each tier's QOS, with its cautious-class copies and its never-preempted copy."""
+    qos: dict[str, dict[str, str]] = {}
     for tier in rules.tiers:
         victims = []
         if tier.may_preempt:
@@ -190,7 +249,25 @@ def desired_state(
                 "description": description(f"tier {tier.name} never preempted"),
                 "preempt_mode": "cluster",
             }
+    return qos
 
+
+def _project_entries(
+    *,
+    rules: EffectiveRules,
+    pools: list[Pool],
+    plans: list[Plan],
+    borrowers: Borrowers,
+    capacities: dict[tuple[int, int], int],
+    gres_types: dict[int, list[str]],
+    users: dict[int, list[str]],
+    preemptible: set[int],
+    cautious_of: dict[tuple[int, str], PreemptionClass],
+    out: tuple[dict[str, dict[str, str]], dict[str, dict[str, str]], dict[str, dict[str, str]]],
+) -> None:
+    """Each (pool, project)'s account, guarantee QOS and member associations, added to
+    ``out`` (the QOS, accounts and associations)."""
+    qos, accounts, associations = out
     default_tier = rules.default_tier
     # What every project of a pool shares, computed once per pool rather than per project.
     guarantee_text = {pool.pk: description(f"guarantee in pool {pool.name}") for pool in pools}
@@ -200,18 +277,7 @@ def desired_state(
     }
     for pool, slug, project, quotas, forbidden, borrow_name in plans:
         account = project_account(pool, slug)
-        # Every GRES type of the pool gets a typed limit: 0 where the project has no quota.
-        maximum: dict[str, int] = {f"{GPU}:{t}": 0 for t in gres_types.get(pool.pk, []) if t}
-        guarantee: dict[str, int] = dict(maximum)
-        maximum[GPU] = guarantee[GPU] = 0
-        for quota in quotas:
-            flavor = quota.quota.flavor
-            top = quota.maximum
-            if top is None:
-                top = max(capacities.get((pool.pk, flavor.pk), 0), quota.guarantee)
-            for key in {GPU, f"{GPU}:{flavor.gres_type}" if flavor.gres_type else GPU}:
-                maximum[key] = maximum.get(key, 0) + top
-                guarantee[key] = guarantee.get(key, 0) + quota.guarantee
+        maximum, guarantee = _project_tres(pool, quotas, capacities, gres_types)
         accounts[account] = account_fields(
             f"project {project.project.name} in pool {pool.name}",
             pool_account(pool),
@@ -259,7 +325,28 @@ def desired_state(
                 "grp_tres": "",
                 **NO_LIMITS,
             }
-    return {QOS: qos, ACCOUNT: accounts, ASSOCIATION: associations, JOB: jobs}
+
+
+def _project_tres(
+    pool: Pool,
+    quotas: list,
+    capacities: dict[tuple[int, int], int],
+    gres_types: dict[int, list[str]],
+) -> tuple[dict[str, int], dict[str, int]]:
+    """A project's maximum and guarantee GPUs in ``pool``, untyped and per GRES type."""
+    # Every GRES type of the pool gets a typed limit: 0 where the project has no quota.
+    maximum: dict[str, int] = {f"{GPU}:{t}": 0 for t in gres_types.get(pool.pk, []) if t}
+    guarantee: dict[str, int] = dict(maximum)
+    maximum[GPU] = guarantee[GPU] = 0
+    for quota in quotas:
+        flavor = quota.quota.flavor
+        top = quota.maximum
+        if top is None:
+            top = max(capacities.get((pool.pk, flavor.pk), 0), quota.guarantee)
+        for key in {GPU, f"{GPU}:{flavor.gres_type}" if flavor.gres_type else GPU}:
+            maximum[key] = maximum.get(key, 0) + top
+            guarantee[key] = guarantee.get(key, 0) + quota.guarantee
+    return maximum, guarantee
 
 
 def slurm_users() -> dict[int, list[str]]:

@@ -537,28 +537,40 @@ def _apply(
     the job as known: a start after the job ended, for instance a reused scheduler job id."""
     kind = event.kind
     current = event.time >= job.last_event_at
-    if (
-        kind in (EventKind.STARTED, EventKind.RESUMED)
-        and current
-        and job.state in FINISHED
-        and job.ended_at is not None
-        and event.time > job.ended_at
-    ):
+    if current:
+        _refuse_contradiction(job, event)
+    _record_facts(job, event)
+    verdict = None
+    if kind in (EventKind.SUBMITTED, EventKind.PENDING) and event.reason:
+        verdict = _verdict(event, job, position_for, verdicts)
+        if event.category:
+            verdict = Verdict(event.category, verdict.clears_by_itself, verdict.reason)
+    elif kind == EventKind.SUBMITTED and event.category:
+        verdict = Verdict(event.category, None, "")
+    if not current:
+        return verdict  # an older event, kept in the log; the job already knows better
+    _advance(job, event, verdict)
+    return verdict
+
+
+def _refuse_contradiction(job: JobRow, event: JobEvent) -> None:
+    """Raise ``Contradiction`` when the (current) event starts or reopens an ended job."""
+    if job.state not in FINISHED or job.ended_at is None or event.time <= job.ended_at:
+        return
+    if event.kind in (EventKind.STARTED, EventKind.RESUMED):
         raise Contradiction(
             _("Job %(job)s started after it had ended: a different job with the same id?")
             % {"job": job.job_id}
         )
-    if (
-        kind in (EventKind.SUBMITTED, EventKind.PENDING)
-        and current
-        and job.state in FINISHED
-        and job.ended_at is not None
-        and event.time > job.ended_at
-    ):
+    if event.kind in (EventKind.SUBMITTED, EventKind.PENDING):
         raise Contradiction(
             _("Job %(job)s was reported waiting after it had ended: it cannot reopen.")
             % {"job": job.job_id}
         )
+
+
+def _record_facts(job: JobRow, event: JobEvent) -> None:
+    """What the event tells of the job itself (names, project, GPUs, times), whatever its age."""
     if not event.waits_known:
         job.waits_recorded = False  # the source cannot tell this job's wait
     for name in DESCRIPTIVE:
@@ -581,15 +593,11 @@ def _apply(
         job.submitted_at = event.submitted_at
     if event.eligible_at:
         job.eligible_at = event.eligible_at
-    verdict = None
-    if kind in (EventKind.SUBMITTED, EventKind.PENDING) and event.reason:
-        verdict = _verdict(event, job, position_for, verdicts)
-        if event.category:
-            verdict = Verdict(event.category, verdict.clears_by_itself, verdict.reason)
-    elif kind == EventKind.SUBMITTED and event.category:
-        verdict = Verdict(event.category, None, "")
-    if not current:
-        return verdict  # an older event, kept in the log; the job already knows better
+
+
+def _advance(job: JobRow, event: JobEvent, verdict: Verdict | None) -> None:
+    """Move the job to the state a current event reports, with its waits and losses."""
+    kind = event.kind
     job.last_event_at = event.time
     was = job.state
     if kind in (EventKind.SUBMITTED, EventKind.PENDING):
@@ -630,4 +638,3 @@ def _apply(
             job.ended_at = job.started_at
         job.pending_since = None
         job.exit_code = event.exit_code[:32]
-    return verdict

@@ -217,6 +217,49 @@ def _events(
 
 
 def _row_events(fmt, line, row, mapping, at, source, end):  # type: ignore[no-untyped-def]
+    if fmt in OPEN_ENDED:
+        yield from _open_ended_events(fmt, row, mapping, at, source, end)
+    else:
+        yield from _finished_events(fmt, line, row, mapping, at, source)
+
+
+# When an Alibaba job was created, scheduled and deleted (seconds from the trace's start).
+Times = tuple[float | None, float | None, float | None]
+
+
+def _finished_events(
+    fmt: str,
+    line: int,
+    row: dict[str, str],
+    mapping: TraceMapping,
+    at: Callable[[float], datetime],
+    source: str,
+) -> Iterator[JobEvent]:
+    """A Philly or ITP job: submitted, then ended after its duration (its wait unknown)."""
+    duration = float(row["duration"])
+    if fmt == "philly":
+        gpus = float(row["num_gpus"])
+        job_id = f"philly-{line}"
+        submitted = datetime.fromisoformat(row["timestamp"]).replace(tzinfo=UTC)
+    else:
+        gpus = float(row["num_gpu"])
+        job_id = row["job_id"]
+        submitted = at(float(row["submission_time"]))
+    common = _common(source, job_id, gpus, mapping, row_keys(fmt, row), submitted)
+    yield JobEvent(event_id=f"{job_id}:submit", time=submitted, kind=EventKind.SUBMITTED, **common)
+    yield JobEvent(
+        event_id=f"{job_id}:end",
+        time=submitted + timedelta(seconds=duration),
+        kind=EventKind.ENDED,
+        state=JobState.COMPLETED,
+        waits_known=False,
+        **common,
+    )
+
+
+def _alibaba_job(fmt: str, row: dict[str, str]) -> tuple[float, str, Times, bool, bool]:
+    """An Alibaba row's GPUs, job id, times, whether it failed, and whether its wait is
+    known."""
     if fmt == "alibaba-openb":
         # num_gpu GPUs of gpu_milli thousandths each: a share of one GPU is kept as a fraction.
         milli = _number(row["gpu_milli"])
@@ -226,42 +269,31 @@ def _row_events(fmt, line, row, mapping, at, source, end):  # type: ignore[no-un
             _number(row.get("scheduled_time", "")),
             _number(row.get("deletion_time", "")),
         )
-        failed = row["pod_phase"] == "Failed"
-        known = True
-    elif fmt == "alibaba-v2025":
-        gpus = float(row["gpu_request"] or 0)
-        job_id, created = row["instance_sn"], _number(row["creation_time"])
-        scheduled, deleted = (
-            _number(row.get("scheduled_time", "")),
-            _number(row.get("deletion_time", "")),
-        )
-        failed, known = False, created is not None
-        if created is None:  # existed before the window: its wait is unknown
-            created = scheduled if scheduled is not None else 0.0
-            scheduled = created
-    else:
-        duration = float(row["duration"])
-        if fmt == "philly":
-            gpus = float(row["num_gpus"])
-            job_id = f"philly-{line}"
-            submitted = datetime.fromisoformat(row["timestamp"]).replace(tzinfo=UTC)
-        else:
-            gpus = float(row["num_gpu"])
-            job_id = row["job_id"]
-            submitted = at(float(row["submission_time"]))
-        common = _common(source, job_id, gpus, mapping, row_keys(fmt, row), submitted)
-        yield JobEvent(
-            event_id=f"{job_id}:submit", time=submitted, kind=EventKind.SUBMITTED, **common
-        )
-        yield JobEvent(
-            event_id=f"{job_id}:end",
-            time=submitted + timedelta(seconds=duration),
-            kind=EventKind.ENDED,
-            state=JobState.COMPLETED,
-            waits_known=False,
-            **common,
-        )
-        return
+        return gpus, job_id, (created, scheduled, deleted), row["pod_phase"] == "Failed", True
+    gpus = float(row["gpu_request"] or 0)
+    job_id, created = row["instance_sn"], _number(row["creation_time"])
+    scheduled, deleted = (
+        _number(row.get("scheduled_time", "")),
+        _number(row.get("deletion_time", "")),
+    )
+    known = created is not None
+    if created is None:  # existed before the window: its wait is unknown
+        created = scheduled if scheduled is not None else 0.0
+        scheduled = created
+    return gpus, job_id, (created, scheduled, deleted), False, known
+
+
+def _open_ended_events(
+    fmt: str,
+    row: dict[str, str],
+    mapping: TraceMapping,
+    at: Callable[[float], datetime],
+    source: str,
+    end: float | None,
+) -> Iterator[JobEvent]:
+    """An Alibaba job: submitted, started when scheduled, ended when deleted, or closed at
+    the trace's ``end`` (censored) when it has no deletion time."""
+    gpus, job_id, (created, scheduled, deleted), failed, known = _alibaba_job(fmt, row)
     if created is None:
         raise ValueError("no creation time")
     if deleted is not None and deleted < (scheduled if scheduled is not None else created):
