@@ -36,7 +36,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("reports/selectors/review/waits.py", "shape_waits"): REPORTS,
     ("reports/selectors/stored_reviews/compare.py", "review_compare"): REPORTS,
     ("reports/selectors/stored_reviews/figures.py", "review_figures"): REPORTS,
-    ("reports/selectors/stored_reviews/tables.py", "review_tables"): REPORTS,
 }
 
 
