@@ -35,7 +35,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("reports/selectors/review/service.py", "service_and_capacity"): REPORTS,
     ("reports/selectors/review/waits.py", "shape_waits"): REPORTS,
     ("reports/selectors/stored_reviews/compare.py", "review_compare"): REPORTS,
-    ("reports/selectors/stored_reviews/figures.py", "review_figures"): REPORTS,
 }
 
 
