@@ -33,7 +33,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("queues/services/workload/traces.py", "_row_events"): TO_DO,
     ("reports/selectors/review/exceptions.py", "exceptions"): REPORTS,
     ("reports/selectors/review/waits.py", "shape_waits"): REPORTS,
-    ("reports/selectors/stored_reviews/compare.py", "review_compare"): REPORTS,
 }
 
 
