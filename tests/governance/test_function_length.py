@@ -32,7 +32,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("queues/services/workload/ingest.py", "_apply"): TO_DO,
     ("queues/services/workload/traces.py", "_row_events"): TO_DO,
     ("reports/selectors/review/exceptions.py", "exceptions"): REPORTS,
-    ("reports/selectors/review/waits.py", "shape_waits"): REPORTS,
 }
 
 
