@@ -31,7 +31,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("queues/schedulers/slurm/desired.py", "desired_state"): TO_DO,
     ("queues/services/workload/ingest.py", "_apply"): TO_DO,
     ("queues/services/workload/traces.py", "_row_events"): TO_DO,
-    ("reports/selectors/review/exceptions.py", "exceptions"): REPORTS,
 }
 
 
