@@ -144,6 +144,17 @@ def service_and_capacity(
         ).values("pool_id", "flavor_id", "gpus")
     )
     hourly = _capacity_in_force(scope, capacities)
+    results = _hour_sums(scope, t, hourly)
+    service, per_project = _service(scope, names, capacities, results)
+    capacity = _capacity_of(scope, names, capacities, hourly, results["daily"])
+    return {"by_project": service}, per_project, capacity
+
+
+def _hour_sums(
+    scope: Scope, t: dict[str, str], hourly: dict[tuple[int, int], list[float]]
+) -> dict[str, list[tuple[Any, ...]]]:
+    """The rollup's sums in one statement, its rows by result ("usage", "lent", "factor",
+    "qwait", "daily"), each row without its first column."""
     ctes = "WITH " + _hour_ctes(scope, t, _segments_cte(scope, hourly)) + " "
 
     # Per project, pool and flavor: used, within, borrowed, the lent correction over the hours
@@ -183,21 +194,23 @@ def service_and_capacity(
     results: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
     for line in fetched:
         results[line[0]].append(line[1:])
+    return results
+
+
+def _service_sums(
+    scope: Scope, results: dict[str, list[tuple[Any, ...]]]
+) -> dict[tuple[Any, Any], dict[str, float]]:
+    """Per (project, pool), flavors summed: the guarantee, and the GPU-seconds used, within
+    the guarantee, borrowed and lent."""
     usage = [(p, pool, fl, a, b, c, d) for _day, p, pool, fl, a, b, c, d in results["usage"]]
     usage += [(p, pool, fl, 0, 0, 0, d) for _day, p, pool, fl, _a, _b, _c, d in results["lent"]]
     factors = [(pool, fl, a) for _day, _p, pool, fl, a, _b, _c, _d in results["factor"]]
-    quota_wait_hours = [(p, pool, a) for _day, p, pool, _fl, a, _b, _c, _d in results["qwait"]]
-    daily = [(day, pool, fl, a, b, c) for day, _p, pool, fl, a, b, c, _d in results["daily"]]
-
-    n_hours = len(scope.hours)
     quotas = list(
         Quota.objects.filter(
             **({"pool_id": scope.pool_id} if scope.pool_id is not None else {})
         ).values("project_id", "pool_id", "flavor_id", "guarantee", "lending_limit")
     )
     factor_sum = {(pool, flavor): float(total or 0) for pool, flavor, total in factors}
-
-    # Service rows per (project, pool), flavors summed.
     rows: dict[tuple[Any, Any], dict[str, float]] = defaultdict(
         lambda: defaultdict(float)  # type: ignore[arg-type]
     )
@@ -216,6 +229,19 @@ def service_and_capacity(
         row["within"] += float(within or 0)
         row["borrowed"] += float(borrowed or 0)
         row["lent"] -= float(correction or 0)
+    return rows
+
+
+def _service(
+    scope: Scope,
+    names: Names,
+    capacities: Sequence[Mapping[str, Any]],
+    results: dict[str, list[tuple[Any, ...]]],
+) -> tuple[list[dict[str, Any]], dict[int, list[dict[str, Any]]]]:
+    """The service rows of the scope's projects, and the same per project id."""
+    rows = _service_sums(scope, results)
+    quota_wait_hours = [(p, pool, a) for _day, p, pool, _fl, a, _b, _c, _d in results["qwait"]]
+    n_hours = len(scope.hours)
     waits = {(project, pool): int(count) for project, pool, count in quota_wait_hours}
     pool_used: dict[Any, float] = defaultdict(float)
     for (_project_id, pool_id), row in rows.items():
@@ -224,7 +250,7 @@ def service_and_capacity(
     for capacity_row in capacities:
         pool_capacity[capacity_row["pool_id"]] += capacity_row["gpus"]
 
-    projects, pools, flavors = names.projects, names.pools, names.flavors
+    projects, pools = names.projects, names.pools
     service: list[dict[str, Any]] = []
     per_project: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for (project_id, pool_id), row in rows.items():
@@ -255,8 +281,19 @@ def service_and_capacity(
         per_project[project_id].append(item)
     for items in (service, *per_project.values()):
         items.sort(key=lambda r: (-float(r["gpu_hours"]), str(r["name"]), str(r["pool"] or "")))
+    return service, per_project
 
-    # Capacity: the GPU-seconds in force each hour (from the rules' history).
+
+def _capacity_of(
+    scope: Scope,
+    names: Names,
+    capacities: Sequence[Mapping[str, Any]],
+    hourly: dict[tuple[int, int], list[float]],
+    daily_rows: list[tuple[Any, ...]],
+) -> dict[str, Any]:
+    """Capacity: the GPU-seconds in force each hour (from the rules' history), in total, per
+    pool and flavor and per day, against the GPU-seconds used."""
+    daily = [(day, pool, fl, a, b, c) for day, _p, pool, fl, a, b, c, _d in daily_rows]
     keys = {key for key, seconds in hourly.items() if any(seconds)}
     keys |= {(c["pool_id"], c["flavor_id"]) for c in capacities}
     per_key: dict[tuple[Any, Any], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
@@ -269,6 +306,23 @@ def service_and_capacity(
             target[0] += float(used or 0)
             target[1] += float(used_capped or 0)
             target[2] += float(idle_waiting or 0)
+    by_pool_flavor, totals = _capacity_by_pool_flavor(names, hourly, keys, per_key)
+    return {
+        "total": _capacity(*totals),
+        "by_pool_flavor": by_pool_flavor,
+        "daily": _capacity_days(scope, hourly, per_day),
+    }
+
+
+def _capacity_by_pool_flavor(
+    names: Names,
+    hourly: dict[tuple[int, int], list[float]],
+    keys: set[tuple[Any, Any]],
+    per_key: dict[tuple[Any, Any], list[float]],
+) -> tuple[list[dict[str, Any]], list[float]]:
+    """The capacity per pool and flavor, and its totals (available, used, idle, idle while
+    a project waited on quota)."""
+    pools, flavors = names.pools, names.flavors
     by_pool_flavor = []
     totals = [0.0, 0.0, 0.0, 0.0]
     for pool_id, flavor_id in keys:
@@ -288,6 +342,15 @@ def service_and_capacity(
             }
         )
     by_pool_flavor.sort(key=lambda r: (r["pool_name"], r["flavor_name"]))
+    return by_pool_flavor, totals
+
+
+def _capacity_days(
+    scope: Scope,
+    hourly: dict[tuple[int, int], list[float]],
+    per_day: dict[str, list[float]],
+) -> list[dict[str, Any]]:
+    """The capacity per day of the scope."""
     available_per_day: dict[str, float] = defaultdict(float)
     for i, hour in enumerate(scope.hours):
         available_per_day[hour.strftime("%Y-%m-%d")] += sum(
@@ -306,9 +369,4 @@ def service_and_capacity(
                 "idle_while_quota_waiting_gpu_hours": gh(idle_waiting),
             }
         )
-    capacity: dict[str, Any] = {
-        "total": _capacity(*totals),
-        "by_pool_flavor": by_pool_flavor,
-        "daily": days,
-    }
-    return {"by_project": service}, per_project, capacity
+    return days

@@ -129,12 +129,23 @@ def shape_waits(rows_of: dict[str, list[tuple[Any, ...]]], names: Names) -> dict
     """The waits part of the metrics from the rows of each set (keys in the set's order;
     a set without rows: none)."""
     by_set: dict[str, list[tuple[Any, ...]]] = defaultdict(list, rows_of)
-    tiers, projects = names.tiers, names.projects
-    default_tier = names.default_tier
+    overall = by_set["all"][0] if by_set["all"] else None
+    return {
+        "overall": wait_stats(overall),
+        "by_tier": _by_tier(by_set["tier"], names),
+        "by_project": _by_project(by_set["project"], names),
+        "by_pool": _named(by_set["pool"], names.pools, "pool", _("No pool")),
+        "by_flavor": _named(by_set["flavor"], names.flavors, "flavor", _("No flavor")),
+        "by_category": _by_category(by_set["category"]),
+        "daily_by_tier": _daily_by_tier(by_set["day_tier"], names),
+    }
 
+
+def _by_tier(rows: list[tuple[Any, ...]], names: Names) -> list[dict[str, Any]]:
+    """Per tier, in the tiers' order, with its threshold (its wait alert)."""
     by_tier = []
-    for row in by_set["tier"]:
-        tier = tiers.get(key_id(row[1]))
+    for row in rows:
+        tier = names.tiers.get(key_id(row[1]))
         by_tier.append(
             {
                 **wait_stats(row),
@@ -149,11 +160,17 @@ def shape_waits(rows_of: dict[str, list[tuple[Any, ...]]], names: Names) -> dict
             }
         )
     by_tier.sort(key=lambda r: r["_rank"])
+    for item in by_tier:
+        del item["_rank"]
+    return by_tier
 
+
+def _by_project(rows: list[tuple[Any, ...]], names: Names) -> list[dict[str, Any]]:
+    """Per project with its base tier, the longest p90 first."""
     by_project = []
-    for row in by_set["project"]:
-        project = projects.get(key_id(row[1]))
-        base = (project.tier or default_tier) if project else None
+    for row in rows:
+        project = names.projects.get(key_id(row[1]))
+        base = (project.tier or names.default_tier) if project else None
         by_project.append(
             {
                 **wait_stats(row),
@@ -165,24 +182,30 @@ def shape_waits(rows_of: dict[str, list[tuple[Any, ...]]], names: Names) -> dict
     by_project.sort(
         key=lambda r: (r["p90"] is None, -(r["p90"] or 0), r["name"], r["project"] or "")
     )
+    return by_project
 
-    def named(rows: list[tuple[Any, ...]], objects: dict, key: str, none: str) -> list[dict]:
-        out = []
-        for row in rows:
-            obj = objects.get(key_id(row[1]))
-            out.append(
-                {
-                    **wait_stats(row),
-                    key: obj.slug if obj else None,
-                    "name": obj.name if obj else none,
-                }
-            )
-        out.sort(key=lambda r: (r[key] is None, r["name"]))
-        return out
 
+def _named(rows: list[tuple[Any, ...]], objects: dict, key: str, none: str) -> list[dict]:
+    """Per pool or flavor (``key``), by name, the rows of none last."""
+    out = []
+    for row in rows:
+        obj = objects.get(key_id(row[1]))
+        out.append(
+            {
+                **wait_stats(row),
+                key: obj.slug if obj else None,
+                "name": obj.name if obj else none,
+            }
+        )
+    out.sort(key=lambda r: (r[key] is None, r["name"]))
+    return out
+
+
+def _daily_by_tier(rows: list[tuple[Any, ...]], names: Names) -> list[dict[str, Any]]:
+    """Per day and tier, the days in order, the tiers in theirs."""
     daily = []
-    for row in by_set["day_tier"]:
-        tier = tiers.get(key_id(row[2]))
+    for row in rows:
+        tier = names.tiers.get(key_id(row[2]))
         stats = wait_stats(row)
         daily.append(
             {
@@ -197,16 +220,19 @@ def shape_waits(rows_of: dict[str, list[tuple[Any, ...]]], names: Names) -> dict
             }
         )
     daily.sort(key=lambda r: (r["day"], r["_rank"]))
-    for item in daily + by_tier:
+    for item in daily:
         del item["_rank"]
+    return daily
 
-    # Jobs with no category count as unclassified.
+
+def _by_category(rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """Per wait category, every category (jobs with no category count as unclassified)."""
     per_category: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
-    for row in by_set["category"]:
+    for row in rows:
         totals = per_category[row[1] or WaitCategory.UNCLASSIFIED.value]
         totals[0] += int(row[4])
         totals[1] += float(row[12] or 0)
-    by_category = [
+    return [
         {
             "category": category.value,
             "label": str(category.label),
@@ -215,16 +241,6 @@ def shape_waits(rows_of: dict[str, list[tuple[Any, ...]]], names: Names) -> dict
         }
         for category in WaitCategory
     ]
-    overall = by_set["all"][0] if by_set["all"] else None
-    return {
-        "overall": wait_stats(overall),
-        "by_tier": by_tier,
-        "by_project": by_project,
-        "by_pool": named(by_set["pool"], names.pools, "pool", _("No pool")),
-        "by_flavor": named(by_set["flavor"], names.flavors, "flavor", _("No flavor")),
-        "by_category": by_category,
-        "daily_by_tier": daily,
-    }
 
 
 def wait_queries(

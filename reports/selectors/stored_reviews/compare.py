@@ -52,8 +52,16 @@ def review_compare(*, a: MonthlyReview, b: MonthlyReview) -> list[tuple[str, lis
     day, so that a longer month is not worse for being longer; waits are per job already."""
     ma, mb = a.metrics, b.metrics
     da, db = days_of(a), days_of(b)
-    sections: list[tuple[str, list[Delta]]] = []
+    return [
+        (_("Waits, all jobs"), _overall_waits(ma, mb)),
+        (_("Waits by tier"), _tier_waits(ma, mb)),
+        (_("Capacity"), _capacity(ma, mb, da, db)),
+        (_("Service"), _service(ma, mb, da, db)),
+        (_("Preemptions, exceptions and findings"), _preemptions_and_exceptions(a, b, da, db)),
+    ]
 
+
+def _overall_waits(ma: dict[str, Any], mb: dict[str, Any]) -> list[Delta]:
     overall = [
         _delta(
             _("Jobs"),
@@ -74,8 +82,11 @@ def review_compare(*, a: MonthlyReview, b: MonthlyReview) -> list[tuple[str, lis
         if key in ("p50", "p90", "p99", "max"):
             va, vb = minutes(va), minutes(vb)
         overall.append(_delta(label, va, vb, higher_is_worse=True))
-    sections.append((_("Waits, all jobs"), overall))
+    return overall
 
+
+def _tier_waits(ma: dict[str, Any], mb: dict[str, Any]) -> list[Delta]:
+    """B's tiers, each against the same tier in A (none there: no figure of A)."""
     tiers_a = {row["tier"]: row for row in ma["waits"]["by_tier"]}
     tier_rows = []
     for row in mb["waits"]["by_tier"]:
@@ -96,41 +107,41 @@ def review_compare(*, a: MonthlyReview, b: MonthlyReview) -> list[tuple[str, lis
                 higher_is_worse=True,
             )
         )
-    sections.append((_("Waits by tier"), tier_rows))
+    return tier_rows
 
+
+def _capacity(ma: dict[str, Any], mb: dict[str, Any], da: float, db: float) -> list[Delta]:
     cap_a, cap_b = ma["capacity"]["total"], mb["capacity"]["total"]
-    sections.append(
-        (
-            _("Capacity"),
-            [
-                _delta(
-                    _("Available (GPU-hours a day)"),
-                    _per_day(cap_a["available_gpu_hours"], da),
-                    _per_day(cap_b["available_gpu_hours"], db),
-                    higher_is_worse=None,
-                ),
-                _delta(
-                    _("Allocated (GPU-hours a day)"),
-                    _per_day(cap_a["allocated_gpu_hours"], da),
-                    _per_day(cap_b["allocated_gpu_hours"], db),
-                    higher_is_worse=False,
-                ),
-                _delta(
-                    _("Idle (GPU-hours a day)"),
-                    _per_day(cap_a["idle_gpu_hours"], da),
-                    _per_day(cap_b["idle_gpu_hours"], db),
-                    higher_is_worse=True,
-                ),
-                _delta(
-                    _("Idle while a project waited on quota (GPU-hours a day)"),
-                    _per_day(cap_a["idle_while_quota_waiting_gpu_hours"], da),
-                    _per_day(cap_b["idle_while_quota_waiting_gpu_hours"], db),
-                    higher_is_worse=True,
-                ),
-            ],
-        )
-    )
+    return [
+        _delta(
+            _("Available (GPU-hours a day)"),
+            _per_day(cap_a["available_gpu_hours"], da),
+            _per_day(cap_b["available_gpu_hours"], db),
+            higher_is_worse=None,
+        ),
+        _delta(
+            _("Allocated (GPU-hours a day)"),
+            _per_day(cap_a["allocated_gpu_hours"], da),
+            _per_day(cap_b["allocated_gpu_hours"], db),
+            higher_is_worse=False,
+        ),
+        _delta(
+            _("Idle (GPU-hours a day)"),
+            _per_day(cap_a["idle_gpu_hours"], da),
+            _per_day(cap_b["idle_gpu_hours"], db),
+            higher_is_worse=True,
+        ),
+        _delta(
+            _("Idle while a project waited on quota (GPU-hours a day)"),
+            _per_day(cap_a["idle_while_quota_waiting_gpu_hours"], da),
+            _per_day(cap_b["idle_while_quota_waiting_gpu_hours"], db),
+            higher_is_worse=True,
+        ),
+    ]
 
+
+def _service(ma: dict[str, Any], mb: dict[str, Any], da: float, db: float) -> list[Delta]:
+    """B's projects in their pools, each against the same in A."""
     service_a = {(r["project"], r["pool"]): r for r in ma["service"]["by_project"]}
     service_rows = []
     for row in mb["service"]["by_project"]:
@@ -143,38 +154,38 @@ def review_compare(*, a: MonthlyReview, b: MonthlyReview) -> list[tuple[str, lis
                 higher_is_worse=None,
             )
         )
-    sections.append((_("Service"), service_rows))
+    return service_rows
 
+
+def _preemptions_and_exceptions(
+    a: MonthlyReview, b: MonthlyReview, da: float, db: float
+) -> list[Delta]:
+    """Preemptions, exceptions requested and findings (the findings are the review's own)."""
+    ma, mb = a.metrics, b.metrics
     pre_a, pre_b = ma["preemptions"]["total"], mb["preemptions"]["total"]
     exc_a = sum(row["requested"] for row in ma["exceptions"]["by_project_kind"])
     exc_b = sum(row["requested"] for row in mb["exceptions"]["by_project_kind"])
-    sections.append(
-        (
-            _("Preemptions, exceptions and findings"),
-            [
-                _delta(
-                    _("Preemptions a day"),
-                    _per_day(pre_a["count"], da),
-                    _per_day(pre_b["count"], db),
-                    higher_is_worse=True,
-                ),
-                _delta(
-                    _("GPU-hours lost a day"),
-                    _per_day(pre_a["gpu_hours_lost"], da),
-                    _per_day(pre_b["gpu_hours_lost"], db),
-                    higher_is_worse=True,
-                ),
-                _delta(
-                    _("Exceptions requested a day"),
-                    _per_day(exc_a, da),
-                    _per_day(exc_b, db),
-                    higher_is_worse=True,
-                ),
-                _delta(_("Findings"), len(a.findings), len(b.findings), higher_is_worse=True),
-            ],
-        )
-    )
-    return sections
+    return [
+        _delta(
+            _("Preemptions a day"),
+            _per_day(pre_a["count"], da),
+            _per_day(pre_b["count"], db),
+            higher_is_worse=True,
+        ),
+        _delta(
+            _("GPU-hours lost a day"),
+            _per_day(pre_a["gpu_hours_lost"], da),
+            _per_day(pre_b["gpu_hours_lost"], db),
+            higher_is_worse=True,
+        ),
+        _delta(
+            _("Exceptions requested a day"),
+            _per_day(exc_a, da),
+            _per_day(exc_b, db),
+            higher_is_worse=True,
+        ),
+        _delta(_("Findings"), len(a.findings), len(b.findings), higher_is_worse=True),
+    ]
 
 
 def window_of(review: MonthlyReview) -> tuple[datetime, datetime]:

@@ -12,19 +12,29 @@ from .style import PALETTE, annotate_timeline, figure_json, figure_layout
 
 def review_figures(*, metrics: dict[str, Any], project: str | None = None) -> dict[str, dict]:
     """The review's plotly figures as JSON data (for ``json_script``), keyed like its tables."""
+    service_rows = [row for row in metrics["service"]["by_project"] if _mine(row, project)]
+    return {
+        "waits_daily": figure_json(_waits_daily(metrics)),
+        "service": figure_json(_service(service_rows)),
+        "lending": figure_json(_lending(service_rows)),
+        "idle": figure_json(_idle(metrics)),
+        "preemptions": figure_json(_preemptions(metrics)),
+        "exceptions": figure_json(_exceptions(metrics, project)),
+    }
 
-    def mine(row: dict[str, Any]) -> bool:
-        return project is None or row.get("project") == project
 
+def _mine(row: dict[str, Any], project: str | None) -> bool:
+    return project is None or row.get("project") == project
+
+
+def _waits_daily(metrics: dict[str, Any]) -> go.Figure:
+    """Each tier's daily p90 and p50 waits, with its threshold as a level line."""
     names = tier_names(metrics)
     thresholds = {
         row["tier"]: minutes(row["threshold_seconds"])
         for row in metrics["waits"]["by_tier"]
         if row.get("threshold_seconds") is not None
     }
-    timeline = metrics["timeline"]
-    figures: dict[str, dict] = {}
-
     waits = go.Figure(layout=figure_layout(y_title=_("p90 wait (minutes)"), height=380))
     tiers: dict[Any, list[dict[str, Any]]] = {}
     for row in metrics["waits"]["daily_by_tier"]:
@@ -64,60 +74,75 @@ def review_figures(*, metrics: dict[str, Any], project: str | None = None) -> di
                     hoverinfo="name",
                 )
             )
-    annotate_timeline(waits, timeline)
-    figures["waits_daily"] = figure_json(waits)
+    annotate_timeline(waits, metrics["timeline"])
+    return waits
 
-    service_rows = [row for row in metrics["service"]["by_project"] if mine(row)]
-    labels = [f"{row['name']} · {row['pool'] or '–'}" for row in service_rows]
 
-    # Horizontal bars: project names stay readable however many there are.
-    def height_for(bars_per_row: int) -> int:
-        return max(240, 110 + (12 * bars_per_row + 14) * len(labels))
+# Horizontal bars: project names stay readable however many there are.
+def _project_labels(rows: list[dict[str, Any]]) -> list[str]:
+    return [f"{row['name']} · {row['pool'] or '–'}" for row in rows]
 
-    def bars(name: str, values: list[float], color: str) -> go.Bar:
-        return go.Bar(name=name, y=labels, x=values, orientation="h", marker_color=color)
 
-    def by_project_layout(x_title: str, barmode: str, bars_per_row: int) -> go.Layout:
-        layout = figure_layout(y_title="", height=height_for(bars_per_row), barmode=barmode)
-        layout.update(
-            xaxis={"title": {"text": x_title}, "gridcolor": "#e2e8f0"},
-            yaxis={"autorange": "reversed", "automargin": True, "dtick": 1},
-            legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"},
-            margin={"l": 16, "r": 16, "t": 40, "b": 48},
-        )
-        return layout
+def _bars(labels: list[str], name: str, values: list[float], color: str) -> go.Bar:
+    return go.Bar(name=name, y=labels, x=values, orientation="h", marker_color=color)
 
-    service = go.Figure(
+
+def _by_project_layout(
+    labels: list[str], x_title: str, barmode: str, bars_per_row: int
+) -> go.Layout:
+    height = max(240, 110 + (12 * bars_per_row + 14) * len(labels))
+    layout = figure_layout(y_title="", height=height, barmode=barmode)
+    layout.update(
+        xaxis={"title": {"text": x_title}, "gridcolor": "#e2e8f0"},
+        yaxis={"autorange": "reversed", "automargin": True, "dtick": 1},
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"},
+        margin={"l": 16, "r": 16, "t": 40, "b": 48},
+    )
+    return layout
+
+
+def _service(rows: list[dict[str, Any]]) -> go.Figure:
+    """Each project's GPU-hours received beside its guarantee and its use of it."""
+    labels = _project_labels(rows)
+    return go.Figure(
         data=[
-            bars(_("GPU-hours received"), [r["gpu_hours"] for r in service_rows], "#2563eb"),
-            bars(
+            _bars(labels, _("GPU-hours received"), [r["gpu_hours"] for r in rows], "#2563eb"),
+            _bars(
+                labels,
                 _("GPU-hours guaranteed"),
-                [r["guaranteed_gpu_hours"] for r in service_rows],
+                [r["guaranteed_gpu_hours"] for r in rows],
                 "#94a3b8",
             ),
-            bars(
+            _bars(
+                labels,
                 _("Used within the guarantee"),
-                [r["within_guarantee_gpu_hours"] for r in service_rows],
+                [r["within_guarantee_gpu_hours"] for r in rows],
                 "#0d9488",
             ),
         ],
-        layout=by_project_layout(_("GPU-hours"), "group", 3),
+        layout=_by_project_layout(labels, _("GPU-hours"), "group", 3),
     )
-    figures["service"] = figure_json(service)
 
-    lending = go.Figure(
+
+def _lending(rows: list[dict[str, Any]]) -> go.Figure:
+    """Each project's borrowed GPU-hours above zero, its lent ones below."""
+    labels = _project_labels(rows)
+    return go.Figure(
         data=[
-            bars(
+            _bars(
+                labels,
                 _("Borrowed (GPU-hours)"),
-                [r["borrowed_gpu_hours"] for r in service_rows],
+                [r["borrowed_gpu_hours"] for r in rows],
                 "#d97706",
             ),
-            bars(_("Lent (GPU-hours)"), [-r["lent_gpu_hours"] for r in service_rows], "#0d9488"),
+            _bars(labels, _("Lent (GPU-hours)"), [-r["lent_gpu_hours"] for r in rows], "#0d9488"),
         ],
-        layout=by_project_layout(_("GPU-hours (lent below zero)"), "relative", 1),
+        layout=_by_project_layout(labels, _("GPU-hours (lent below zero)"), "relative", 1),
     )
-    figures["lending"] = figure_json(lending)
 
+
+def _idle(metrics: dict[str, Any]) -> go.Figure:
+    """Allocated and idle GPU-hours a day, and the idle ones while a project waited on quota."""
     days = metrics["capacity"]["daily"]
     idle = go.Figure(
         data=[
@@ -144,21 +169,25 @@ def review_figures(*, metrics: dict[str, Any], project: str | None = None) -> di
         ],
         layout=figure_layout(y_title=_("GPU-hours per day"), height=380),
     )
-    annotate_timeline(idle, timeline)
-    figures["idle"] = figure_json(idle)
+    annotate_timeline(idle, metrics["timeline"])
+    return idle
 
-    preemption_rows = metrics["preemptions"]["by_tier_class"]
-    preemptions = go.Figure(
+
+def _preemptions(metrics: dict[str, Any]) -> go.Figure:
+    """GPU-hours lost to preemption by tier and class, each bar's count above it."""
+    names = tier_names(metrics)
+    rows = metrics["preemptions"]["by_tier_class"]
+    return go.Figure(
         data=[
             go.Bar(
                 name=_("GPU-hours lost"),
                 x=[
                     f"{names.get(row['tier'], row['tier'] or '–')} · {class_label(row)}"
-                    for row in preemption_rows
+                    for row in rows
                 ],
-                y=[row["gpu_hours_lost"] for row in preemption_rows],
+                y=[row["gpu_hours_lost"] for row in rows],
                 marker_color="#dc2626",
-                text=[row["count"] for row in preemption_rows],
+                text=[row["count"] for row in rows],
                 # The count above its bar, upright, whatever the bar's size.
                 textposition="outside",
                 textangle=0,
@@ -168,11 +197,13 @@ def review_figures(*, metrics: dict[str, Any], project: str | None = None) -> di
         ],
         layout=figure_layout(y_title=_("GPU-hours lost")),
     )
-    figures["preemptions"] = figure_json(preemptions)
 
+
+def _exceptions(metrics: dict[str, Any], project: str | None) -> go.Figure:
+    """Exceptions requested, approved and rejected by project, under the policy's limit."""
     totals: dict[str, dict[str, float]] = {}
     for row in metrics["exceptions"]["by_project_kind"]:
-        if not mine(row):
+        if not _mine(row, project):
             continue
         total = totals.setdefault(row["name"], {"requested": 0, "approved": 0, "rejected": 0})
         for key in total:
@@ -198,8 +229,7 @@ def review_figures(*, metrics: dict[str, Any], project: str | None = None) -> di
             line={"color": "#7c3aed", "dash": "dot"},
             annotation_text=_("Policy: %(limit)s a month") % {"limit": limit},
         )
-    figures["exceptions"] = figure_json(exceptions)
-    return figures
+    return exceptions
 
 
 def _whole(value: float | None) -> str:

@@ -1,7 +1,7 @@
 """The review's numbers as tables (the page's tables, the API's and the CSV files)."""
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from django.utils.translation import gettext as _
 
@@ -26,6 +26,10 @@ class Table:
     columns: list[str]
     rows: list[list[Any]]
     numeric: list[bool]
+
+
+class _Build(Protocol):
+    def __call__(self, metrics: dict[str, Any], *, project: str | None, human: bool) -> Table: ...
 
 
 def _table(key: str, title: str, columns: list[tuple[str, bool]], rows: list[list[Any]]) -> Table:
@@ -77,206 +81,241 @@ def review_tables(
     """The review's numbers as tables, keyed like its figures (also the CSV files). With
     ``project``, only that project's rows of the per-project tables. ``human``: days and
     times as the reader's locale writes them (the pages); otherwise ISO (API, CSV)."""
-
-    def mine(row: dict[str, Any]) -> bool:
-        return project is None or row.get("project") == project
-
-    waits = metrics["waits"]
-    tables = [
-        _table(
-            "waits_by_tier",
-            _("Waits by tier"),
-            [*wait_columns(_("Tier")), (_("Threshold (min)"), True)],
-            [
-                [*wait_row(row, row_name(row, "tier")), minutes(row.get("threshold_seconds"))]
-                for row in waits["by_tier"]
-            ],
-        ),
-        _table(
-            "waits_daily",
-            _("Wait percentiles by tier and day"),
-            [
-                (_("Day"), False),
-                (_("Tier"), False),
-                (_("Jobs"), True),
-                (_("p50 wait (min)"), True),
-                (_("p90 wait (min)"), True),
-                (_("p99 wait (min)"), True),
-            ],
-            [
-                [
-                    day_label(row["day"], human=human),
-                    tier_names(metrics).get(row["tier"], row["tier"] or _("None")),
-                    row["jobs"],
-                    minutes(row["p50"]),
-                    minutes(row["p90"]),
-                    minutes(row["p99"]),
-                ]
-                for row in waits["daily_by_tier"]
-            ],
-        ),
-        _table(
-            "waits_by_project",
-            _("Waits by project"),
-            wait_columns(_("Project")),
-            [wait_row(row, row_name(row, "project")) for row in waits["by_project"] if mine(row)],
-        ),
-        _table(
-            "waits_by_category",
-            _("Waits by category"),
-            [(_("Category"), False), (_("Jobs"), True), (_("Waiting (hours)"), True)],
-            [
-                [category_label(row), row["jobs"], round(row["wait_seconds"] / 3600, 2)]
-                for row in waits["by_category"]
-            ],
-        ),
-        _table(
-            "service",
-            _("Service against guarantee"),
-            [
-                (_("Project"), False),
-                (_("Pool"), False),
-                (_("GPU-hours received"), True),
-                (_("Share of the pool (%)"), True),
-                (_("Guarantee share (%)"), True),
-                (_("GPU-hours guaranteed"), True),
-                (_("Used within the guarantee"), True),
-                (_("Hours waiting on quota"), True),
-            ],
-            [
-                [
-                    row["name"],
-                    row["pool"] or "",
-                    row["gpu_hours"],
-                    percent(row["share"]),
-                    percent(row["guarantee_share"]),
-                    row["guaranteed_gpu_hours"],
-                    row["within_guarantee_gpu_hours"],
-                    row["quota_wait_hours"],
-                ]
-                for row in metrics["service"]["by_project"]
-                if mine(row)
-            ],
-        ),
-        _table(
-            "lending",
-            _("Borrowing and lending"),
-            [
-                (_("Project"), False),
-                (_("Pool"), False),
-                (_("Borrowed (GPU-hours)"), True),
-                (_("Lent (GPU-hours)"), True),
-            ],
-            [
-                [row["name"], row["pool"] or "", row["borrowed_gpu_hours"], row["lent_gpu_hours"]]
-                for row in metrics["service"]["by_project"]
-                if mine(row)
-            ],
-        ),
-        _table(
-            "idle",
-            _("Idle capacity while others waited"),
-            [
-                (_("Day"), False),
-                (_("Available (GPU-hours)"), True),
-                (_("Allocated (GPU-hours)"), True),
-                (_("Idle (GPU-hours)"), True),
-                (_("Idle while a project waited on quota"), True),
-            ],
-            [
-                [
-                    day_label(row["day"], human=human),
-                    row["available_gpu_hours"],
-                    row["allocated_gpu_hours"],
-                    row["idle_gpu_hours"],
-                    row["idle_while_quota_waiting_gpu_hours"],
-                ]
-                for row in metrics["capacity"]["daily"]
-            ],
-        ),
-        _table(
-            "preemptions",
-            _("Preemption losses"),
-            [
-                (_("Tier"), False),
-                (_("Preemption class"), False),
-                (_("Preemptions"), True),
-                (_("Before the minimum runtime"), True),
-                (_("GPU-hours lost"), True),
-                (_("Median time to restart (min)"), True),
-            ],
-            [
-                [
-                    tier_names(metrics).get(row["tier"], row["tier"] or _("None")),
-                    class_label(row),
-                    row["count"],
-                    row.get("early"),
-                    row["gpu_hours_lost"],
-                    minutes(row["restart_p50_seconds"]),
-                ]
-                for row in metrics["preemptions"]["by_tier_class"]
-            ],
-        ),
-        _table(
-            "exceptions",
-            _("Exceptions"),
-            [
-                (_("Project"), False),
-                (_("Kind"), False),
-                (_("Requested"), True),
-                (_("Approved"), True),
-                (_("Rejected"), True),
-                (_("GPU-hours"), True),
-            ],
-            [
-                [
-                    row["name"],
-                    kind_label(row["kind"]),
-                    row["requested"],
-                    row["approved"],
-                    row["rejected"],
-                    row["gpu_hours"],
-                ]
-                for row in metrics["exceptions"]["by_project_kind"]
-                if mine(row)
-            ],
-        ),
-        _table(
-            "exception_outcomes",
-            _("What the approved exceptions changed"),
-            [
-                (_("Project"), False),
-                (_("Kind"), False),
-                (_("From"), False),
-                (_("Until"), False),
-                (_("Jobs in its time box"), True),
-                (_("Their median wait (min)"), True),
-                (_("Tier"), False),
-                (_("The tier's median wait (min)"), True),
-                (_("Outcome"), False),
-            ],
-            [
-                _outcome_row(row, metrics, human=human)
-                for row in metrics["exceptions"].get("outcomes", [])
-                if mine(row)
-            ],
-        ),
-        _table(
-            "timeline",
-            _("Rule changes and grants"),
-            [(_("When"), False), (_("What"), False), (_("Title"), False), (_("Object"), False)],
-            [
-                [
-                    when_label(row["at"], human=human),
-                    timeline_kind(row["kind"]),
-                    row["title"],
-                    row["object"],
-                ]
-                for row in metrics["timeline"]
-            ],
-        ),
-    ]
+    tables = [build(metrics, project=project, human=human) for build in _TABLES]
     return {table.key: table for table in tables}
+
+
+def _mine(row: dict[str, Any], project: str | None) -> bool:
+    return project is None or row.get("project") == project
+
+
+def _waits_by_tier(metrics: dict[str, Any], *, project: str | None, human: bool) -> Table:
+    return _table(
+        "waits_by_tier",
+        _("Waits by tier"),
+        [*wait_columns(_("Tier")), (_("Threshold (min)"), True)],
+        [
+            [*wait_row(row, row_name(row, "tier")), minutes(row.get("threshold_seconds"))]
+            for row in metrics["waits"]["by_tier"]
+        ],
+    )
+
+
+def _waits_daily(metrics: dict[str, Any], *, project: str | None, human: bool) -> Table:
+    return _table(
+        "waits_daily",
+        _("Wait percentiles by tier and day"),
+        [
+            (_("Day"), False),
+            (_("Tier"), False),
+            (_("Jobs"), True),
+            (_("p50 wait (min)"), True),
+            (_("p90 wait (min)"), True),
+            (_("p99 wait (min)"), True),
+        ],
+        [
+            [
+                day_label(row["day"], human=human),
+                tier_names(metrics).get(row["tier"], row["tier"] or _("None")),
+                row["jobs"],
+                minutes(row["p50"]),
+                minutes(row["p90"]),
+                minutes(row["p99"]),
+            ]
+            for row in metrics["waits"]["daily_by_tier"]
+        ],
+    )
+
+
+def _waits_by_project(metrics: dict[str, Any], *, project: str | None, human: bool) -> Table:
+    return _table(
+        "waits_by_project",
+        _("Waits by project"),
+        wait_columns(_("Project")),
+        [
+            wait_row(row, row_name(row, "project"))
+            for row in metrics["waits"]["by_project"]
+            if _mine(row, project)
+        ],
+    )
+
+
+def _waits_by_category(metrics: dict[str, Any], *, project: str | None, human: bool) -> Table:
+    return _table(
+        "waits_by_category",
+        _("Waits by category"),
+        [(_("Category"), False), (_("Jobs"), True), (_("Waiting (hours)"), True)],
+        [
+            [category_label(row), row["jobs"], round(row["wait_seconds"] / 3600, 2)]
+            for row in metrics["waits"]["by_category"]
+        ],
+    )
+
+
+def _service(metrics: dict[str, Any], *, project: str | None, human: bool) -> Table:
+    return _table(
+        "service",
+        _("Service against guarantee"),
+        [
+            (_("Project"), False),
+            (_("Pool"), False),
+            (_("GPU-hours received"), True),
+            (_("Share of the pool (%)"), True),
+            (_("Guarantee share (%)"), True),
+            (_("GPU-hours guaranteed"), True),
+            (_("Used within the guarantee"), True),
+            (_("Hours waiting on quota"), True),
+        ],
+        [
+            [
+                row["name"],
+                row["pool"] or "",
+                row["gpu_hours"],
+                percent(row["share"]),
+                percent(row["guarantee_share"]),
+                row["guaranteed_gpu_hours"],
+                row["within_guarantee_gpu_hours"],
+                row["quota_wait_hours"],
+            ]
+            for row in metrics["service"]["by_project"]
+            if _mine(row, project)
+        ],
+    )
+
+
+def _lending(metrics: dict[str, Any], *, project: str | None, human: bool) -> Table:
+    return _table(
+        "lending",
+        _("Borrowing and lending"),
+        [
+            (_("Project"), False),
+            (_("Pool"), False),
+            (_("Borrowed (GPU-hours)"), True),
+            (_("Lent (GPU-hours)"), True),
+        ],
+        [
+            [row["name"], row["pool"] or "", row["borrowed_gpu_hours"], row["lent_gpu_hours"]]
+            for row in metrics["service"]["by_project"]
+            if _mine(row, project)
+        ],
+    )
+
+
+def _idle(metrics: dict[str, Any], *, project: str | None, human: bool) -> Table:
+    return _table(
+        "idle",
+        _("Idle capacity while others waited"),
+        [
+            (_("Day"), False),
+            (_("Available (GPU-hours)"), True),
+            (_("Allocated (GPU-hours)"), True),
+            (_("Idle (GPU-hours)"), True),
+            (_("Idle while a project waited on quota"), True),
+        ],
+        [
+            [
+                day_label(row["day"], human=human),
+                row["available_gpu_hours"],
+                row["allocated_gpu_hours"],
+                row["idle_gpu_hours"],
+                row["idle_while_quota_waiting_gpu_hours"],
+            ]
+            for row in metrics["capacity"]["daily"]
+        ],
+    )
+
+
+def _preemptions(metrics: dict[str, Any], *, project: str | None, human: bool) -> Table:
+    return _table(
+        "preemptions",
+        _("Preemption losses"),
+        [
+            (_("Tier"), False),
+            (_("Preemption class"), False),
+            (_("Preemptions"), True),
+            (_("Before the minimum runtime"), True),
+            (_("GPU-hours lost"), True),
+            (_("Median time to restart (min)"), True),
+        ],
+        [
+            [
+                tier_names(metrics).get(row["tier"], row["tier"] or _("None")),
+                class_label(row),
+                row["count"],
+                row.get("early"),
+                row["gpu_hours_lost"],
+                minutes(row["restart_p50_seconds"]),
+            ]
+            for row in metrics["preemptions"]["by_tier_class"]
+        ],
+    )
+
+
+def _exceptions(metrics: dict[str, Any], *, project: str | None, human: bool) -> Table:
+    return _table(
+        "exceptions",
+        _("Exceptions"),
+        [
+            (_("Project"), False),
+            (_("Kind"), False),
+            (_("Requested"), True),
+            (_("Approved"), True),
+            (_("Rejected"), True),
+            (_("GPU-hours"), True),
+        ],
+        [
+            [
+                row["name"],
+                kind_label(row["kind"]),
+                row["requested"],
+                row["approved"],
+                row["rejected"],
+                row["gpu_hours"],
+            ]
+            for row in metrics["exceptions"]["by_project_kind"]
+            if _mine(row, project)
+        ],
+    )
+
+
+def _exception_outcomes(metrics: dict[str, Any], *, project: str | None, human: bool) -> Table:
+    return _table(
+        "exception_outcomes",
+        _("What the approved exceptions changed"),
+        [
+            (_("Project"), False),
+            (_("Kind"), False),
+            (_("From"), False),
+            (_("Until"), False),
+            (_("Jobs in its time box"), True),
+            (_("Their median wait (min)"), True),
+            (_("Tier"), False),
+            (_("The tier's median wait (min)"), True),
+            (_("Outcome"), False),
+        ],
+        [
+            _outcome_row(row, metrics, human=human)
+            for row in metrics["exceptions"].get("outcomes", [])
+            if _mine(row, project)
+        ],
+    )
+
+
+def _timeline(metrics: dict[str, Any], *, project: str | None, human: bool) -> Table:
+    return _table(
+        "timeline",
+        _("Rule changes and grants"),
+        [(_("When"), False), (_("What"), False), (_("Title"), False), (_("Object"), False)],
+        [
+            [
+                when_label(row["at"], human=human),
+                timeline_kind(row["kind"]),
+                row["title"],
+                row["object"],
+            ]
+            for row in metrics["timeline"]
+        ],
+    )
 
 
 def _outcome_row(row: dict[str, Any], metrics: dict[str, Any], *, human: bool) -> list[Any]:
@@ -310,3 +349,19 @@ def _outcome_row(row: dict[str, Any], metrics: dict[str, Any], *, human: bool) -
         minutes(tier_p50),
         outcome,
     ]
+
+
+# The tables in the order the page, the API and the CSV files give them.
+_TABLES: tuple[_Build, ...] = (
+    _waits_by_tier,
+    _waits_daily,
+    _waits_by_project,
+    _waits_by_category,
+    _service,
+    _lending,
+    _idle,
+    _preemptions,
+    _exceptions,
+    _exception_outcomes,
+    _timeline,
+)
