@@ -401,6 +401,7 @@ def kube(kube_server, tmp_path, settings) -> KubeServer:
     deletes them, and without a controller manager a deleted one never goes away)."""
     settings.ARBITER_KUBE_CREDENTIALS_DIR = str(tmp_path)
     client = KubeClient(kube_server.connection(tmp_path))
+    _jobs_and_workloads_delete(client)
     for kind in (
         "LocalQueue",
         "ClusterQueue",
@@ -431,9 +432,27 @@ def kube(kube_server, tmp_path, settings) -> KubeServer:
     ):
         if time.monotonic() > deadline:
             raise AssertionError("Kueue objects of earlier tests are still being deleted")
+        # A Workload Kueue made for a Job in the moment that Job was deleted holds its queue
+        # (no garbage collector runs here): delete such late ones too.
+        _jobs_and_workloads_delete(client)
         time.sleep(0.5)
     client.close()
     return kube_server
+
+
+def _jobs_and_workloads_delete(client: KubeClient) -> None:
+    """Every Job and Workload an earlier test left, in any namespace: none may outlive its
+    test, and an admitted Workload keeps its ClusterQueue and flavor from being deleted."""
+    background = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+    for collection in ("/apis/batch/v1/jobs", "/apis/kueue.x-k8s.io/v1beta2/workloads"):
+        status, body = client.request("GET", collection)
+        if status != 200:
+            continue
+        group, _sep, plural = collection.rpartition("/")
+        for item in body.get("items") or []:
+            meta = item["metadata"]
+            path = f"{group}/namespaces/{meta['namespace']}/{plural}/{meta['name']}"
+            client.request("DELETE", path, body=background)
 
 
 @dataclass
