@@ -16,8 +16,10 @@ from governance import selectors as governance
 from governance.models import PreemptionKind, Project, Quota
 from queues.models import Alert, AlertKind
 
-# Starved: received less than this share of its guaranteed GPU-hours while waiting on quota
-# for at least STARVED_MIN_WAIT_HOURS.
+# Starved: received less than this share of its guaranteed GPU-hours, and waited on quota for
+# at least STARVED_MIN_WAIT_HOURS in hours when it ran below its guarantee (a project that
+# waits on quota only while it uses its whole guarantee is held by its own quota: it asked for
+# less the rest of the time, and is not starved).
 STARVED_SHARE = 0.5
 STARVED_MIN_WAIT_HOURS = 1.0
 # Hoarded: at least this share of the guaranteed GPU-hours sat idle (neither used nor lent)
@@ -50,10 +52,17 @@ FINDING_TITLES = {
     FindingKind.PREEMPTED_EARLY: _("Preempted before its class's minimum runtime"),
 }
 
+# The starved finding of a review built before it counted the hours below the guarantee.
+STARVED_BEFORE_TEXT = _(
+    "%(project)s received %(gpu_hours)s GPU-hours in %(pool)s against %(guaranteed)s "
+    "guaranteed, while it waited on quota for %(wait_hours)s hours."
+)
+
 FINDING_TEXTS = {
     FindingKind.STARVED: _(
         "%(project)s received %(gpu_hours)s GPU-hours in %(pool)s against %(guaranteed)s "
-        "guaranteed, while it waited on quota for %(wait_hours)s hours."
+        "guaranteed, while it waited on quota for %(below_hours)s hours in which it ran below "
+        "its guarantee."
     ),
     FindingKind.HOARDED: _(
         "%(idle)s of the %(guaranteed)s GPU-hours guaranteed to %(project)s in %(pool)s sat "
@@ -134,10 +143,8 @@ def _service_findings(metrics: dict[str, Any]) -> list[dict[str, Any]]:
         pool_name = row["pool"] or "–"
         quota = quotas.get((row["project"], row["pool"] or ""))
         propose = ("quota_edit", [quota]) if quota else ("project_detail", [row["project"]])
-        if (
-            row["quota_wait_hours"] >= STARVED_MIN_WAIT_HOURS
-            and row["gpu_hours"] < STARVED_SHARE * guaranteed
-        ):
+        below = row["quota_wait_below_guarantee_hours"]
+        if below >= STARVED_MIN_WAIT_HOURS and row["gpu_hours"] < STARVED_SHARE * guaranteed:
             findings.append(
                 _finding(
                     FindingKind.STARVED,
@@ -146,7 +153,7 @@ def _service_findings(metrics: dict[str, Any]) -> list[dict[str, Any]]:
                         "pool": pool_name,
                         "gpu_hours": _num(row["gpu_hours"]),
                         "guaranteed": _num(guaranteed),
-                        "wait_hours": _num(row["quota_wait_hours"]),
+                        "below_hours": _num(below),
                     },
                     evidence=("report_detail", [], "service"),
                     propose=propose,
@@ -334,6 +341,8 @@ def finding_text(finding: dict[str, Any]) -> str:
         rule_params = {key: "–" for key in ("flavor", "job")} | params.get("rule_params", {})
         params["rule"] = str(RULE_TEXTS[rule]) % rule_params if rule in RULE_TEXTS else rule
     template = FINDING_TEXTS.get(finding["kind"])
+    if finding["kind"] == FindingKind.STARVED and "below_hours" not in params:
+        template = STARVED_BEFORE_TEXT  # frozen by a review built before the hours below
     return str(template) % params if template else finding["kind"]
 
 

@@ -51,6 +51,7 @@ def service_row(project: str, name: str, **values: Any) -> dict[str, Any]:
         "borrowed_gpu_hours": 0.0,
         "lent_gpu_hours": 0.0,
         "quota_wait_hours": 0.0,
+        "quota_wait_below_guarantee_hours": 0.0,
     }
     row.update(values)
     return row
@@ -73,6 +74,7 @@ def sample_metrics(
         guaranteed_gpu_hours=round(24 * hours, 2),
         within_guarantee_gpu_hours=1000.0,
         quota_wait_hours=120.0,
+        quota_wait_below_guarantee_hours=120.0,
     )
     speech = service_row(
         "speech",

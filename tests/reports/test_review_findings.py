@@ -9,10 +9,11 @@ from django.utils import timezone
 from governance import services as governance
 from queues.models import AlertKind
 from queues.services import alert_raise
-from reports import services
+from reports import selectors, services
 from reports.selectors.findings import finding_text
 from reports.selectors.stored_reviews import review_findings_shown
 from tests.conftest import REASON
+from tests.reports.conftest import by_project, sample_metrics
 
 START = datetime(2026, 10, 1, tzinfo=UTC)
 END = datetime(2026, 11, 1, tzinfo=UTC)
@@ -30,7 +31,7 @@ def test_service_wait_and_exception_findings_in_words_with_links(ops, world, fak
     starved = shown["starved"]
     assert starved["text"] == (
         "Vision received 1,000 GPU-hours in training against 17,856 guaranteed, while it waited "
-        "on quota for 120 hours."
+        "on quota for 120 hours in which it ran below its guarantee."
     )
     assert starved["evidence_url"] == reverse("report_detail", args=[review.pk]) + "#service"
     mine = review_findings_shown(review=review, project="vision")
@@ -103,3 +104,43 @@ def test_findings_are_frozen_data_put_into_words_in_the_readers_language(ops, wo
     with translation.override("zh-hans"):
         assert "Vision" in finding_text(starved) and "GPU" in finding_text(starved)
         assert finding_text(starved) != finding_text(starved).encode("ascii", "ignore").decode()
+
+
+def test_a_project_held_only_by_its_own_whole_guarantee_is_not_starved(ops, world, monkeypatch):
+    """Vision received a third of its guaranteed GPU-hours and waited on quota for 120 hours,
+    but only in hours when it ran its whole guarantee: it asked for less the rest of the time
+    and its own quota held it, so no starved finding (the demo's serving projects, which ask
+    for half their guarantee with working-day peaks, were reported as starved)."""
+
+    def at_its_guarantee(**kwargs):
+        metrics = sample_metrics(**kwargs)
+        for row in metrics["service"]["by_project"]:
+            row["quota_wait_below_guarantee_hours"] = 0.0
+        return metrics
+
+    monkeypatch.setattr(selectors, "review_metrics", at_its_guarantee, raising=False)
+    monkeypatch.setattr(
+        selectors, "review_metrics_by_project", by_project(at_its_guarantee), raising=False
+    )
+    review = _build(ops)
+    kinds = {finding["kind"] for finding in review_findings_shown(review=review)}
+    assert "starved" not in kinds
+    row = next(r for r in review.metrics["service"]["by_project"] if r["project"] == "vision")
+    assert row["quota_wait_hours"] == 120.0 and row["gpu_hours"] == 1000.0
+
+
+def test_a_starved_finding_frozen_before_the_hours_below_keeps_its_own_words():
+    old = {
+        "kind": "starved",
+        "params": {
+            "project": "Vision",
+            "pool": "training",
+            "gpu_hours": "1,000",
+            "guaranteed": "17,856",
+            "wait_hours": "120",
+        },
+    }
+    assert finding_text(old) == (
+        "Vision received 1,000 GPU-hours in training against 17,856 guaranteed, while it waited "
+        "on quota for 120 hours."
+    )

@@ -170,7 +170,8 @@ def _hour_sums(
     #   ran (factor × (l − lendable));
     # - "factor" per pool and flavor: Σ factor over the hours (a project that ran nothing in
     #   an hour lent its whole lendable guarantee × factor);
-    # - "qwait" per project and pool: hours with a job waiting on quota;
+    # - "qwait" per project and pool: hours with a job waiting on quota, and of those the
+    #   hours in which it waited on quota for a flavor it ran below its guarantee of;
     # - "daily" per day, pool and flavor: used, used up to capacity, idle while quota-waiting.
     fetched = fetch(
         ctes + f"SELECT 'usage', NULL, project_id, pool_id, flavor_id, {f('SUM(used)')}, "
@@ -183,9 +184,11 @@ def _hour_sums(
         "WHERE hf3.factor > 0 GROUP BY hp.project_id, hp.pool_id, hp.flavor_id "
         f"UNION ALL SELECT 'factor', NULL, NULL, pool_id, flavor_id, {f('SUM(factor)')}, NULL, "
         "NULL, NULL FROM hf3 GROUP BY pool_id, flavor_id "
-        f"UNION ALL SELECT 'qwait', NULL, project_id, pool_id, NULL, {f('COUNT(*)')}, NULL, NULL, "
-        "NULL FROM (SELECT hour, project_id, pool_id FROM h GROUP BY hour, project_id, pool_id "
-        "HAVING SUM(qwait) > 0) AS waiting_ GROUP BY project_id, pool_id "
+        f"UNION ALL SELECT 'qwait', NULL, project_id, pool_id, NULL, {f('COUNT(*)')}, "
+        f"{f('SUM(below_)')}, NULL, NULL FROM (SELECT hour, project_id, pool_id, "
+        "MAX(CASE WHEN qwait > 0 AND used < g THEN 1 ELSE 0 END) AS below_ FROM hp "
+        "GROUP BY hour, project_id, pool_id HAVING SUM(qwait) > 0) AS waiting_ "
+        "GROUP BY project_id, pool_id "
         f"UNION ALL SELECT 'daily', CAST({day_of('hour')} AS TEXT), NULL, pool_id, flavor_id, "
         f"{f('SUM(used)')}, {f(capped_sql)}, {f(idle_waiting_sql)}, NULL "
         f"FROM hf3 GROUP BY {day_of('hour')}, pool_id, flavor_id",
@@ -240,9 +243,9 @@ def _service(
 ) -> tuple[list[dict[str, Any]], dict[int, list[dict[str, Any]]]]:
     """The service rows of the scope's projects, and the same per project id."""
     rows = _service_sums(scope, results)
-    quota_wait_hours = [(p, pool, a) for _day, p, pool, _fl, a, _b, _c, _d in results["qwait"]]
     n_hours = len(scope.hours)
-    waits = {(project, pool): int(count) for project, pool, count in quota_wait_hours}
+    waits = {(p, pool): int(a) for _day, p, pool, _fl, a, _b, _c, _d in results["qwait"]}
+    waits_below = {(p, pool): int(b or 0) for _day, p, pool, _fl, _a, b, _c, _d in results["qwait"]}
     pool_used: dict[Any, float] = defaultdict(float)
     for (_project_id, pool_id), row in rows.items():
         pool_used[pool_id] += row["used"]
@@ -276,6 +279,7 @@ def _service(
             "borrowed_gpu_hours": gh(row["borrowed"]),
             "lent_gpu_hours": gh(max(0.0, row["lent"])),
             "quota_wait_hours": float(waits.get((project_id, pool_id), 0)),
+            "quota_wait_below_guarantee_hours": float(waits_below.get((project_id, pool_id), 0)),
         }
         service.append(item)
         per_project[project_id].append(item)

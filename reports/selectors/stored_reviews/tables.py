@@ -165,6 +165,7 @@ def _service(metrics: dict[str, Any], *, project: str | None, human: bool) -> Ta
             (_("GPU-hours guaranteed"), True),
             (_("Used within the guarantee"), True),
             (_("Hours waiting on quota"), True),
+            (_("Of which below the guarantee"), True),
         ],
         [
             [
@@ -176,6 +177,8 @@ def _service(metrics: dict[str, Any], *, project: str | None, human: bool) -> Ta
                 row["guaranteed_gpu_hours"],
                 row["within_guarantee_gpu_hours"],
                 row["quota_wait_hours"],
+                # Reviews built before it was counted have none: shown as "–".
+                row.get("quota_wait_below_guarantee_hours"),
             ]
             for row in metrics["service"]["by_project"]
             if _mine(row, project)
