@@ -222,22 +222,27 @@ def generate_hours(after: int, cut: datetime) -> None:
     parts AS (
         SELECT h AS hour, pool_id, flavor_id, project_id, tier_id,
                gpus * EXTRACT(EPOCH FROM LEAST(COALESCE(ended_at, %(cut)s), h + interval '1 hour')
-                                        - GREATEST(started_at, h)) AS gs, 0 AS ws
+                                        - GREATEST(started_at, h)) AS gs, 0 AS ws, 0 AS rs
         FROM j, generate_series(date_trunc('hour', started_at),
                                 COALESCE(ended_at, %(cut)s), interval '1 hour') AS h
         WHERE started_at IS NOT NULL AND h < COALESCE(ended_at, %(cut)s)
         UNION ALL
-        SELECT h, pool_id, flavor_id, project_id, tier_id, 0,
-               EXTRACT(EPOCH FROM LEAST(COALESCE(started_at, ended_at, %(cut)s),
-                                        h + interval '1 hour') - GREATEST(submitted_at, h))
-        FROM j, generate_series(date_trunc('hour', submitted_at),
-                                COALESCE(started_at, ended_at, %(cut)s), interval '1 hour') AS h
-        WHERE category = 'quota' AND h < COALESCE(started_at, ended_at, %(cut)s)
+        SELECT h, pool_id, flavor_id, project_id, tier_id, 0, w * quota_, w * (1 - quota_)
+        FROM (SELECT h, pool_id, flavor_id, project_id, tier_id,
+                     CASE WHEN category = 'quota' THEN 1 ELSE 0 END AS quota_,
+                     EXTRACT(EPOCH FROM LEAST(COALESCE(started_at, ended_at, %(cut)s),
+                                              h + interval '1 hour') - GREATEST(submitted_at, h))
+                         AS w
+              FROM j, generate_series(date_trunc('hour', submitted_at),
+                                      COALESCE(started_at, ended_at, %(cut)s),
+                                      interval '1 hour') AS h
+              WHERE category IN ('quota', 'resource')
+                    AND h < COALESCE(started_at, ended_at, %(cut)s)) AS waits_
     )
     INSERT INTO queues_workloadhour (hour, pool_id, flavor_id, project_id, tier_id, gpu_seconds,
-                                     quota_wait_seconds)
+                                     quota_wait_seconds, resource_wait_seconds)
     SELECT hour, pool_id, flavor_id, project_id, tier_id, ROUND(SUM(gs))::bigint,
-           ROUND(SUM(ws))::bigint
+           ROUND(SUM(ws))::bigint, ROUND(SUM(rs))::bigint
     FROM parts GROUP BY hour, pool_id, flavor_id, project_id, tier_id
     """
     with connection.cursor() as cursor:

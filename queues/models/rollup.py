@@ -1,7 +1,8 @@
 """Hourly pre-aggregate of the workload evidence, for the monthly review.
 
 ``WorkloadHour`` holds, per UTC hour × pool × flavor × project × tier, the GPU-seconds that
-ran and the job-seconds spent waiting on quota. The review's service, borrowing/lending and
+ran, the job-seconds spent waiting on quota and those spent waiting for resources (the pool
+had no free GPUs). The review's service, borrowing/lending and
 idle-capacity figures read it, so their cost grows with the window (hours × keys), never with
 the stored history of jobs. ``queues.services.workload.rollup.workload_hours_roll_up``
 maintains it incrementally: it rereads the jobs changed since its watermark (and every job
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
 
 
 class WorkloadHour(models.Model):
-    """One hour of one (pool, flavor, project, tier): GPU-seconds run, job-seconds on quota."""
+    """One hour of one (pool, flavor, project, tier): GPU-seconds run, job-seconds waiting on
+    quota and for resources."""
 
     id = models.BigAutoField(primary_key=True)
     hour = models.DateTimeField(_("hour"), help_text=_("Start of the UTC hour."))
@@ -50,6 +52,9 @@ class WorkloadHour(models.Model):
     )
     gpu_seconds = models.BigIntegerField(_("GPU-seconds run"), default=0)
     quota_wait_seconds = models.BigIntegerField(_("job-seconds waiting on quota"), default=0)
+    resource_wait_seconds = models.BigIntegerField(
+        _("job-seconds waiting for resources"), default=0
+    )
 
     class Meta:
         ordering = ["hour", "id"]
@@ -60,13 +65,22 @@ class WorkloadHour(models.Model):
             # every column it reads; SQLite has no INCLUDE and indexes the hour only).
             models.Index(
                 fields=["hour"],
-                include=["pool", "flavor", "project", "gpu_seconds", "quota_wait_seconds"],
+                include=[
+                    "pool",
+                    "flavor",
+                    "project",
+                    "gpu_seconds",
+                    "quota_wait_seconds",
+                    "resource_wait_seconds",
+                ],
                 name="workload_hour_review",
             )
         ]
         constraints = [
             models.CheckConstraint(
-                condition=Q(gpu_seconds__gte=0, quota_wait_seconds__gte=0),
+                condition=Q(
+                    gpu_seconds__gte=0, quota_wait_seconds__gte=0, resource_wait_seconds__gte=0
+                ),
                 name="workload_hour_non_negative",
             ),
         ]
@@ -86,7 +100,8 @@ class WorkloadJobRollup(models.Model):
         related_name="rollup",
     )
     # {"key": [pool, flavor, project, tier], "gpus": n, "run": [[t0, t1], ...],
-    #  "quota_wait": [[t0, t1], ...]} with epoch seconds.
+    #  "quota_wait": [[t0, t1], ...], "resource_wait": [[t0, t1], ...]} with epoch seconds
+    #  (a contribution stored before "resource_wait" existed counts as none of it).
     contribution = models.JSONField(_("contribution"), default=dict)
     open = models.BooleanField(_("still open"), default=False)
 

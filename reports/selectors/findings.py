@@ -16,10 +16,11 @@ from governance import selectors as governance
 from governance.models import PreemptionKind, Project, Quota
 from queues.models import Alert, AlertKind
 
-# Starved: received less than this share of its guaranteed GPU-hours, and waited on quota for
-# at least STARVED_MIN_WAIT_HOURS in hours when it ran below its guarantee (a project that
-# waits on quota only while it uses its whole guarantee is held by its own quota: it asked for
-# less the rest of the time, and is not starved).
+# Starved: received less than this share of its guaranteed GPU-hours, and had jobs waiting for
+# resources (the pool had no free GPUs) in at least STARVED_MIN_WAIT_HOURS hours in which it
+# ran below its guarantee: its guarantee was not honoured (others borrowed it and it was not
+# reclaimed). A project whose jobs wait on quota is held by its own limit (a job larger than
+# what is left of its guarantee), whatever it uses: that is not starvation.
 STARVED_SHARE = 0.5
 STARVED_MIN_WAIT_HOURS = 1.0
 # Hoarded: at least this share of the guaranteed GPU-hours sat idle (neither used nor lent)
@@ -57,11 +58,18 @@ STARVED_BEFORE_TEXT = _(
     "%(project)s received %(gpu_hours)s GPU-hours in %(pool)s against %(guaranteed)s "
     "guaranteed, while it waited on quota for %(wait_hours)s hours."
 )
+# The starved finding of a review built when it counted the hours waiting on quota below the
+# guarantee (before the hours waiting for resources).
+STARVED_QUOTA_BELOW_TEXT = _(
+    "%(project)s received %(gpu_hours)s GPU-hours in %(pool)s against %(guaranteed)s "
+    "guaranteed, while it waited on quota for %(below_hours)s hours in which it ran below "
+    "its guarantee."
+)
 
 FINDING_TEXTS = {
     FindingKind.STARVED: _(
         "%(project)s received %(gpu_hours)s GPU-hours in %(pool)s against %(guaranteed)s "
-        "guaranteed, while it waited on quota for %(below_hours)s hours in which it ran below "
+        "guaranteed: in %(starved_hours)s hours its jobs waited for free GPUs while it ran below "
         "its guarantee."
     ),
     FindingKind.HOARDED: _(
@@ -143,8 +151,8 @@ def _service_findings(metrics: dict[str, Any]) -> list[dict[str, Any]]:
         pool_name = row["pool"] or "–"
         quota = quotas.get((row["project"], row["pool"] or ""))
         propose = ("quota_edit", [quota]) if quota else ("project_detail", [row["project"]])
-        below = row["quota_wait_below_guarantee_hours"]
-        if below >= STARVED_MIN_WAIT_HOURS and row["gpu_hours"] < STARVED_SHARE * guaranteed:
+        starved = row["resource_wait_below_guarantee_hours"]
+        if starved >= STARVED_MIN_WAIT_HOURS and row["gpu_hours"] < STARVED_SHARE * guaranteed:
             findings.append(
                 _finding(
                     FindingKind.STARVED,
@@ -153,7 +161,7 @@ def _service_findings(metrics: dict[str, Any]) -> list[dict[str, Any]]:
                         "pool": pool_name,
                         "gpu_hours": _num(row["gpu_hours"]),
                         "guaranteed": _num(guaranteed),
-                        "below_hours": _num(below),
+                        "starved_hours": _num(starved),
                     },
                     evidence=("report_detail", [], "service"),
                     propose=propose,
@@ -341,8 +349,10 @@ def finding_text(finding: dict[str, Any]) -> str:
         rule_params = {key: "–" for key in ("flavor", "job")} | params.get("rule_params", {})
         params["rule"] = str(RULE_TEXTS[rule]) % rule_params if rule in RULE_TEXTS else rule
     template = FINDING_TEXTS.get(finding["kind"])
-    if finding["kind"] == FindingKind.STARVED and "below_hours" not in params:
-        template = STARVED_BEFORE_TEXT  # frozen by a review built before the hours below
+    if finding["kind"] == FindingKind.STARVED and "starved_hours" not in params:
+        # Frozen by a review built before the hours waiting for resources: its own words.
+        below = "below_hours" in params
+        template = STARVED_QUOTA_BELOW_TEXT if below else STARVED_BEFORE_TEXT
     return str(template) % params if template else finding["kind"]
 
 

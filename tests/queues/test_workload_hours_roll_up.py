@@ -200,3 +200,82 @@ def test_a_run_without_a_watermark_writes_missing_waits_and_no_hours_twice(world
     assert (counts["changed"], counts["waits"]) == (0, 1)
     assert _hours() == {T0: (4 * 1800, 0)}
     assert _waits()["a"][-1] == 1800.0
+
+
+def _waited() -> dict[datetime, tuple[int, int]]:
+    """Per hour: job-seconds waiting on quota, and for resources."""
+    return {
+        row.hour: (row.quota_wait_seconds, row.resource_wait_seconds)
+        for row in WorkloadHour.objects.order_by("hour")
+    }
+
+
+def _resource_and_quota_jobs(world) -> None:
+    # For resources 10:00–11:20, then runs 11:20–11:50; on quota 10:40–11:00; a dependency
+    # wait (10:00–10:30) is neither.
+    _job(world, "resource", submitted_at=T0, started_at=T0 + timedelta(minutes=80),
+         ended_at=T0 + timedelta(minutes=110), state=JobState.COMPLETED,
+         category="resource")  # fmt: skip
+    _job(world, "quota", submitted_at=T0 + timedelta(minutes=40),
+         started_at=T0 + timedelta(minutes=60), ended_at=T0 + timedelta(minutes=70),
+         state=JobState.COMPLETED, category="quota")  # fmt: skip
+    _job(world, "dependency", submitted_at=T0, started_at=T0 + timedelta(minutes=30),
+         ended_at=T0 + timedelta(minutes=40), state=JobState.COMPLETED,
+         category="dependency")  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_the_rollup_counts_the_seconds_waiting_for_resources_once(world):
+    _resource_and_quota_jobs(world)
+    # Still waiting for resources since 11:30: counted up to the cut-off, then to the next.
+    waiting = _job(world, "waiting", submitted_at=T0 + timedelta(minutes=90),
+                   state=JobState.PENDING, category="resource")  # fmt: skip
+    workload_hours_roll_up(until=T0 + timedelta(hours=2))
+    assert _waited() == {T0: (1200, 3600), T0 + timedelta(hours=1): (0, 1200 + 1800)}
+    # A re-run changes nothing (the waiting job is reread and contributes the same).
+    assert workload_hours_roll_up(until=T0 + timedelta(hours=2))["changed"] == 0
+    assert _waited() == {T0: (1200, 3600), T0 + timedelta(hours=1): (0, 1200 + 1800)}
+    # The waiting job starts at 12:15: its wait moves on to 12:15, once.
+    waiting.started_at = waiting.last_event_at = T0 + timedelta(hours=2, minutes=15)
+    waiting.state = JobState.RUNNING
+    waiting.save()
+    workload_hours_roll_up(until=T0 + timedelta(hours=3))
+    workload_hours_roll_up(until=T0 + timedelta(hours=3))
+    assert _waited() == {
+        T0: (1200, 3600),
+        T0 + timedelta(hours=1): (0, 1200 + 1800),
+        T0 + timedelta(hours=2): (0, 900),
+    }
+
+
+@pytest.mark.django_db
+def test_contributions_stored_before_the_resource_wait_are_brought_in_once(world):
+    """The state the migration that added ``resource_wait_seconds`` finds: hours without it,
+    contributions without the key. After it (the watermark cleared), the next run adds each
+    job's resource wait once, and leaves its GPU-seconds and quota wait as they were."""
+    import importlib
+
+    from django.apps import apps
+
+    from queues.models import WorkloadJobRollup
+
+    _resource_and_quota_jobs(world)
+    workload_hours_roll_up(until=T0 + timedelta(days=1))
+    fresh = {row.hour: row for row in WorkloadHour.objects.all()}
+    expected = {hour: (r.gpu_seconds, *_waited()[hour]) for hour, r in fresh.items()}
+    for stored in WorkloadJobRollup.objects.all():
+        del stored.contribution["resource_wait"]
+        stored.save()
+    WorkloadHour.objects.update(resource_wait_seconds=0)
+    # Without the migration, a job finished before the watermark (and its look-back) is never
+    # reread.
+    assert workload_hours_roll_up(until=T0 + timedelta(days=2))["jobs"] == 0
+    assert {wait for _q, wait in _waited().values()} == {0}
+    migration = importlib.import_module("queues.migrations.0025_hour_resource_wait")
+    migration.reread_every_job(apps, None)
+    assert RollupState.objects.get().watermark is None
+    assert workload_hours_roll_up(until=T0 + timedelta(days=2))["changed"] == 3
+    hours = {r.hour: (r.gpu_seconds, r.quota_wait_seconds, r.resource_wait_seconds)
+             for r in WorkloadHour.objects.all()}  # fmt: skip
+    assert hours == expected and expected[T0] == (4 * 600, 1200, 3600)
+    assert workload_hours_roll_up(until=T0 + timedelta(days=2, hours=1))["jobs"] == 0

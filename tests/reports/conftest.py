@@ -51,7 +51,7 @@ def service_row(project: str, name: str, **values: Any) -> dict[str, Any]:
         "borrowed_gpu_hours": 0.0,
         "lent_gpu_hours": 0.0,
         "quota_wait_hours": 0.0,
-        "quota_wait_below_guarantee_hours": 0.0,
+        "resource_wait_below_guarantee_hours": 0.0,
     }
     row.update(values)
     return row
@@ -61,8 +61,9 @@ def sample_metrics(
     *, start: datetime, end: datetime, pool: str | None = None, project: str | None = None
 ) -> dict[str, Any]:
     """A month of the ``world`` fixture: Vision starved (8 of 24 guaranteed GPUs' hours while
-    it waited on quota), Speech hoarding (16 guaranteed, nearly idle), Key-project waits over
-    their threshold, Vision over the policy's exception count."""
+    its jobs waited for free GPUs below its guarantee; it waited on quota too), Speech hoarding
+    (16 guaranteed, nearly idle), Key-project waits over their threshold, Vision over the
+    policy's exception count."""
     hours = (end - start).total_seconds() / 3600
     vision = service_row(
         "vision",
@@ -74,7 +75,7 @@ def sample_metrics(
         guaranteed_gpu_hours=round(24 * hours, 2),
         within_guarantee_gpu_hours=1000.0,
         quota_wait_hours=120.0,
-        quota_wait_below_guarantee_hours=120.0,
+        resource_wait_below_guarantee_hours=120.0,
     )
     speech = service_row(
         "speech",

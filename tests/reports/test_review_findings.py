@@ -30,8 +30,8 @@ def test_service_wait_and_exception_findings_in_words_with_links(ops, world, fak
     shown = {finding["kind"]: finding for finding in review_findings_shown(review=review)}
     starved = shown["starved"]
     assert starved["text"] == (
-        "Vision received 1,000 GPU-hours in training against 17,856 guaranteed, while it waited "
-        "on quota for 120 hours in which it ran below its guarantee."
+        "Vision received 1,000 GPU-hours in training against 17,856 guaranteed: in 120 hours "
+        "its jobs waited for free GPUs while it ran below its guarantee."
     )
     assert starved["evidence_url"] == reverse("report_detail", args=[review.pk]) + "#service"
     mine = review_findings_shown(review=review, project="vision")
@@ -106,21 +106,21 @@ def test_findings_are_frozen_data_put_into_words_in_the_readers_language(ops, wo
         assert finding_text(starved) != finding_text(starved).encode("ascii", "ignore").decode()
 
 
-def test_a_project_held_only_by_its_own_whole_guarantee_is_not_starved(ops, world, monkeypatch):
+def test_a_project_that_waited_only_on_quota_is_not_starved(ops, world, monkeypatch):
     """Vision received a third of its guaranteed GPU-hours and waited on quota for 120 hours,
-    but only in hours when it ran its whole guarantee: it asked for less the rest of the time
-    and its own quota held it, so no starved finding (the demo's serving projects, which ask
-    for half their guarantee with working-day peaks, were reported as starved)."""
+    but its jobs never waited for free GPUs: its own limit held them (a job larger than what
+    was left of its guarantee), its guarantee was honoured, so no starved finding (the demo's
+    serving projects, which ask for half their guarantee, were reported as starved)."""
 
-    def at_its_guarantee(**kwargs):
+    def held_by_its_quota(**kwargs):
         metrics = sample_metrics(**kwargs)
         for row in metrics["service"]["by_project"]:
-            row["quota_wait_below_guarantee_hours"] = 0.0
+            row["resource_wait_below_guarantee_hours"] = 0.0
         return metrics
 
-    monkeypatch.setattr(selectors, "review_metrics", at_its_guarantee, raising=False)
+    monkeypatch.setattr(selectors, "review_metrics", held_by_its_quota, raising=False)
     monkeypatch.setattr(
-        selectors, "review_metrics_by_project", by_project(at_its_guarantee), raising=False
+        selectors, "review_metrics_by_project", by_project(held_by_its_quota), raising=False
     )
     review = _build(ops)
     kinds = {finding["kind"] for finding in review_findings_shown(review=review)}
@@ -129,18 +129,23 @@ def test_a_project_held_only_by_its_own_whole_guarantee_is_not_starved(ops, worl
     assert row["quota_wait_hours"] == 120.0 and row["gpu_hours"] == 1000.0
 
 
-def test_a_starved_finding_frozen_before_the_hours_below_keeps_its_own_words():
-    old = {
-        "kind": "starved",
-        "params": {
-            "project": "Vision",
-            "pool": "training",
-            "gpu_hours": "1,000",
-            "guaranteed": "17,856",
-            "wait_hours": "120",
-        },
-    }
-    assert finding_text(old) == (
+def _frozen_starved(**params: str) -> dict:
+    base = {"project": "Vision", "pool": "training", "gpu_hours": "1,000", "guaranteed": "17,856"}
+    return {"kind": "starved", "params": base | params}
+
+
+def test_a_starved_finding_frozen_by_an_earlier_review_keeps_its_own_words():
+    # Built before the hours below the guarantee were counted.
+    assert finding_text(_frozen_starved(wait_hours="120")) == (
         "Vision received 1,000 GPU-hours in training against 17,856 guaranteed, while it waited "
         "on quota for 120 hours."
+    )
+    # Built when it counted the hours waiting on quota below the guarantee.
+    assert finding_text(_frozen_starved(below_hours="96")) == (
+        "Vision received 1,000 GPU-hours in training against 17,856 guaranteed, while it waited "
+        "on quota for 96 hours in which it ran below its guarantee."
+    )
+    assert finding_text(_frozen_starved(starved_hours="12")) == (
+        "Vision received 1,000 GPU-hours in training against 17,856 guaranteed: in 12 hours its "
+        "jobs waited for free GPUs while it ran below its guarantee."
     )

@@ -253,12 +253,14 @@ def test_waits_count_censored_jobs_and_interpolate_percentiles(history):
 def test_service_borrowing_and_lending_against_guarantees(history):
     service = review_metrics(start=W0, end=W1, pool="training")["service"]["by_project"]
     # Vision: I 8 GPU-h in hour 0; A 56 × 2 h = 112 → 120 GPU-h. Within its 24: 8 + 24 + 24 = 56;
-    # borrowed 32 + 32 = 64. Quota waits: F waits hours 20–23 → 4 hours, all below its
-    # guarantee (nothing of Vision runs then).
+    # borrowed 32 + 32 = 64. Quota waits: F waits hours 20–23 → 4 hours. For resources below
+    # its guarantee: A waits in hour 1 (I ended at 01:00: Vision runs nothing), G in hour 23
+    # (nothing runs) → 2 hours.
     # Speech per hour: 4–6: 16 (D); 7: 32 (D + C); 8: 20 (C + E); 9: 2 (E from 09:30);
     # 10: 2 (E to 10:30); 14: 2 × 50 min; 15: 2 × 10 min (J) → 106 GPU-h. Within its 16:
-    # 16 × 5 + 2 + 2 + 2 = 86; borrowed 16 (hour 7) + 4 (hour 8) = 20. Quota waits: C 05–07 → 2,
-    # none below its guarantee (D runs 16 of its 16 then).
+    # 16 × 5 + 2 + 2 + 2 = 86; borrowed 16 (hour 7) + 4 (hour 8) = 20. Quota waits: C 05–07 → 2
+    # (D runs 16 of its 16 then). For resources below its guarantee: D waits in hour 3 (nothing
+    # runs), J in hour 14 (J itself runs 2 × 50 min of its 16 × 60) → 2 hours.
     # Lending, hours 2 and 3: Vision borrows 32; the unguaranteed 24 GPUs cover 24 of it, the
     # other 8 came from idle guarantees. Lendable then: Speech 16 (idle, no lending limit),
     # Vision 0 (busy). Speech lent 8 × 16 / 16 = 8 GPU-h per hour → 16 GPU-h. Hours 7 and 8:
@@ -278,7 +280,7 @@ def test_service_borrowing_and_lending_against_guarantees(history):
             "borrowed_gpu_hours": 64.0,
             "lent_gpu_hours": 0.0,
             "quota_wait_hours": 4.0,
-            "quota_wait_below_guarantee_hours": 4.0,
+            "resource_wait_below_guarantee_hours": 2.0,
         },
         {
             "project": "speech",
@@ -293,7 +295,7 @@ def test_service_borrowing_and_lending_against_guarantees(history):
             "borrowed_gpu_hours": 20.0,
             "lent_gpu_hours": 16.0,
             "quota_wait_hours": 2.0,
-            "quota_wait_below_guarantee_hours": 0.0,
+            "resource_wait_below_guarantee_hours": 2.0,
         },
     ]
 

@@ -15,7 +15,13 @@ A job contributes, to the UTC hours it overlaps:
   suspension, requeue or end that stops it; the cut-off for a job still running);
 - ``quota_wait_seconds``: seconds pending, when the job's wait category is *quota* (from the
   submit, or requeue, to the start; the cut-off for a job still waiting; the cancellation for
-  a job cancelled while pending).
+  a job cancelled while pending);
+- ``resource_wait_seconds``: the same seconds pending, when its wait category is *resource*
+  (the pool had no free GPUs for it).
+
+A contribution stored before ``resource_wait`` was kept has no such key: it counts as none,
+and differs from the one computed now, so the job's next reread adds its resource wait once
+(migration ``0025_hour_resource_wait`` has every job reread).
 
 Jobs with neither preemptions, requeues nor suspension use their own fields (submit, start,
 end); the others replay their events. The pool of a job is the pool of its project's quota
@@ -59,6 +65,7 @@ from queues.models import (
 from queues.selectors import definitions
 
 ROLLUP_NAME = "workload_hours"
+HOUR_SUMS = ["gpu_seconds", "quota_wait_seconds", "resource_wait_seconds"]
 Interval = tuple[float, float]
 Key = tuple[int | None, int | None, int | None, int | None]  # pool, flavor, project, tier
 
@@ -151,6 +158,8 @@ def _add(
         deltas[(hour, key)][0] += sign * value
     for hour, value in _hours(contribution.get("quota_wait", []), 1):
         deltas[(hour, key)][1] += sign * value
+    for hour, value in _hours(contribution.get("resource_wait", []), 1):
+        deltas[(hour, key)][2] += sign * value
 
 
 def job_wait(
@@ -220,11 +229,12 @@ def _apply_waits(*, batch_ids: list[int], waits: dict[int, WorkloadWait | None])
 
 
 def _apply(deltas: dict[tuple[int, Key], list[float]]) -> int:
-    """Add the deltas to the hour rows (rounded to whole seconds); returns rows touched."""
+    """Add the deltas (GPU-seconds, quota wait, resource wait) to the hour rows (rounded to
+    whole seconds); returns rows touched."""
     changed = {
-        key: (round(gpu), round(wait))
-        for key, (gpu, wait) in deltas.items()
-        if round(gpu) or round(wait)
+        key: (round(gpu), round(wait), round(resource))
+        for key, (gpu, wait, resource) in deltas.items()
+        if round(gpu) or round(wait) or round(resource)
     }
     if not changed:
         return 0
@@ -236,7 +246,7 @@ def _apply(deltas: dict[tuple[int, Key], list[float]]) -> int:
     to_create: list[WorkloadHour] = []
     to_update: list[WorkloadHour] = []
     to_delete: list[int] = []
-    for (hour, key), (gpu, wait) in changed.items():
+    for (hour, key), (gpu, wait, resource) in changed.items():
         row = existing.get((hour, key))
         if row is None:
             pool, flavor, project, tier = key
@@ -249,17 +259,19 @@ def _apply(deltas: dict[tuple[int, Key], list[float]]) -> int:
                     tier_id=tier,
                     gpu_seconds=max(0, gpu),
                     quota_wait_seconds=max(0, wait),
+                    resource_wait_seconds=max(0, resource),
                 )
             )
             continue
         row.gpu_seconds = max(0, row.gpu_seconds + gpu)
         row.quota_wait_seconds = max(0, row.quota_wait_seconds + wait)
-        if row.gpu_seconds == 0 and row.quota_wait_seconds == 0:
+        row.resource_wait_seconds = max(0, row.resource_wait_seconds + resource)
+        if row.gpu_seconds == 0 and row.quota_wait_seconds == 0 and row.resource_wait_seconds == 0:
             to_delete.append(row.pk)
         else:
             to_update.append(row)
     WorkloadHour.objects.bulk_create(to_create, batch_size=1000)
-    WorkloadHour.objects.bulk_update(to_update, ["gpu_seconds", "quota_wait_seconds"], 1000)
+    WorkloadHour.objects.bulk_update(to_update, HOUR_SUMS, 1000)
     WorkloadHour.objects.filter(pk__in=to_delete).delete()
     return len(changed)
 
@@ -295,7 +307,7 @@ def workload_hours_roll_up(
         previous = {
             row.job_id: row for row in WorkloadJobRollup.objects.filter(job_id__in=batch_ids)
         }
-        deltas: dict[tuple[int, Key], list[float]] = defaultdict(lambda: [0.0, 0.0])
+        deltas: dict[tuple[int, Key], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
         to_create, to_update = [], []
         waits: dict[int, WorkloadWait | None] = {}
         for job in batch:
@@ -313,6 +325,7 @@ def workload_hours_roll_up(
                 "gpus": job.gpus,
                 "run": run,
                 "quota_wait": wait if job.category == WaitCategory.QUOTA else [],
+                "resource_wait": wait if job.category == WaitCategory.RESOURCE else [],
             }
             is_open = job.ended_at is None
             counts["jobs"] += 1

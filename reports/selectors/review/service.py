@@ -103,7 +103,8 @@ def _hour_ctes(scope: Scope, t: dict[str, str], segments: str) -> str:
     return (
         f"h AS (SELECT hour, pool_id, flavor_id, project_id, "
         f"SUM(CAST(gpu_seconds AS {F})) AS used, "
-        f"SUM(CAST(quota_wait_seconds AS {F})) AS qwait FROM {t['hour']} "
+        f"SUM(CAST(quota_wait_seconds AS {F})) AS qwait, "
+        f"SUM(CAST(resource_wait_seconds AS {F})) AS rwait FROM {t['hour']} "
         f"WHERE hour >= {ts('hstart')} AND hour < {ts('end')}{pool_filter} "
         f"GROUP BY hour, pool_id, flavor_id, project_id), "
         f"q AS (SELECT project_id, pool_id, flavor_id, CAST(SUM(guarantee) AS {F}) * 3600 AS g, "
@@ -113,7 +114,7 @@ def _hour_ctes(scope: Scope, t: dict[str, str], segments: str) -> str:
         f"qt AS (SELECT pool_id, flavor_id, SUM(g) AS g, SUM(l) AS l FROM q "
         f"GROUP BY pool_id, flavor_id), "
         f"{segments}, "
-        f"hp AS (SELECT h.hour, h.pool_id, h.flavor_id, h.project_id, h.used, h.qwait, "
+        f"hp AS (SELECT h.hour, h.pool_id, h.flavor_id, h.project_id, h.used, h.qwait, h.rwait, "
         f"{g} AS g, {lend} AS l, {least(used, g)} AS within_, "
         f"{greatest('0', f'{used} - {g}')} AS borrowed, "
         f"{least(greatest('0', f'{g} - {used}'), lend)} AS lendable "
@@ -170,8 +171,9 @@ def _hour_sums(
     #   ran (factor × (l − lendable));
     # - "factor" per pool and flavor: Σ factor over the hours (a project that ran nothing in
     #   an hour lent its whole lendable guarantee × factor);
-    # - "qwait" per project and pool: hours with a job waiting on quota, and of those the
-    #   hours in which it waited on quota for a flavor it ran below its guarantee of;
+    # - "qwait" per project and pool: hours with a job waiting on quota, and the hours in
+    #   which a job waited for resources (the pool had no free GPUs) of a flavor the project
+    #   ran below its guarantee of (its guarantee not honoured: the "starved" hours);
     # - "daily" per day, pool and flavor: used, used up to capacity, idle while quota-waiting.
     fetched = fetch(
         ctes + f"SELECT 'usage', NULL, project_id, pool_id, flavor_id, {f('SUM(used)')}, "
@@ -184,10 +186,11 @@ def _hour_sums(
         "WHERE hf3.factor > 0 GROUP BY hp.project_id, hp.pool_id, hp.flavor_id "
         f"UNION ALL SELECT 'factor', NULL, NULL, pool_id, flavor_id, {f('SUM(factor)')}, NULL, "
         "NULL, NULL FROM hf3 GROUP BY pool_id, flavor_id "
-        f"UNION ALL SELECT 'qwait', NULL, project_id, pool_id, NULL, {f('COUNT(*)')}, "
-        f"{f('SUM(below_)')}, NULL, NULL FROM (SELECT hour, project_id, pool_id, "
-        "MAX(CASE WHEN qwait > 0 AND used < g THEN 1 ELSE 0 END) AS below_ FROM hp "
-        "GROUP BY hour, project_id, pool_id HAVING SUM(qwait) > 0) AS waiting_ "
+        f"UNION ALL SELECT 'qwait', NULL, project_id, pool_id, NULL, {f('SUM(quota_)')}, "
+        f"{f('SUM(starved_)')}, NULL, NULL FROM (SELECT hour, project_id, pool_id, "
+        "MAX(CASE WHEN qwait > 0 THEN 1 ELSE 0 END) AS quota_, "
+        "MAX(CASE WHEN rwait > 0 AND used < g THEN 1 ELSE 0 END) AS starved_ FROM hp "
+        "WHERE qwait > 0 OR rwait > 0 GROUP BY hour, project_id, pool_id) AS waiting_ "
         "GROUP BY project_id, pool_id "
         f"UNION ALL SELECT 'daily', CAST({day_of('hour')} AS TEXT), NULL, pool_id, flavor_id, "
         f"{f('SUM(used)')}, {f(capped_sql)}, {f(idle_waiting_sql)}, NULL "
@@ -244,8 +247,8 @@ def _service(
     """The service rows of the scope's projects, and the same per project id."""
     rows = _service_sums(scope, results)
     n_hours = len(scope.hours)
-    waits = {(p, pool): int(a) for _day, p, pool, _fl, a, _b, _c, _d in results["qwait"]}
-    waits_below = {(p, pool): int(b or 0) for _day, p, pool, _fl, _a, b, _c, _d in results["qwait"]}
+    waits = {(p, pool): int(a or 0) for _day, p, pool, _fl, a, _b, _c, _d in results["qwait"]}
+    starved = {(p, pool): int(b or 0) for _day, p, pool, _fl, _a, b, _c, _d in results["qwait"]}
     pool_used: dict[Any, float] = defaultdict(float)
     for (_project_id, pool_id), row in rows.items():
         pool_used[pool_id] += row["used"]
@@ -279,7 +282,7 @@ def _service(
             "borrowed_gpu_hours": gh(row["borrowed"]),
             "lent_gpu_hours": gh(max(0.0, row["lent"])),
             "quota_wait_hours": float(waits.get((project_id, pool_id), 0)),
-            "quota_wait_below_guarantee_hours": float(waits_below.get((project_id, pool_id), 0)),
+            "resource_wait_below_guarantee_hours": float(starved.get((project_id, pool_id), 0)),
         }
         service.append(item)
         per_project[project_id].append(item)

@@ -152,7 +152,20 @@ def _waits_by_category(metrics: dict[str, Any], *, project: str | None, human: b
     )
 
 
+def _starved_column(rows: list[dict[str, Any]]) -> tuple[str, str]:
+    """The service table's last column: the hours waiting for resources below the guarantee
+    (what makes a project starved), or, for a review built before it, the column it had (the
+    hours waiting on quota below the guarantee; "–" in reviews built before that)."""
+    if any("resource_wait_below_guarantee_hours" in row for row in rows):
+        return "resource_wait_below_guarantee_hours", _(
+            "Hours waiting for resources below the guarantee"
+        )
+    return "quota_wait_below_guarantee_hours", _("Of which below the guarantee")
+
+
 def _service(metrics: dict[str, Any], *, project: str | None, human: bool) -> Table:
+    rows = metrics["service"]["by_project"]
+    starved_key, starved_label = _starved_column(rows)
     return _table(
         "service",
         _("Service against guarantee"),
@@ -165,7 +178,7 @@ def _service(metrics: dict[str, Any], *, project: str | None, human: bool) -> Ta
             (_("GPU-hours guaranteed"), True),
             (_("Used within the guarantee"), True),
             (_("Hours waiting on quota"), True),
-            (_("Of which below the guarantee"), True),
+            (starved_label, True),
         ],
         [
             [
@@ -177,10 +190,9 @@ def _service(metrics: dict[str, Any], *, project: str | None, human: bool) -> Ta
                 row["guaranteed_gpu_hours"],
                 row["within_guarantee_gpu_hours"],
                 row["quota_wait_hours"],
-                # Reviews built before it was counted have none: shown as "–".
-                row.get("quota_wait_below_guarantee_hours"),
+                row.get(starved_key),
             ]
-            for row in metrics["service"]["by_project"]
+            for row in rows
             if _mine(row, project)
         ],
     )
