@@ -46,14 +46,21 @@ SIZES = {1.0: 2.0, 2.0: 3.0, 4.0: 3.0, 8.0: 2.0}
 MEDIAN_MINUTES = 300.0
 SIGMA = 0.9
 LOWER_SHARE = 0.2  # of a project's work sent one tier below its own
+# Of its guarantee, on average over the week, a project asks for this much by its tier's rank,
+# highest first: serving-tier and key projects about their guarantee or less, regular projects
+# a fifth over it, the exploratory sandbox twice it. Never-preempt work (serving) never borrows
+# and keeps headroom in its guarantee.
+DEMAND = (0.8, 1.0, 1.2, 2.0)
+NEVER_PREEMPT_DEMAND = 0.4
 GIVE_UP = (0.03, 3 * 3600.0)  # share of jobs whose user cancels them, and after how long
 FAILED = 0.03
 NOT_THE_RULES = [("Dependency", 2), ("BadConstraints", 1)]
 
 
-def _demand(project: str) -> float:
-    """How much of its guarantee a project asks for, on average (0.7-1.3, fixed per name)."""
-    return 0.7 + 0.15 * (zlib.crc32(project.encode()) % 5)
+def _demand(rank: int) -> float:
+    """How much of its guarantee a project asks for, on average, by its tier's rank (0: the
+    highest tier); the lowest tiers' projects over-ask, as on a real shared pool."""
+    return DEMAND[min(rank, len(DEMAND) - 1)]
 
 
 def _loads(rules: Rules) -> list[ProjectLoad]:
@@ -67,8 +74,8 @@ def _loads(rules: Rules) -> list[ProjectLoad]:
         below = next((tier for tier in by_score if tier.score < top.score), None)
         cls = classes.get(quota.preemption_class)
         never = cls is not None and cls.kind == FORBIDDEN
-        # Never-preempt work (serving) never borrows: it keeps headroom in its guarantee.
-        target = quota.guarantee * (0.5 if never else _demand(quota.project))
+        rank = by_score.index(top)
+        target = quota.guarantee * (NEVER_PREEMPT_DEMAND if never else _demand(rank))
         for tier, share in ((top, 1 - LOWER_SHARE), (below, LOWER_SHARE)):
             if tier is None:
                 continue
