@@ -110,7 +110,7 @@ def test_a_project_held_only_by_its_own_whole_guarantee_is_not_starved(ops, worl
     """Vision received a third of its guaranteed GPU-hours and waited on quota for 120 hours,
     but only in hours when it ran its whole guarantee: it asked for less the rest of the time
     and its own quota held it, so no starved finding (the demo's serving projects, which ask
-    for half their guarantee with working-day peaks, were reported as starved)."""
+    for less than half their guarantee with working-day peaks, were reported as starved)."""
 
     def at_its_guarantee(**kwargs):
         metrics = sample_metrics(**kwargs)

@@ -1,14 +1,23 @@
 """The demo organisation's job history, produced by the replay engine under its own rules.
 
-A generated workload (``queues.replay.workload``: a working-day cycle, quieter weekends, each
-project asking for about its guarantee — some a little less, some more —, most work at the
-project's tier and a fifth one tier lower, sizes within the tier's per-job cap, log-normal
-run times, a few users who give up after waiting hours) is replayed through
+A generated workload (``queues.replay.workload``: a working-day cycle, quieter weekends, most
+work at the project's tier and a fifth one tier lower, sizes within the tier's per-job cap,
+log-normal run times, a few users who give up after waiting hours) is replayed through
 ``queues.replay`` under the demo's effective rules with their grants as periods
 (``queues.replay.adapt.rules_timeline``), up to now. Its starts, waits with their reasons,
-preemptions and requeues, ends and cancellations become events fed through ``events_ingest``,
-so the reviews show tiers ordered as configured, service following guarantees and preemptions
-only where the classes allow; jobs are running and waiting at the moment the demo starts.
+preemptions and requeues, ends and cancellations become events fed through ``events_ingest``.
+
+How much a project asks for follows its tier (``DEMAND``), as on a real shared pool where the
+projects with the least standing over-ask the most: never-preempt serving work 40 % of its
+guarantee (it never borrows and keeps headroom), other production work 80 %, key projects
+100 %, regular projects 120 % and the exploratory sandbox 200 % (a working day's mean;
+weekends at half the rate bring a week's mean to 6/7 of it). The top tiers' work, their
+overflow one tier down included, so mostly runs within its guarantee; the regular projects
+borrow at the peaks and wait for borrowed GPUs, their exploratory overflow waits behind their
+own regular work, and the sandbox waits most. So the reviews show the tiers' waits in the
+tiers' order, service following guarantees and preemptions only where the classes allow;
+jobs are running and waiting at the moment the demo starts (``docs/replay.md`` has the
+figures).
 
 Two kinds of wait the rules do not cause are added as they happen on real clusters: a few
 jobs waiting on another job (``Dependency``) and on a constraint no node has
@@ -46,7 +55,7 @@ SIZES = {1.0: 2.0, 2.0: 3.0, 4.0: 3.0, 8.0: 2.0}
 MEDIAN_MINUTES = 300.0
 SIGMA = 0.9
 LOWER_SHARE = 0.2  # of a project's work sent one tier below its own
-# Of its guarantee, on average over the week, a project asks for this much by its tier's rank,
+# Of its guarantee, on a working day's mean, a project asks for this much by its tier's rank,
 # highest first: serving-tier and key projects about their guarantee or less, regular projects
 # a fifth over it, the exploratory sandbox twice it. Never-preempt work (serving) never borrows
 # and keeps headroom in its guarantee.
