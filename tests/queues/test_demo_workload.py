@@ -1,6 +1,8 @@
 """The demo's workload history, replayed under its rules: tiers ordered, preemptions only where
-the classes allow, work running now, every category; idempotent."""
+the classes allow, work running now, every category; idempotent. Its last full month's review
+shows every tier's waits in the tiers' order and service following the guarantees."""
 
+from datetime import UTC, datetime
 from io import StringIO
 
 import pytest
@@ -9,6 +11,13 @@ from django.core.management import CommandError, call_command
 from governance import services as rules
 from governance.models import PreemptionKind, Quota
 from queues.models import JobState, WaitCategory, WorkloadJob
+from queues.services.workload.demo import demo_workload_seed
+from queues.services.workload.rollup import workload_hours_roll_up
+from reports.selectors.review import review_metrics
+from reports.services import month_window
+
+NOW = datetime(2026, 12, 3, 9, tzinfo=UTC)
+ORDER = ["production", "key-project", "regular", "exploratory"]  # highest score first
 
 
 def _p90(values: list[float]) -> float:
@@ -58,3 +67,34 @@ def test_the_demo_history_obeys_its_rules_and_reruns_store_nothing():
 def test_bad_demo_input(args, message):
     with pytest.raises(CommandError, match=message):
         call_command("seed_demo_workload", *args)
+
+
+@pytest.mark.django_db
+def test_the_demos_last_full_month_shows_the_tiers_in_order_and_service_near_guarantees():
+    rules.demo_seed(password="pw", now=NOW)
+    demo_workload_seed(days=63, now=NOW)  # from early October: November in full
+    workload_hours_roll_up(until=NOW)
+    start, end = month_window(year=2026, month=11)
+    metrics = review_metrics(start=start, end=end)
+    by_tier = {row["tier"]: row for row in metrics["waits"]["by_tier"]}
+    assert [row["tier"] for row in metrics["waits"]["by_tier"]] == ORDER
+    # The review's p90 wait rises tier by tier as the tiers are ordered; the median too (most
+    # production and key-project jobs start at once: their medians are 0).
+    p90 = [by_tier[tier]["p90"] for tier in ORDER]
+    assert p90[0] < p90[1] < p90[2] < p90[3], p90
+    p50 = [by_tier[tier]["p50"] for tier in ORDER]
+    assert p50[0] <= p50[1] < p50[2] < p50[3], p50
+    # Service follows the guarantees: the training projects receive about their guarantee
+    # (some borrow beyond it), serving keeps headroom in its own.
+    service = metrics["service"]["by_project"]
+    serving = {"assistant", "fraud", "recsys"}
+    for row in service:
+        received = row["gpu_hours"] / row["guaranteed_gpu_hours"]
+        if row["pool"] == "training" and row["project"] not in serving:
+            assert 0.7 < received < 1.4, row
+        if row["pool"] == "inference" and row["project"] in serving:
+            assert received < 0.6, row
+    assert sum(row["borrowed_gpu_hours"] for row in service) > 0
+    # Preemptions, only of classes that allow them.
+    kinds = {row["class_kind"] for row in metrics["preemptions"]["by_tier_class"]}
+    assert kinds and PreemptionKind.FORBIDDEN not in kinds

@@ -110,7 +110,7 @@ def test_a_project_that_waited_only_on_quota_is_not_starved(ops, world, monkeypa
     """Vision received a third of its guaranteed GPU-hours and waited on quota for 120 hours,
     but its jobs never waited for free GPUs: its own limit held them (a job larger than what
     was left of its guarantee), its guarantee was honoured, so no starved finding (the demo's
-    serving projects, which ask for half their guarantee, were reported as starved)."""
+    serving projects, which ask for less than half their guarantee, were reported as starved)."""
 
     def held_by_its_quota(**kwargs):
         metrics = sample_metrics(**kwargs)

@@ -1,14 +1,23 @@
 """The demo organisation's job history, produced by the replay engine under its own rules.
 
-A generated workload (``queues.replay.workload``: a working-day cycle, quieter weekends, each
-project asking for about its guarantee — some a little less, some more —, most work at the
-project's tier and a fifth one tier lower, sizes within the tier's per-job cap, log-normal
-run times, a few users who give up after waiting hours) is replayed through
+A generated workload (``queues.replay.workload``: a working-day cycle, quieter weekends, most
+work at the project's tier and a fifth one tier lower, sizes within the tier's per-job cap,
+log-normal run times, a few users who give up after waiting hours) is replayed through
 ``queues.replay`` under the demo's effective rules with their grants as periods
 (``queues.replay.adapt.rules_timeline``), up to now. Its starts, waits with their reasons,
-preemptions and requeues, ends and cancellations become events fed through ``events_ingest``,
-so the reviews show tiers ordered as configured, service following guarantees and preemptions
-only where the classes allow; jobs are running and waiting at the moment the demo starts.
+preemptions and requeues, ends and cancellations become events fed through ``events_ingest``.
+
+How much a project asks for follows its tier (``DEMAND``), as on a real shared pool where the
+projects with the least standing over-ask the most: never-preempt serving work 40 % of its
+guarantee (it never borrows and keeps headroom), other production work 80 %, key projects
+100 %, regular projects 120 % and the exploratory sandbox 200 % (a working day's mean;
+weekends at half the rate bring a week's mean to 6/7 of it). The top tiers' work, their
+overflow one tier down included, so mostly runs within its guarantee; the regular projects
+borrow at the peaks and wait for borrowed GPUs, their exploratory overflow waits behind their
+own regular work, and the sandbox waits most. So the reviews show the tiers' waits in the
+tiers' order, service following guarantees and preemptions only where the classes allow;
+jobs are running and waiting at the moment the demo starts (``docs/replay.md`` has the
+figures).
 
 Two kinds of wait the rules do not cause are added as they happen on real clusters: a few
 jobs waiting on another job (``Dependency``) and on a constraint no node has
@@ -46,14 +55,21 @@ SIZES = {1.0: 2.0, 2.0: 3.0, 4.0: 3.0, 8.0: 2.0}
 MEDIAN_MINUTES = 300.0
 SIGMA = 0.9
 LOWER_SHARE = 0.2  # of a project's work sent one tier below its own
+# Of its guarantee, on a working day's mean, a project asks for this much by its tier's rank,
+# highest first: serving-tier and key projects about their guarantee or less, regular projects
+# a fifth over it, the exploratory sandbox twice it. Never-preempt work (serving) never borrows
+# and keeps headroom in its guarantee.
+DEMAND = (0.8, 1.0, 1.2, 2.0)
+NEVER_PREEMPT_DEMAND = 0.4
 GIVE_UP = (0.03, 3 * 3600.0)  # share of jobs whose user cancels them, and after how long
 FAILED = 0.03
 NOT_THE_RULES = [("Dependency", 2), ("BadConstraints", 1)]
 
 
-def _demand(project: str) -> float:
-    """How much of its guarantee a project asks for, on average (0.7-1.3, fixed per name)."""
-    return 0.7 + 0.15 * (zlib.crc32(project.encode()) % 5)
+def _demand(rank: int) -> float:
+    """How much of its guarantee a project asks for, on average, by its tier's rank (0: the
+    highest tier); the lowest tiers' projects over-ask, as on a real shared pool."""
+    return DEMAND[min(rank, len(DEMAND) - 1)]
 
 
 def _loads(rules: Rules) -> list[ProjectLoad]:
@@ -67,8 +83,8 @@ def _loads(rules: Rules) -> list[ProjectLoad]:
         below = next((tier for tier in by_score if tier.score < top.score), None)
         cls = classes.get(quota.preemption_class)
         never = cls is not None and cls.kind == FORBIDDEN
-        # Never-preempt work (serving) never borrows: it keeps headroom in its guarantee.
-        target = quota.guarantee * (0.5 if never else _demand(quota.project))
+        rank = by_score.index(top)
+        target = quota.guarantee * (NEVER_PREEMPT_DEMAND if never else _demand(rank))
         for tier, share in ((top, 1 - LOWER_SHARE), (below, LOWER_SHARE)):
             if tier is None:
                 continue
