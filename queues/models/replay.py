@@ -5,6 +5,8 @@ One row per replay run: the change, its status and progress, the fingerprint of 
 review's figures per tier and project "in force" and "with the change".
 """
 
+from typing import Any
+
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
@@ -144,7 +146,7 @@ class ReplayWait(models.Model):
         return f"replayed wait of run #{self.replay_id} ({self.side})"
 
 
-def _rule_fk(model: str, name: str) -> models.ForeignKey:
+def _rule_fk(model: str, name: Any) -> Any:
     """A rule object a replayed row names, as ``ReplayWait`` names them (no index: the rows
     are read by run and side)."""
     return models.ForeignKey(

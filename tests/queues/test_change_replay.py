@@ -185,6 +185,57 @@ def test_the_replays_waits_are_the_reviews_of_the_same_jobs(
     assert metrics["preemptions"] == figures["preemptions"] and by_project == {}
 
 
+def _job_events(world, job_id: str, project, tier, gpus: int, *steps) -> list[JobEvent]:
+    common = {
+        "source": "test",
+        "job_id": job_id,
+        "project": project,
+        "tier": tier,
+        "flavor": world.a100,
+    }
+    events = []
+    for n, (at, kind, state) in enumerate(steps):
+        extra = {"submitted_at": at} if kind == EventKind.SUBMITTED else {}
+        events.append(
+            JobEvent(
+                event_id=f"{job_id}:{n}", time=at, kind=kind, state=state, gpus=gpus,
+                user_name=job_id, **common, **extra,
+            )
+        )  # fmt: skip
+    return events
+
+
+def test_the_replays_preemptions_are_the_reviews_of_the_same_jobs(
+    world, eager, django_capture_on_commit_callbacks
+):
+    """Speech runs 48 A100s borrowed beyond its guarantee of 16; Vision's 24 within its
+    guarantee reclaim them an hour later; Speech starts again when Vision ends. Recorded so,
+    and replayed: the review's preemption figures of both agree (the same query reads the
+    events and the run's rows)."""
+    S, R, P, E = EventKind.SUBMITTED, EventKind.STARTED, EventKind.PREEMPTED, EventKind.ENDED
+    pending, running, done = JobState.PENDING, JobState.RUNNING, JobState.COMPLETED
+    events = _job_events(
+        world, "borrower", world.speech, world.regular, 48,
+        (T0, S, pending), (T0, R, running), (T0 + HOUR, P, pending),
+        (T0 + 3 * HOUR, R, running), (T0 + 8 * HOUR, E, done),
+    ) + _job_events(
+        world, "owner", world.vision, world.key, 24,
+        (T0 + HOUR, S, pending), (T0 + HOUR, R, running), (T0 + 3 * HOUR, E, done),
+    )  # fmt: skip
+    assert events_ingest(events=events).stored == len(events)
+    with django_capture_on_commit_callbacks(execute=True):
+        run, _queued = change_replay_start(change=_cap_change(world), user=world.ops, now=NOW)
+    run.refresh_from_db()
+    assert run.preemptions.filter(side="in_force").count() == 1
+    start, end = change_replay_window(now=NOW)
+    review = review_metrics(start=start, end=end)["preemptions"]
+    replayed = replay_metrics(run=run, side="in_force")["preemptions"]
+    replayed.pop("by_project")
+    assert review["total"]["count"] == 1 and review["total"]["gpu_hours_lost"] == 48.0
+    assert review["total"]["restart_p50_seconds"] == 2 * 3600
+    assert review == replayed
+
+
 def test_the_task_run_twice_changes_nothing(world, django_capture_on_commit_callbacks):
     _record(world)
     run, _queued = change_replay_start(change=_cap_change(world), user=world.ops, now=NOW)

@@ -145,6 +145,7 @@ def service_and_capacity(
     computed against every project of the pool) and the capacity. ``given``: the capacity and
     quotas to measure against instead of ``PoolCapacity``, its history and ``Quota`` (a
     replay's rules; ``t["quota"]`` then reads the same quotas)."""
+    capacities: Sequence[Mapping[str, Any]]
     if given is None:
         capacities = list(
             PoolCapacity.objects.filter(
