@@ -1,8 +1,11 @@
 """A what-if replay of a rule change against the rules in force (``docs/replay.md``).
 
 One row per replay run: the change, its status and progress, the fingerprint of its inputs
-(the rules revision, the change's edits and the workload window) and the result, the
-review's figures per tier and project "in force" and "with the change".
+(the rules revision, the change's edits and the workload window) and the result (the window,
+the jobs replayed, and the capacity and quotas each side ran under). Per run and side, "in
+force" and "with the change", the rows the monthly review's queries read in place of the
+evidence's: each job's first wait (``ReplayWait``), its hours (``ReplayHour``) and its
+preemptions (``ReplayPreemption``); derived, written in bulk, replaced as a whole.
 """
 
 from typing import Any
