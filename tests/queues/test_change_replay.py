@@ -418,7 +418,7 @@ def test_the_page_shows_both_side_by_side_with_deltas(
     assert 'http-equiv="refresh"' not in html  # finished: no refresh
 
 
-def test_a_run_stored_before_its_waits_were_rows_is_replayed_again(
+def test_a_run_stored_before_its_figures_were_rows_is_replayed_again(
     world, eager, django_capture_on_commit_callbacks
 ):
     run = _replayed(world, django_capture_on_commit_callbacks)
@@ -430,6 +430,10 @@ def test_a_run_stored_before_its_waits_were_rows_is_replayed_again(
     url = reverse("change_replay", args=[run.change_id])
     html = login(world.ops).get(url).content.decode()
     assert "replay the change again" in html and "Replay this change" in html
+    # Format 2: its waits were rows, its service and preemptions figures of its own.
+    run.result = {**run.result, "format": 2}
+    run.save()
+    assert "replay the change again" in login(world.ops).get(url).content.decode()
     with django_capture_on_commit_callbacks(execute=True):
         again, queued = change_replay_start(change=run.change, user=world.ops, now=NOW)
     assert queued and again.pk != run.pk
