@@ -58,8 +58,9 @@ class ChangeReplayOutputSerializer(serializers.Serializer):
         allow_null=True,
         help_text=_(
             "When done: the window, the jobs replayed and skipped, the edited fields a replay "
-            "does not model, and the monthly review's figures overall, per tier and per "
-            "project, 'in_force' and 'with_change'."
+            "does not model, and per side ('in_force' and 'with_change') the capacity and "
+            "quotas it ran under. The monthly review's figures of both sides are at "
+            "/api/v1/changes/<id>/replay/figures/."
         ),
     )
     error = serializers.CharField()

@@ -40,7 +40,14 @@ from .cluster import (
     validate_pem_bundle,
     validate_slurm_bin_dir,
 )
-from .replay import ChangeReplay, ReplaySide, ReplayStatus, ReplayWait
+from .replay import (
+    ChangeReplay,
+    ReplayHour,
+    ReplayPreemption,
+    ReplaySide,
+    ReplayStatus,
+    ReplayWait,
+)
 from .rollup import RollupState, WorkloadHour, WorkloadJobRollup, WorkloadWait
 from .sync import (
     FINISHED_STATUSES,
@@ -84,6 +91,8 @@ __all__ = [
     "Enforcement",
     "EventKind",
     "JobState",
+    "ReplayHour",
+    "ReplayPreemption",
     "ReplaySide",
     "ReplayStatus",
     "ReplayWait",

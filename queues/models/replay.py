@@ -1,9 +1,14 @@
 """A what-if replay of a rule change against the rules in force (``docs/replay.md``).
 
 One row per replay run: the change, its status and progress, the fingerprint of its inputs
-(the rules revision, the change's edits and the workload window) and the result, the
-review's figures per tier and project "in force" and "with the change".
+(the rules revision, the change's edits and the workload window) and the result (the window,
+the jobs replayed, and the capacity and quotas each side ran under). Per run and side, "in
+force" and "with the change", the rows the monthly review's queries read in place of the
+evidence's: each job's first wait (``ReplayWait``), its hours (``ReplayHour``) and its
+preemptions (``ReplayPreemption``); derived, written in bulk, replaced as a whole.
 """
+
+from typing import Any
 
 from django.db import models
 from django.db.models import Q
@@ -142,3 +147,97 @@ class ReplayWait(models.Model):
 
     def __str__(self) -> str:
         return f"replayed wait of run #{self.replay_id} ({self.side})"
+
+
+def _rule_fk(model: str, name: Any) -> Any:
+    """A rule object a replayed row names, as ``ReplayWait`` names them (no index: the rows
+    are read by run and side)."""
+    return models.ForeignKey(
+        model,
+        verbose_name=name,
+        on_delete=models.SET_NULL,
+        null=True,
+        db_index=False,
+        related_name="+",
+    )
+
+
+class ReplayHour(models.Model):
+    """One replayed hour of one (pool, flavor, project, tier), in ``WorkloadHour``'s columns,
+    per run and side: the monthly review's service and capacity query reads these rows as it
+    reads the evidence's rollup (``reports.selectors.change_replay``), so the replay's
+    GPU-hours received, shares, borrowing and idle GPU-hours are the review's."""
+
+    id = models.BigAutoField(primary_key=True)
+    replay = models.ForeignKey(
+        ChangeReplay, verbose_name=_("replay"), on_delete=models.CASCADE, related_name="hours"
+    )
+    side = models.CharField(_("side"), max_length=16, choices=ReplaySide.choices)
+    hour = models.DateTimeField(_("hour"), help_text=_("Start of the UTC hour."))
+    pool = _rule_fk("governance.Pool", _("pool"))
+    flavor = _rule_fk("governance.GpuFlavor", _("flavor"))
+    project = _rule_fk("governance.Project", _("project"))
+    tier = _rule_fk("governance.PriorityTier", _("tier"))
+    # Floats: a replayed job may hold a fraction of a GPU, and its times are not whole seconds.
+    gpu_seconds = models.FloatField(_("GPU-seconds run"), default=0.0)
+    quota_wait_seconds = models.FloatField(_("job-seconds waiting on quota"), default=0.0)
+    resource_wait_seconds = models.FloatField(_("job-seconds waiting for resources"), default=0.0)
+
+    class Meta:
+        verbose_name = _("replayed hour")
+        verbose_name_plural = _("replayed hours")
+        indexes = [models.Index(fields=["replay", "side"], name="replayhour_run_side")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(side__in=ReplaySide.values), name="replayhour_side_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(gpu_seconds__gte=0, quota_wait_seconds__gte=0)
+                & Q(resource_wait_seconds__gte=0),
+                name="replayhour_non_negative",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"replayed hour of run #{self.replay_id} ({self.side})"
+
+
+class ReplayPreemption(models.Model):
+    """One replayed preemption, per run and side, in the columns the monthly review's
+    preemption query derives from the events (``reports.selectors.review.preemptions``): its
+    counts, GPU-hours lost and early preemptions are the review's."""
+
+    id = models.BigAutoField(primary_key=True)
+    replay = models.ForeignKey(
+        ChangeReplay,
+        verbose_name=_("replay"),
+        on_delete=models.CASCADE,
+        related_name="preemptions",
+    )
+    side = models.CharField(_("side"), max_length=16, choices=ReplaySide.choices)
+    time = models.DateTimeField(_("preempted at"))
+    gpus = models.FloatField(_("GPUs"))
+    project = _rule_fk("governance.Project", _("project"))
+    tier = _rule_fk("governance.PriorityTier", _("tier"))
+    preemption_class = _rule_fk("governance.PreemptionClass", _("preemption class"))
+    pool = _rule_fk("governance.Pool", _("pool"))
+    run_from = models.DateTimeField(_("run started at"), help_text=_("The run it stopped."))
+    restart = models.DateTimeField(
+        _("started again at"),
+        null=True,
+        help_text=_("Empty when the job had not started again by the end."),
+    )
+
+    class Meta:
+        verbose_name = _("replayed preemption")
+        verbose_name_plural = _("replayed preemptions")
+        indexes = [models.Index(fields=["replay", "side"], name="replaypreempt_run_side")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(side__in=ReplaySide.values), name="replaypreempt_side_valid"
+            ),
+            models.CheckConstraint(condition=Q(gpus__gt=0), name="replaypreempt_gpus_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"replayed preemption of run #{self.replay_id} ({self.side})"

@@ -108,9 +108,10 @@ class Result:
     idle_gpu_seconds: dict[str, float]  # flavor
     begin: float
     horizon: float
+    # (victim, preemptor, time, "tier" or "reclaim")
     preempted_by: list[tuple[int, int, float, str]] = field(default_factory=list)
     cancelled: dict[int, float] = field(default_factory=dict)  # job -> when, never started
-    # (victim, preemptor, time, "tier" or "reclaim")
+    classes: list[str] = field(default_factory=list)  # each job's preemption class, at the end
 
     def reasons_of(self, job: int) -> list[tuple[float, str]]:
         return [(since, token) for j, since, token in self.reasons if j == job]
@@ -851,6 +852,7 @@ class Replay:
             horizon=horizon,
             preempted_by=self.preempted_by,
             cancelled=self.cancelled,
+            classes=[cls.slug if cls is not None else "" for cls in self.cls],
         )
 
 

@@ -4,7 +4,10 @@
 change's edits and the workload window (the 30 whole days before today, UTC) — or returns
 the run those same inputs already have; the task ``queues.tasks.change_replay`` then calls
 ``change_replay_run``, which replays the window's recorded jobs twice (the rules in force,
-then with the change) and stores the review's figures of both.
+then with the change) and stores, per side, the rows the monthly review's queries read
+(``ReplayWait``, ``ReplayHour``, ``ReplayPreemption``: ``queues.replay.results``) and the
+capacity and quotas the side ran under; ``reports.selectors.change_replay`` runs the review's
+queries over them.
 """
 
 from __future__ import annotations
@@ -16,19 +19,37 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.db.models import Model
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from governance.models import GpuFlavor, Pool, PriorityTier, Project, RuleChange, RulesRevision
+from governance.models import (
+    GpuFlavor,
+    Pool,
+    PreemptionClass,
+    PriorityTier,
+    Project,
+    RuleChange,
+    RulesRevision,
+)
 from governance.models.changes import ChangeStatus
 from governance.selectors import approval_problem
-from queues.models import ChangeReplay, ReplaySide, ReplayStatus, ReplayWait
+from queues.models import (
+    ChangeReplay,
+    ReplayHour,
+    ReplayPreemption,
+    ReplaySide,
+    ReplayStatus,
+    ReplayWait,
+)
 from queues.replay import Result, replay
 from queues.replay.engine import REASON_CATEGORY
-from queues.replay.results import summarize
+from queues.replay.results import hour_rows, preemption_rows
+from queues.replay.rules import Rules
 
 WINDOW_DAYS = 30
-RESULT_FORMAT = 2
+RESULT_FORMAT = 3
+ROW_MODELS: tuple[type[Model], ...] = (ReplayWait, ReplayHour, ReplayPreemption)
 REPLAYABLE = (ChangeStatus.DRAFT, ChangeStatus.PROPOSED)
 
 
@@ -50,7 +71,8 @@ def change_replay_inputs(*, change: RuleChange, now: datetime) -> dict[str, Any]
     ]
     return {
         # The result's format: 2 stores the replayed waits as rows (``ReplayWait``) for the
-        # review's wait queries; a run of an older format is replayed again, not reused.
+        # review's wait queries; 3 its hours and preemptions too (``ReplayHour``,
+        # ``ReplayPreemption``); a run of an older format is replayed again, not reused.
         "format": RESULT_FORMAT,
         "rules_revision": revision,
         "change": change.pk,
@@ -130,7 +152,7 @@ def change_replay_run(*, replay_id: int) -> ChangeReplay | None:
             return run
         _advance(run, status=ReplayStatus.RUNNING, progress=5, started_at=timezone.now())
     try:
-        result, waits = _replay_both(run)
+        result, rows = _replay_both(run)
     except Exception as error:  # the run records why it failed; the worker goes on
         with transaction.atomic():
             _advance(
@@ -141,8 +163,12 @@ def change_replay_run(*, replay_id: int) -> ChangeReplay | None:
             )
         return run
     with transaction.atomic():
-        ReplayWait.objects.filter(replay=run).delete()
-        ReplayWait.objects.bulk_create(waits, batch_size=5000)
+        # Derived rows, not governed ones: written in bulk, replaced as a whole.
+        for model in ROW_MODELS:
+            model._default_manager.filter(replay=run).delete()
+            model._default_manager.bulk_create(
+                [row for row in rows if isinstance(row, model)], batch_size=5000
+            )
         _advance(
             run,
             status=ReplayStatus.DONE,
@@ -153,17 +179,102 @@ def change_replay_run(*, replay_id: int) -> ChangeReplay | None:
     return run
 
 
-def replay_waits(*, run: ChangeReplay, side: str, result: Result) -> list[ReplayWait]:
-    """Each replayed job's first wait as a ``WorkloadWait`` would hold it: submitted at its
-    arrival, ended at its first start (at its cancellation if it gave up waiting; empty if
-    it had not started by the end), at the tier it ran at, in the category of the last reason
-    it waited for (``REASON_CATEGORY``), in its flavor's pool."""
-    ids = {
+def rule_ids() -> dict[str, dict[str, int]]:
+    """The rules' objects' ids by slug, for the replay's rows (which name them by slug)."""
+    return {
         "project": dict(Project.objects.values_list("slug", "pk")),
         "tier": dict(PriorityTier.objects.values_list("slug", "pk")),
         "flavor": dict(GpuFlavor.objects.values_list("slug", "pk")),
         "pool": dict(Pool.objects.values_list("slug", "pk")),
+        "class": dict(PreemptionClass.objects.values_list("slug", "pk")),
     }
+
+
+def _at(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+def replay_hours(
+    *, run: ChangeReplay, side: str, result: Result, ids: dict[str, dict[str, int]]
+) -> list[ReplayHour]:
+    """The replay's hours as ``WorkloadHour`` holds the evidence's (``hour_rows``)."""
+    rows = []
+    for (hour, job_flavor, project, tier), values in sorted(hour_rows(result).items()):
+        pool, _sep, flavor = job_flavor.rpartition("/")
+        rows.append(
+            ReplayHour(
+                replay=run,
+                side=side,
+                hour=_at(hour),
+                pool_id=ids["pool"].get(pool),
+                flavor_id=ids["flavor"].get(flavor),
+                project_id=ids["project"].get(project),
+                tier_id=ids["tier"].get(tier),
+                gpu_seconds=values[0],
+                quota_wait_seconds=values[1],
+                resource_wait_seconds=values[2],
+            )
+        )
+    return rows
+
+
+def replay_preemptions(
+    *, run: ChangeReplay, side: str, result: Result, ids: dict[str, dict[str, int]]
+) -> list[ReplayPreemption]:
+    """The replay's preemptions as the review's preemption query sees the evidence's
+    (``preemption_rows``)."""
+    rows = []
+    for at, gpus, project, tier, klass, job_flavor, run_from, restart in preemption_rows(result):
+        rows.append(
+            ReplayPreemption(
+                replay=run,
+                side=side,
+                time=_at(at),
+                gpus=gpus,
+                project_id=ids["project"].get(project),
+                tier_id=ids["tier"].get(tier),
+                preemption_class_id=ids["class"].get(klass),
+                pool_id=ids["pool"].get(job_flavor.rpartition("/")[0]),
+                run_from=_at(run_from),
+                restart=None if restart is None else _at(restart),
+            )
+        )
+    return rows
+
+
+def side_rules(timeline: list[tuple[float, Rules]]) -> dict[str, Any]:
+    """What the review reads from the rules, as one side of the replay ran under them: the
+    capacity of each period (``[[from, {"pool/flavor": GPUs}], ...]``, a period only where it
+    changed) and the quotas of the first (``[[project, "pool/flavor", guarantee, lending
+    limit, class], ...]``)."""
+    capacity: list[list[Any]] = []
+    for at, rules in timeline:
+        if not capacity or capacity[-1][1] != rules.capacity:
+            capacity.append([at, dict(sorted(rules.capacity.items()))])
+    quotas = [
+        [q.project, q.flavor, q.guarantee, q.lending_limit, q.preemption_class]
+        for q in timeline[0][1].quotas
+    ]
+    return {"capacity": capacity, "quotas": quotas}
+
+
+def _side_rows(
+    run: ChangeReplay, side: str, result: Result, ids: dict[str, dict[str, int]]
+) -> list[Model]:
+    return [
+        *replay_waits(run=run, side=side, result=result, ids=ids),
+        *replay_hours(run=run, side=side, result=result, ids=ids),
+        *replay_preemptions(run=run, side=side, result=result, ids=ids),
+    ]
+
+
+def replay_waits(
+    *, run: ChangeReplay, side: str, result: Result, ids: dict[str, dict[str, int]]
+) -> list[ReplayWait]:
+    """Each replayed job's first wait as a ``WorkloadWait`` would hold it: submitted at its
+    arrival, ended at its first start (at its cancellation if it gave up waiting; empty if
+    it had not started by the end), at the tier it ran at, in the category of the last reason
+    it waited for (``REASON_CATEGORY``), in its flavor's pool."""
     last_reason: dict[int, str] = {}
     for j, since, token in result.reasons:
         start = result.start[j]
@@ -196,7 +307,7 @@ def replay_waits(*, run: ChangeReplay, side: str, result: Result) -> list[Replay
     return rows
 
 
-def _replay_both(run: ChangeReplay) -> tuple[dict[str, Any], list[ReplayWait]]:
+def _replay_both(run: ChangeReplay) -> tuple[dict[str, Any], list[Model]]:
     # Here, not at the top: the adapter reads pools through queues.selectors, which imports
     # this package.
     from queues.replay.adapt import jobs_from_evidence, rules_timeline, rules_with_change
@@ -205,19 +316,18 @@ def _replay_both(run: ChangeReplay) -> tuple[dict[str, Any], list[ReplayWait]]:
     end = datetime.fromisoformat(run.inputs["end"])
     change = RuleChange.objects.get(pk=run.change_id)
     evidence = jobs_from_evidence(start=start, end=end)
+    ids = rule_ids()
     _advance(run, progress=20)
     in_force = rules_timeline(start=start, end=end)
     changed = [(at, rules_with_change(rules, change=change)) for at, rules in in_force]
     ignored = changed[0][1][1] if changed else []
     until = end.timestamp()
     result = replay(evidence.jobs, in_force, until=until)
-    before = summarize(result, rules=in_force[0][1])
-    waits = replay_waits(run=run, side=ReplaySide.IN_FORCE, result=result)
+    rows = _side_rows(run, ReplaySide.IN_FORCE, result, ids)
     _advance(run, progress=55)
     timeline = [(at, rules) for at, (rules, _ignored) in changed]
     result = replay(evidence.jobs, timeline, until=until)
-    after = summarize(result, rules=timeline[0][1])
-    waits += replay_waits(run=run, side=ReplaySide.WITH_CHANGE, result=result)
+    rows += _side_rows(run, ReplaySide.WITH_CHANGE, result, ids)
     _advance(run, progress=90)
     return {
         "start": run.inputs["start"],
@@ -227,6 +337,6 @@ def _replay_both(run: ChangeReplay) -> tuple[dict[str, Any], list[ReplayWait]]:
         "skipped_no_flavor": evidence.skipped_no_flavor,
         "not_modelled": sorted(set(ignored)),
         "format": RESULT_FORMAT,
-        "in_force": before,
-        "with_change": after,
-    }, waits
+        ReplaySide.IN_FORCE.value: side_rules(in_force),
+        ReplaySide.WITH_CHANGE.value: side_rules(timeline),
+    }, rows

@@ -2,17 +2,28 @@
 change" side by side per tier and project, each delta marked better or worse, and the
 review's charts (``stored_reviews.figure_layout``/``figure_json``) of both.
 
-The waits are the review's own: each replayed job's first wait is a row in
-``WorkloadWait``'s columns (``queues.models.ReplayWait``, per run and side), read by the
-review's wait queries (``review.waits.wait_queries``, the table swapped for the run's rows)
-and shown by the review's table builder (``stored_reviews``' wait columns and rows): a wait
-figure added to the review appears here too. The service, preemption and idle figures are
-those ``queues.replay.results`` stores (the replay's integrals under the review's names);
-the verdicts are ``queues.replay.results.delta``'s.
+Every figure is the review's own, computed by the review's queries over the rows the replay
+stored per run and side (``queues.services.replay``), each table swapped for the run's rows
+in ``tables()`` (``reports.selectors.replay_tables``):
+
+- the waits: each replayed job's first wait (``ReplayWait``, ``WorkloadWait``'s columns) read
+  by ``review.waits.wait_queries`` and shown by the review's table builder
+  (``stored_reviews``' wait columns and rows): a wait figure added to the review appears here
+  too;
+- the service (GPU-hours received, share, guarantee share, borrowed) and the idle GPU-hours:
+  the replayed hours (``ReplayHour``, ``WorkloadHour``'s columns) read by
+  ``review.service.service_and_capacity``, against the capacity and quotas the side ran under
+  (stored in the run's result; the "with the change" side of a capacity or quota change
+  measures against the changed ones), not ``PoolCapacity`` and ``Quota``;
+- the preemptions (count, GPU-hours lost, early): the replayed preemptions
+  (``ReplayPreemption``) read by ``review.preemptions.preemptions``.
+
+The verdicts are ``queues.replay.results.delta``'s.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -21,44 +32,121 @@ import plotly.graph_objects as go
 from django.utils.translation import gettext as _
 
 from governance.models import RuleChange
-from queues.models import ChangeReplay, ReplaySide, ReplayStatus, ReplayWait
+from queues.models import ChangeReplay, ReplaySide, ReplayStatus
 from queues.replay.results import delta
 from queues.selectors import change_replay_latest
 from queues.services.replay import RESULT_FORMAT
 
-from .review._common import Names, Scope, tables
+from .replay_tables import given_rules, quota_table, replay_tables
+from .review._common import Names, Scope
+from .review.preemptions import preemptions
+from .review.service import service_and_capacity
 from .review.waits import wait_queries, waits_from_rows
 from .stored_reviews import PALETTE, figure_json, figure_layout, wait_columns, wait_row
+
+
+def _scope(run: ChangeReplay) -> Scope:
+    result = run.result or {}
+    start = datetime.fromisoformat(result["start"])
+    end = datetime.fromisoformat(result["end"])
+    return Scope(start=start, end=end, pool=None, project=None)
 
 
 def replay_waits(*, run: ChangeReplay, side: str, names: Names | None = None) -> dict[str, Any]:
     """The review's waits (``review_metrics``' ``waits``: overall, by tier, project, pool,
     flavor, category and day) of one side of a finished run, by the review's own queries
     over the run's ``ReplayWait`` rows."""
-    result = run.result or {}
-    start = datetime.fromisoformat(result["start"])
-    end = datetime.fromisoformat(result["end"])
-    # A replay observes to its window's end: no wait is cut short by its source (censored).
-    columns = (
-        "submitted_at, day, project_id, tier_id, flavor_id, pool_id, category, wait_end, "
-        "started, FALSE AS censored"
-    )
-    if side not in ReplaySide.values:
-        raise ValueError(f"Unknown side {side!r}.")
-    t = tables()
-    # Only ints and a checked choice are written into the SQL.
-    t["wait"] = (
-        f"(SELECT {columns} FROM {ReplayWait._meta.db_table} "
-        f"WHERE replay_id = {int(run.pk)} AND side = '{side}') AS replayed_"
-    )
-    scope = Scope(start=start, end=end, pool=None, project=None)
+    t = replay_tables(run=run, side=side)
+    scope = _scope(run)
     names = names or Names.load()
     rows = [row for query in wait_queries(scope, t, names) for row in query()]
     waits, _per_project = waits_from_rows(rows, names, False)
     return waits
 
 
-# The figures the replay has of its own (``queues.replay.results``) beside the review's waits.
+def replay_metrics(*, run: ChangeReplay, side: str, names: Names | None = None) -> dict[str, Any]:
+    """The review's figures (``review_metrics``' ``waits``, ``service``, ``capacity`` and
+    ``preemptions``) of one side of a finished run, by the review's own queries over the
+    run's rows, measured against the capacity and quotas the side ran under."""
+    names = names or Names.load()
+    t = replay_tables(run=run, side=side)
+    scope = _scope(run)
+    given = given_rules((run.result or {})[side], scope, names)
+    t["quota"] = quota_table(given[2])
+    service, _per_project, capacity = service_and_capacity(scope, t, names, given=given)
+    overall, per_project = preemptions(scope, t, names)
+    pool_gpus: dict[str, float] = defaultdict(float)
+    for row in given[0]:
+        pool_gpus[names.pools[row["pool_id"]].slug] += row["gpus"]
+    return {
+        "waits": replay_waits(run=run, side=side, names=names),
+        "service": service,
+        "capacity": capacity,
+        "preemptions": {**overall, "by_project": per_project},
+        # The GPUs of each pool the side ran with (the guarantee shares' denominator).
+        "pool_gpus": dict(pool_gpus),
+    }
+
+
+def _project_figures(metrics: dict[str, Any], names: Names) -> dict[str, dict[str, Any]]:
+    """Per project, its service rows' figures (its pools summed) and its preemptions."""
+    rows = metrics["service"]["by_project"]
+    pool_used: dict[Any, float] = defaultdict(float)
+    for row in rows:
+        pool_used[row["pool"]] += row["gpu_hours"]
+    mine: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        mine[row["project"]].append(row)
+    projects: dict[str, dict[str, Any]] = {}
+    for slug, items in mine.items():
+        used = sum(row["gpu_hours"] for row in items)
+        figures = {
+            "gpu_hours": round(used, 2),
+            "borrowed_gpu_hours": round(sum(row["borrowed_gpu_hours"] for row in items), 2),
+            "guarantee_gpus": sum(row["guarantee_gpus"] for row in items),
+            "share": items[0]["share"],
+            "guarantee_share": items[0]["guarantee_share"],
+        }
+        if len(items) > 1:  # across its pools: of its pools' GPU-hours and GPUs
+            pools = {row["pool"] for row in items}
+            total = sum(pool_used[pool] for pool in pools)
+            gpus = sum(metrics["pool_gpus"].get(pool, 0.0) for pool in pools)
+            figures["share"] = round(used / total, 4) if total else 0.0
+            figures["guarantee_share"] = round(figures["guarantee_gpus"] / gpus, 4) if gpus else 0.0
+        projects[slug] = {"preemptions": 0, "gpu_hours_lost": 0.0, **figures}
+    slugs = {pk: item.slug for pk, item in names.projects.items() if item is not None}
+    for project_id, shaped in metrics["preemptions"]["by_project"].items():
+        row = projects.setdefault(slugs[project_id], {})
+        row["preemptions"] = shaped["total"]["count"]
+        row["gpu_hours_lost"] = shaped["total"]["gpu_hours_lost"]
+    return projects
+
+
+def side_figures(metrics: dict[str, Any], names: Names) -> dict[str, Any]:
+    """The figures the page shows beside the waits, from the review's (``replay_metrics``):
+    overall, per tier and per project."""
+    total = metrics["preemptions"]["total"]
+    tiers: dict[str, dict[str, Any]] = {}
+    for row in metrics["preemptions"]["by_tier_class"]:
+        tier = tiers.setdefault(row["tier"] or "", {"preemptions": 0, "gpu_hours_lost": 0.0})
+        tier["preemptions"] += row["count"]
+        tier["gpu_hours_lost"] = round(tier["gpu_hours_lost"] + row["gpu_hours_lost"], 2)
+    capacity = metrics["capacity"]["total"]
+    rows = metrics["service"]["by_project"]
+    return {
+        "all": {
+            "preemptions": total["count"],
+            "gpu_hours_lost": total["gpu_hours_lost"],
+            "gpu_hours": capacity["allocated_gpu_hours"],
+            "borrowed_gpu_hours": round(sum(row["borrowed_gpu_hours"] for row in rows), 2),
+            "idle_gpu_hours": capacity["idle_gpu_hours"],
+        },
+        "tiers": tiers,
+        "projects": _project_figures(metrics, names),
+    }
+
+
+# The review's figures the page shows beside its waits (``side_figures``).
 def _labels() -> dict[str, str]:
     return {
         "gpu_hours": _("GPU-hours received"),
@@ -151,24 +239,24 @@ class ReplayPage:
     tiers: list[Group] = field(default_factory=list)
     projects: list[Group] = field(default_factory=list)
     figures: dict[str, dict] = field(default_factory=dict)
-    # Stored in an older format, without the rows the review's wait queries read.
+    # Stored in an older format, without the rows the review's queries read.
     outdated: bool = False
     # The review's waits of each side (``replay_waits``), for the API.
     waits: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def change_replay_page(*, change: RuleChange) -> ReplayPage:
-    """The latest replay of ``change``, shaped for its page (the review's wait queries over
-    each side's rows, and a handful of queries more, when done)."""
+    """The latest replay of ``change``, shaped for its page (the review's wait, service and
+    preemption queries over each side's rows, when done)."""
     run = change_replay_latest(change=change)
     if run is None or run.status != ReplayStatus.DONE or not run.result:
         return ReplayPage(run=run)
-    if run.result.get("format") != RESULT_FORMAT:  # made before its waits were stored as rows
+    if run.result.get("format") != RESULT_FORMAT:  # made before its rows were all stored
         return ReplayPage(run=run, outdated=True)
-    result = run.result
-    before, after = result["in_force"], result["with_change"]
     names = Names.load()
-    waits = {side: replay_waits(run=run, side=side, names=names) for side in ReplaySide.values}
+    metrics = {side: replay_metrics(run=run, side=side, names=names) for side in ReplaySide.values}
+    waits = {side: metrics[side]["waits"] for side in ReplaySide.values}
+    before, after = (side_figures(metrics[side], names) for side in ReplaySide.values)
     in_force, with_change = waits[ReplaySide.IN_FORCE], waits[ReplaySide.WITH_CHANGE]
 
     def by(rows: list[dict[str, Any]], key: str) -> dict[Any, dict[str, Any]]:
@@ -182,7 +270,7 @@ def change_replay_page(*, change: RuleChange) -> ReplayPage:
     tier_names = {tier.slug: tier.name for tier in tier_rows}
     rank = {slug: index for index, slug in enumerate(tier_names)}
     project_names = {p.slug: p.name for p in names.projects.values() if p is not None}
-    empty: dict[str, Any] = {}
+    empty: dict[str, Any] = {"preemptions": 0, "gpu_hours_lost": 0.0}
     tier_waits = (by(in_force["by_tier"], "tier"), by(with_change["by_tier"], "tier"))
     tier_slugs = set(before["tiers"]) | set(after["tiers"]) | set(tier_waits[0])
     tiers = [

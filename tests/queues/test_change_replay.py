@@ -13,14 +13,19 @@ from governance.celery import app
 from governance.models import RevisionTrigger, TokenScope
 from governance.services.changes.spec import EditSpec
 from queues import tasks
-from queues.models import ChangeReplay, EventKind, JobState, ReplayStatus
+from queues.models import ChangeReplay, EventKind, JobState, ReplayPreemption, ReplayStatus
 from queues.replay.results import delta
 from queues.services import change_replay_start, change_replay_window
 from queues.services.replay import fingerprint
 from queues.services.workload.ingest import JobEvent, events_ingest
 from queues.services.workload.rollup import workload_hours_roll_up
-from reports.selectors.change_replay import replay_waits
+from reports.selectors.change_replay import (
+    replay_metrics,
+    replay_waits,
+    side_figures,
+)
 from reports.selectors.review import review_metrics
+from reports.selectors.review._common import Names
 from tests.conftest import login, token_for
 
 pytestmark = pytest.mark.django_db
@@ -40,7 +45,7 @@ def eager():
 def _record(world, jobs: int = 4, *, one_at_a_time: bool = False) -> None:
     """``jobs`` exploratory jobs of speech, 8 A100s each, all submitted at T0 and run 2 h at
     once (64 A100s in the training pool: nothing waited) — or ``one_at_a_time``, as they
-    would under a cap of 8 GPUs (waits 0, 2, 4, 6 h)."""
+    would under a cap of 8 GPUs (waits 0, 2, 4, 6 h, held by the cap)."""
     events = []
     for n in range(jobs):
         began = T0 + (2 * n * HOUR if one_at_a_time else 0 * HOUR)
@@ -60,6 +65,8 @@ def _record(world, jobs: int = 4, *, one_at_a_time: bool = False) -> None:
                 kind=EventKind.SUBMITTED,
                 state=JobState.PENDING,
                 submitted_at=T0,
+                # Held by the tier's cap (a quota wait), as the replay under the cap says.
+                reason="QOSGrpGRES" if one_at_a_time and n else "",
                 **common,
             ),
             JobEvent(
@@ -124,12 +131,24 @@ def test_a_replay_shows_what_the_change_would_do(world, eager, django_capture_on
     assert after["p90"] == pytest.approx(3600 * (4 + 0.7 * 2))
     assert before["waiting_at_end"] == after["waiting_at_end"] == 0
     assert run.waits.filter(side="with_change", category="quota").count() == 3
-    speech = result["with_change"]["projects"]["speech"]
-    assert speech["gpu_hours"] == result["in_force"]["projects"]["speech"]["gpu_hours"] == 64.0
+    # The service, idle and preemption figures: the review's queries over the run's hours
+    # and preemptions, against the capacity and quotas each side ran under.
+    assert result["in_force"]["capacity"] == result["with_change"]["capacity"]
+    figures = {
+        side: side_figures(replay_metrics(run=run, side=side, names=names), names)
+        for side, names in (("in_force", Names.load()), ("with_change", Names.load()))
+    }
+    speech = figures["with_change"]["projects"]["speech"]
+    assert speech["gpu_hours"] == figures["in_force"]["projects"]["speech"]["gpu_hours"] == 64.0
     assert speech["guarantee_gpus"] == 16 and speech["borrowed_gpu_hours"] == 0.0
-    assert speech["share"] == 1.0
+    assert speech["share"] == 1.0 and speech["preemptions"] == 0
     # The pool's idle GPU-hours: capacity × 30 days less what ran.
-    assert result["in_force"]["all"]["idle_gpu_hours"] == (64 + 32 + 16) * 720 - 64
+    assert figures["in_force"]["all"]["idle_gpu_hours"] == (64 + 32 + 16) * 720 - 64
+    # The hours waiting on quota: 2 + 4 + 6 job-hours, all under the tier's cap (quota).
+    hours = run.hours.filter(side="with_change")
+    assert sum(hours.values_list("quota_wait_seconds", flat=True)) == 12 * 3600
+    assert sum(hours.values_list("gpu_seconds", flat=True)) == 4 * 8 * 2 * 3600
+    assert not run.hours.filter(side="in_force", quota_wait_seconds__gt=0).exists()
 
 
 def test_the_replays_waits_are_the_reviews_of_the_same_jobs(
@@ -145,7 +164,8 @@ def test_the_replays_waits_are_the_reviews_of_the_same_jobs(
         run, _queued = change_replay_start(change=change, user=world.ops, now=NOW)
     run.refresh_from_db()
     start, end = change_replay_window(now=NOW)
-    review = review_metrics(start=start, end=end)["waits"]
+    metrics = review_metrics(start=start, end=end)
+    review = metrics["waits"]
     replayed = replay_waits(run=run, side="with_change")
     assert review["overall"] == replayed["overall"]
     assert review["by_tier"] == replayed["by_tier"] and review["by_tier"][0]["jobs"] == 4
@@ -153,6 +173,67 @@ def test_the_replays_waits_are_the_reviews_of_the_same_jobs(
     assert replayed["overall"]["p90"] == pytest.approx(3600 * (4 + 0.7 * 2))
     # In force (no cap) the same jobs would all have started at once.
     assert replay_waits(run=run, side="in_force")["overall"]["max"] == 0.0
+    # The service, capacity (idle) and preemption figures too: the review's queries over the
+    # run's hours and preemptions, against the capacity and quotas the replay ran under.
+    figures = replay_metrics(run=run, side="with_change")
+    assert metrics["capacity"] == figures["capacity"]
+    assert metrics["capacity"]["total"]["idle_gpu_hours"] == (64 + 32 + 16) * 720 - 64
+    service = {row["project"]: row for row in metrics["service"]["by_project"]}
+    assert service == {row["project"]: row for row in figures["service"]["by_project"]}
+    assert service["speech"]["gpu_hours"] == 64.0 and service["speech"]["share"] == 1.0
+    by_project = figures["preemptions"].pop("by_project")
+    assert metrics["preemptions"] == figures["preemptions"] and by_project == {}
+
+
+def _job_events(world, job_id: str, project, tier, gpus: int, *steps) -> list[JobEvent]:
+    common = {
+        "source": "test",
+        "job_id": job_id,
+        "project": project,
+        "tier": tier,
+        "flavor": world.a100,
+    }
+    events = []
+    for n, (at, kind, state) in enumerate(steps):
+        extra = {"submitted_at": at} if kind == EventKind.SUBMITTED else {}
+        events.append(
+            JobEvent(
+                event_id=f"{job_id}:{n}", time=at, kind=kind, state=state, gpus=gpus,
+                user_name=job_id, **common, **extra,
+            )
+        )  # fmt: skip
+    return events
+
+
+def test_the_replays_preemptions_are_the_reviews_of_the_same_jobs(
+    world, eager, django_capture_on_commit_callbacks
+):
+    """Speech runs 48 A100s borrowed beyond its guarantee of 16; Vision's 24 within its
+    guarantee reclaim them an hour later; Speech starts again when Vision ends. Recorded so,
+    and replayed: the review's preemption figures of both agree (the same query reads the
+    events and the run's rows)."""
+    S, R, P, E = EventKind.SUBMITTED, EventKind.STARTED, EventKind.PREEMPTED, EventKind.ENDED
+    pending, running, done = JobState.PENDING, JobState.RUNNING, JobState.COMPLETED
+    events = _job_events(
+        world, "borrower", world.speech, world.regular, 48,
+        (T0, S, pending), (T0, R, running), (T0 + HOUR, P, pending),
+        (T0 + 3 * HOUR, R, running), (T0 + 8 * HOUR, E, done),
+    ) + _job_events(
+        world, "owner", world.vision, world.key, 24,
+        (T0 + HOUR, S, pending), (T0 + HOUR, R, running), (T0 + 3 * HOUR, E, done),
+    )  # fmt: skip
+    assert events_ingest(events=events).stored == len(events)
+    with django_capture_on_commit_callbacks(execute=True):
+        run, _queued = change_replay_start(change=_cap_change(world), user=world.ops, now=NOW)
+    run.refresh_from_db()
+    assert run.preemptions.filter(side="in_force").count() == 1
+    start, end = change_replay_window(now=NOW)
+    review = review_metrics(start=start, end=end)["preemptions"]
+    replayed = replay_metrics(run=run, side="in_force")["preemptions"]
+    replayed.pop("by_project")
+    assert review["total"]["count"] == 1 and review["total"]["gpu_hours_lost"] == 48.0
+    assert review["total"]["restart_p50_seconds"] == 2 * 3600
+    assert review == replayed
 
 
 def test_the_task_run_twice_changes_nothing(world, django_capture_on_commit_callbacks):
@@ -308,20 +389,27 @@ def test_the_page_shows_both_side_by_side_with_deltas(
     client = login(world.ops)
     url = reverse("change_replay", args=[run.change_id])
     client.get(url)  # warm the session and the caches
-    # The change, the run, the rules' names (5) and the review's two wait queries per side
-    # (on PostgreSQL each checks its plan first).
-    with django_assert_num_queries(18 if connection.vendor == "postgresql" else 14):
+    # The change, the run, the rules' names (5) and per side the review's two wait queries
+    # (on PostgreSQL each checks its plan first), its service query and its preemption query.
+    with django_assert_num_queries(22 if connection.vendor == "postgresql" else 18):
         page = client.get(url)
     html = page.content.decode()
     assert page.status_code == 200
     assert "Replay this change" in html and "In force" in html and "With the change" in html
     assert 'id="figure-replay-waits"' in html and 'id="figure-replay-service"' in html
     assert "Exploratory" in html and "Speech" in html
-    # Tiers highest first, whatever order the JSON column keeps its keys in.
-    for side in ("in_force", "with_change"):
-        row = run.result[side]["tiers"]["exploratory"]
-        run.result[side]["tiers"] = {"exploratory": row, "regular": row, "production": row}
-    run.save()
+    # Tiers highest first, whatever order their rows come in: a preemption of each of two
+    # more tiers (the review's preemption query reads the run's rows).
+    for tier in (world.regular, world.production):
+        ReplayPreemption.objects.create(
+            replay=run,
+            side="in_force",
+            time=T0 + HOUR,
+            gpus=8,
+            project=world.speech,
+            tier=tier,
+            run_from=T0,
+        )
     html = client.get(url).content.decode()
     assert (
         html.index(">Production service<") < html.index(">Regular<") < html.index(">Exploratory<")
@@ -330,7 +418,7 @@ def test_the_page_shows_both_side_by_side_with_deltas(
     assert 'http-equiv="refresh"' not in html  # finished: no refresh
 
 
-def test_a_run_stored_before_its_waits_were_rows_is_replayed_again(
+def test_a_run_stored_before_its_figures_were_rows_is_replayed_again(
     world, eager, django_capture_on_commit_callbacks
 ):
     run = _replayed(world, django_capture_on_commit_callbacks)
@@ -342,6 +430,10 @@ def test_a_run_stored_before_its_waits_were_rows_is_replayed_again(
     url = reverse("change_replay", args=[run.change_id])
     html = login(world.ops).get(url).content.decode()
     assert "replay the change again" in html and "Replay this change" in html
+    # Format 2: its waits were rows, its service and preemptions figures of its own.
+    run.result = {**run.result, "format": 2}
+    run.save()
+    assert "replay the change again" in login(world.ops).get(url).content.decode()
     with django_capture_on_commit_callbacks(execute=True):
         again, queued = change_replay_start(change=run.change, user=world.ops, now=NOW)
     assert queued and again.pk != run.pk

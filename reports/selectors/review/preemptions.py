@@ -3,7 +3,11 @@
 
 Each tier × class row also carries the class's kind (a forbidden class must never be
 preempted) and ``early``: the preemptions that came before the class's minimum runtime
-(``min_runtime_minutes``, counted from the run's last start or resume)."""
+(``min_runtime_minutes``, counted from the run's last start or resume).
+
+A replay's preemptions are read by the same query: ``t["preempted"]`` names its rows
+(``queues.models.ReplayPreemption``) in place of the events' (``reports.selectors.
+change_replay``)."""
 
 from __future__ import annotations
 
@@ -42,9 +46,14 @@ def _query(scope: Scope, t: dict[str, str], names: Names) -> list[tuple[Any, ...
     materialized = "MATERIALIZED " if _sql.is_postgres() else ""
     failed = ", ".join(f"'{state.value}'" for state in FAILED_STATES)
     pool_of_job = f" AND {job_pool(t)} = %(pool)s" if scope.pool_id is not None else ""
-    ctes = (
-        f"WITH {job_pool_ctes(t)}, "
-        f"pe AS (SELECT e.time, j.gpus, j.project_id, j.tier_id, qp.class_id, "
+    # The preemptions (``pe``): from the events, or the rows ``t["preempted"]`` names (a
+    # replay's, in the columns ``pe`` derives: ``reports.selectors.change_replay``).
+    preempted = (
+        f"pe AS (SELECT time, gpus, project_id, tier_id, class_id, pool_id, run_from, restart "
+        f"FROM {t['preempted']} WHERE time >= {ts('start')} AND time < {ts('end')}"
+        f"{filters.replace('j.', '')}), "
+        if "preempted" in t
+        else f"pe AS (SELECT e.time, j.gpus, j.project_id, j.tier_id, qp.class_id, "
         f"{job_pool(t)} AS pool_id, "
         f"(SELECT MAX(s.time) FROM {t['event']} s WHERE s.job_id = e.job_id "
         f"AND s.kind IN {runs} AND s.time <= e.time) AS run_from, "
@@ -54,6 +63,10 @@ def _query(scope: Scope, t: dict[str, str], names: Names) -> list[tuple[Any, ...
         f"LEFT JOIN qp ON qp.project_id = j.project_id AND qp.flavor_id = j.flavor_id "
         f"WHERE e.kind = '{EventKind.PREEMPTED.value}' AND e.time >= {ts('start')} "
         f"AND e.time < {ts('end')}{filters}), "
+    )
+    ctes = (
+        f"WITH {job_pool_ctes(t)}, "
+        f"{preempted}"
         f"p AS {materialized}(SELECT project_id, tier_id, class_id, "
         f"COALESCE(gpus * {seconds_between('time', 'run_from')}, 0) AS lost, "
         f"{seconds_between('restart', 'time')} AS restart_s, "

@@ -134,19 +134,30 @@ def _hour_ctes(scope: Scope, t: dict[str, str], segments: str) -> str:
     )
 
 
+# A replay's rules (``reports.selectors.change_replay``): the capacities (``PoolCapacity``'s
+# columns), their GPU-seconds in each hour of the scope, and the quotas (``Quota``'s).
+GivenRules = tuple[list[dict[str, Any]], dict[tuple[int, int], list[float]], list[dict[str, Any]]]
+
+
 def service_and_capacity(
-    scope: Scope, t: dict[str, str], names: Names
+    scope: Scope, t: dict[str, str], names: Names, *, given: GivenRules | None = None
 ) -> tuple[dict[str, Any], dict[int, list[dict[str, Any]]], dict[str, Any]]:
     """The service rows (and the same per project id: a project's view keeps the lending
-    computed against every project of the pool) and the capacity."""
-    capacities = list(
-        PoolCapacity.objects.filter(
-            **({"pool_id": scope.pool_id} if scope.pool_id is not None else {})
-        ).values("pool_id", "flavor_id", "gpus")
-    )
-    hourly = _capacity_in_force(scope, capacities)
+    computed against every project of the pool) and the capacity. ``given``: the capacity and
+    quotas to measure against instead of ``PoolCapacity``, its history and ``Quota`` (a
+    replay's rules; ``t["quota"]`` then reads the same quotas)."""
+    capacities: Sequence[Mapping[str, Any]]
+    if given is None:
+        capacities = list(
+            PoolCapacity.objects.filter(
+                **({"pool_id": scope.pool_id} if scope.pool_id is not None else {})
+            ).values("pool_id", "flavor_id", "gpus")
+        )
+        hourly, quotas = _capacity_in_force(scope, capacities), None
+    else:
+        capacities, hourly, quotas = given
     results = _hour_sums(scope, t, hourly)
-    service, per_project = _service(scope, names, capacities, results)
+    service, per_project = _service(scope, names, capacities, results, quotas)
     capacity = _capacity_of(scope, names, capacities, hourly, results["daily"])
     return {"by_project": service}, per_project, capacity
 
@@ -204,17 +215,23 @@ def _hour_sums(
 
 
 def _service_sums(
-    scope: Scope, results: dict[str, list[tuple[Any, ...]]]
+    scope: Scope,
+    results: dict[str, list[tuple[Any, ...]]],
+    given: list[dict[str, Any]] | None = None,
 ) -> dict[tuple[Any, Any], dict[str, float]]:
     """Per (project, pool), flavors summed: the guarantee, and the GPU-seconds used, within
-    the guarantee, borrowed and lent."""
+    the guarantee, borrowed and lent (against the ``given`` quotas, else ``Quota``'s)."""
     usage = [(p, pool, fl, a, b, c, d) for _day, p, pool, fl, a, b, c, d in results["usage"]]
     usage += [(p, pool, fl, 0, 0, 0, d) for _day, p, pool, fl, _a, _b, _c, d in results["lent"]]
     factors = [(pool, fl, a) for _day, _p, pool, fl, a, _b, _c, _d in results["factor"]]
-    quotas = list(
-        Quota.objects.filter(
-            **({"pool_id": scope.pool_id} if scope.pool_id is not None else {})
-        ).values("project_id", "pool_id", "flavor_id", "guarantee", "lending_limit")
+    quotas = (
+        given
+        if given is not None
+        else list(
+            Quota.objects.filter(
+                **({"pool_id": scope.pool_id} if scope.pool_id is not None else {})
+            ).values("project_id", "pool_id", "flavor_id", "guarantee", "lending_limit")
+        )
     )
     factor_sum = {(pool, flavor): float(total or 0) for pool, flavor, total in factors}
     rows: dict[tuple[Any, Any], dict[str, float]] = defaultdict(
@@ -243,9 +260,10 @@ def _service(
     names: Names,
     capacities: Sequence[Mapping[str, Any]],
     results: dict[str, list[tuple[Any, ...]]],
+    quotas: list[dict[str, Any]] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[int, list[dict[str, Any]]]]:
     """The service rows of the scope's projects, and the same per project id."""
-    rows = _service_sums(scope, results)
+    rows = _service_sums(scope, results, quotas)
     n_hours = len(scope.hours)
     waits = {(p, pool): int(a or 0) for _day, p, pool, _fl, a, _b, _c, _d in results["qwait"]}
     starved = {(p, pool): int(b or 0) for _day, p, pool, _fl, _a, b, _c, _d in results["qwait"]}
