@@ -182,10 +182,11 @@ OPEN_ENDED = ("alibaba-openb", "alibaba-v2025")  # formats whose jobs may have n
 TIMES = ("creation_time", "scheduled_time", "deletion_time")
 
 
-def trace_end(path: Path, fmt: str) -> float | None:
+def trace_end(path: Path, fmt: str, start: datetime) -> float | None:
     """The latest time in an Alibaba trace, in seconds from its start (``None`` for a format
     whose every job has an end, or a file without times): where the observation ends, as far
-    as the file shows."""
+    as the file shows. A time that falls outside the calendar after ``start`` (infinite, or
+    past the year 9999) is refused with its line."""
     if fmt not in OPEN_ENDED:
         return None
     latest: float | None = None
@@ -195,6 +196,13 @@ def trace_end(path: Path, fmt: str) -> float | None:
                 value = _number(row.get(name, ""))
             except ValueError as error:
                 raise TraceError(f"{path.name} line {line}: {error}") from error
+            try:
+                if value is not None:
+                    start + timedelta(seconds=value)  # raises when no date holds it
+            except OverflowError:
+                raise TraceError(
+                    f"{path.name} line {line}: {name} {value:g} s is out of range after --start"
+                ) from None
             if value is not None and (latest is None or value > latest):
                 latest = value
     return latest
@@ -449,7 +457,7 @@ def trace_import(
     still open then are closed there as ``censored``."""
     if fmt not in FORMATS:
         raise TraceError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})")
-    seconds = trace_end(path, fmt)
+    seconds = trace_end(path, fmt, start)
     if end is not None and fmt in OPEN_ENDED:
         seconds = (end - start).total_seconds()
         if seconds < 0:
