@@ -107,3 +107,20 @@ def test_a_bad_row_stores_nothing(world, tmp_path):
     with pytest.raises(CommandError, match="line 3"):
         run("--format", "itp", str(bad))
     assert WorkloadEvent.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        ",,,,,surplus\n",  # one field more than the header names (csv keys it None)
+        "cluster01,b,20,600,1,surplus\n",
+        "cluster01,b,20,600,1e400\n",  # GPUs no number holds
+        "cluster01,b,20,1e400,1\n",  # a run time no date holds
+    ],
+)
+def test_a_malformed_row_is_a_clear_error_with_its_line(world, tmp_path, line):
+    bad = tmp_path / "itp.csv"
+    bad.write_text("cluster,job_id,submission_time,duration,num_gpu\ncluster01,a,10,600,1\n" + line)
+    with pytest.raises(CommandError, match="line 3"):
+        run("--format", "itp", str(bad))
+    assert WorkloadEvent.objects.count() == 0

@@ -172,6 +172,11 @@ def trace_rows(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, str]]]:
                 columns = ", ".join(sorted(missing))
                 raise TraceError(f"{path.name} is not a {fmt} trace: missing columns {columns}")
             for line, row in enumerate(reader, start=2):
+                if None in row:  # csv puts the fields past the header's under None
+                    raise TraceError(
+                        f"{path.name} line {line}: {len(row[None])} more fields than the "
+                        "header names"
+                    )
                 if any((value or "").strip() for value in row.values()):
                     yield line, row
         except (UnicodeDecodeError, OSError, gzip.BadGzipFile, EOFError) as error:
