@@ -116,7 +116,9 @@ def test_a_bad_row_stores_nothing(world, tmp_path):
         "cluster01,b,20,600,1,surplus\n",
         "cluster01,b,20,600,1e400\n",  # GPUs no number holds
         "cluster01,b,20,1e400,1\n",  # a run time no date holds
+        'cluster01,"' + "b" * 200_000 + '",20,600,1\n',  # a field past csv's size limit
     ],
+    ids=["surplus-only", "surplus", "gpus-overflow", "duration-overflow", "huge-field"],
 )
 def test_a_malformed_row_is_a_clear_error_with_its_line(world, tmp_path, line):
     bad = tmp_path / "itp.csv"

@@ -164,6 +164,7 @@ def trace_rows(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, str]]]:
         handle = _open(path)
     except OSError as error:
         raise TraceError(f"cannot open {path}: {error.strerror}") from error
+    line = 1  # the header's
     with handle:
         try:
             reader = csv.DictReader(handle)
@@ -181,6 +182,8 @@ def trace_rows(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, str]]]:
                     yield line, row
         except (UnicodeDecodeError, OSError, gzip.BadGzipFile, EOFError) as error:
             raise TraceError(f"{path.name}: unreadable ({error})") from error
+        except csv.Error as error:  # a field past the size limit: in the row after the last
+            raise TraceError(f"{path.name} line {line + 1}: {error}") from error
 
 
 OPEN_ENDED = ("alibaba-openb", "alibaba-v2025")  # formats whose jobs may have no end
