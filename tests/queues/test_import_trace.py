@@ -126,3 +126,43 @@ def test_a_malformed_row_is_a_clear_error_with_its_line(world, tmp_path, line):
     with pytest.raises(CommandError, match="line 3"):
         run("--format", "itp", str(bad))
     assert WorkloadEvent.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    "fmt, header, rows",
+    [
+        (
+            "alibaba-openb",
+            "name,num_gpu,gpu_milli,qos,pod_phase,creation_time,deletion_time,scheduled_time\n",
+            "a,1,1000,LS,Running,0,600,10\n ,1,1000,LS,Running,0,600,10\n",
+        ),
+        (
+            "itp",
+            "cluster,job_id,submission_time,duration,num_gpu\n",
+            "cluster01,a,10,600,1\ncluster01,,20,600,1\n",
+        ),
+    ],
+)
+def test_a_row_without_a_job_id_is_refused_not_left_out(world, tmp_path, fmt, header, rows):
+    """The ingest rejects an event without a job id; the import said nothing of it, stored
+    the other rows and exited 0."""
+    trace = tmp_path / "trace.csv"
+    trace.write_text(header + rows)
+    with pytest.raises(CommandError, match="line 3: no job id"):
+        run("--format", fmt, str(trace))
+    assert WorkloadEvent.objects.count() == 0
+
+
+def test_events_the_ingest_refuses_store_nothing(world, tmp_path):
+    """One pod named twice: its second row starts it after its first row ended it, which the
+    ingest refuses (an end is final). Nothing is stored, and the command says why."""
+    trace = tmp_path / "openb.csv"
+    trace.write_text(
+        "name,num_gpu,gpu_milli,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+        "b,1,1000,LS,Running,0,600,10\n"
+        "a,1,1000,LS,Pending,0,600,\n"
+        "a,1,1000,LS,Running,0,2000,1000\n"
+    )
+    with pytest.raises(CommandError, match="nothing written: the ingest refused 1 events"):
+        run("--format", "alibaba-openb", str(trace))
+    assert WorkloadEvent.objects.count() == 0

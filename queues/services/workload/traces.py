@@ -355,6 +355,8 @@ def _open_ended_events(
 
 
 def _common(source, job_id, gpus, mapping, keys, submitted):  # type: ignore[no-untyped-def]
+    if not (job_id or "").strip():
+        raise ValueError("no job id")
     if not math.isfinite(gpus) or gpus < 0:
         raise ValueError(f"GPUs must be a number of at least 0, not {gpus:g}")
     return {
@@ -481,6 +483,12 @@ def trace_import(
         raise TraceUnmapped(summary)
     with transaction.atomic():  # a bad row anywhere stores nothing
         summary.ingest = events_ingest(events=_events(fmt, path, mapping, start, source, seconds))
+        if summary.ingest.rejected:  # the scan let through what the ingest refuses
+            first = summary.ingest.errors[0] if summary.ingest.errors else {}
+            raise TraceError(
+                f"nothing written: the ingest refused {summary.ingest.rejected} events, the "
+                f"first {first.get('event_id', '')!r}: {first.get('error', '')}"
+            )
         summary.remapped = _remap(source, wanted)
     summary.written = True
     return summary
