@@ -1,6 +1,8 @@
 """History per rule through the API: newest first, with who, why and the rule change."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from governance import services
@@ -65,3 +67,35 @@ def test_missing_is_404_and_bad_paging_is_400(world, api_client, name):
     obj = obj or {"api_project_history": "vision", "api_tier_history": "key"}.get(name, "allowed")
     bad = api_client.get(reverse(name, args=[obj]), {"limit": "x"})
     assert bad.status_code == 400 and list(bad.json()["fields"]) == ["limit"]
+
+
+def test_a_history_costs_the_same_queries_however_long_it_is(
+    world, api_client, django_assert_num_queries
+):
+    """Each row's changes, then the names of the rows they point to: one query per related
+    model, not one per history row (a quota's class, a pool's capacity per flavor)."""
+    api_client.force_authenticate(world.ops)
+    urls = [
+        reverse("api_quota_history", args=[world.vision_a100.pk]),
+        reverse("api_pool_history", args=["training"]),
+    ]
+    counts, rows = [], []
+    for url in urls:
+        api_client.get(url)  # the session's first request
+        with CaptureQueriesContext(connection) as first:
+            rows.append(api_client.get(url).json()["count"])
+        counts.append(len(first))
+    kw = {"user": world.ops, "reason": REASON}
+    for klass, guarantee in ((world.cautious, 20), (world.forbidden, 18), (world.allowed, 16)):
+        services.quota_update(
+            quota=world.vision_a100,
+            data={"preemption_class": klass, "guarantee": guarantee},
+            **kw,
+        )
+    for gpus in (70, 72):
+        services.pool_capacity_set(pool=world.training, flavor=world.a100, gpus=gpus, **kw)
+        services.pool_capacity_set(pool=world.training, flavor=world.h100, gpus=gpus - 60, **kw)
+    for url, count, before, added in zip(urls, counts, rows, (3, 4), strict=True):
+        with django_assert_num_queries(count):
+            body = api_client.get(url).json()
+        assert body["count"] == before + added, url

@@ -159,14 +159,19 @@ def all_problems(
 
 
 def test_the_apps_keep_the_layering_rules():
-    assert [str(problem) for problem in all_problems(app_modules())] == []
+    modules = app_modules()
+    # A wrong root would read no module and find no problem: each app's layers must be read.
+    for layer in ("models", "selectors", "services", "views"):
+        for app in APPS:
+            assert any(m.startswith(f"{app}.{layer}") for m in modules), f"{app}.{layer}"
+    assert [str(problem) for problem in all_problems(modules)] == []
 
 
 def test_the_known_exceptions_still_occur():
     modules = app_modules()
     for mine, theirs in KNOWN:
         assert any(
-            known(module, name) and (mine, theirs) == (mine, theirs)
+            known(module, name)
             for module, (source, is_package) in modules.items()
             if module == mine or module.startswith(mine + ".")
             for name in imports_of(source, module, is_package=is_package)

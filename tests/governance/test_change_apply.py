@@ -200,3 +200,23 @@ def test_capacity_membership_and_many_to_many_edits_apply(world, ops2, outsider)
         world.exploratory,
     }
     assert PriorityTier.history.filter(rule_change=change).count() == 1
+
+
+def test_a_key_deleted_since_the_proposal_is_a_clear_error(world, ops2):
+    """A pool's GPUs of a flavor, proposed; the flavor, which nothing used yet, is deleted by
+    another change before this one is applied: a 400 naming it, not a DoesNotExist (500)."""
+    tpu = services.flavor_create(
+        user=world.ops, reason="Trial", slug="tpu", name="TPU", gpu_model="TPU", memory_gb=16
+    )
+    capacity = _propose(
+        world, [EditSpec(target=world.inference, field="capacity", key=tpu, value=4)]
+    )
+    services.rule_change_approve(change=capacity, user=ops2)
+    delete = services.rule_object_propose_delete(obj=tpu, user=world.ops, reason="Trial over")
+    services.rule_change_approve(change=delete, user=ops2)
+    services.rule_change_apply(change=delete, user=world.ops)
+
+    with pytest.raises(ValidationError, match="no longer exists"):
+        services.rule_change_apply(change=capacity, user=world.ops)
+    assert RuleChange.objects.get(pk=capacity.pk).status == ChangeStatus.APPROVED
+    assert not PoolCapacity.objects.filter(pool=world.inference, flavor__slug="tpu").exists()

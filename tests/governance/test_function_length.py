@@ -49,16 +49,31 @@ def long_functions(source: str) -> list[tuple[str, int, bool]]:
     return found
 
 
+def app_sources() -> dict[str, list[Path]]:
+    """Each app's Python files the checker reads (migrations left out)."""
+    root = Path(settings.BASE_DIR)
+    return {
+        app: [path for path in sorted((root / app).rglob("*.py")) if "migrations" not in path.parts]
+        for app in APPS
+    }
+
+
 def app_functions() -> dict[tuple[str, str], tuple[int, bool]]:
     root = Path(settings.BASE_DIR)
     functions = {}
-    for app in APPS:
-        for path in sorted((root / app).rglob("*.py")):
-            if "migrations" in path.parts:
-                continue
+    for paths in app_sources().values():
+        for path in paths:
             for name, length, explained in long_functions(path.read_text()):
                 functions[(path.relative_to(root).as_posix(), name)] = (length, explained)
     return functions
+
+
+def test_the_checker_reads_every_apps_sources():
+    """Without this, a wrong root would find no function at all and pass the tests below."""
+    sources = app_sources()
+    for app in APPS:
+        names = {path.name for path in sources[app]}
+        assert {"__init__.py", "apps.py"} <= names and len(names) > 5, app
 
 
 def test_no_long_function_without_its_reason():

@@ -44,9 +44,6 @@ def test_the_demos_proposed_change_has_deltas_where_it_aims():
         side: {row["project"]: row for row in replay_waits(run=run, side=side)["by_project"]}
         for side in ("in_force", "with_change")
     }
-    print(
-        before, after, waits["in_force"]["medical-imaging"], waits["with_change"]["medical-imaging"]
-    )
     # The project it targets: guaranteed twice the GPUs, it waits less and borrows less.
     assert after["guarantee_gpus"] == before["guarantee_gpus"] + 8
     assert waits["with_change"]["medical-imaging"]["p90"] < (

@@ -107,3 +107,62 @@ def test_a_bad_row_stores_nothing(world, tmp_path):
     with pytest.raises(CommandError, match="line 3"):
         run("--format", "itp", str(bad))
     assert WorkloadEvent.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        ",,,,,surplus\n",  # one field more than the header names (csv keys it None)
+        "cluster01,b,20,600,1,surplus\n",
+        "cluster01,b,20,600,1e400\n",  # GPUs no number holds
+        "cluster01,b,20,1e400,1\n",  # a run time no date holds
+        'cluster01,"' + "b" * 200_000 + '",20,600,1\n',  # a field past csv's size limit
+    ],
+    ids=["surplus-only", "surplus", "gpus-overflow", "duration-overflow", "huge-field"],
+)
+def test_a_malformed_row_is_a_clear_error_with_its_line(world, tmp_path, line):
+    bad = tmp_path / "itp.csv"
+    bad.write_text("cluster,job_id,submission_time,duration,num_gpu\ncluster01,a,10,600,1\n" + line)
+    with pytest.raises(CommandError, match="line 3"):
+        run("--format", "itp", str(bad))
+    assert WorkloadEvent.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    "fmt, header, rows",
+    [
+        (
+            "alibaba-openb",
+            "name,num_gpu,gpu_milli,qos,pod_phase,creation_time,deletion_time,scheduled_time\n",
+            "a,1,1000,LS,Running,0,600,10\n ,1,1000,LS,Running,0,600,10\n",
+        ),
+        (
+            "itp",
+            "cluster,job_id,submission_time,duration,num_gpu\n",
+            "cluster01,a,10,600,1\ncluster01,,20,600,1\n",
+        ),
+    ],
+)
+def test_a_row_without_a_job_id_is_refused_not_left_out(world, tmp_path, fmt, header, rows):
+    """The ingest rejects an event without a job id; the import said nothing of it, stored
+    the other rows and exited 0."""
+    trace = tmp_path / "trace.csv"
+    trace.write_text(header + rows)
+    with pytest.raises(CommandError, match="line 3: no job id"):
+        run("--format", fmt, str(trace))
+    assert WorkloadEvent.objects.count() == 0
+
+
+def test_events_the_ingest_refuses_store_nothing(world, tmp_path):
+    """One pod named twice: its second row starts it after its first row ended it, which the
+    ingest refuses (an end is final). Nothing is stored, and the command says why."""
+    trace = tmp_path / "openb.csv"
+    trace.write_text(
+        "name,num_gpu,gpu_milli,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+        "b,1,1000,LS,Running,0,600,10\n"
+        "a,1,1000,LS,Pending,0,600,\n"
+        "a,1,1000,LS,Running,0,2000,1000\n"
+    )
+    with pytest.raises(CommandError, match="nothing written: the ingest refused 1 events"):
+        run("--format", "alibaba-openb", str(trace))
+    assert WorkloadEvent.objects.count() == 0

@@ -117,8 +117,8 @@ def test_unmapped_jobs_are_counted_before_anything_is_written_and_refused(world)
     others = sum(n for qos, n in counts.items() if qos != "LS")
     assert f"no tier for {others} jobs" in said
     for qos in ("BE", "Burstable", "Guaranteed"):
-        if counts[qos]:
-            assert f"{qos} ({counts[qos]})" in said
+        assert counts[qos], qos  # the sample holds each class, so each key must be named
+        assert f"{qos} ({counts[qos]})" in said
     assert "no pool for 300 jobs; their keys: (none) (300)" in said
     assert "no flavor for 300 jobs" in said and "--flavor-map KEY=SLUG" in said
     assert not WorkloadJob.objects.exists() and not WorkloadEvent.objects.exists()

@@ -69,6 +69,7 @@ def test_the_demo_dashboard_in_english_and_chinese(page, live_server, demo):  # 
         ".chart--drawn :is(.xtick, .ytick, .g-xtitle, .g-ytitle)"
     ).all_text_contents()
     assert charts
+    assert len(tables) == 3  # an id gone from the page would leave nothing to check
     for english in ("Resource", "Quota", "Forbidden", "Cautious", "Allowed", "Jobs", "Tier"):
         assert not any(english in text for text in tables), english
     for english in ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",

@@ -214,3 +214,19 @@ def test_the_lead_list_links_only_the_project_views_that_open(
     with django_assert_num_queries(len(one)):
         page = client.get(reverse("report_list")).content.decode()
     assert page.count("/vision/") == 2
+
+
+def test_the_ops_list_costs_the_same_queries_however_many_reviews_it_lists(
+    ops, built, fake_metrics, django_assert_num_queries, client
+):
+    client.force_login(ops)
+    with CaptureQueriesContext(connection) as one:
+        assert client.get(reverse("report_list")).status_code == 200
+    # Two more: another month, built, and a project's review still queued.
+    later = services.review_request(user=ops, start=END, end=datetime(2026, 12, 1, tzinfo=UTC))
+    services.review_build(review_id=later.pk)
+    queued = services.review_request(user=ops, start=START, end=END, project="vision")
+    with django_assert_num_queries(len(one)):
+        page = client.get(reverse("report_list")).content.decode()
+    for review in (built, later, queued):
+        assert f'href="{reverse("report_detail", args=[review.pk])}"' in page

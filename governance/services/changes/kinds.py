@@ -155,8 +155,22 @@ def _clean_gpus(value: Any) -> int:
     return value
 
 
+def _key_found(model: type[models.Model], key: int, field: str) -> Any:
+    """The entry ``key`` of a keyed field, or a 400 on ``field`` when it was deleted since
+    the change was proposed."""
+    found = model._default_manager.filter(pk=key).first()
+    if found is None:
+        raise ValidationError(
+            {
+                field: _("%(kind)s #%(id)s no longer exists.")
+                % {"kind": model._meta.verbose_name, "id": key}
+            }
+        )
+    return found
+
+
 def _capacity_apply(*, obj: Any, key: int, value: Any, user: User, reason: str) -> None:
-    flavor = GpuFlavor.objects.get(pk=key)
+    flavor = _key_found(GpuFlavor, key, CAPACITY)
     pool_capacity_set(pool=obj, flavor=flavor, gpus=int(value or 0), user=user, reason=reason)
 
 
@@ -179,7 +193,7 @@ def _membership_apply(*, obj: Any, key: int, value: Any, user: User, reason: str
         if membership is not None:
             membership_remove(membership=membership, user=user, reason=reason)
         return
-    member = User.objects.get(pk=key)
+    member = _key_found(User, key, MEMBERSHIP)
     membership_set(project=obj, member=member, role=value, user=user, reason=reason)
 
 

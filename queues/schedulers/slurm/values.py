@@ -78,7 +78,6 @@ ASSOCIATION_OPTIONS = {
     "grp_tres": "GrpTRES",
     **LIMIT_OPTIONS,
 }
-ASSOCIATION_LIMITS = ("grp_tres", *LIMIT_OPTIONS)
 SLURM_USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
 
 

@@ -164,6 +164,7 @@ def trace_rows(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, str]]]:
         handle = _open(path)
     except OSError as error:
         raise TraceError(f"cannot open {path}: {error.strerror}") from error
+    line = 1  # the header's
     with handle:
         try:
             reader = csv.DictReader(handle)
@@ -172,20 +173,28 @@ def trace_rows(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, str]]]:
                 columns = ", ".join(sorted(missing))
                 raise TraceError(f"{path.name} is not a {fmt} trace: missing columns {columns}")
             for line, row in enumerate(reader, start=2):
+                if None in row:  # csv puts the fields past the header's under None
+                    raise TraceError(
+                        f"{path.name} line {line}: {len(row[None])} more fields than the "
+                        "header names"
+                    )
                 if any((value or "").strip() for value in row.values()):
                     yield line, row
         except (UnicodeDecodeError, OSError, gzip.BadGzipFile, EOFError) as error:
             raise TraceError(f"{path.name}: unreadable ({error})") from error
+        except csv.Error as error:  # a field past the size limit: in the row after the last
+            raise TraceError(f"{path.name} line {line + 1}: {error}") from error
 
 
 OPEN_ENDED = ("alibaba-openb", "alibaba-v2025")  # formats whose jobs may have no end
 TIMES = ("creation_time", "scheduled_time", "deletion_time")
 
 
-def trace_end(path: Path, fmt: str) -> float | None:
+def trace_end(path: Path, fmt: str, start: datetime) -> float | None:
     """The latest time in an Alibaba trace, in seconds from its start (``None`` for a format
     whose every job has an end, or a file without times): where the observation ends, as far
-    as the file shows."""
+    as the file shows. A time that falls outside the calendar after ``start`` (infinite, or
+    past the year 9999) is refused with its line."""
     if fmt not in OPEN_ENDED:
         return None
     latest: float | None = None
@@ -195,6 +204,13 @@ def trace_end(path: Path, fmt: str) -> float | None:
                 value = _number(row.get(name, ""))
             except ValueError as error:
                 raise TraceError(f"{path.name} line {line}: {error}") from error
+            try:
+                if value is not None:
+                    start + timedelta(seconds=value)  # raises when no date holds it
+            except OverflowError:
+                raise TraceError(
+                    f"{path.name} line {line}: {name} {value:g} s is out of range after --start"
+                ) from None
             if value is not None and (latest is None or value > latest):
                 latest = value
     return latest
@@ -339,6 +355,8 @@ def _open_ended_events(
 
 
 def _common(source, job_id, gpus, mapping, keys, submitted):  # type: ignore[no-untyped-def]
+    if not (job_id or "").strip():
+        raise ValueError("no job id")
     if not math.isfinite(gpus) or gpus < 0:
         raise ValueError(f"GPUs must be a number of at least 0, not {gpus:g}")
     return {
@@ -449,7 +467,7 @@ def trace_import(
     still open then are closed there as ``censored``."""
     if fmt not in FORMATS:
         raise TraceError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})")
-    seconds = trace_end(path, fmt)
+    seconds = trace_end(path, fmt, start)
     if end is not None and fmt in OPEN_ENDED:
         seconds = (end - start).total_seconds()
         if seconds < 0:
@@ -465,6 +483,12 @@ def trace_import(
         raise TraceUnmapped(summary)
     with transaction.atomic():  # a bad row anywhere stores nothing
         summary.ingest = events_ingest(events=_events(fmt, path, mapping, start, source, seconds))
+        if summary.ingest.rejected:  # the scan let through what the ingest refuses
+            first = summary.ingest.errors[0] if summary.ingest.errors else {}
+            raise TraceError(
+                f"nothing written: the ingest refused {summary.ingest.rejected} events, the "
+                f"first {first.get('event_id', '')!r}: {first.get('error', '')}"
+            )
         summary.remapped = _remap(source, wanted)
     summary.written = True
     return summary

@@ -21,7 +21,7 @@ from .access import (
     review_versions,
     user_can_read_reviews,
 )
-from .compare import Delta, review_compare, window_of
+from .compare import Delta, review_compare
 from .downloads import review_csv_rows
 from .figures import review_figures
 from .findings import review_findings_shown
@@ -54,5 +54,4 @@ __all__ = [
     "user_can_read_reviews",
     "wait_columns",
     "wait_row",
-    "window_of",
 ]

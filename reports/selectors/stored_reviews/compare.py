@@ -1,7 +1,6 @@
 """Two built reviews side by side."""
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from django.utils.translation import gettext as _
@@ -186,7 +185,3 @@ def _preemptions_and_exceptions(
         ),
         _delta(_("Findings"), len(a.findings), len(b.findings), higher_is_worse=True),
     ]
-
-
-def window_of(review: MonthlyReview) -> tuple[datetime, datetime]:
-    return review.start, review.end
