@@ -135,26 +135,31 @@ class Cluster:
 
     def cleanup(self) -> None:
         """Jobs and Workloads of this run deleted (no garbage collector runs: both by hand),
-        and gone, so that the next test's queues and flavors are not held by them."""
+        and gone, so that the next test's queues and flavors are not held by them. Deleted
+        again on each look: a Workload Kueue makes for a Job in the moment the Job is deleted
+        comes after the first pass."""
         background = {
             "kind": "DeleteOptions",
             "apiVersion": "v1",
             "propagationPolicy": "Background",
         }
-        for namespace in self.ns.values():
-            for path in (JOBS.format(ns=namespace), WORKLOADS.format(ns=namespace)):
-                _status, body = self.client.request("GET", path)
-                for item in body.get("items", []):
-                    name = item["metadata"]["name"]
-                    self.client.request("DELETE", f"{path}/{name}", body=background)
-        self.wait(
-            lambda: (
-                not any(
-                    self.client.request("GET", WORKLOADS.format(ns=ns))[1].get("items")
-                    for ns in self.ns.values()
-                )
-            )
-        )
+        left: list[str] = []
+
+        def gone() -> bool:
+            left.clear()
+            for namespace in self.ns.values():
+                for path in (JOBS.format(ns=namespace), WORKLOADS.format(ns=namespace)):
+                    _status, body = self.client.request("GET", path)
+                    for item in body.get("items") or []:
+                        meta = item["metadata"]
+                        left.append(f"{path}/{meta['name']} {meta.get('finalizers', [])}")
+                        self.client.request("DELETE", f"{path}/{meta['name']}", body=background)
+            return not any("/workloads/" in name for name in left)
+
+        try:
+            self.wait(gone)
+        except AssertionError as error:
+            raise AssertionError(f"{error}: still there: {left}") from error
 
 
 @pytest.fixture
