@@ -80,6 +80,25 @@ def test_other_formats_import_without_inventing_waits(world, name, fmt):
         assert imported.filter(state=JobState.COMPLETED).count() == jobs
 
 
+def test_a_philly_time_with_an_offset_is_converted_not_relabelled(world, tmp_path):
+    """Philly's times carry no offset and read as UTC; a time written with one keeps its
+    instant (07:00 at +08:00 is 23:00 UTC the day before), it is not relabelled UTC."""
+    path = tmp_path / "philly.csv"
+    path.write_text(
+        "timestamp,duration,num_gpus,gpu_time,cluster\n"
+        "2017-10-09 07:00:00+08:00,60.0,1,60.0,vc1\n"
+        "2017-10-09 07:00:00,60.0,1,60.0,vc1\n"
+    )
+    run("--format", "philly", str(path), "--project-map", "*=speech")
+    submitted = sorted(
+        WorkloadJob.objects.filter(source="trace:philly").values_list("submitted_at", flat=True)
+    )
+    assert [moment.isoformat() for moment in submitted] == [
+        "2017-10-08T23:00:00+00:00",
+        "2017-10-09T07:00:00+00:00",
+    ]
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

@@ -256,7 +256,11 @@ def _finished_events(
     if fmt == "philly":
         gpus = float(row["num_gpus"])
         job_id = f"philly-{line}"
-        submitted = datetime.fromisoformat(row["timestamp"]).replace(tzinfo=UTC)
+        submitted = datetime.fromisoformat(row["timestamp"])
+        # Philly's times carry no offset and are read as UTC; one with an offset is converted.
+        if submitted.tzinfo is None:
+            submitted = submitted.replace(tzinfo=UTC)
+        submitted = submitted.astimezone(UTC)
     else:
         gpus = float(row["num_gpu"])
         job_id = row["job_id"]
