@@ -5,6 +5,8 @@ from datetime import timedelta
 
 import pytest
 from django.core import mail
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -12,7 +14,7 @@ from governance import services as rules
 from governance.celery import app
 from governance.models import ChangeStatus, RuleChange
 from queues import services
-from queues.models import Alert, AlertKind, EventKind, JobState
+from queues.models import Alert, AlertKind, EventKind, JobState, WorkloadJob
 from queues.services.workload import JobEvent, events_ingest
 from tests.conftest import REASON, login
 
@@ -126,6 +128,30 @@ def test_a_long_wait_raises_one_alert_updated_then_closed(
     )
     services.wait_alerts_check(now=T0 + timedelta(minutes=45))
     assert Alert.objects.filter(kind=AlertKind.LONG_WAIT).count() == 2
+
+
+def test_closing_long_wait_alerts_reads_their_jobs_in_one_query(world):
+    """Five jobs wait past the threshold, then start: their five alerts close with one read
+    of the jobs table for all of them, not one per alert."""
+    for n in range(5):
+        send(
+            ev(f"w{n}", EventKind.SUBMITTED, 0, project=world.speech, tier=world.production),
+            ev(f"w{n}", EventKind.PENDING, 1, reason="Resources"),
+        )
+    assert services.wait_alerts_check(now=T0 + timedelta(minutes=15))["open"] == 5
+    send(*(ev(f"w{n}", EventKind.STARTED, 20) for n in range(5)))
+    with CaptureQueriesContext(connection) as queries:
+        assert services.wait_alerts_check(now=T0 + timedelta(minutes=21)) == {
+            "open": 0,
+            "closed": 5,
+        }
+    jobs = WorkloadJob._meta.db_table
+    reads = [
+        q["sql"] for q in queries if q["sql"].startswith("SELECT") and f'FROM "{jobs}"' in q["sql"]
+    ]
+    # One read for the jobs still waiting, one for the alerts' jobs.
+    assert len(reads) == 2, reads
+    assert not Alert.objects.filter(kind=AlertKind.LONG_WAIT, closed_at=None).exists()
 
 
 @pytest.fixture

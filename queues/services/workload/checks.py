@@ -85,19 +85,34 @@ def wait_alerts_check(*, now: datetime | None = None) -> dict[str, int]:
                 "pending_since": since.isoformat(),
             },
         )
-    closed = 0
-    open_alerts = Alert.objects.filter(kind=AlertKind.LONG_WAIT, closed_at=None).exclude(
-        key__in=raised
+    closed = _long_waits_close(raised=raised, now=now)
+    return {"open": len(raised), "closed": closed}
+
+
+def _long_waits_close(*, raised: set[str], now: datetime) -> int:
+    """Close the open long-wait alerts whose job no longer waits (their jobs read in one
+    query, not one per alert); return how many were closed."""
+    alerts = list(
+        Alert.objects.filter(kind=AlertKind.LONG_WAIT, closed_at=None).exclude(key__in=raised)
     )
-    for alert in open_alerts:
-        found = (
-            WorkloadJob.objects.filter(
-                source=alert.details.get("source", ""),
-                key=alert.details.get("key") or alert.details.get("job", ""),
-            )
-            .only("state", "started_at", "ended_at", "pending_since", "tier_id")
-            .first()
+
+    def job_of(alert: Alert) -> tuple[str, str]:
+        return alert.details.get("source", ""), alert.details.get("key") or alert.details.get(
+            "job", ""
         )
+
+    jobs: dict[tuple[str, str], WorkloadJob] = {}
+    keys = {job_of(alert)[1] for alert in alerts}
+    if keys:
+        for job in (
+            WorkloadJob.objects.filter(key__in=keys)
+            .only("source", "key", "state", "started_at", "ended_at", "pending_since", "tier_id")
+            .order_by("pk")
+        ):
+            jobs.setdefault((job.source, job.key), job)
+    closed = 0
+    for alert in alerts:
+        found = jobs.get(job_of(alert))
         if found is not None and found.state == JobState.PENDING and found.pending_since:
             continue  # still waiting: the threshold was raised, or it is not due yet
         since = alert.details.get("pending_since")
@@ -113,7 +128,7 @@ def wait_alerts_check(*, now: datetime | None = None) -> dict[str, int]:
             },
         )
         closed += 1
-    return {"open": len(raised), "closed": closed}
+    return closed
 
 
 # Each gap found: its alert key → the cluster and the alert's details.
