@@ -8,14 +8,13 @@ evidence's: each job's first wait (``ReplayWait``), its hours (``ReplayHour``) a
 preemptions (``ReplayPreemption``); derived, written in bulk, replaced as a whole.
 """
 
-from typing import Any
-
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from governance.models import RuleChange
 
+from .rollup import row_key
 from .run import RunRecord
 from .workload import WaitCategory
 
@@ -86,38 +85,10 @@ class ReplayWait(models.Model):
     side = models.CharField(_("side"), max_length=16, choices=ReplaySide.choices)
     submitted_at = models.DateTimeField(_("submitted at"))
     day = models.DateField(_("day submitted"), help_text=_("The UTC day of the submit."))
-    project = models.ForeignKey(
-        "governance.Project",
-        verbose_name=_("project"),
-        on_delete=models.SET_NULL,
-        null=True,
-        db_index=False,
-        related_name="+",
-    )
-    tier = models.ForeignKey(
-        "governance.PriorityTier",
-        verbose_name=_("tier"),
-        on_delete=models.SET_NULL,
-        null=True,
-        db_index=False,
-        related_name="+",
-    )
-    flavor = models.ForeignKey(
-        "governance.GpuFlavor",
-        verbose_name=_("flavor"),
-        on_delete=models.SET_NULL,
-        null=True,
-        db_index=False,
-        related_name="+",
-    )
-    pool = models.ForeignKey(
-        "governance.Pool",
-        verbose_name=_("pool"),
-        on_delete=models.SET_NULL,
-        null=True,
-        db_index=False,
-        related_name="+",
-    )
+    project = row_key("governance.Project", _("project"))
+    tier = row_key("governance.PriorityTier", _("tier"))
+    flavor = row_key("governance.GpuFlavor", _("flavor"))
+    pool = row_key("governance.Pool", _("pool"))
     category = models.CharField(
         _("wait category"), max_length=16, choices=WaitCategory.choices, blank=True
     )
@@ -149,19 +120,6 @@ class ReplayWait(models.Model):
         return f"replayed wait of run #{self.replay_id} ({self.side})"
 
 
-def _rule_fk(model: str, name: Any) -> Any:
-    """A rule object a replayed row names, as ``ReplayWait`` names them (no index: the rows
-    are read by run and side)."""
-    return models.ForeignKey(
-        model,
-        verbose_name=name,
-        on_delete=models.SET_NULL,
-        null=True,
-        db_index=False,
-        related_name="+",
-    )
-
-
 class ReplayHour(models.Model):
     """One replayed hour of one (pool, flavor, project, tier), in ``WorkloadHour``'s columns,
     per run and side: the monthly review's service and capacity query reads these rows as it
@@ -174,10 +132,10 @@ class ReplayHour(models.Model):
     )
     side = models.CharField(_("side"), max_length=16, choices=ReplaySide.choices)
     hour = models.DateTimeField(_("hour"), help_text=_("Start of the UTC hour."))
-    pool = _rule_fk("governance.Pool", _("pool"))
-    flavor = _rule_fk("governance.GpuFlavor", _("flavor"))
-    project = _rule_fk("governance.Project", _("project"))
-    tier = _rule_fk("governance.PriorityTier", _("tier"))
+    pool = row_key("governance.Pool", _("pool"))
+    flavor = row_key("governance.GpuFlavor", _("flavor"))
+    project = row_key("governance.Project", _("project"))
+    tier = row_key("governance.PriorityTier", _("tier"))
     # Floats: a replayed job may hold a fraction of a GPU, and its times are not whole seconds.
     gpu_seconds = models.FloatField(_("GPU-seconds run"), default=0.0)
     quota_wait_seconds = models.FloatField(_("job-seconds waiting on quota"), default=0.0)
@@ -217,10 +175,10 @@ class ReplayPreemption(models.Model):
     side = models.CharField(_("side"), max_length=16, choices=ReplaySide.choices)
     time = models.DateTimeField(_("preempted at"))
     gpus = models.FloatField(_("GPUs"))
-    project = _rule_fk("governance.Project", _("project"))
-    tier = _rule_fk("governance.PriorityTier", _("tier"))
-    preemption_class = _rule_fk("governance.PreemptionClass", _("preemption class"))
-    pool = _rule_fk("governance.Pool", _("pool"))
+    project = row_key("governance.Project", _("project"))
+    tier = row_key("governance.PriorityTier", _("tier"))
+    preemption_class = row_key("governance.PreemptionClass", _("preemption class"))
+    pool = row_key("governance.Pool", _("pool"))
     run_from = models.DateTimeField(_("run started at"), help_text=_("The run it stopped."))
     restart = models.DateTimeField(
         _("started again at"),

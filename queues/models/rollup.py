@@ -18,7 +18,7 @@ The same run maintains it, so the review's waits read one narrow row per job and
 job's events.
 """
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db import models
 from django.db.models import Q
@@ -116,9 +116,10 @@ class WorkloadJobRollup(models.Model):
         return f"rollup of {self.job_id}"
 
 
-def _wait_key(to: type[models.Model], verbose_name: "StrOrPromise") -> models.ForeignKey:
-    """One of a wait's keys. Not indexed: the review reads a window by submit time; deleting
-    the object sets it to null, as on the job."""
+def row_key(to: type[models.Model] | str, verbose_name: "StrOrPromise") -> Any:
+    """One of a derived row's rule keys (a wait's, or a replayed row's): not indexed (the
+    rows are read by window, or by run and side); deleting the object sets it to null, as on
+    the job."""
     return models.ForeignKey(
         to,
         verbose_name=verbose_name,
@@ -142,10 +143,10 @@ class WorkloadWait(models.Model):
     submitted_at = models.DateTimeField(_("submitted at"))
     day = models.DateField(_("day submitted"), help_text=_("The UTC day of the submit."))
     # The job's keys, as they are on the job (the pool as the rollup resolved it).
-    project = _wait_key(Project, _("project"))
-    tier = _wait_key(PriorityTier, _("tier"))
-    flavor = _wait_key(GpuFlavor, _("flavor"))
-    pool = _wait_key(Pool, _("pool"))
+    project = row_key(Project, _("project"))
+    tier = row_key(PriorityTier, _("tier"))
+    flavor = row_key(GpuFlavor, _("flavor"))
+    pool = row_key(Pool, _("pool"))
     category = models.CharField(
         _("wait category"), max_length=16, choices=WaitCategory.choices, blank=True
     )

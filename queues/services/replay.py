@@ -288,7 +288,7 @@ def replay_waits(
         started = start == start and start <= result.horizon  # not NaN: it started
         wait_end: float | None = start if started else result.cancelled.get(j)
         pool, _sep, flavor = job.flavor.rpartition("/")
-        submitted = datetime.fromtimestamp(job.arrival, tz=UTC)
+        submitted = _at(job.arrival)
         rows.append(
             ReplayWait(
                 replay=run,
@@ -300,7 +300,7 @@ def replay_waits(
                 flavor_id=ids["flavor"].get(flavor),
                 pool_id=ids["pool"].get(pool),
                 category=REASON_CATEGORY.get(last_reason.get(j, ""), ""),
-                wait_end=None if wait_end is None else datetime.fromtimestamp(wait_end, tz=UTC),
+                wait_end=None if wait_end is None else _at(wait_end),
                 started=started,
             )
         )
