@@ -900,6 +900,10 @@ def guard_check(
     submit_refresh(cluster=cluster, backend=backend, write=not sync_is_due(cluster=cluster))
     try:
         actions = guard(applied=state.applied_state)
+        # Each capped tier's cap, split over its QOS, follows where the jobs wait.
+        rebalance = getattr(backend, "rebalance", None)
+        if rebalance is not None:
+            rebalance(applied=state.applied_state)
     except SchedulerError:
         return []
     if actions:

@@ -29,6 +29,7 @@ from .values import (
     pool_account,
     project_account,
     tier_qos,
+    tier_qos_family,
 )
 
 # The limits Arbiter leaves unset on accounts and associations (compared all the same, so a
@@ -222,8 +223,8 @@ def _tier_qos(
         victims = []
         if tier.may_preempt:
             for t in tier.preemptible_tiers.all():
-                victims.append(tier_qos(t))
-                victims += [cautious_qos(t, c) for c in cautious_tiers.get(t.pk, {})]
+                # The victim tier's own QOS and its cautious copies (never the protected one).
+                victims += list(tier_qos_family(t, classes=cautious_tiers.get(t.pk, {})))
         if tier.may_preempt:
             victims += borrow_names
         per_job = format_tres({GPU: tier.max_gpus_per_job}) if tier.max_gpus_per_job else ""
@@ -236,19 +237,24 @@ def _tier_qos(
             # Per job only: MaxTRESPerUser would cap a member's running jobs together.
             max_tres_per_job=per_job,
         )
-        qos[tier_qos(tier)] = fields
-        for class_slug, klass in sorted(cautious_tiers.get(tier.pk, {}).items()):
-            qos[cautious_qos(tier, class_slug)] = {
-                **fields,
-                "description": description(f"tier {tier.name} class {klass.slug}"),
-                "preempt_exempt_time": str((klass.min_runtime_minutes or 0) * 60),
-            }
-        if tier.pk in protected_tiers:
-            qos[tier_qos(tier, protected=True)] = {
-                **fields,
-                "description": description(f"tier {tier.name} never preempted"),
-                "preempt_mode": "cluster",
-            }
+        classes = cautious_tiers.get(tier.pk, {})
+        family = tier_qos_family(tier, classes=classes, protected=tier.pk in protected_tiers)
+        for name, role in family.items():
+            if role.klass:
+                klass = classes[role.klass]
+                qos[name] = {
+                    **fields,
+                    "description": description(f"tier {tier.name} class {klass.slug}"),
+                    "preempt_exempt_time": str((klass.min_runtime_minutes or 0) * 60),
+                }
+            elif role.protected:
+                qos[name] = {
+                    **fields,
+                    "description": description(f"tier {tier.name} never preempted"),
+                    "preempt_mode": "cluster",
+                }
+            else:
+                qos[name] = fields
     return qos
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from governance.models import Pool, PriorityTier
 
@@ -153,6 +154,70 @@ def tier_qos(tier: PriorityTier, *, protected: bool = False) -> str:
 def cautious_qos(tier: PriorityTier, klass: str) -> str:
     """A preemptible tier's QOS for a cautious class: the same, with its PreemptExemptTime."""
     return f"{tier.slug}.{klass}"
+
+
+@dataclass(frozen=True)
+class TierQos:
+    """One QOS Arbiter compiles for a tier: ``klass`` is the cautious class's slug of a
+    ``<tier>.<class>`` copy ("" otherwise), ``protected`` a ``<tier>-protected`` copy."""
+
+    tier: PriorityTier
+    klass: str = ""
+    protected: bool = False
+
+
+def tier_qos_family(
+    tier: PriorityTier, *, classes: Iterable[str] = (), protected: bool = False
+) -> dict[str, TierQos]:
+    """Every QOS name Arbiter makes for ``tier``: the tier's own, one per cautious class
+    (``classes``: their slugs) and, with ``protected``, the never-preempted copy.
+
+    The one place these names are made: the compiler builds its QOS from it and the workload
+    collector reads job QOS back to tier and class through it (``qos_roles``), so a copy
+    cannot be compiled without being mapped back. All of a family's QOS share the tier's
+    GPU cap (``tiercap``)."""
+    family = {tier_qos(tier): TierQos(tier)}
+    for klass in sorted({c.lower() for c in classes if c}):
+        family[cautious_qos(tier, klass)] = TierQos(tier, klass=klass)
+    if protected:
+        family[tier_qos(tier, protected=True)] = TierQos(tier, protected=True)
+    return family
+
+
+def parse_tier_qos(name: str) -> tuple[str, str, bool] | None:
+    """The inverse of ``tier_qos_family``'s names: ``(tier slug, class slug, protected)``,
+    or None for a name no tier family makes. The one place these names are read (the
+    workload collector, the tier-cap rebalancer); a pool's borrow and guarantee QOS also
+    have dots, so callers look those up first."""
+    if name.endswith(PROTECTED):
+        base = name.removesuffix(PROTECTED)
+        return (base, "", True) if base and "." not in base else None
+    base, _sep, klass = name.partition(".")
+    if not base or "." in klass:
+        return None
+    return base, klass, False
+
+
+def cap_families(qos: dict[str, dict[str, str]]) -> dict[str, tuple[int, list[str]]]:
+    """The QOS of a state that share one tier GPU cap: tier QOS name → (cap, its family's
+    names, the tier's own first). Only tiers with a cap and at least one copy."""
+    families: dict[str, tuple[int, list[str]]] = {}
+    for name, fields in qos.items():
+        parsed = parse_tier_qos(name)
+        cap = parse_tres(fields.get("grp_tres", "")).get(GPU)
+        if parsed is None or not cap or parsed[0] not in qos:
+            continue
+        base = parsed[0]
+        if parse_tres(qos[base].get("grp_tres", "")).get(GPU) != cap:
+            continue
+        members = families.setdefault(base, (int(cap), [base]))[1]
+        if name != base:
+            members.append(name)
+    return {
+        base: (cap, sorted(m, key=lambda n: (n != base, n)))
+        for base, (cap, m) in families.items()
+        if len(m) > 1
+    }
 
 
 def borrow_qos(pool: Pool, klass: str = "") -> str:

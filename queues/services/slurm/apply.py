@@ -14,12 +14,14 @@ from queues.schedulers.slurm.values import (
     ASSOCIATION,
     ASSOCIATION_OPTIONS,
     CLEAR,
+    GPU,
     LIMIT_OPTIONS,
     QOS,
     QOS_OPTIONS,
     ROOT_ACCOUNT,
     TRES_FIELDS,
     association_name,
+    cap_families,
     format_duration,
     format_tres,
     parse_tres,
@@ -27,6 +29,7 @@ from queues.schedulers.slurm.values import (
 )
 
 from .commands import SlurmCommands
+from .tiercap import rebalance
 
 # Changes per (kind, action), as the steps of ``apply_plan`` take them.
 ByAction = dict[tuple[str, str], list[Change]]
@@ -90,8 +93,13 @@ def _qos_write(
     # group of equal settings), so a sync that stops halfway leaves only marked QOS; the
     # Preempt lists, which may name QOS of the same batch, follow.
     creations: dict[tuple[tuple[str, str], ...], list[str]] = defaultdict(list)
+    # A capped tier's QOS share its cap: each is created with a share of 0 and the
+    # rebalancer (``tiercap``) splits the cap afterwards, lowering before it raises.
+    shared = {name for _cap, names in cap_families(desired.get(QOS, {})).values() for name in names}
     for change in new_qos:
         fields = desired[QOS][change.name]
+        if change.name in shared:
+            fields = {**fields, "grp_tres": _zero_share(fields["grp_tres"])}
         options = tuple(
             (QOS_OPTIONS[name], _qos_value(name, "", value))
             for name, value in fields.items()
@@ -108,6 +116,8 @@ def _qos_write(
             value = item.desired
             if change.action == Action.CREATE and item.field != "preempt":
                 continue
+            if item.field == "grp_tres" and change.name in shared:
+                continue  # the rebalancer's, below
             if item.field == "preempt" and not value:
                 if change.action == Action.CREATE:
                     continue
@@ -135,6 +145,13 @@ def _qos_write(
             "set",
             *_options(qos_assignments),
         )
+    if shared:
+        progress(_("splitting the tiers' GPU caps over their QOS"))
+        rebalance(commands, qos=desired[QOS])
+
+
+def _zero_share(grp_tres: str) -> str:
+    return format_tres({**parse_tres(grp_tres), GPU: "0"})  # type: ignore[dict-item]
 
 
 def _accounts_load(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
@@ -23,7 +24,7 @@ from queues.schedulers.backends import (
 )
 from queues.schedulers.slurm.config import slurm_conf_lines
 from queues.schedulers.slurm.desired import desired_state
-from queues.schedulers.slurm.values import KINDS, PENDING, values_equal
+from queues.schedulers.slurm.values import KINDS, PENDING, QOS, values_equal
 
 from .apply import apply_plan
 from .commands import SlurmCommands
@@ -32,6 +33,14 @@ from .guard import guard_apply
 from .jobs import job_order, settle
 from .live import read_live
 from .submit import plugin_status, table_write
+from .tiercap import normalize_live, rebalance
+
+
+def _split_read_as_cap(desired: State, live: LiveState) -> LiveState:
+    """The live state with each capped tier's split cap read as the cap (``tiercap``)."""
+    qos = {name: dict(fields) for name, fields in live.objects.get(QOS, {}).items()}
+    normalize_live(desired.get(QOS, {}), qos)
+    return dataclasses.replace(live, objects={**live.objects, QOS: qos})
 
 
 class SlurmBackend:
@@ -80,6 +89,7 @@ class SlurmBackend:
 
     def plan(self, *, desired: State, live: LiveState) -> list[Change]:
         """The object changes, then a ``job`` update per pending job to move."""
+        live = _split_read_as_cap(desired, live)
         changes = plan_changes(kinds=KINDS, desired=desired, live=live, equal=values_equal)
         found_jobs = live.objects.get(JOB, {})
         for job, fields in sorted(desired.get(JOB, {}).items(), key=job_order):
@@ -104,13 +114,17 @@ class SlurmBackend:
         are: an association under an Arbiter account, an account under an Arbiter pool
         account, a QOS that Arbiter's associations or Preempt lists name or that sits in
         Arbiter's name space (``<pool>.…``). Hand-made objects are shown, never deleted."""
-        return slurm_drift(applied=applied, live=live)
+        return slurm_drift(applied=applied, live=_split_read_as_cap(applied, live))
 
     # -- guard --
 
     def guard(self, *, applied: State) -> list[dict[str, str]]:
         """Requeue and hold untyped GPU jobs over their project's quota (see ``guard``)."""
         return guard_apply(self.commands, applied=applied)
+
+    def rebalance(self, *, applied: State) -> list[dict[str, Any]]:
+        """Split each capped tier's GPU cap over its QOS where jobs wait (see ``tiercap``)."""
+        return rebalance(self.commands, qos=applied.get(QOS, {}))
 
     # -- submit-time checks (job_submit plugin) --
 
