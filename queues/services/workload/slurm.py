@@ -22,7 +22,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from governance.models import GpuFlavor, PriorityTier, Project
+from governance.models import GpuFlavor, PreemptionClass, PreemptionKind, PriorityTier, Project
 from governance.selectors import effective_rules
 from queues.models import (
     Cluster,
@@ -34,7 +34,12 @@ from queues.models import (
 )
 from queues.schedulers.backends import SchedulerError
 from queues.schedulers.classify import slurm_reason_token
-from queues.schedulers.slurm.values import borrow_qos, guarantee_qos, project_account, tier_qos
+from queues.schedulers.slurm.values import (
+    borrow_qos,
+    guarantee_qos,
+    parse_tier_qos,
+    project_account,
+)
 
 from ..slurm import SlurmCommands, commands_for
 from .ingest import IngestResult, JobEvent, events_ingest
@@ -137,6 +142,7 @@ class Names:
     qos: dict[str, PriorityTier | None]
     flavors: dict[str, GpuFlavor]
     project_tiers: dict[int, PriorityTier | None] = field(default_factory=dict)
+    tiers: dict[str, PriorityTier] = field(default_factory=dict)
 
     @classmethod
     def for_cluster(cls, cluster: Cluster, *, now: datetime | None = None) -> Names:
@@ -159,20 +165,42 @@ class Names:
         }
         accounts: dict[str, Project] = {}
         qos: dict[str, PriorityTier | None] = {}
-        for tier in tiers:
-            qos[tier_qos(tier)] = tier
-            qos[tier_qos(tier, protected=True)] = tier
+        classes = list(
+            PreemptionClass.objects.filter(kind=PreemptionKind.CAUTIOUS).values_list(
+                "slug", flat=True
+            )
+        )
         for pool in cluster.pools.all():
             qos[borrow_qos(pool)] = None
+            for klass in classes:
+                qos[borrow_qos(pool, klass.lower())] = None
             for project in projects:
                 accounts[project_account(pool, project.slug)] = project
                 qos[guarantee_qos(pool, project.slug)] = project_tiers[project.pk]
         flavors = {f.gres_type: f for f in GpuFlavor.objects.exclude(gres_type="")}
-        return cls(accounts=accounts, qos=qos, flavors=flavors, project_tiers=project_tiers)
+        return cls(
+            accounts=accounts,
+            qos=qos,
+            flavors=flavors,
+            project_tiers=project_tiers,
+            tiers={tier.slug.lower(): tier for tier in tiers},
+        )
+
+    def tier_of(self, qos: str) -> tuple[PriorityTier | None, str]:
+        """A job QOS's tier and class slug: a pool's borrow and guarantee QOS by name, a
+        tier's QOS (its own, a cautious class's copy, the protected copy) through
+        ``parse_tier_qos``, the inverse of the names the compiler makes."""
+        if qos in self.qos:
+            return self.qos[qos], ""
+        parsed = parse_tier_qos(qos)
+        if parsed is None:
+            return None, ""
+        slug, klass, _protected = parsed
+        return self.tiers.get(slug), klass
 
     def describe(self, *, account: str, qos: str, gres: str, nodes: str) -> dict[str, Any]:
         project = self.accounts.get(account)
-        tier = self.qos.get(qos)
+        tier, _klass = self.tier_of(qos)
         if tier is None and project is not None and qos in self.qos:  # the borrow QOS
             tier = self.project_tiers.get(project.pk, project.tier)
         gpus, kind = gpus_of(gres, nodes)
