@@ -38,6 +38,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from queues.models import WaitCategory
 
@@ -118,6 +119,11 @@ class QueueState:
     tiers: dict[int, TierRule] = field(default_factory=dict)
     # (pool, flavor) → the declared capacity of the job's pool and its cluster's pools.
     capacity: dict[tuple[int, int], int] = field(default_factory=dict)
+    # What Slurm holds for the job at this moment (``queues.services.slurm.waits.LiveWait``):
+    # when set, every figure of the answer comes from it, not from Arbiter's records.
+    live: Any = None
+    # The job's GPU type's declared capacity in its pool (to say where it differs).
+    declared: int | None = None
 
 
 @dataclass(frozen=True)
@@ -149,6 +155,11 @@ class Diagnosis:
     clears_by_itself: bool | None = None
     can_never_start: bool = False
     why_unknown: str = ""  # a key of WHY_UNKNOWN (queues.selectors.workload)
+    # Facts in words from the live cluster: ``setting`` (a limit as Slurm holds it, e.g.
+    # ``MaxJobs=0 on root@lab.alpha``), ``submit`` (what to submit instead), ``mismatch``
+    # (Slurm's nodes and Arbiter's declared capacity differ), ``share``, ``dependency``.
+    details: dict[str, str] = field(default_factory=dict)
+    live: bool = False
 
     @property
     def known(self) -> bool:
@@ -352,6 +363,13 @@ def _queue_rule(state: QueueState, job: Asked) -> Diagnosis:
 
 def diagnose(state: QueueState, job: Asked) -> Diagnosis:
     """Why ``job`` waits, from ``state`` alone (see the module's docstring)."""
+    if state.live is not None:
+        from .live_diagnosis import live_diagnose
+
+        found = live_diagnose(state, job)
+        if found is not None:
+            found.live = True
+            return found
     category = job.category
     if category == WaitCategory.QUOTA:
         return _quota(state, job)

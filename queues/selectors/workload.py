@@ -244,8 +244,32 @@ def _declared_capacity(job: WorkloadJob, pool_id: int | None) -> dict[tuple[int,
     return capacity
 
 
+def live_slurm_wait(job: WorkloadJob) -> Any:
+    """What Slurm holds for a pending Slurm job now (``slurm.waits``), or None: not a Slurm
+    job of a cluster Arbiter can reach, unknown to Slurm, or Slurm does not answer (the
+    answer then reads Arbiter's records, and says so)."""
+    from queues.models import ClusterBackend
+    from queues.schedulers.backends import SchedulerError
+    from queues.services.slurm import commands_for
+    from queues.services.slurm.waits import live_wait
+
+    cluster = job.cluster
+    if cluster is None or cluster.backend != ClusterBackend.SLURM or job.source != cluster.name:
+        return None
+    if not cluster.enabled:
+        return None
+    try:
+        found = live_wait(commands_for(cluster), job.job_id)
+    except SchedulerError:
+        return None
+    return found if found is not None and found.state == "PENDING" else None
+
+
 def job_diagnosis(job: WorkloadJob, *, now: datetime) -> diagnosis.Diagnosis:
     state, pool_id = queue_state(job, now=now)
+    state.live = live_slurm_wait(job)
+    if state.live is not None and pool_id is not None and job.flavor_id is not None:
+        state.declared = state.capacity.get((pool_id, job.flavor_id))
     asked = diagnosis.Asked(
         job_id=job.job_id,
         project=job.project_id,
@@ -302,6 +326,9 @@ FIGURE_NAMES = {
     "free": gettext_lazy("free"),
     "ahead": gettext_lazy("jobs ahead"),
     "ahead_gpus": gettext_lazy("GPUs ahead"),
+    "share": gettext_lazy("its QOS's share of the cap"),
+    "share_used": gettext_lazy("in use in its QOS"),
+    "jobs": gettext_lazy("jobs counted"),
 }
 UNKNOWN_LABEL = gettext_lazy("Unknown")
 UNKNOWN_TEXT = gettext_lazy(
@@ -383,6 +410,29 @@ def next_step(
             "",
             "",
         )
+    f.update(found.details)
+    if found.limit == Limit.PROJECT_QUOTA and found.details.get("exclusive"):
+        return (
+            _(
+                "The job asks for --exclusive: Slurm gives it every GPU of the node, %(type)s "
+                "GPUs included, and your project may hold at most %(limit)s of those. It can "
+                "never start as it is: submit %(submit)s instead."
+            )
+            % f,
+            "",
+            "",
+        )
+    if found.limit == Limit.PROJECT_QUOTA and found.can_never_start and "submit" in f:
+        return (
+            _(
+                "Your project may hold at most %(limit)s %(type)s GPUs (Slurm's limit on its "
+                "account) and the job asks for %(asked)s: it can never start as it is. Submit "
+                "%(submit)s instead, or request a quota exception."
+            )
+            % f,
+            quota_request_url(job),
+            _("Request a quota exception"),
+        )
     if found.limit == Limit.PROJECT_QUOTA:
         if found.figures.get("limit") == 0:
             text = _(
@@ -402,6 +452,18 @@ def next_step(
                 "or request a quota exception."
             )
         return text % f, quota_request_url(job), _("Request a quota exception")
+    if found.limit == Limit.TIER_CAP and found.details.get("share_moves"):
+        return (
+            _(
+                "Tier %(tier)s's cap of %(limit)s GPUs is split over its QOS (%(qos)s); the "
+                "tier uses %(used)s, so there is room for the %(asked)s GPUs this job asks for, "
+                "but its QOS's share (%(share)s, %(share_used)s in use) is full. Arbiter moves "
+                "free cap to where jobs wait within a minute; then it starts."
+            )
+            % f,
+            "",
+            "",
+        )
     if found.limit == Limit.TIER_CAP:
         if found.can_never_start:
             text = _(
@@ -426,11 +488,33 @@ def next_step(
             "",
             "",
         )
+    if found.limit == Limit.PER_JOB and "submit" in f:
+        return (
+            _(
+                "The job asks for %(asked)s GPUs; QOS %(qos)s allows %(limit)s per job (as "
+                "Slurm holds it): it can never start as it is. Submit %(submit)s instead, or "
+                "use a tier that allows more GPUs per job."
+            )
+            % f,
+            "",
+            "",
+        )
     if found.limit == Limit.PER_JOB:
         return (
             _(
                 "The job asks for %(asked)s GPUs; its tier allows %(limit)s per job: it cannot "
                 "start as it is — make it smaller."
+            )
+            % f,
+            "",
+            "",
+        )
+    if found.limit == Limit.ASSOCIATION and "setting" in f:
+        return (
+            _(
+                "A limit set by hand holds it: %(setting)s, %(jobs)s counted against it "
+                "(%(reason)s). Arbiter compiles no such limit, so a quota exception would not "
+                "help: ask ops to remove it."
             )
             % f,
             "",
@@ -453,21 +537,34 @@ def next_step(
                 "The job asks for %(asked)s %(flavor)s GPUs, more than the %(capacity)s its "
                 "pool has: make it smaller."
             )
+        elif found.live:
+            text = _(
+                "Slurm's nodes that can run jobs have %(capacity)s %(flavor)s GPUs; "
+                "%(running)s are allocated, %(free)s are free and the job asks for %(asked)s: "
+                "it starts when GPUs are released. Raising its priority does not add GPUs."
+            )
         else:
             text = _(
                 "The job's pool has %(capacity)s %(flavor)s GPUs (declared); %(running)s run "
                 "there now, %(free)s are free and the job asks for %(asked)s: it starts when "
                 "GPUs are released. Raising its priority does not add GPUs."
             )
+        if "mismatch" in f:
+            text += " " + _(
+                "Arbiter's rules declare %(mismatch)s of them for the pool: Slurm and the "
+                "declared capacity differ; ops should correct one of them."
+            )
         return text % f, "", ""
     if found.limit == Limit.JOBS_AHEAD:
+        text = _(
+            "%(ahead)s jobs that compete for the same GPUs and could start rank ahead of it "
+            "(%(ahead_gpus)s GPUs); it starts after them. If the work is urgent, request a "
+            "queue jump for this job."
+        )
+        if "never" in f:
+            text += " " + _("%(never)s more jobs of higher priority can never start: not counted.")
         return (
-            _(
-                "%(ahead)s jobs that compete for the same GPUs and could start rank ahead of it "
-                "(%(ahead_gpus)s GPUs); it starts after them. If the work is urgent, request a "
-                "queue jump for this job."
-            )
-            % f,
+            text % f,
             queue_jump_url(job),
             _("Request a queue jump"),
         )
@@ -487,6 +584,16 @@ def next_step(
         if found.can_never_start:
             return (
                 _("Its dependency can never be satisfied: cancel it and submit it again."),
+                "",
+                "",
+            )
+        if f.get("waits_on"):
+            return (
+                _(
+                    "It starts when the jobs it depends on (%(dependency)s: %(waits_on)s) have "
+                    "finished as required."
+                )
+                % f,
                 "",
                 "",
             )

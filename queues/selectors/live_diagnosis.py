@@ -1,0 +1,249 @@
+"""Why one pending Slurm job waits, every figure as Slurm holds it at the moment of the
+answer (``queues.services.slurm.waits.LiveWait``, in ``QueueState.live``).
+
+The limits are the ones of ``diagnosis`` (same vocabulary, same ``Diagnosis``), read from
+slurmctld instead of Arbiter's records: the account's ``GrpTRES`` and its use, the tier's QOS
+(its cap split over them) and their use, the QOS's per-job and per-user caps, limits set by
+hand on the account or user with their values, the GPUs of each type on the nodes that can run
+jobs, and the pending jobs ahead that could start. A job that asks for a GPU type its account
+has no quota for (``--exclusive`` included: Slurm 22.05 gives it every GPU of the node), or
+more than its QOS's per-job cap, can never start, and the answer says what to submit instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from queues.models import WaitCategory
+
+from .diagnosis import (
+    AHEAD_SHOWN,
+    ASSOCIATION_COUNTS,
+    HELD,
+    NEVER,
+    PER_JOB,
+    TIER_CAP,
+    USER_CAP,
+    Asked,
+    Diagnosis,
+    Limit,
+    QueueState,
+    Waiting,
+    _by_project,
+)
+
+
+def _typed_quota(live: Any) -> list[str]:
+    """The GPU types the job's account has quota for (a typed limit above 0)."""
+    return sorted(
+        key.removeprefix("gres/gpu:")
+        for key, (limit, _used) in live.account_limits.items()
+        if key.startswith("gres/gpu:") and (limit is None or limit > 0)
+    )
+
+
+def _never_by_type(live: Any) -> Diagnosis | None:
+    """A job asking for a GPU type its account has no quota for (typed limit 0), or an
+    ``--exclusive`` job that would get such GPUs with the node: it can never start."""
+    asked: dict[str, int] = {}
+    if live.exclusive and live.node_types:
+        asked = dict(live.node_types)  # Slurm 22.05 gives it every GRES of the node
+    elif live.gpu_type:
+        asked = {live.gpu_type: live.asked}
+
+    def limit_of(kind: str) -> tuple[int | None, int]:
+        return live.account_limits.get(f"gres/gpu:{kind}", (None, 0))
+
+    # A type without quota first: that is the one to name.
+    for kind, count in sorted(asked.items(), key=lambda item: (limit_of(item[0])[0] or 0, item)):
+        limit, used = limit_of(kind)
+        if limit is not None and count > limit:
+            types = [t for t in _typed_quota(live) if t != kind]
+            details = {"type": kind}
+            if live.exclusive:
+                details["exclusive"] = "yes"
+                details["submit"] = "--gres=gpu:%s:N (without --exclusive)" % (
+                    live.gpu_type or (types[0] if types else "<type>")
+                )
+            elif types:
+                details["submit"] = (
+                    f"--gres=gpu:{types[0]}:{min(live.asked, _room(live, types[0]))}"
+                )
+            return Diagnosis(
+                category=WaitCategory.QUOTA,
+                limit=Limit.PROJECT_QUOTA,
+                reason=live.reason,
+                figures={"used": float(used), "limit": float(limit), "asked": float(count)},
+                clears_by_itself=False,
+                can_never_start=True,
+                details=details,
+            )
+    return None
+
+
+def _room(live: Any, kind: str) -> int:
+    limit, _used = live.account_limits.get(f"gres/gpu:{kind}", (None, 0))
+    return live.asked if limit is None else max(1, limit)
+
+
+def live_diagnose(state: QueueState, job: Asked) -> Diagnosis | None:
+    """Why the job waits, every figure as Slurm holds it now (``state.live``); None when the
+    reason is one the live figures do not cover (the answer then reads Arbiter's records)."""
+    live = state.live
+    reason = live.reason
+    asked = float(live.asked)
+    if reason in HELD:
+        return Diagnosis(WaitCategory.QUEUE_RULE, Limit.HOLD, reason, clears_by_itself=False)
+    if reason in ("Dependency", "DependencyNeverSatisfied"):
+        never = reason in NEVER
+        waits_on = ", ".join(
+            f"{job_id} ({state_})" for job_id, state_ in sorted(live.dependency_states.items())
+        )
+        return Diagnosis(
+            WaitCategory.DEPENDENCY,
+            Limit.DEPENDENCY,
+            reason,
+            clears_by_itself=not never,
+            can_never_start=never,
+            details={"dependency": live.dependency, "waits_on": waits_on},
+        )
+    if reason in ASSOCIATION_COUNTS:
+        held = [h for h in live.hand_set if "Jobs" in h[1] or "Submit" in h[1]]
+        details = {}
+        figures: dict[str, float] = {}
+        if held:
+            where, name, limit, used = held[0]
+            details["setting"] = f"{name}={limit} ({where})"
+            figures = {"limit": float(limit), "jobs": float(used)}
+        return Diagnosis(
+            WaitCategory.QUOTA,
+            Limit.ASSOCIATION,
+            reason,
+            figures=figures,
+            clears_by_itself=False if held and held[0][2] == 0 else None,
+            can_never_start=bool(held and held[0][2] == 0),
+            details=details,
+        )
+    if PER_JOB.match(reason) and live.per_job is not None:
+        never = asked > live.per_job
+        return Diagnosis(
+            WaitCategory.QUOTA,
+            Limit.PER_JOB,
+            reason,
+            figures={"asked": asked, "limit": float(live.per_job)},
+            clears_by_itself=False,
+            can_never_start=never,
+            details={
+                "submit": f"--gres=gpu:{live.gpu_type + ':' if live.gpu_type else ''}"
+                f"{live.per_job}",
+                "qos": live.qos,
+            },
+        )
+    if USER_CAP.match(reason) and live.per_user[0] is not None:
+        limit, used = live.per_user
+        return Diagnosis(
+            WaitCategory.QUOTA,
+            Limit.USER_CAP,
+            reason,
+            figures={"used": float(used), "limit": float(limit), "asked": asked},
+            clears_by_itself=asked <= limit,
+            can_never_start=asked > limit,
+            details={"setting": f"MaxTRESPerUser=gres/gpu={limit} ({live.qos})"},
+        )
+    if TIER_CAP.match(reason) and live.tier_limit is not None:
+        used, limit = float(live.tier_used), float(live.tier_limit)
+        share_limit, share_used = live.share
+        figures = {"used": used, "limit": limit, "asked": asked}
+        details = {"qos": ", ".join(live.tier_qos)}
+        if share_limit is not None and len(live.tier_qos) > 1:
+            figures.update(share=float(share_limit), share_used=float(share_used))
+            if used + asked <= limit:
+                # The tier has room, its QOS's share not yet: the next rebalance moves it.
+                details["share_moves"] = "yes"
+        in_tier = [row for row in state.running if row.tier == job.tier]
+        return Diagnosis(
+            WaitCategory.QUOTA,
+            Limit.TIER_CAP,
+            reason,
+            figures=figures,
+            holders=_by_project(in_tier),
+            clears_by_itself=asked <= limit,
+            can_never_start=asked > limit,
+            details=details,
+        )
+    if reason.startswith("AssocGrp"):
+        never = _never_by_type(live)
+        if never is not None:
+            return never
+        key = f"gres/gpu:{live.gpu_type}" if live.gpu_type else "gres/gpu"
+        limit, used = live.account_limits.get(key, (None, 0))
+        if limit is None or used + asked <= limit:
+            # The typed limit has room: the untyped total is the one that holds.
+            limit, used = live.account_limits.get("gres/gpu", (None, 0))
+        if limit is None:
+            return None
+        used_rows = [row for row in state.running if row.project == job.project]
+        return Diagnosis(
+            WaitCategory.QUOTA,
+            Limit.PROJECT_QUOTA,
+            reason,
+            figures={"used": float(used), "limit": float(limit), "asked": asked},
+            holders=_by_project(used_rows),
+            clears_by_itself=0 < asked <= limit,
+            can_never_start=asked > limit,
+            details={"account": live.account},
+        )
+    if reason == "Resources":
+        never = _never_by_type(live)
+        if never is not None:
+            return never
+        total, allocated = live.nodes.get(live.gpu_type, (0, 0))
+        free = float(max(0, total - allocated))
+        details = {}
+        if state.declared is not None and state.declared != total:
+            details["mismatch"] = f"{state.declared}"
+        rows = [row for row in state.running if row.flavor == job.flavor]
+        return Diagnosis(
+            WaitCategory.RESOURCE,
+            Limit.POOL_CAPACITY,
+            reason,
+            figures={
+                "capacity": float(total),
+                "running": float(allocated),
+                "free": free,
+                "asked": asked,
+            },
+            holders=_by_project(rows),
+            clears_by_itself=asked <= total,
+            can_never_start=asked > total,
+            details=details,
+        )
+    if reason == "Priority":
+        ahead = [
+            Waiting(
+                job_id=o.job_id,
+                project=None,
+                tier=None,
+                tier_score=o.priority,
+                flavor=None,
+                pool=None,
+                gpus=float(o.gpus),
+                submitted=None,
+                reason=o.reason,
+            )
+            for o in live.ahead
+        ]
+        if not ahead:
+            return None
+        details = {"never": str(live.ahead_never)} if live.ahead_never else {}
+        return Diagnosis(
+            WaitCategory.QUEUE_RULE,
+            Limit.JOBS_AHEAD,
+            reason,
+            figures={"ahead": float(len(ahead)), "ahead_gpus": float(sum(o.gpus for o in ahead))},
+            ahead=ahead[:AHEAD_SHOWN],
+            ahead_count=len(ahead),
+            clears_by_itself=True,
+            details=details,
+        )
+    return None
