@@ -112,13 +112,18 @@ class FlavorUse:
         return self.maximum is not None and self.running >= self.maximum
 
 
-def project_flavor_use(project: Project, *, at: datetime, source: str = "") -> list[FlavorUse]:
-    """The project's effective guarantee and maximum per flavor (over pools), against the GPUs
-    its jobs run and ask for now (of ``source`` alone when given; effective rules: four
+def project_flavor_use(
+    project: Project, *, at: datetime, source: str = "", pool_id: int | None = None
+) -> list[FlavorUse]:
+    """The project's effective guarantee and maximum per flavor (over pools, or in pool
+    ``pool_id`` alone: a job's answer never mixes quotas of different pools), against the
+    GPUs its jobs run and ask for now (of ``source`` alone when given; effective rules: four
     queries; usage: one)."""
     rules = effective_rules(at=at, project_slugs=[project.slug]).projects.get(project.slug)
     uses: dict[int | None, FlavorUse] = {}
     for quota in rules.quotas if rules else ():
+        if pool_id is not None and quota.quota.pool_id != pool_id:
+            continue
         use = uses.setdefault(quota.quota.flavor.pk, FlavorUse(flavor=quota.quota.flavor))
         use.guarantee += quota.guarantee
         top = quota.maximum
@@ -128,7 +133,19 @@ def project_flavor_use(project: Project, *, at: datetime, source: str = "") -> l
     )
     if source:
         jobs = jobs.filter(source=source)
-    rows = jobs.values_list("flavor_id", "state").annotate(total=Sum("gpus"))
+    grouped = jobs.values_list("flavor_id", "state", "cluster_id", "pool_id").annotate(
+        total=Sum("gpus")
+    )
+    maps = definitions.pool_maps() if pool_id is not None else None
+    rows = []
+    for flavor_id, state, cluster_id, pool, total in grouped:
+        if maps is not None:
+            probe = WorkloadJob(
+                project_id=project.pk, flavor_id=flavor_id, cluster_id=cluster_id, pool_id=pool
+            )
+            if definitions.job_pool_id(job=probe, maps=maps) != pool_id:
+                continue
+        rows.append((flavor_id, state, total))
     flavors = {use.flavor.pk: use.flavor for use in uses.values() if use.flavor}
     for flavor_id, state, total in rows:
         if flavor_id not in uses:
@@ -625,8 +642,9 @@ def next_step(
 def job_wait_explanation(job: WorkloadJob, *, now: datetime | None = None) -> WaitExplanation:
     """Why the job waits, with the figures that make the answer true (from its own source)."""
     now = now or timezone.now()
+    pool_id = definitions.job_pool_id(job=job, maps=definitions.pool_maps())
     use = (
-        project_flavor_use(job.project, at=now, source=job.source)
+        project_flavor_use(job.project, at=now, source=job.source, pool_id=pool_id)
         if job.project is not None
         else []
     )

@@ -197,3 +197,32 @@ def test_the_api_finds_a_kueue_job_whose_id_holds_a_slash(jobs, member):
         assert response.status_code == 200, (path, response.content)
         assert response.json()["job_id"] == "vision-ns/train-7f3c"
     assert client.get("/api/v1/jobs/vision-ns/nothing/wait/").status_code == 404
+
+
+def test_the_quota_panel_shows_the_quotas_of_the_jobs_pool_only(world):
+    """Vision has A100 quotas in two pools; a job of the training pool is shown training's."""
+    from governance import services as rules
+    from tests.conftest import REASON
+
+    rules.quota_create(
+        user=world.ops,
+        reason=REASON,
+        project=world.vision,
+        pool=world.inference,
+        flavor=world.a100,
+        guarantee=4,
+        borrow_limit=0,
+        preemption_class=world.allowed,
+    )
+    ingest(world, "950", "AssocGrpGRES", gpus=8, pool=world.training)
+    ingest(world, "951", "Priority", gpus=2, pool=world.inference, started=True)
+    from queues.models import WorkloadJob
+
+    training = job_wait_explanation(WorkloadJob.objects.get(job_id="950"))
+    [use] = training.use
+    # Training's A100 quota alone (guarantee 24, maximum 40), not 28 / 44 over both pools,
+    # and the 2 GPUs running in the inference pool are not counted.
+    assert (use.guarantee, use.maximum, use.running, use.pending) == (24, 40, 0, 8)
+    inference = job_wait_explanation(WorkloadJob.objects.get(job_id="951"))
+    [use] = inference.use
+    assert (use.guarantee, use.maximum, use.running) == (4, 4, 2)

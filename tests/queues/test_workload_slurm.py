@@ -218,7 +218,7 @@ def test_each_wait_category_for_real(evlab):
     assert "uses 1 of 1 H100 GPUs" in quota.next_step and "kind=quota_exception" in quota.action_url
     assert "project=evcap" in quota.action_url
     resource = job_wait_explanation(jobs[top]).next_step
-    assert "4 run there now, 0 are free and the job asks for 1" in resource, resource
+    assert "4 are allocated, 0 are free and the job asks for 1" in resource, resource
     queue = job_wait_explanation(jobs[low])
     ahead = [j["job_id"] for j in queue.ahead]
     assert top in ahead and low not in ahead and queue.ahead_count == len(ahead)
