@@ -648,7 +648,32 @@ def sync_is_due(*, cluster: Cluster) -> bool:
 
 
 def sync_give_up(*, run: SyncRun) -> SyncRun:
-    """A later sync applied the rules while this one waited to retry: nothing left to do."""
+    """A later sync applied the rules while this one waited to retry: nothing left to do.
+
+    The run that applied them is named, and this one succeeds with it (the rules it was
+    asked to apply are in force); only when no run can be found does it stop as failed."""
+    state = _state(run.cluster)
+    applier = (
+        SyncRun.objects.filter(cluster=run.cluster, started_at__isnull=False)
+        .exclude(pk=run.pk)
+        .exclude(trigger=SyncTrigger.DRY_RUN)
+        .filter(status__in=[SyncStatus.SUCCEEDED, SyncStatus.RUNNING])
+        .filter(started_at__lte=state.applied_at or timezone.now())
+        .order_by("-started_at", "-pk")
+        .first()
+        if state.applied_at is not None and not state.due_reason
+        else None
+    )
+    if applier is not None:
+        return _finish(
+            run,
+            status=SyncStatus.SUCCEEDED,
+            error="",
+            applied_by=applier.pk,
+            note=str(
+                _("The rules were already applied by sync run %(run)d.") % {"run": applier.pk}
+            ),
+        )
     return _finish(
         run,
         status=SyncStatus.FAILED,

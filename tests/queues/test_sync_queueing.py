@@ -146,3 +146,38 @@ def test_the_command_line_reports_an_unreachable_slurm_and_exits_non_zero(cluste
 
 def test_retry_delays_grow_exponentially_and_are_capped():
     assert [services.retry_delay(n) for n in (0, 1, 2, 3, 10)] == [10, 20, 40, 80, 600]
+
+
+def test_a_requested_sync_that_finds_the_rules_applied_by_another_run_succeeds_naming_it(
+    cluster, eager, monkeypatch, django_capture_on_commit_callbacks
+):
+    """An operator's sync meets another sync holding the lease; that one applies the rules;
+    the operator's run then reports success with the other run's id, not a failure."""
+    revision = rules.rules_revision_create(trigger=RevisionTrigger.MANUAL)
+    other = SyncRun.objects.create(
+        cluster=cluster,
+        trigger=SyncTrigger.RULE_CHANGE,
+        status=SyncStatus.RUNNING,
+        started_at=timezone.now() - timedelta(seconds=5),
+    )
+    token = services.lease_acquire(cluster=cluster)
+    real_retry = tasks.sync_cluster.retry
+
+    def retry(*args, countdown, **kwargs):
+        # Meanwhile the other run applies the rules (as _applied_record leaves the state).
+        state = services.sync.ClusterSyncState.objects.get(cluster=cluster)
+        state.applied_revision = revision
+        state.applied_at = timezone.now()
+        state.due_reason = ""
+        state.save()
+        services.lease_release(cluster=cluster, token=token)
+        return real_retry(*args, countdown=0, **kwargs)
+
+    monkeypatch.setattr(tasks.sync_cluster, "retry", retry)
+    with django_capture_on_commit_callbacks(execute=True):
+        run = services.sync_enqueue(cluster=cluster, trigger=SyncTrigger.MANUAL)
+    run.refresh_from_db()
+    assert run.status == SyncStatus.SUCCEEDED, run.error
+    assert run.result["applied_by"] == other.pk
+    assert f"applied by sync run {other.pk}" in run.result["note"]
+    assert run.error == ""
