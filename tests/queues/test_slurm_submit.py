@@ -239,3 +239,68 @@ def test_no_project_ever_runs_more_gpus_than_its_rules_allow_in_any_qos_or_reque
     # The capped tier and the guarantee QOS never past their caps.
     assert sampler.most("qos:key") <= 3
     assert sampler.most("qos:lab.alpha.guarantee") <= 1
+
+
+def _slurmctld_log(slurm) -> str:
+    log = Path(slurm.conf).parent.parent / "log" / "slurmctld.log"
+    return log.read_text(errors="replace")
+
+
+def test_the_plugin_is_silent_to_outsiders_says_empty_checks_the_whole_table_and_logs_updates(
+    lab, slurm
+):
+    alpha, _quota = lab.project("alpha", borrow=2)  # A100 only; root is its member
+    run = services.sync_now(cluster=lab.cluster, user=lab.ops)
+    assert run.status == SyncStatus.SUCCEEDED, run.error
+    account = lab.account(alpha)
+
+    # A user who is not a member hears nothing of the project: Slurm's association check
+    # answers (no quota, no advice from Arbiter).
+    job, said = _sbatch(slurm, "--uid=nobody", "--gres=gpu:h100:1", account=account)
+    assert not job
+    assert "Invalid account" in said and "Arbiter" not in said and "quota" not in said
+
+    # A refused `scontrol update`: Slurm 22.05 shows its generic text; the plugin's reason
+    # is in slurmctld's log with the job, the user and the rule.
+    held, said = _sbatch(slurm, "-H", "--gres=gpu:a100:1", account=account, qos="regular")
+    assert held, said
+    done = subprocess.run(
+        ["scontrol", "update", f"JobId={held}", "Gres=gpu:h100:1"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin:/usr/sbin", "SLURM_CONF": slurm.conf},
+        check=False,
+    )
+    assert done.returncode != 0
+    slurm.wait_for(
+        "the refusal in slurmctld's log",
+        lambda: f"arbiter: refused update of job {held} by user root" in _slurmctld_log(slurm),
+    )
+    line = next(
+        x for x in _slurmctld_log(slurm).splitlines() if f"refused update of job {held}" in x
+    )
+    assert "no quota for h100 GPUs" in line
+
+    # An empty table is "empty", not "missing".
+    table = _table(slurm)
+    good = table.read_text()
+    table.write_text("")
+    job, said = _sbatch(slurm, "--gres=gpu:a100:1", account=account, qos="regular")
+    assert not job and "arbiter_submit_table.lua is empty" in said
+    backend = services.backend_for(lab.cluster)
+    status = services.submit_refresh(cluster=lab.cluster, backend=backend, write=False)
+    assert status["table_problem"] == "empty" and not status["table_current"]
+
+    # A damaged body under an intact first line: the plugin checks the whole table.
+    first, _newline, body = good.partition("\n")
+    table.write_text(f"{first}\n{body.replace('a100', 'a10x', 1)}")
+    job, said = _sbatch(slurm, "--gres=gpu:a100:1", account=account, qos="regular")
+    assert not job and "is damaged (its checksum does not match)" in said
+    status = services.submit_refresh(cluster=lab.cluster, backend=backend, write=False)
+    assert status["table_problem"] == "damaged" and not status["table_current"]
+    assert status["table_fingerprint"] == status["wanted_fingerprint"]  # the first line is fine
+    # The guard's minute writes it again, and governed GPU jobs are accepted.
+    services.guard_check(cluster=lab.cluster)
+    job, said = _sbatch(slurm, "--gres=gpu:a100:1", account=account, qos="regular")
+    assert job, said
+    slurm.cancel_all()

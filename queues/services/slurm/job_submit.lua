@@ -3,10 +3,12 @@
 -- Install once: copy this file as job_submit.lua next to slurm.conf, set
 -- JobSubmitPlugins=lua in slurm.conf and run `scontrol reconfigure` (see deploy/slurm/README.md).
 -- It holds no rules itself: every rule comes from arbiter_submit_table.lua, which Arbiter's sync
--- writes beside it. The plugin reads that table's first line on each GPU submission and reloads
--- the table when its fingerprint changes, so a sync never restarts or reconfigures slurmctld.
--- A table that is missing, unreadable, of another format or past its expiry fails safe: GPU
--- jobs of Arbiter's project accounts are refused with a message saying why.
+-- writes beside it. The plugin reads that file on each GPU submission and loads it when it
+-- changed, after checking the whole body against the checksum in its first line, so a sync
+-- never restarts or reconfigures slurmctld. A table that is missing, empty, damaged,
+-- unreadable, of another format or past its expiry fails safe: GPU jobs of Arbiter's project
+-- accounts are refused with a message saying why. A user who is not a member of a project
+-- account hears nothing from Arbiter: Slurm's association check answers them.
 --
 -- For a GPU request (--gres=gpu..., --gpus, --gpus-per-node, --gpus-per-task, --gpus-per-socket)
 -- in a governed account it accepts, rewrites an untyped request to the one GPU type the project
@@ -14,7 +16,7 @@
 -- to submit instead (in Chinese too when the job's environment asks for a zh locale: sbatch
 -- passes it; srun and salloc do not, so their messages are in English).
 
-ARBITER_PLUGIN_VERSION = "arbiter-job-submit 1"
+ARBITER_PLUGIN_VERSION = "arbiter-job-submit 2"
 local TABLE_FORMAT = 1
 local TABLE_NAME = "arbiter_submit_table.lua"
 local FIELDS = { "tres_per_job", "tres_per_node", "tres_per_socket", "tres_per_task" }
@@ -24,6 +26,9 @@ local table_path = nil
 local loaded = nil -- the table in force
 local loaded_header = nil -- its first line
 local governed_seen = {} -- every account a table ever governed (fail safe after a removal)
+local current_call = "submission" -- or "update" (scontrol update), for the log
+local current_job = "(new)"
+local current_user = "?"
 
 -- Slurm loads this file from slurm.conf's directory: the table sits beside it.
 local function directory_of_config()
@@ -36,39 +41,73 @@ local function directory_of_config()
 	return (conf:match("^(.*)/[^/]*$") or ".")
 end
 
-local function read_header(path)
-	local file = io.open(path, "r")
+-- Adler-32 of a string (what the table's header carries for its body): Lua 5.1 has no bit
+-- operations, and this needs none.
+local function adler32(text)
+	local a, b = 1, 0
+	local length = #text
+	local index = 1
+	while index <= length do
+		local last = math.min(index + 3999, length)
+		local bytes = { string.byte(text, index, last) }
+		for _, byte in ipairs(bytes) do
+			a = (a + byte) % 65521
+			b = (b + a) % 65521
+		end
+		index = last + 1
+	end
+	return b * 65536 + a
+end
+
+-- The whole file (nil if it cannot be opened).
+local function read_file(path)
+	local file = io.open(path, "rb")
 	if file == nil then
 		return nil
 	end
-	local line = file:read("*l")
+	local text = file:read("*a")
 	file:close()
-	return line
+	return text or ""
 end
 
--- The table in force, or nil and why not ("missing", "unreadable", "expired", ...).
+local loaded_text = nil -- the file the table in force was read from
+
+-- The table in force, or nil and why not ("missing", "empty", "damaged", "unreadable",
+-- "format", "expired"). The whole file is read on each GPU submission and compared with the
+-- one in force; a changed file is loaded only if its body matches the header's checksum.
 local function current_table()
 	table_path = table_path or (directory_of_config() .. "/" .. TABLE_NAME)
-	local header = read_header(table_path)
-	if header == nil then
-		loaded, loaded_header = nil, nil
+	local text = read_file(table_path)
+	if text == nil then
+		loaded, loaded_header, loaded_text = nil, nil, nil
 		return nil, "missing"
 	end
-	if header ~= loaded_header then
-		local chunk = loadfile(table_path)
+	if text == "" then
+		loaded, loaded_header, loaded_text = nil, nil, nil
+		return nil, "empty"
+	end
+	if text ~= loaded_text then
+		local header, body = text:match("^([^\n]*)\n(.*)$")
+		local checksum = header and header:match(" checksum=(%d+)")
+		if checksum == nil or tonumber(checksum) ~= adler32(body) then
+			loaded, loaded_header, loaded_text = nil, nil, nil
+			slurm.log_info("arbiter: submit table %s is damaged (checksum)", table_path)
+			return nil, "damaged"
+		end
+		local chunk = loadstring(text)
 		local ok, data = false, nil
 		if chunk ~= nil then
 			ok, data = pcall(chunk)
 		end
 		if not ok or type(data) ~= "table" then
-			loaded, loaded_header = nil, nil
+			loaded, loaded_header, loaded_text = nil, nil, nil
 			return nil, "unreadable"
 		end
 		if data.format ~= TABLE_FORMAT then
-			loaded, loaded_header = nil, nil
+			loaded, loaded_header, loaded_text = nil, nil, nil
 			return nil, "format"
 		end
-		loaded, loaded_header = data, header
+		loaded, loaded_header, loaded_text = data, header, text
 		for account, _ in pairs(data.accounts or {}) do
 			governed_seen[account] = true
 		end
@@ -197,6 +236,8 @@ local FAIL_SAFE = {
 }
 local FAIL_SAFE_STATE = {
 	missing = { en = "missing", zh = "缺失" },
+	empty = { en = "empty", zh = "为空" },
+	damaged = { en = "damaged (its checksum does not match)", zh = "已损坏（校验和不符）" },
 	unreadable = { en = "unreadable", zh = "无法读取" },
 	format = { en = "of another format", zh = "格式不符" },
 	expired = { en = "expired", zh = "已过期" },
@@ -207,8 +248,18 @@ local function looks_governed(account)
 	return governed_seen[account] == true or (account ~= nil and account:find(".", 1, true) ~= nil)
 end
 
-local function refuse(message)
+-- Refuse with a message to the user; the log keeps it too, with the job and the user: on
+-- Slurm 22.05 a refused `scontrol update` shows only Slurm's generic text (log_user does not
+-- reach it before 23.02), so that is where its reason is read (see the README).
+local function refuse(message, job_desc)
 	slurm.log_user("%s", message)
+	slurm.log_info(
+		"arbiter: refused %s of job %s by user %s: %s",
+		current_call,
+		current_job,
+		tostring(job_desc and job_desc.user_name or current_user),
+		(message:gsub("\n", " "))
+	)
 	return slurm.ESLURM_ACCOUNTING_POLICY or slurm.ERROR
 end
 
@@ -256,11 +307,17 @@ local function decide(job_desc, account, qos, user)
 			text = text .. "\n" .. string.format(FAIL_SAFE.zh, TABLE_NAME, FAIL_SAFE_STATE[why].zh, account)
 		end
 		slurm.log_info("arbiter: refused a GPU job of %s: table %s", account, why)
-		return refuse(text)
+		return refuse(text, job_desc)
 	end
 	local entry = (data.accounts or {})[account]
 	if entry == nil then
 		return slurm.SUCCESS -- not one of Arbiter's project accounts
+	end
+	-- Every member's association is in the table (with its default QOS): a user who is not
+	-- a member hears nothing about the project from Arbiter. Slurm's own association check
+	-- refuses the job ("Invalid account or account/partition combination specified").
+	if user ~= nil and user ~= "" and (data.default_qos or {})[user .. "@" .. account] == nil then
+		return slurm.SUCCESS
 	end
 	if qos == nil or qos == "" then
 		qos = (data.default_qos or {})[(user or "") .. "@" .. account] or ""
@@ -288,9 +345,9 @@ local function decide(job_desc, account, qos, user)
 			kind = ""
 		elseif kind == "" then
 			if #kinds == 0 then
-				return refuse(say(data, job_desc, "no_quota", values))
+				return refuse(say(data, job_desc, "no_quota", values), job_desc)
 			elseif #kinds > 1 then
-				return refuse(say(data, job_desc, "untyped_many", values))
+				return refuse(say(data, job_desc, "untyped_many", values), job_desc)
 			end
 			kind = kinds[1]
 			values.type = kind
@@ -300,7 +357,7 @@ local function decide(job_desc, account, qos, user)
 			values.type = kind
 			local top = (entry.max or {})[kind]
 			if top == nil or top <= 0 then
-				return refuse(say(data, job_desc, "no_quota_type", values))
+				return refuse(say(data, job_desc, "no_quota_type", values), job_desc)
 			end
 		end
 		totals[kind] = (totals[kind] or 0) + request.total
@@ -312,17 +369,17 @@ local function decide(job_desc, account, qos, user)
 			values.type = kind ~= "" and kind or "gpu"
 			values.total = total
 			values.max = top
-			return refuse(say(data, job_desc, "over_max", values))
+			return refuse(say(data, job_desc, "over_max", values), job_desc)
 		end
 	end
 	values.total = sum
 	if limits.per_job ~= nil and sum > limits.per_job then
 		values.cap = limits.per_job
-		return refuse(say(data, job_desc, "over_per_job", values))
+		return refuse(say(data, job_desc, "over_per_job", values), job_desc)
 	end
 	if limits.cap ~= nil and sum > limits.cap then
 		values.cap = limits.cap
-		return refuse(say(data, job_desc, "over_tier_cap", values))
+		return refuse(say(data, job_desc, "over_tier_cap", values), job_desc)
 	end
 	if #rewritten > 0 then
 		for _, field in ipairs(FIELDS) do
@@ -347,6 +404,7 @@ local function decide(job_desc, account, qos, user)
 end
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
+	current_call, current_job, current_user = "submission", "(new)", tostring(job_desc.user_name)
 	local account = job_desc.account or job_desc.default_account
 	local qos = job_desc.qos or job_desc.default_qos
 	return decide(job_desc, account, qos, job_desc.user_name)
@@ -362,6 +420,9 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
 	if not touches then
 		return slurm.SUCCESS
 	end
+	current_call = "update"
+	current_job = tostring(job_rec and job_rec.job_id or "?")
+	current_user = tostring(job_rec and job_rec.user_name or "?")
 	local account = job_desc.account or (job_rec and job_rec.account)
 	local qos = job_desc.qos or (job_rec and job_rec.qos)
 	return decide(job_desc, account, qos, job_rec and job_rec.user_name)

@@ -11,11 +11,12 @@ The plugin holds no rules. Every sync writes ``arbiter_submit_table.lua`` beside
 ``slurm.conf`` (atomically: a new file renamed over the old one) from the state it applied:
 per project account its maximum per GPU type, per QOS its tier cap and per-job cap, per user
 association its default QOS, and the messages in English and Chinese. Its first line carries
-the table's fingerprint and expiry; the plugin reads that line on each GPU submission and
-reloads the table when it changes — no restart, no ``scontrol reconfigure``. The guard renews
-the expiry each minute while the cluster is in sync; a table past its expiry (the sync has
-been failing longer than ``ARBITER_SLURM_SUBMIT_TABLE_TTL``), missing or unreadable makes the
-plugin refuse GPU jobs of governed accounts.
+the table's fingerprint, expiry and the checksum of the rest of the file; the plugin reads the
+file on each GPU submission and loads it when it changed and its body matches the checksum —
+no restart, no ``scontrol reconfigure``. The guard renews the expiry each minute while the
+cluster is in sync; a table past its expiry (the sync has been failing longer than
+``ARBITER_SLURM_SUBMIT_TABLE_TTL``), missing, empty, damaged or unreadable makes the plugin
+refuse GPU jobs of governed accounts. The file's format: docs/slurm-submit-table.md.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import os
 import re
 import tempfile
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +56,10 @@ DEFAULT_CONF = "/etc/slurm/slurm.conf"
 VERSION_LINE = re.compile(r'^ARBITER_PLUGIN_VERSION = "(?P<version>[^"]+)"', re.MULTILINE)
 # Lua 5.1 escapes: backslash, quote, and control bytes as decimal \ddd.
 LUA_ESCAPE = re.compile(r'[\\"\x00-\x1f]')
-HEADER = re.compile(r"^-- arbiter-submit-table format=(\d+) fingerprint=(\S+) expires=(\d+)")
+HEADER = re.compile(
+    r"^-- arbiter-submit-table format=(\d+) fingerprint=(\S+) expires=(\d+)"
+    r"(?: checksum=(\d+))?"
+)
 
 
 def plugin_source() -> str:
@@ -196,15 +201,31 @@ def _lua(value: Any, indent: str = "") -> str:
 
 @gc_paused()
 def table_text(data: dict[str, Any], *, expires: int) -> str:
-    header = (
-        f"-- arbiter-submit-table format={TABLE_FORMAT} fingerprint={data['fingerprint']} "
-        f"expires={expires}"
-    )
     body = {**data, "expires": expires}
-    return (
-        f"{header}\n-- Written by Arbiter's Slurm sync; read by job_submit.lua. Do not edit.\n"
+    text = (
+        "-- Written by Arbiter's Slurm sync; read by job_submit.lua. Do not edit.\n"
         f"return {_lua(body)}\n"
     )
+    header = (
+        f"-- arbiter-submit-table format={TABLE_FORMAT} fingerprint={data['fingerprint']} "
+        f"expires={expires} checksum={table_checksum(text)}"
+    )
+    return f"{header}\n{text}"
+
+
+def table_checksum(body: str) -> int:
+    """Adler-32 of the table's body (every byte after the first line), as the plugin checks
+    it: any damage to the body, not only to the first line, is found."""
+    return zlib.adler32(body.encode("utf-8"))
+
+
+def table_intact(text: str) -> bool:
+    """The file's first line is a table header and its body matches the header's checksum."""
+    first, newline, body = text.partition("\n")
+    header = HEADER.match(first)
+    return bool(newline and header and header.group(4)) and int(
+        header.group(4)  # type: ignore[union-attr]
+    ) == table_checksum(body)
 
 
 def table_ttl() -> int:
@@ -263,10 +284,16 @@ def plugin_status(
     installed_version = plugin_version(installed_source) if installed_source else ""
     wanted = table_data(state=state, cluster_name=cluster_name)["fingerprint"]
     try:
-        with (directory / TABLE_NAME).open(encoding="utf-8") as table:
-            header = HEADER.match(table.readline())
-    except OSError:
-        header = None
+        text = (directory / TABLE_NAME).read_text(encoding="utf-8")
+        found = "empty" if not text else ""
+    except FileNotFoundError:
+        text, found = "", "missing"
+    except (OSError, UnicodeDecodeError):
+        text, found = "", "unreadable"
+    header = HEADER.match(text.partition("\n")[0])
+    intact = table_intact(text)
+    if not found and not intact:
+        found = "damaged"
     fingerprint = header.group(2) if header else ""
     expires = int(header.group(3)) if header else 0
     return {
@@ -278,5 +305,8 @@ def plugin_status(
         "table_fingerprint": fingerprint,
         "wanted_fingerprint": wanted,
         "table_expires": expires,
-        "table_current": fingerprint == wanted and expires > now,
+        "table_current": intact and fingerprint == wanted and expires > now,
+        # "" when the file is a whole table; else missing, empty, unreadable or damaged
+        # (its body does not match the checksum in its first line).
+        "table_problem": found,
     }
