@@ -77,7 +77,14 @@ def _tier_rows(tier: PriorityTier) -> list[dict[str, str]]:
                 _("Tier %(tier)s: at most %(gpus)d GPUs across projects")
                 % {"tier": tier.name, "gpus": tier.max_gpus_total},
                 NATIVE,
-                _("QOS %(qos)s GrpTRES=gres/gpu=%(gpus)d (typed and untyped requests)")
+                _(
+                    "QOS %(qos)s GrpTRES=gres/gpu=%(gpus)d (typed and untyped requests, every "
+                    "request form). Where the tier also has QOS copies (%(qos)s.<class> for a "
+                    "cautious class, %(qos)s-protected), the cap is split over them: each holds "
+                    "a share as its GrpTRES, never more than %(gpus)d together, and Arbiter "
+                    "moves the free part to the QOS where jobs wait after each sync and each "
+                    "minute (a job may wait up to a minute for its share)"
+                )
                 % {"qos": name, "gpus": tier.max_gpus_total},
             )
         )
