@@ -579,6 +579,10 @@ def sync_execute(
             cluster=cluster, backend=backend, planned=planned, revision=run.revision
         )
         clashes = [c for c in conflicts if (c.kind, c.name) not in held]
+        # A capped tier's cap, split over its QOS, goes where jobs wait (a raised cap too).
+        rebalance = getattr(backend, "rebalance", None)
+        if rebalance is not None:
+            rebalance(applied=planned.desired)
         submit = submit_refresh(cluster=cluster, backend=backend, write=True, recheck=False)
         warnings = list(applied.warnings)
         if submit.get("error"):
