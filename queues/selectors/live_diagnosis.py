@@ -172,9 +172,9 @@ def live_diagnose(state: QueueState, job: Asked) -> Diagnosis | None:
             details=details,
         )
     if reason.startswith("AssocGrp"):
-        never = _never_by_type(live)
-        if never is not None:
-            return never
+        impossible = _never_by_type(live)
+        if impossible is not None:
+            return impossible
         key = f"gres/gpu:{live.gpu_type}" if live.gpu_type else "gres/gpu"
         limit, used = live.account_limits.get(key, (None, 0))
         if limit is None or used + asked <= limit:
@@ -194,9 +194,9 @@ def live_diagnose(state: QueueState, job: Asked) -> Diagnosis | None:
             details={"account": live.account},
         )
     if reason == "Resources":
-        never = _never_by_type(live)
-        if never is not None:
-            return never
+        impossible = _never_by_type(live)
+        if impossible is not None:
+            return impossible
         total, allocated = live.nodes.get(live.gpu_type, (0, 0))
         free = float(max(0, total - allocated))
         details = {}

@@ -107,10 +107,10 @@ def plan_shares(
 
 
 def _set(commands: SlurmCommands, name: str, fields: dict[str, str], gpus: int) -> None:
-    tres = {**parse_tres(fields.get("grp_tres", "")), GPU: str(gpus)}
+    tres: dict[str, int | str] = {**parse_tres(fields.get("grp_tres", "")), GPU: gpus}
     commands.sacctmgr_write(
         "modify", "qos", "where", f"name={name}", "set", f"GrpTRES={format_tres(tres)}"
-    )  # type: ignore[arg-type]
+    )
 
 
 def _wait_for(commands: SlurmCommands, names: list[str], want: dict[str, int]) -> dict[str, Share]:
@@ -136,16 +136,13 @@ def rebalance(commands: SlurmCommands, *, qos: dict[str, dict[str, str]]) -> lis
             continue  # a QOS not there yet: the sync creates it
         target = plan_shares(cap, names, shares, pending_jobs(commands, names))
         before = {name: shares[name].limit for name in names}
-        lower = {n: v for n, v in target.items() if before[n] is None or v < before[n]}
+        lower = {n: v for n, v in target.items() if _lowers(before[n], v)}
         for name, gpus in lower.items():
             _set(commands, name, qos[name], gpus)
         if lower:
             shares = _wait_for(commands, names, lower)
         # What the family may hold now: each QOS its limit, or its use where that is more.
-        held = {
-            n: max(shares[n].used, shares[n].limit if shares[n].limit is not None else cap)
-            for n in names
-        }
+        held = {n: max(shares[n].used, _or(shares[n].limit, cap)) for n in names}
         for name in names:
             want = target[name]
             current = shares[name].limit
@@ -160,7 +157,15 @@ def rebalance(commands: SlurmCommands, *, qos: dict[str, dict[str, str]]) -> lis
     return changed
 
 
-def family_split_ok(live: dict[str, str], desired: dict[str, str], cap: int) -> bool:
+def _lowers(current: int | None, wanted: int) -> bool:
+    return current is None or wanted < current
+
+
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
+
+
+def family_split_ok(live: str, desired: str, cap: int) -> bool:
     """A family member's live ``GrpTRES`` is one share of the desired cap: the same TRES
     but ``gres/gpu``, and a share between 0 and the cap."""
     have, want = parse_tres(live), parse_tres(desired)
@@ -174,15 +179,12 @@ def normalize_live(desired: dict[str, dict[str, str]], live: dict[str, dict[str,
     its shares together stay within the cap: the split is the rebalancer's, not drift. A
     split past the cap (a cap lowered, a share set by hand) stays a difference."""
     for _base, (cap, names) in cap_families(desired).items():
-        found = [live.get(name) for name in names]
-        if any(f is None for f in found):
+        found = {name: live[name].get("grp_tres", "") for name in names if name in live}
+        if len(found) < len(names):
             continue
-        if not all(
-            family_split_ok(f.get("grp_tres", ""), desired[n].get("grp_tres", ""), cap)  # type: ignore[union-attr]
-            for n, f in zip(names, found, strict=True)
-        ):
+        if not all(family_split_ok(found[n], desired[n].get("grp_tres", ""), cap) for n in names):
             continue
-        total = sum(int(parse_tres(f["grp_tres"])[GPU]) for f in found)  # type: ignore[index]
+        total = sum(int(parse_tres(found[n])[GPU]) for n in names)
         if total <= cap:
             for name in names:
                 live[name] = {**live[name], "grp_tres": desired[name].get("grp_tres", "")}
