@@ -272,7 +272,7 @@ def job_wait(request: HttpRequest) -> HttpResponse:
         except Http404:
             not_found = True
         else:
-            explanation = selectors.job_wait_explanation(job)
+            explanation = selectors.job_wait_explanation(job, live=services.job_live_wait(job))
     return render(
         request,
         "queues/job_wait.html",

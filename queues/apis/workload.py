@@ -24,6 +24,7 @@ from governance.toolkit.api import NOT_FOUND, body_read, error_response
 from queues import selectors
 from queues.models import FINISHED_STATES, EventKind, JobState
 from queues.schedulers.classify import SCHEDULERS
+from queues.services.slurm.waits import job_live_wait
 from queues.services.workload import events_ingest
 from queues.services.workload.events import EventItemsInvalid, job_events_from_items
 from queues.services.workload.positions import quota_positions
@@ -372,4 +373,5 @@ class JobWaitApi(APIView):
         job = selectors.job_get(
             user=request.user, job_id=job_id, source=request.query_params.get("source", "")
         )
-        return Response(self.OutputSerializer(selectors.job_wait_explanation(job)).data)
+        explanation = selectors.job_wait_explanation(job, live=job_live_wait(job))
+        return Response(self.OutputSerializer(explanation).data)

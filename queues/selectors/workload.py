@@ -261,30 +261,11 @@ def _declared_capacity(job: WorkloadJob, pool_id: int | None) -> dict[tuple[int,
     return capacity
 
 
-def live_slurm_wait(job: WorkloadJob) -> Any:
-    """What Slurm holds for a pending Slurm job now (``slurm.waits``), or None: not a Slurm
-    job of a cluster Arbiter can reach, unknown to Slurm, or Slurm does not answer (the
-    answer then reads Arbiter's records, and says so)."""
-    from queues.models import ClusterBackend
-    from queues.schedulers.backends import SchedulerError
-    from queues.services.slurm import commands_for
-    from queues.services.slurm.waits import live_wait
-
-    cluster = job.cluster
-    if cluster is None or cluster.backend != ClusterBackend.SLURM or job.source != cluster.name:
-        return None
-    if not cluster.enabled:
-        return None
-    try:
-        found = live_wait(commands_for(cluster), job.job_id)
-    except SchedulerError:
-        return None
-    return found if found is not None and found.state == "PENDING" else None
-
-
-def job_diagnosis(job: WorkloadJob, *, now: datetime) -> diagnosis.Diagnosis:
+def job_diagnosis(job: WorkloadJob, *, now: datetime, live: Any = None) -> diagnosis.Diagnosis:
+    """Why the job waits; ``live``: what Slurm holds for it now (``services.job_live_wait``),
+    whose figures then replace Arbiter's records."""
     state, pool_id = queue_state(job, now=now)
-    state.live = live_slurm_wait(job)
+    state.live = live
     if state.live is not None and pool_id is not None and job.flavor_id is not None:
         state.declared = state.capacity.get((pool_id, job.flavor_id))
     asked = diagnosis.Asked(
@@ -639,8 +620,11 @@ def next_step(
     )
 
 
-def job_wait_explanation(job: WorkloadJob, *, now: datetime | None = None) -> WaitExplanation:
-    """Why the job waits, with the figures that make the answer true (from its own source)."""
+def job_wait_explanation(
+    job: WorkloadJob, *, now: datetime | None = None, live: Any = None
+) -> WaitExplanation:
+    """Why the job waits, with the figures that make the answer true (from its own source;
+    for a pending Slurm job, ``live``: what the cluster holds now, ``services.job_live_wait``)."""
     now = now or timezone.now()
     pool_id = definitions.job_pool_id(job=job, maps=definitions.pool_maps())
     use = (
@@ -648,7 +632,7 @@ def job_wait_explanation(job: WorkloadJob, *, now: datetime | None = None) -> Wa
         if job.project is not None
         else []
     )
-    found = job_diagnosis(job, now=now) if job.is_pending else None
+    found = job_diagnosis(job, now=now, live=live) if job.is_pending else None
     tiers = {
         pk: (slug, name)
         for pk, slug, name in PriorityTier.objects.values_list("pk", "slug", "name")

@@ -33,6 +33,7 @@ from .replay import (
     change_replay_window,
 )
 from .slurm import SlurmBackend, SlurmCommands, slurm_conf_lines
+from .slurm.waits import job_live_wait
 from .sync import (
     SyncBusy,
     backend_for,
@@ -100,6 +101,7 @@ __all__ = [
     "due_since",
     "guard_check",
     "guard_check_all",
+    "job_live_wait",
     "lease_acquire",
     "lease_release",
     "out_of_sync_check",

@@ -40,7 +40,7 @@ def _answer(lab, job_id: str):
     job = WorkloadJob.objects.select_related("project", "tier", "flavor", "cluster").get(
         source=lab.cluster.name, job_id=job_id
     )
-    return job_wait_explanation(job)
+    return job_wait_explanation(job, live=services.job_live_wait(job))
 
 
 def _wait_reasons(slurm, expected: dict[str, str]) -> None:

@@ -164,6 +164,11 @@ def evlab(ops, evslurm):
     return {"cluster": cluster, "projects": projects, "owner": owner, "ops": ops, "slurm": evslurm}
 
 
+def _explain(job):
+    """The answer the job page gives: with what Slurm holds now."""
+    return job_wait_explanation(job, live=services.job_live_wait(job))
+
+
 def account(slug):
     return f"evpool.{slug}"
 
@@ -214,17 +219,17 @@ def test_each_wait_category_for_real(evlab):
         jobs[big].tier.slug == "evprod" and jobs[big].gpus == 4 and jobs[big].flavor.slug == "a100"
     )
     # The next step for each category, in plain words.
-    quota = job_wait_explanation(jobs[capped])
+    quota = _explain(jobs[capped])
     assert "uses 1 of 1 H100 GPUs" in quota.next_step and "kind=quota_exception" in quota.action_url
     assert "project=evcap" in quota.action_url
-    resource = job_wait_explanation(jobs[top]).next_step
+    resource = _explain(jobs[top]).next_step
     assert "4 are allocated, 0 are free and the job asks for 1" in resource, resource
-    queue = job_wait_explanation(jobs[low])
+    queue = _explain(jobs[low])
     ahead = [j["job_id"] for j in queue.ahead]
     assert top in ahead and low not in ahead and queue.ahead_count == len(ahead)
     assert "rank ahead of it" in queue.next_step and "queue jump" in queue.next_step
-    assert "depends on" in job_wait_explanation(jobs[dep]).next_step
-    assert f"“{PROBE}” matches no node" in job_wait_explanation(jobs[bad]).next_step
+    assert "depends on" in _explain(jobs[dep]).next_step
+    assert f"“{PROBE}” matches no node" in _explain(jobs[bad]).next_step
     # Reading the same queue again stores nothing new about these jobs (the lab is shared:
     # a job another test left behind may end or appear meanwhile, and is recorded).
     ours = WorkloadEvent.objects.filter(source="evlab", job__job_id__in=[big, *expected])

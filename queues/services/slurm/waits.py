@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
+from queues.schedulers.backends import SchedulerError
 from queues.schedulers.slurm.values import GPU, parse_tier_qos
 
-from .commands import NO_SUCH_JOBS, SlurmCommands
+from .commands import NO_SUCH_JOBS, SlurmCommands, commands_for
 
 PAIR = re.compile(r"(\S+?)=(\S*)")
 LIMIT_USE = re.compile(r"^(?P<limit>N|\d+)?\((?P<used>\d+)\)$")
@@ -312,3 +314,21 @@ def _read_ahead(
         found.ahead.append(other)
     found.ahead.sort(key=lambda o: -o.priority)
     found.ahead_never = never
+
+
+def job_live_wait(job: Any) -> LiveWait | None:
+    """What Slurm holds now for a pending job of Arbiter's workload records (``WorkloadJob``),
+    or None: not pending, not a job of a Slurm cluster Arbiter syncs, unknown to Slurm, or
+    Slurm does not answer (the answer then reads Arbiter's records)."""
+    from queues.models import ClusterBackend
+
+    cluster = job.cluster
+    if not job.is_pending or cluster is None or not cluster.enabled:
+        return None
+    if cluster.backend != ClusterBackend.SLURM or job.source != cluster.name:
+        return None
+    try:
+        found = live_wait(commands_for(cluster), job.job_id)
+    except SchedulerError:
+        return None
+    return found if found is not None and found.state == "PENDING" else None
