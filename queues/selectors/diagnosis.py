@@ -196,13 +196,20 @@ def jobs_ahead(state: QueueState, job: Asked) -> list[Waiting]:
             return False
         return (other.submitted, other.job_id) < (job.submitted, job.job_id)
 
+    def could_start(other: Waiting) -> bool:
+        # A job over its tier's per-job cap shows ``Priority`` while others block it, yet
+        # can never start: it is ahead of no one.
+        rule = state.tiers.get(other.tier) if other.tier is not None else None
+        too_big = rule is not None and rule.max_per_job is not None
+        return other.reason in CAN_START and not (too_big and other.gpus > rule.max_per_job)  # type: ignore[union-attr,operator]
+
     competing = [
         other
         for other in state.waiting
         if other.job_id != job.job_id
         and other.flavor == job.flavor
         and other.pool == job.pool
-        and other.reason in CAN_START
+        and could_start(other)
         and ranks_ahead(other)
     ]
     return sorted(

@@ -178,3 +178,16 @@ def test_a_per_user_limit_is_one_set_by_hand_and_not_sent_to_a_quota_exception(l
     assert answer.limit == "user_cap" and answer.action_url == ""
     assert answer.figures == {"used": "6", "asked": "4"}
     assert "set by hand" in answer.next_step and "ask ops" in answer.next_step
+
+
+def test_a_job_over_its_tiers_per_job_cap_is_ahead_of_no_one(lab):
+    """Slurm shows ``Priority`` for a job over its QOS's per-job cap while others block it;
+    it can never start, so it is not counted among the jobs ahead."""
+    rules.tier_update(
+        tier=lab.production, user=lab.ops, reason=REASON, data={"max_gpus_per_job": 2}
+    )
+    mine = job(lab, "1", "Priority", gpus=1, tier=lab.regular, minutes=10)
+    job(lab, "fits", "Priority", gpus=2, tier=lab.production, minutes=20)
+    job(lab, "never", "Priority", gpus=3, tier=lab.production, minutes=20)
+    answer = explain(mine)
+    assert [row["job_id"] for row in answer.ahead] == ["fits"] and answer.ahead_count == 1
