@@ -7,6 +7,7 @@ deployer grants it on the command line (``manage.py createsuperuser``); a change
 take it away.
 """
 
+import logging
 from typing import Any
 
 from django.conf import settings
@@ -22,10 +23,13 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from governance.models import SiteRole, User
+from governance.selectors.people import password_link_refusal
 
 from ._access import require_ops
 from ._history import apply_fields, governed_save
 from .tokens import user_tokens_revoke
+
+logger = logging.getLogger("arbiter.people")
 
 USER_EDITABLE = ("site_role", "is_active", "is_superuser")
 # A site role's powers, to tell a role removed from a role given.
@@ -140,6 +144,10 @@ def user_invitation_send(*, person_id: int) -> bool:
     link a password reset sends); False when there is nobody to invite."""
     person = User.objects.filter(pk=person_id, is_active=True, is_service_account=False).first()
     if person is None or person.has_usable_password() or not person.email:
+        return False
+    refusal = password_link_refusal(person)
+    if refusal:
+        logger.info("No invitation for %s: %s", person.username, refusal)
         return False
     uid = urlsafe_base64_encode(force_bytes(person.pk))
     link = settings.ARBITER_SITE_URL + reverse(

@@ -38,7 +38,9 @@ def test_twenty_concurrent_calls_leave_no_child_of_a_revoked_token_live(member, 
             client.credentials(HTTP_AUTHORIZATION=f"Bearer {parent.key}")
             barrier.wait(timeout=20)
             response = client.post(
-                reverse("api_token_create"), {"name": f"child-{number}", "scopes": ["read"]}, format="json"
+                reverse("api_token_create"),
+                {"name": f"child-{number}", "scopes": ["read"]},
+                format="json",
             )
             outcomes.append(("mint", response.status_code, response.content.decode()))
         finally:
