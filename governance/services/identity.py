@@ -23,6 +23,7 @@ everyone who still holds something, so that this happens within the recheck inte
 import base64
 import hashlib
 import logging
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -142,13 +143,17 @@ def language_from_locale(locale: str) -> str:
 
 
 def _username_for(claims: Mapping[str, Any], *, issuer: str, subject: str) -> str:
-    """The new account's username: the username claim (or the e-mail's local part), made
-    unique with a short digest of the subject when an unlinked account already has it."""
+    """The new account's username: the username claim (or the e-mail's local part),
+    NFKC-normalised, made unique with a short digest of the subject when an account already
+    has it in any case."""
     wanted = _text_claim(claims, settings.ARBITER_OIDC_USERNAME_CLAIM)
     if not wanted:
         wanted = _text_claim(claims, settings.ARBITER_OIDC_EMAIL_CLAIM).split("@")[0]
+    # NFKC first (a full-width "Ｏｐｓ" is "Ops"), then unique whatever the case (``Ops``
+    # beside ``ops`` would read as one person): the User model's constraint.
+    wanted = unicodedata.normalize("NFKC", wanted)
     wanted = "".join(ch for ch in wanted if ch.isalnum() or ch in "@.+-_")[:100] or "person"
-    if not User.objects.filter(username=wanted).exists():
+    if not User.objects.filter(username__iexact=wanted).exists():
         return wanted
     digest = hashlib.sha256(f"{issuer}\n{subject}".encode()).hexdigest()[:8]
     return f"{wanted}-{digest}"[:USERNAME_MAX_LENGTH]

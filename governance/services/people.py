@@ -23,6 +23,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from governance.models import SiteRole, User
+from governance.models.users import USERNAME_TAKEN
 from governance.selectors.people import password_link_refusal
 
 from ._access import require_ops
@@ -46,8 +47,12 @@ def user_create(
     first_name: str = "",
     last_name: str = "",
 ) -> User:
-    """A new account: inactive, a member, no password (the owner sets it from a reset link)."""
+    """A new account: inactive, a member, no password (the owner sets it from a reset link).
+    Its username is NFKC-normalised and unique whatever its case."""
     require_ops(user)
+    username = User.normalize_username(username)
+    if User.objects.filter(username__iexact=username).exists():
+        raise ValidationError({"username": USERNAME_TAKEN})
     person = User(
         username=username,
         email=email,
