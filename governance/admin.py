@@ -29,6 +29,7 @@ from governance.models import (
     RuleEdit,
     User,
 )
+from governance.models.users import USERNAME_TAKEN
 from governance.toolkit.admin import ReadOnlyAdmin, is_ops
 
 
@@ -46,6 +47,13 @@ class UserAddForm(forms.ModelForm):
     class Meta:
         model = User
         fields = ["username", "email", "first_name", "last_name"]
+
+    def clean_username(self) -> str:
+        """NFKC-normalised, and unique whatever its case (``Ops`` beside ``ops``)."""
+        username = User.normalize_username(self.cleaned_data["username"])
+        if User.objects.filter(username__iexact=username).exists():
+            raise forms.ValidationError(USERNAME_TAKEN)
+        return str(username)
 
 
 @admin.register(User)

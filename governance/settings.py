@@ -558,9 +558,17 @@ ARBITER_OIDC_PROJECT_GROUPS = env_mapping("ARBITER_OIDC_PROJECT_GROUPS")
 # "group=approver", "group=tier:<slug>". A claim never grants them: it proposes a rule change
 # that a second person approves. Leaving a site role's group takes the role away at once.
 ARBITER_OIDC_ROLE_GROUPS = env_mapping("ARBITER_OIDC_ROLE_GROUPS")
-# Before an API token of a person who signs in through the provider is accepted, Arbiter asks
-# the provider (a refresh-token grant) whether the account still exists, at most this often.
+# Before an API token or a page session of a person linked to the provider is accepted
+# (whatever their password), Arbiter asks the provider (a refresh-token grant) whether the
+# account still exists, at most this often.
 ARBITER_OIDC_RECHECK_MINUTES = int(os.environ.get("ARBITER_OIDC_RECHECK_MINUTES", "15"))
+# Everyone linked to the provider who still holds a token or a session is asked about every
+# minute once their last answer is older than the interval (less the minute): a person
+# disabled there loses their tokens within ARBITER_OIDC_RECHECK_MINUTES, used or not.
+CELERY_BEAT_SCHEDULE["identities-recheck"] = {
+    "task": "governance.tasks.identities_recheck",
+    "schedule": timedelta(minutes=1),
+}
 # Local passwords (the demo's accounts). Off: only the break-glass accounts named in
 # ARBITER_BREAK_GLASS_USERS may still sign in with a password.
 ARBITER_LOCAL_LOGIN = env_bool("ARBITER_LOCAL_LOGIN", True)

@@ -395,6 +395,7 @@ POSTGRES_MODULES = {
     "test_quota_concurrency.py",
     "test_change_concurrency.py",
     "test_request_approve_concurrency.py",
+    "test_token_mint_concurrency.py",
 }
 
 

@@ -201,3 +201,54 @@ def provider(oidc_provider, settings):
     oidc_provider.reset()
     provider_settings(settings, oidc_provider)
     return oidc_provider
+
+
+def provider_browse(
+    provider: Provider,
+    base_url: str,
+    username: str,
+    password: str,
+    *,
+    callback: Any = None,
+) -> requests.Response:
+    """A sign-in as a browser makes it, without one: Arbiter's start page (live server), the
+    provider's login form, then back to Arbiter's callback. ``callback(params)`` may change
+    the callback's query parameters (code, state, iss) before the browser follows it. Returns
+    Arbiter's answer to the callback (not followed); the session is ``.session``."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit
+
+    browser = requests.Session()
+    answer = browser.get(f"{base_url}/accounts/oidc/start/", allow_redirects=False, timeout=10)
+    location = answer.headers["Location"]
+    for _hop in range(10):
+        if location.startswith(f"{base_url}/accounts/oidc/callback/"):
+            break
+        if location.startswith("/"):
+            location = provider.issuer + location
+        if "/interaction/" in location and not location.endswith("/login"):
+            page = browser.get(location, allow_redirects=False, timeout=10)
+            if page.status_code == 200:  # the login form
+                page = browser.post(
+                    f"{location}/login",
+                    data={"username": username, "password": password},
+                    allow_redirects=False,
+                    timeout=10,
+                )
+            assert page.status_code in (302, 303), page.text
+            location = page.headers["Location"]
+            continue
+        page = browser.get(location, allow_redirects=False, timeout=10)
+        assert page.status_code in (302, 303), page.text
+        location = page.headers["Location"]
+    else:
+        raise AssertionError(f"the provider never sent the browser back: {location}")
+    params = dict(parse_qsl(urlsplit(location).query))
+    if callback is not None:
+        params = callback(params)
+    answer = browser.get(
+        f"{base_url}/accounts/oidc/callback/?{urlencode(params)}",
+        allow_redirects=False,
+        timeout=10,
+    )
+    answer.session = browser  # type: ignore[attr-defined]
+    return answer

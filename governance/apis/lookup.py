@@ -42,11 +42,14 @@ class LookupPagination(LimitOffsetPagination):
 class _UserSerializer(serializers.Serializer):
     value = serializers.CharField(source="username", help_text=_("What the filter takes."))
     label = serializers.SerializerMethodField(  # type: ignore[assignment]
-        help_text=_("The full name, if any.")
+        help_text=_(
+            "The full name with the username beside it (two people may share a name, never "
+            "a username); the username alone when there is no name."
+        )
     )
 
     def get_label(self, user: Any) -> str:
-        return str(user.get_full_name())
+        return str(user.picker_label)
 
 
 class _ProjectSerializer(serializers.Serializer):

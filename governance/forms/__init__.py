@@ -180,7 +180,7 @@ class MembershipRemoveForm(ReasonForm):
         field = self.fields["membership"]
         field.queryset = project.memberships.select_related("user").order_by("user__username")
         field.label_from_instance = lambda membership: (
-            f"{membership.user} ({membership.get_role_display()})"
+            f"{membership.user.picker_label}, {membership.get_role_display()}"
         )
 
 

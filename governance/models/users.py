@@ -4,6 +4,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractUser
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Lower
 from django.urls import reverse
 from django.utils.functional import cached_property
 from django.utils.translation import gettext_lazy as _
@@ -11,6 +12,11 @@ from simple_history.models import HistoricalRecords
 
 from .changes import ChangeLinkedHistory
 from .projects import ProjectRole
+
+USERNAME_TAKEN = _(
+    "A user with that username already exists (usernames are unique whatever their case, "
+    "after Unicode NFKC normalisation)."
+)
 
 
 class SiteRole(models.TextChoices):
@@ -51,6 +57,13 @@ class User(AbstractUser):
             models.CheckConstraint(
                 condition=Q(site_role__in=SiteRole.values), name="user_site_role_valid"
             ),
+            # ``Ops`` beside ``ops`` would read as one person: usernames are unique whatever
+            # their case (and NFKC-normalised before they are saved: ``clean()``).
+            models.UniqueConstraint(
+                Lower("username"),
+                name="user_username_unique_ignoring_case",
+                violation_error_message=USERNAME_TAKEN,
+            ),
             # A service account is never staff, superuser or approver.
             models.CheckConstraint(
                 condition=Q(is_service_account=False)
@@ -86,6 +99,13 @@ class User(AbstractUser):
 
     def __str__(self) -> str:
         return self.get_full_name() or self.username
+
+    @property
+    def picker_label(self) -> str:
+        """How a picker names the person: the name with the username beside it (two people
+        may share a name, never a username)."""
+        name = self.get_full_name()
+        return f"{name} ({self.username})" if name else self.username
 
     def get_absolute_url(self) -> str:
         return reverse("person_detail", args=[self.username])

@@ -52,7 +52,13 @@ from .history import (
     membership_history_entries,
 )
 from .lists import Sorts, search_filter, sort_choices, sorted_by
-from .people import PERSON_SORTS, person_get, person_list
+from .people import (
+    PERSON_SORTS,
+    is_break_glass,
+    password_link_refusal,
+    person_get,
+    person_list,
+)
 from .rules import (
     FLAVOR_SORTS,
     POOL_SORTS,
@@ -141,12 +147,14 @@ __all__ = [
     "flavor_list",
     "grants_active_at",
     "history_entries",
+    "is_break_glass",
     "membership_history_entries",
     "model_field",
     "object_key",
     "object_lookup",
     "object_type_of",
     "object_types",
+    "password_link_refusal",
     "people_behind",
     "person_get",
     "person_list",

@@ -7,7 +7,7 @@ from axes.models import AccessAttempt
 from django.conf import settings
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext, gettext_lazy
 
 from governance.models import User
 
@@ -51,3 +51,33 @@ def login_cool_off(request: HttpRequest | None = None) -> timedelta:
     ) or 0
     extra = max(0, failures - settings.AXES_FAILURE_LIMIT)
     return min(base * (2 ** min(extra, 16)), timedelta(days=1))
+
+
+def is_break_glass(person: Any) -> bool:
+    """A break-glass account: named in ``ARBITER_BREAK_GLASS_USERS`` (the deployer's list of
+    local accounts kept for when the identity provider is down). It may sign in with its
+    password while ``ARBITER_LOCAL_LOGIN`` is off, and may get a password link."""
+    return bool(person.username) and person.username in settings.ARBITER_BREAK_GLASS_USERS
+
+
+def password_link_refusal(person: Any) -> str:
+    """Why ``person`` may not get a password link by mail (a reset, or a first password), or
+    "" when they may. Never for a service account; never for an account linked to the
+    identity provider (its sign-in is the provider's, and a password would outlive a
+    disabling there); never while local passwords are off. Break-glass accounts excepted
+    (all but the first)."""
+    if person.is_service_account or not person.is_active:
+        return gettext("This account never signs in with a password.")
+    if is_break_glass(person):
+        return ""
+    if not settings.ARBITER_LOCAL_LOGIN:
+        return gettext(
+            "Signing in with a password is switched off here (ARBITER_LOCAL_LOGIN): no password "
+            "links are sent. Sign in through the identity provider."
+        )
+    if person.provider_identities.exists():
+        return gettext(
+            "This account signs in through the identity provider: Arbiter sends it no password "
+            "link. Sign in through the identity provider."
+        )
+    return ""

@@ -14,24 +14,31 @@ The directory's groups then decide:
   someone else as every change is). Leaving a site role's group takes the role away at once.
 
 ``identity_recheck`` asks the provider (a refresh-token grant) whether the account still
-exists; when it does not, the identity is marked disabled and the person's personal API
-tokens are revoked.
+exists; when it does not, ``identity_disable`` marks the identity disabled, revokes the
+person's API tokens and ends their sessions (whatever their password), writes the person's
+history and mails them and ops. ``identities_recheck_due`` (beat, every minute) asks about
+everyone who still holds something, so that this happens within the recheck interval.
 """
 
 import base64
 import hashlib
 import logging
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ValidationError
+from django.core.mail import send_mail
 from django.db import transaction
-from django.utils import timezone
-from django.utils.translation import gettext_noop
+from django.db.models import Q
+from django.utils import timezone, translation
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop, ngettext
 
 from governance.models import (
     OPEN_STATUSES,
@@ -43,6 +50,7 @@ from governance.models import (
     SiteRole,
     User,
 )
+from governance.models.texts import mail_language
 
 from ._access import directory_proposal
 from ._history import governed_save
@@ -135,13 +143,17 @@ def language_from_locale(locale: str) -> str:
 
 
 def _username_for(claims: Mapping[str, Any], *, issuer: str, subject: str) -> str:
-    """The new account's username: the username claim (or the e-mail's local part), made
-    unique with a short digest of the subject when an unlinked account already has it."""
+    """The new account's username: the username claim (or the e-mail's local part),
+    NFKC-normalised, made unique with a short digest of the subject when an account already
+    has it in any case."""
     wanted = _text_claim(claims, settings.ARBITER_OIDC_USERNAME_CLAIM)
     if not wanted:
         wanted = _text_claim(claims, settings.ARBITER_OIDC_EMAIL_CLAIM).split("@")[0]
+    # NFKC first (a full-width "Ｏｐｓ" is "Ops"), then unique whatever the case (``Ops``
+    # beside ``ops`` would read as one person): the User model's constraint.
+    wanted = unicodedata.normalize("NFKC", wanted)
     wanted = "".join(ch for ch in wanted if ch.isalnum() or ch in "@.+-_")[:100] or "person"
-    if not User.objects.filter(username=wanted).exists():
+    if not User.objects.filter(username__iexact=wanted).exists():
         return wanted
     digest = hashlib.sha256(f"{issuer}\n{subject}".encode()).hexdigest()[:8]
     return f"{wanted}-{digest}"[:USERNAME_MAX_LENGTH]
@@ -440,22 +452,36 @@ def identity_recheck(
 
 @transaction.atomic
 def identity_disable(*, identity: ProviderIdentity, detail: str) -> None:
-    """The provider says the account is gone or disabled: its sessions end (the backend no
-    longer loads it) and its personal API tokens are revoked."""
+    """The provider says the account is gone or disabled: its sessions end (the backends no
+    longer load it, whatever its password), its API tokens are revoked (each with a history
+    row), the person's own history says why, and the person and ops hear of it by mail."""
     identity = ProviderIdentity.objects.select_for_update().get(pk=identity.pk)
     now = timezone.now()
-    if identity.disabled_at is None:
+    newly = identity.disabled_at is None
+    if newly:
         identity.disabled_at = now
     identity.refresh_token = ""
     identity.save(update_fields=["disabled_at", "refresh_token"])
     actor = system_user()
-    revoked = user_tokens_revoke(
-        owner=identity.user,
-        user=actor,
-        reason=_provider_reason(
-            identity.issuer, "the account is gone or disabled (%(detail)s)", detail=detail
-        ),
+    reason = _provider_reason(
+        identity.issuer, "the account is gone or disabled (%(detail)s)", detail=detail
     )
+    revoked = user_tokens_revoke(owner=identity.user, user=actor, reason=reason)
+    if newly:
+        person = User.objects.select_for_update().get(pk=identity.user_id)
+        governed_save(
+            person,
+            user=actor,
+            reason=_provider_reason(
+                identity.issuer,
+                "the account is gone or disabled (%(detail)s): its sessions end and "
+                "%(count)s API token(s) were revoked",
+                detail=detail,
+                count=str(revoked),
+            ),
+        )
+        person_id, count = person.pk, revoked
+        transaction.on_commit(lambda: identity_disabled_notify(person_id=person_id, count=count))
     logger.warning(
         "Identity provider %s: subject %s (%s) is gone or disabled (%s); %d API token(s) revoked",
         identity.issuer,
@@ -464,3 +490,79 @@ def identity_disable(*, identity: ProviderIdentity, detail: str) -> None:
         detail,
         revoked,
     )
+
+
+def identity_disabled_notify(*, person_id: int, count: int) -> int:
+    """Mail the person whose account the provider disabled, and every active ops person,
+    that Arbiter ended their access (``count`` tokens revoked): how many mails were sent."""
+    person = User.objects.get(pk=person_id)
+    values = {"username": person.username, "name": person.get_full_name() or person.username}
+    sent = 0
+    if person.email:
+        with translation.override(mail_language(person)):
+            subject = _("Your Arbiter access ended: the identity provider disabled your account")
+            body = ngettext(
+                "The identity provider says your account (%(username)s) is gone or disabled, "
+                "so Arbiter ended your sessions and revoked the %(count)d API token you held.",
+                "The identity provider says your account (%(username)s) is gone or disabled, "
+                "so Arbiter ended your sessions and revoked the %(count)d API tokens you held.",
+                count,
+            ) % {**values, "count": count}
+        send_mail(subject, body, None, [person.email])
+        sent += 1
+    ops = User.objects.filter(
+        site_role=SiteRole.OPS, is_active=True, is_service_account=False
+    ).exclude(email="")
+    for operator in ops.exclude(pk=person.pk).order_by("pk"):
+        with translation.override(mail_language(operator)):
+            subject = (
+                _("Arbiter: %(name)s lost access (disabled at the identity provider)") % values
+            )
+            body = ngettext(
+                "The identity provider says the account of %(name)s (%(username)s) is gone or "
+                "disabled. Arbiter ended their sessions and revoked %(count)d API token; the "
+                "person's history records it.",
+                "The identity provider says the account of %(name)s (%(username)s) is gone or "
+                "disabled. Arbiter ended their sessions and revoked %(count)d API tokens; the "
+                "person's history records it.",
+                count,
+            ) % {**values, "count": count}
+        send_mail(subject, body, None, [operator.email])
+        sent += 1
+    return sent
+
+
+def identities_recheck_due(
+    *,
+    now: datetime,
+    redeem: Callable[[str], tuple[str, Mapping[str, Any] | None]],
+    every_seconds: float,
+) -> list[int]:
+    """Ask the provider about every identity that still holds something here (a live API
+    token, or a sign-in recent enough for a live session) and that it has not confirmed for
+    ``every_seconds``: the ids of those it disabled now. Run by beat every minute, so that a
+    person disabled at the provider loses their tokens within the recheck interval even if
+    they never use them again."""
+    session_start = now - timedelta(seconds=settings.SESSION_COOKIE_AGE)
+    holding = Q(user__api_tokens__revoked_at=None, user__api_tokens__expires_at__gt=now) | Q(
+        last_sign_in_at__gt=session_start
+    )
+    due = (
+        ProviderIdentity.objects.filter(
+            holding,
+            disabled_at=None,
+            user__is_active=True,
+            issuer=settings.ARBITER_OIDC_ISSUER,
+        )
+        .exclude(refresh_token="")
+        .filter(Q(checked_at=None) | Q(checked_at__lte=now - timedelta(seconds=every_seconds)))
+        .values_list("pk", flat=True)
+        .distinct()
+        .order_by("pk")
+    )
+    disabled = []
+    for identity_id in list(due):
+        identity = ProviderIdentity.objects.get(pk=identity_id)
+        if identity_recheck(identity=identity, redeem=redeem, min_age_seconds=every_seconds):
+            disabled.append(identity_id)
+    return disabled

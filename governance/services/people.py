@@ -7,6 +7,7 @@ deployer grants it on the command line (``manage.py createsuperuser``); a change
 take it away.
 """
 
+import logging
 from typing import Any
 
 from django.conf import settings
@@ -22,10 +23,14 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from governance.models import SiteRole, User
+from governance.models.users import USERNAME_TAKEN
+from governance.selectors.people import password_link_refusal
 
 from ._access import require_ops
 from ._history import apply_fields, governed_save
 from .tokens import user_tokens_revoke
+
+logger = logging.getLogger("arbiter.people")
 
 USER_EDITABLE = ("site_role", "is_active", "is_superuser")
 # A site role's powers, to tell a role removed from a role given.
@@ -42,8 +47,12 @@ def user_create(
     first_name: str = "",
     last_name: str = "",
 ) -> User:
-    """A new account: inactive, a member, no password (the owner sets it from a reset link)."""
+    """A new account: inactive, a member, no password (the owner sets it from a reset link).
+    Its username is NFKC-normalised and unique whatever its case."""
     require_ops(user)
+    username = User.normalize_username(username)
+    if User.objects.filter(username__iexact=username).exists():
+        raise ValidationError({"username": USERNAME_TAKEN})
     person = User(
         username=username,
         email=email,
@@ -140,6 +149,10 @@ def user_invitation_send(*, person_id: int) -> bool:
     link a password reset sends); False when there is nobody to invite."""
     person = User.objects.filter(pk=person_id, is_active=True, is_service_account=False).first()
     if person is None or person.has_usable_password() or not person.email:
+        return False
+    refusal = password_link_refusal(person)
+    if refusal:
+        logger.info("No invitation for %s: %s", person.username, refusal)
         return False
     uid = urlsafe_base64_encode(force_bytes(person.pk))
     link = settings.ARBITER_SITE_URL + reverse(

@@ -103,6 +103,23 @@ def _needs_approval(owner: User, scopes: list[str]) -> bool:
     return owner.is_service_account and TokenScope.REQUEST in scopes
 
 
+def _parent_locked(parent: ApiToken) -> ApiToken:
+    """The token a new one is minted with, locked for the rest of the transaction and read
+    again: a revoke holds the same lock while it walks the children, so a child is either
+    made before the revoke (and found by it) or refused after it, never left live."""
+    locked = ApiToken.objects.select_for_update().get(pk=parent.pk)
+    if locked.revoked_at is not None:
+        raise ValidationError(
+            _(
+                "The token this request came with was revoked meanwhile: a revoked token "
+                "mints no token."
+            )
+        )
+    if locked.expires_at <= timezone.now():
+        raise ValidationError(_("The token this request came with has expired: it mints no token."))
+    return locked
+
+
 def _token_make(
     *,
     owner: User,
@@ -115,6 +132,8 @@ def _token_make(
 ) -> ApiToken:
     if not owner.is_active and not _pending_account(owner):
         raise ValidationError(_("The account is inactive: it cannot get a token."))
+    if parent is not None:
+        parent = _parent_locked(parent)
     name = (name or "").strip()
     if not name:
         raise ValidationError({"name": _("Give the token a name (what uses it).")})

@@ -9,7 +9,8 @@
   rest). A signed-in browser session is not limited by scopes.
 - ``ApiWriteAuditMiddleware``: every write made with a token is recorded with its account,
   token, outcome and the optional ``X-Pipeline-Run-URL``.
-- ``PeopleOnlyBackend``: service accounts never sign in to the pages (nor keep a session).
+- ``PeopleOnlyBackend``: service accounts never sign in to the pages (nor keep a session),
+  nor does a person the identity provider disabled.
 """
 
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.permissions import BasePermission
 
 from governance import selectors, services
-from governance.models import ApiToken
+from governance.models import ApiToken, User
 
 from .client import client_address
 
@@ -63,13 +64,10 @@ class ApiTokenAuthentication(BaseAuthentication):
         token, problem = selectors.api_token_authenticate(key=key, find=find)
         if token is None:
             raise exceptions.AuthenticationFailed(problem)
-        # A person who signs in through the identity provider: is the account still there?
+        # A person linked to the identity provider: is the account still there? Whatever
+        # their password: a leaver who set one keeps no token past the provider's "no".
         # (The provider is asked at most every ARBITER_OIDC_RECHECK_MINUTES; toolkit.oidc.)
-        if (
-            settings.ARBITER_OIDC_ENABLED
-            and not token.user.is_service_account
-            and not token.user.has_usable_password()
-        ):
+        if settings.ARBITER_OIDC_ENABLED and not token.user.is_service_account:
             from .oidc import provider_account_problem
 
             problem = provider_account_problem(token.user)
@@ -149,15 +147,30 @@ class ApiWriteAuditMiddleware:
 
 class PeopleOnlyBackend(ModelBackend):
     """The model backend for people only: a service account's user can neither sign in nor
-    be loaded from a session."""
+    be loaded from a session, nor can a person the identity provider disabled (whatever
+    their password)."""
 
     def user_can_authenticate(self, user: Any) -> bool:
+        if (
+            user.pk is not None
+            and user.provider_identities.filter(disabled_at__isnull=False).exists()
+        ):
+            return False
+        return self._may_sign_in(user)
+
+    def _may_sign_in(self, user: Any) -> bool:
         if getattr(user, "is_service_account", False):
             return False
         # Local passwords switched off: only the documented break-glass accounts.
-        if (
-            not settings.ARBITER_LOCAL_LOGIN
-            and user.username not in settings.ARBITER_BREAK_GLASS_USERS
-        ):
+        if not settings.ARBITER_LOCAL_LOGIN and not selectors.is_break_glass(user):
             return False
         return super().user_can_authenticate(user)
+
+    def get_user(self, user_id: Any) -> Any:
+        # One query, as Django's: the provider's "disabled" read with the person.
+        user = (
+            User.objects.filter(pk=user_id)
+            .exclude(provider_identities__disabled_at__isnull=False)
+            .first()
+        )
+        return user if user is not None and self._may_sign_in(user) else None

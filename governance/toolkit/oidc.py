@@ -93,6 +93,12 @@ class ProviderBackend(OIDCAuthenticationBackend):
             return provider_setting(attr)
         return getattr(settings, attr, *args)
 
+    @staticmethod
+    def refresh_grant(refresh_token: str) -> tuple[str, dict[str, Any] | None]:
+        """``provider_redeem``: the backend's way to ask the provider (the beat's sweep
+        finds it among AUTHENTICATION_BACKENDS)."""
+        return provider_redeem(refresh_token)
+
     def authenticate(self, request: Any, **kwargs: Any) -> None:
         # Only the callback view signs people in through the provider.
         return None
@@ -209,10 +215,11 @@ def _token_error(response: Any) -> str:
 
 
 class ProviderSessionCheckMiddleware:
-    """A page session begun through the provider is checked with the provider like an API
-    token (``provider_account_problem``), at most every ARBITER_OIDC_RECHECK_MINUTES: a
-    person disabled or deleted there is signed out at their next page. Sessions begun with a
-    password are never touched (and cost nothing here)."""
+    """A page session of a person linked to the provider is checked with the provider like
+    an API token (``provider_account_problem``), at most every ARBITER_OIDC_RECHECK_MINUTES,
+    however it began (through the provider, or with a password): a person disabled or
+    deleted there is signed out at their next page. A person with no identity there costs
+    one small query per interval."""
 
     SESSION_KEY = "arbiter_provider_checked_at"
 
@@ -220,11 +227,7 @@ class ProviderSessionCheckMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if (
-            settings.ARBITER_OIDC_ENABLED
-            and request.session.get(auth.BACKEND_SESSION_KEY) == BACKEND
-            and request.user.is_authenticated
-        ):
+        if settings.ARBITER_OIDC_ENABLED and request.user.is_authenticated:
             checked = request.session.get(self.SESSION_KEY, 0)
             if time.time() - checked >= settings.ARBITER_OIDC_RECHECK_MINUTES * 60:
                 if provider_account_problem(request.user, force=True):
@@ -249,12 +252,14 @@ def provider_account_problem(user: Any, *, force: bool = False) -> str:
     for identity in ProviderIdentity.objects.filter(
         user_id=user.pk, issuer=settings.ARBITER_OIDC_ISSUER
     ):
-        if services.identity_recheck(identity=identity, redeem=_redeem, min_age_seconds=min_age):
+        if services.identity_recheck(
+            identity=identity, redeem=provider_redeem, min_age_seconds=min_age
+        ):
             return _("Your account at the identity provider is gone or disabled.")
     return ""
 
 
-def _redeem(refresh_token: str) -> tuple[str, dict[str, Any] | None]:
+def provider_redeem(refresh_token: str) -> tuple[str, dict[str, Any] | None]:
     """A refresh-token grant at the provider: the new refresh token (or empty) and the
     verified claims of the new ID token (``None`` when it sent none or it does not verify)."""
     backend = ProviderBackend()

@@ -1,6 +1,8 @@
 """Passwords from a link by mail (Django's views, with Arbiter's forms): asking for a link is
-rate-limited per address and per account; setting the password revokes the person's tokens
-and the page says how many."""
+rate-limited per address and per account, and refused to accounts that never get one
+(``selectors.password_link_refusal``); setting the password revokes the person's tokens and
+the page says how many. Every page is Arbiter's (templates/registration), the mail's subject
+too."""
 
 from typing import Any
 
@@ -12,7 +14,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from rest_framework.throttling import SimpleRateThrottle
 
-from governance import forms
+from governance import forms, selectors
 from governance.toolkit.client import client_address
 from governance.toolkit.throttles import window_count
 
@@ -28,6 +30,7 @@ def _over(key: str, rate: str) -> bool:
 class PasswordLinkView(auth_views.PasswordResetView):
     form_class = forms.PasswordLinkForm
     email_template_name = "registration/password_link_email.txt"
+    subject_template_name = "registration/password_link_subject.txt"
 
     def form_valid(self, form: Any) -> HttpResponse:
         address = client_address(self.request) or "unknown"
@@ -48,7 +51,25 @@ class PasswordLinkView(auth_views.PasswordResetView):
 
 
 class NewPasswordView(auth_views.PasswordResetConfirmView):
+    """The page of a link: refused, saying why, to an account that may no longer get one
+    (``selectors.password_link_refusal``: linked to the identity provider since, or local
+    passwords switched off)."""
+
     form_class = forms.NewPasswordForm
+    refusal = ""
+
+    def get_user(self, uidb64: str) -> Any:
+        person = super().get_user(uidb64)
+        if person is not None:
+            self.refusal = selectors.password_link_refusal(person)
+            if self.refusal:
+                return None
+        return person
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context: dict[str, Any] = super().get_context_data(**kwargs)
+        context["refusal"] = self.refusal
+        return context
 
     def form_valid(self, form: Any) -> HttpResponse:
         response = super().form_valid(form)

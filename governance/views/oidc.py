@@ -3,7 +3,8 @@
 mozilla-django-oidc starts the authorization-code flow: a random state, a nonce and a PKCE
 verifier (S256) kept in the session, the person sent to the provider. The callback here is
 stricter than the library's: the state must be one this session started (and is used once),
-the ``iss`` parameter (RFC 9207) must name the configured issuer, and the ID token must be
+the ``iss`` parameter (RFC 9207) must name the configured issuer (and must be there when the
+provider's discovery document says it sends it), and the ID token must be
 signed with a key of the provider's JWKS, for this client (``aud``, ``azp``), by this issuer,
 unexpired, with this sign-in's nonce. The userinfo answer must be about the same subject.
 Every refusal renders one page that says what went wrong (in the reader's language), is
@@ -34,8 +35,12 @@ from governance.toolkit.oidc import (
     ProviderBackend,
     ProviderSessionCheckMiddleware,
     logger,
+    provider_discovery,
     provider_setting,
 )
+
+# The discovery document's promise to send ``iss`` with every answer (RFC 9207).
+ISS_SUPPORTED = "authorization_response_iss_parameter_supported"
 
 
 def refusal_message(refusal: IdentityRefused) -> str:
@@ -52,6 +57,10 @@ def refusal_message(refusal: IdentityRefused) -> str:
         "expired": _("The sign-in token has expired. Start the sign-in again."),
         "audience": _("The sign-in token was issued for another application."),
         "issuer": _("The sign-in comes from an identity provider that Arbiter does not trust."),
+        "iss_missing": _(
+            "The sign-in answer lacks the “iss” parameter that the identity provider promises "
+            "to send (RFC 9207), so it may come from another provider. Start the sign-in again."
+        ),
         "nonce": _(
             "The sign-in token belongs to another sign-in (its nonce does not match). Start "
             "the sign-in again."
@@ -144,6 +153,10 @@ class ProviderCallbackView(OIDCAuthenticationCallbackView):
         issuer = request.GET.get("iss")
         if issuer is not None and issuer.rstrip("/") != settings.ARBITER_OIDC_ISSUER:
             raise IdentityRefused("issuer", f"iss parameter {issuer[:200]!r}")
+        if issuer is None and provider_discovery().get(ISS_SUPPORTED) is True:
+            # RFC 9207 §2.4: a provider that advertises the parameter always sends it; an
+            # answer without it may come from another provider (a mix-up attack).
+            raise IdentityRefused("iss_missing", "no iss parameter although advertised")
         code = request.GET.get("code", "")
         if not code:
             raise IdentityRefused("claim", "no code in the callback", {"claim": "code"})

@@ -237,7 +237,7 @@ def test_the_lookup_finds_users_and_projects_as_you_type(world, member, api_clie
     found = api_client.get(url, {"q": "zed-0"}).data
     assert found["count"] == 10
     assert [row["value"] for row in found["results"]] == [f"zed-{i:02d}" for i in range(10)]
-    assert found["results"][0]["label"] == "Zed"
+    assert found["results"][0]["label"] == "Zed (zed-00)"  # the name, and who it is
     capped = api_client.get(url, {"q": "Zed", "limit": 1000}).data
     assert capped["count"] == 30 and len(capped["results"]) == 20  # never more than 20
     projects = api_client.get(reverse("api_lookup", args=["projects"]), {"q": "vis"}).data

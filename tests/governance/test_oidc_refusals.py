@@ -70,7 +70,9 @@ def test_a_bad_front_channel_answer_is_refused(provider, caplog, params, text):
     assert User.objects.count() == before
     if spent:
         # The state is spent either way: the genuine answer cannot follow.
-        response = client.get(reverse("oidc_callback"), {"code": "x", "state": state})
+        response = client.get(
+            reverse("oidc_callback"), {"code": "x", "state": state, "iss": provider.issuer}
+        )
         refused(response, caplog, "already used")
 
 
@@ -111,7 +113,9 @@ def test_a_bad_id_token_is_refused_and_creates_nothing(
     token = provider.mint(claims, key=key)
     monkeypatch.setattr(ProviderBackend, "get_token", lambda self, payload: {"id_token": token})
     before = User.objects.count()
-    response = client.get(reverse("oidc_callback"), {"code": "x", "state": state})
+    response = client.get(
+        reverse("oidc_callback"), {"code": "x", "state": state, "iss": provider.issuer}
+    )
     refused(response, caplog, text)
     assert User.objects.count() == before
     assert not ProviderIdentity.objects.exists()
@@ -123,7 +127,9 @@ def test_the_same_token_well_formed_signs_in(provider, monkeypatch, world):
     state, nonce = start(client, provider)
     token = provider.mint(good_claims(nonce))
     monkeypatch.setattr(ProviderBackend, "get_token", lambda self, payload: {"id_token": token})
-    response = client.get(reverse("oidc_callback"), {"code": "x", "state": state})
+    response = client.get(
+        reverse("oidc_callback"), {"code": "x", "state": state, "iss": provider.issuer}
+    )
     assert response.status_code == 302 and response["Location"] == "/"
     lin = User.objects.get(username="lin")
     assert lin.memberships.get().project == world.vision
@@ -134,7 +140,9 @@ def test_a_refusal_reads_in_chinese(provider, caplog, monkeypatch):
     state, nonce = start(client, provider)
     token = provider.mint({**good_claims(nonce), "aud": "someone-else"})
     monkeypatch.setattr(ProviderBackend, "get_token", lambda self, payload: {"id_token": token})
-    response = client.get(reverse("oidc_callback"), {"code": "x", "state": state})
+    response = client.get(
+        reverse("oidc_callback"), {"code": "x", "state": state, "iss": provider.issuer}
+    )
     assert response.status_code == 400
     html = response.content.decode()
     assert "登录被拒绝" in html and "此登录令牌是签发给另一个应用的。" in html

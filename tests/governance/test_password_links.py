@@ -90,3 +90,76 @@ def test_links_are_rate_limited_per_address_and_per_account(member, settings):
         assert _ask(f"nobody{n}@example.com", "203.0.113.4").status_code == 302
     refused = _ask("nobody9@example.com", "203.0.113.4")
     assert refused.status_code == 429 and "Too many" in refused.content.decode()
+
+
+def _arbiter_page(response, marker: str) -> str:
+    """The page is Arbiter's own (base.html, its marker), never Django admin's."""
+    names = [template.name for template in response.templates]
+    assert "base.html" in names, names
+    assert not any(name and name.startswith("admin/") for name in names), names
+    html = response.content.decode()
+    assert f'id="{marker}"' in html
+    return html
+
+
+@pytest.mark.parametrize(
+    ("language", "subject", "sent", "set_done"),
+    [
+        ("en", "Arbiter: set your password", "Check your mail", "Password set"),
+        ("zh-hans", "Arbiter：设置您的密码", "请查收邮件", "密码已设置"),
+    ],
+)
+def test_every_page_of_the_password_flow_is_arbiters_in_both_languages(
+    member, language, subject, sent, set_done
+):
+    member.email = "member@example.com"
+    member.language = language
+    member.save()
+    client = Client(HTTP_ACCEPT_LANGUAGE=language)
+    _arbiter_page(client.get(reverse("password_reset")), "password-link-form")
+    asked = client.post(reverse("password_reset"), {"email": "member@example.com"}, follow=True)
+    assert sent in _arbiter_page(asked, "password-link-sent")
+    (message,) = mail.outbox
+    assert message.subject == subject
+    form = client.get(LINK.search(message.body).group(0), follow=True)
+    _arbiter_page(form, "password-set")
+    done = client.post(
+        form.redirect_chain[-1][0],
+        {"new_password1": "a-long-new-secret-77", "new_password2": "a-long-new-secret-77"},
+        follow=True,
+    )
+    assert set_done in _arbiter_page(done, "password-set-done")
+    member.refresh_from_db()
+    client.force_login(member)
+    _arbiter_page(client.get(reverse("password_change")), "password-change")
+    changed = client.post(
+        reverse("password_change"),
+        {
+            "old_password": "a-long-new-secret-77",
+            "new_password1": "another-long-secret-78",
+            "new_password2": "another-long-secret-78",
+        },
+        follow=True,
+    )
+    _arbiter_page(changed, "password-changed")
+    # A used link says so on Arbiter's page.
+    again = Client(HTTP_ACCEPT_LANGUAGE=language).get(LINK.search(message.body).group(0))
+    _arbiter_page(again, "password-link-refused")
+
+
+def test_no_links_while_local_login_is_off_but_for_break_glass_accounts(settings, member, ops):
+    settings.ARBITER_LOCAL_LOGIN = False
+    settings.ARBITER_BREAK_GLASS_USERS = ["ops"]
+    assert _ask(member.email).status_code == 302  # the same answer as for any address
+    assert mail.outbox == []
+    member.set_unusable_password()
+    member.save()
+    assert not services.user_invitation_send(person_id=member.pk)
+    assert mail.outbox == []
+    assert _ask(ops.email).status_code == 302
+    (message,) = mail.outbox
+    assert message.to == [ops.email]
+    # A link sent while passwords were on stops working when they are switched off.
+    settings.ARBITER_BREAK_GLASS_USERS = []
+    page = Client().get(LINK.search(message.body).group(0), follow=True)
+    assert "switched off here (ARBITER_LOCAL_LOGIN)" in _arbiter_page(page, "password-link-refused")
