@@ -333,6 +333,16 @@ class UpgradeRequest(GrantTerms):
     )
     created_at = models.DateTimeField(_("created at"))
     submitted_at = models.DateTimeField(_("submitted at"), null=True, blank=True)
+    # Who sent it to its approvers: the requester, or ops submitting someone's draft (who
+    # then counts as one of its authors for four eyes: they do not decide it).
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("submitted by"),
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
     decided_at = models.DateTimeField(_("decided at"), null=True, blank=True)
     history = HistoricalRecords()
 
