@@ -112,11 +112,24 @@ def _absent_name(model: type[models.Model], edit: RuleEdit) -> str:
         kind = rule_kind_for(model)
         key_field = kind.key_field if kind is not None else "slug"
         name = recorded.get(key_field) if isinstance(recorded, dict) else None
+        if not name and kind is not None and kind.name_related and isinstance(recorded, dict):
+            # A row named by its relations (a quota: project · pool · flavor).
+            name = " · ".join(
+                str(_related_name(model, related, recorded.get(related)))
+                for related in kind.name_related
+            )
         if name:
             if not edit.object_id:
                 return _("%(name)s (to be created)") % {"name": name}
             return _("%(name)s (deleted)") % {"name": name}
     return _("deleted (#%(id)s)") % {"id": edit.object_id}
+
+
+def _related_name(model: type[models.Model], name: str, pk: Any) -> Any:
+    related = model._meta.get_field(name).related_model
+    assert isinstance(related, type)
+    found = related._default_manager.filter(pk=pk).first() if pk is not None else None
+    return found if found is not None else f"#{pk}"
 
 
 def _named(model: type[models.Model]) -> QuerySet[Any]:

@@ -130,6 +130,14 @@ def rule_object_delete(*, obj: models.Model, user: User, reason: str) -> None:
     governed_delete(obj, user=user, reason=reason)
 
 
+def _tier_delete(*, obj: models.Model, user: User, reason: str) -> None:
+    """A tier is deleted like any other rule, except the default tier: projects without a
+    tier of their own run at it, so another tier must become the default first."""
+    if PriorityTier.objects.filter(pk=obj.pk, is_default=True).exists():
+        raise _still_used(obj, [_("the default tier of every project without a tier")])
+    rule_object_delete(obj=obj, user=user, reason=reason)
+
+
 def _still_used(obj: models.Model, used_by: list[str]) -> ValidationError:
     return ValidationError(
         {
@@ -267,7 +275,7 @@ TIER = RuleKind(
         "A change to the tier “%(object)s” needs its business owner, %(owner)s (or ops when "
         "the owner proposed it)."
     ),
-    **_created_by(tier_create, EditKind.PRIORITY),
+    **{**_created_by(tier_create, EditKind.PRIORITY), "delete": _tier_delete},
 )
 PREEMPTION_CLASS = RuleKind(
     model=PreemptionClass,
