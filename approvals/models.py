@@ -31,6 +31,7 @@ from governance.models import (
     grant_in_force,
     grant_in_force_q,
 )
+from governance.models.changes import ChangeLinkedHistory
 from governance.models.texts import message_text
 
 # The kinds of request are the kinds of grant they become.
@@ -215,7 +216,9 @@ class ApprovalPolicy(models.Model):
             "in the calendar month."
         ),
     )
-    history = HistoricalRecords()
+    # A governed rule kind (``services.policies.policy_rule_kind``): each history row may
+    # name the rule change that wrote it.
+    history = HistoricalRecords(bases=[ChangeLinkedHistory])
 
     class Meta:
         ordering = ["kind", "tier__score", "pk"]

@@ -10,7 +10,6 @@ from typing import Any
 
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import models
 from django.utils.translation import gettext as _
 
 from governance.models import (

@@ -264,8 +264,7 @@ def test_making_another_tier_the_default_moves_the_default(ops_client, ops2_clie
     # The plan names the tier that stops being the default, and asks for a confirmation.
     assert response.status_code == 200
     assert (
-        f"The change makes “{tier.name}” the default tier: “{demoted.name}” stops being the "
-        "default"
+        f"The change makes “{tier.name}” the default tier: “{demoted.name}” stops being the default"
     ) in _text(response)
     assert not RuleChange.objects.exists()
     response = ops_client.post(

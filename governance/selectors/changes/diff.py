@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.core.exceptions import FieldDoesNotExist
+from django.core.exceptions import FieldDoesNotExist, ObjectDoesNotExist
 from django.db import models
 from django.db.models import QuerySet
 from django.utils import formats
@@ -112,12 +112,9 @@ def _absent_name(model: type[models.Model], edit: RuleEdit) -> str:
         kind = rule_kind_for(model)
         key_field = kind.key_field if kind is not None else "slug"
         name = recorded.get(key_field) if isinstance(recorded, dict) else None
-        if not name and kind is not None and kind.name_related and isinstance(recorded, dict):
+        if not name and isinstance(recorded, dict):
             # A row named by its relations (a quota: project · pool · flavor).
-            name = " · ".join(
-                str(_related_name(model, related, recorded.get(related)))
-                for related in kind.name_related
-            )
+            name = _unsaved_name(model, recorded)
         if name:
             if not edit.object_id:
                 return _("%(name)s (to be created)") % {"name": name}
@@ -125,11 +122,18 @@ def _absent_name(model: type[models.Model], edit: RuleEdit) -> str:
     return _("deleted (#%(id)s)") % {"id": edit.object_id}
 
 
-def _related_name(model: type[models.Model], name: str, pk: Any) -> Any:
-    related = model._meta.get_field(name).related_model
-    assert isinstance(related, type)
-    found = related._default_manager.filter(pk=pk).first() if pk is not None else None
-    return found if found is not None else f"#{pk}"
+def _unsaved_name(model: type[models.Model], recorded: dict[str, Any]) -> str:
+    """The name the object a snapshot records would have (its ``__str__``), or ""."""
+    values: dict[str, Any] = {}
+    for name, value in recorded.items():
+        field = model_field(model, name)
+        if field is None or field.many_to_many or not hasattr(field, "attname"):
+            continue
+        values[field.attname] = value
+    try:
+        return str(model(**values))
+    except (LookupError, TypeError, ValueError, ObjectDoesNotExist):
+        return ""
 
 
 def _named(model: type[models.Model]) -> QuerySet[Any]:

@@ -228,6 +228,7 @@ PROJECT = RuleKind(
             label=gettext_noop("Role of %(user)s"),
             display=_role_display,
             display_empty=True,
+            stored_in=Membership,
         )
     },
     **_created_by(project_create, EditKind.DESCRIPTION),
@@ -254,6 +255,7 @@ POOL = RuleKind(
             apply=_capacity_apply,
             title=gettext_noop("capacity of %(flavor)s"),
             label=gettext_noop("GPUs of %(flavor)s"),
+            stored_in=PoolCapacity,
         )
     },
     **_created_by(pool_create, EditKind.CAPACITY),
