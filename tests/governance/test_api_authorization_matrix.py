@@ -416,6 +416,17 @@ def _rule_pages(scene: dict[str, Any]) -> list[tuple[str, str, dict[str, Any], t
     world = scene["world"]
     forms: dict[str, dict[str, Any]] = {kind: form(world) for kind, (_m, form) in CHAINS.items()}
     forms["project"] = {"slug": "robotics", "name": "Robotics", "reason": "A new team"}
+    forms["cluster"] = {
+        "name": "lab",
+        "backend": "slurm",
+        "slurm_cluster": "arbiter",
+        "slurm_conf": "/etc/slurm/slurm.conf",
+        "command_timeout": 30,
+        "kube_namespace_template": "{project}",
+        "pools": [world.training.pk],
+        "enabled": "on",
+        "reason": "Sync the training pool",
+    }
     forms["approval_policy"] = {
         "kind": "queue_jump",
         "tier": world.regular.pk,
@@ -430,7 +441,7 @@ def _rule_pages(scene: dict[str, Any]) -> list[tuple[str, str, dict[str, Any], t
         try:
             url = reverse(f"{kind.pages}_create")
         except NoReverseMatch:
-            continue  # created through the API only (a cluster's)
+            continue  # created through the API only
         pages.append((f"{kind.pages}_create", url, forms[kind.object_type], kind.model))
     policy = ApprovalPolicy.objects.filter(kind="quota_exception").first()
     assert policy is not None
@@ -451,7 +462,7 @@ def _rule_pages(scene: dict[str, Any]) -> list[tuple[str, str, dict[str, Any], t
     return pages
 
 
-def _counts(model: type) -> tuple[int, int, list]:
+def _counts(model: Any) -> tuple[int, int, list]:
     rows = list(model._default_manager.order_by("pk").values())
     return RuleChange.objects.count(), len(rows), rows
 
