@@ -86,7 +86,8 @@ def test_the_readme_walkthrough_is_the_one_this_test_follows():
         "Then `ops2` (or `ops`) opens it the same way and **Apply**s it",
         "| `ops2` |",
         "as `ops`, open **Quotas**, then **New quota**; type `speech`\n   in **Project**, choose "
-        "**Inference cluster** and **A100 80G**, set **Guarantee (GPUs)** to\n   `2`",
+        "**Inference cluster** and **A100 80G**, set **Guarantee (GPUs)** to\n   `2`, choose "
+        "**Preemptible** as **Preemption class**",
         "Sign in as `ops2`: **Changes**, the change at the top, **Approve** it,\n   then "
         "**Apply** it. **Quotas** now lists Speech · Inference cluster · A100 80G.",
     ]:
@@ -165,7 +166,7 @@ class Walk:
 def _data_texts() -> list[str]:
     """What the demo's people typed (names, descriptions, reasons, titles): shown as typed in
     every language, so not "untranslated"."""
-    texts: set[str] = {QUOTA_REASON, TIER_REASON}
+    texts: set[str] = {QUOTA_REASON, TIER_REASON, NEW_QUOTA_REASON}
     models = [User, Project, Pool, GpuFlavor, PriorityTier, PreemptionClass]
     for model in models:
         names = [
@@ -339,6 +340,7 @@ def test_the_readme_walkthrough(browser, live_server, demo, language):  # noqa: 
     page.get_by_label(walk.t("pool"), exact=True).select_option(label="Inference cluster")
     page.get_by_label(walk.t("flavor"), exact=True).select_option(label="A100 80G")
     page.get_by_label(walk.t("guarantee (GPUs)"), exact=True).fill("2")
+    page.get_by_label(walk.t("preemption class"), exact=True).select_option(label="Preemptible")
     page.locator("textarea[name=reason]").fill(NEW_QUOTA_REASON)
     walk.click_button(walk.t("Propose change"))
     assert re.search(r"/changes/\d+/$", page.url), page.url
