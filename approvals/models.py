@@ -31,6 +31,7 @@ from governance.models import (
     grant_in_force,
     grant_in_force_q,
 )
+from governance.models.changes import ChangeLinkedHistory
 from governance.models.texts import message_text
 
 # The kinds of request are the kinds of grant they become.
@@ -215,7 +216,9 @@ class ApprovalPolicy(models.Model):
             "in the calendar month."
         ),
     )
-    history = HistoricalRecords()
+    # A governed rule kind (``services.policies.policy_rule_kind``): each history row may
+    # name the rule change that wrote it.
+    history = HistoricalRecords(bases=[ChangeLinkedHistory])
 
     class Meta:
         ordering = ["kind", "tier__score", "pk"]
@@ -333,6 +336,16 @@ class UpgradeRequest(GrantTerms):
     )
     created_at = models.DateTimeField(_("created at"))
     submitted_at = models.DateTimeField(_("submitted at"), null=True, blank=True)
+    # Who sent it to its approvers: the requester, or ops submitting someone's draft (who
+    # then counts as one of its authors for four eyes: they do not decide it).
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("submitted by"),
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
     decided_at = models.DateTimeField(_("decided at"), null=True, blank=True)
     history = HistoricalRecords()
 

@@ -212,6 +212,15 @@ def _decision_blocker(
         return Blocker(_("Sign in to decide requests."), forbidden=True)
     if request.requester_id == user.pk:
         return Blocker(_("You filed this request: someone else must decide it."), forbidden=True)
+    if request.submitted_by_id == user.pk:
+        return Blocker(
+            _(
+                "Four eyes: you submitted this request for %(requester)s, so it counts as "
+                "yours: someone else must decide it."
+            )
+            % {"requester": request.requester},
+            forbidden=True,
+        )
     problem = through_account_problem(user=user, authors=[request.requester], action=_("decide"))
     if problem is not None:
         return Blocker(problem, forbidden=True)

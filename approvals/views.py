@@ -24,15 +24,20 @@ from approvals.models import (
     RequestStage,
     UpgradeRequest,
 )
+from governance.forms import RuleChangeMetaForm
 from governance.selectors import (
     history_entries,
     project_get,
     signed_in_user,
     user_can_edit_rules,
 )
-from governance.services import TEXT_MAX_LENGTH
+from governance.services import (
+    TEXT_MAX_LENGTH,
+    rule_object_propose_create,
+    rule_object_propose_update,
+)
 from governance.toolkit.paging import paginate
-from governance.toolkit.web import posted
+from governance.toolkit.web import posted, propose
 
 # --- requests -------------------------------------------------------------------------------
 
@@ -300,13 +305,19 @@ def _require_ops(user: Any) -> None:
 
 
 def _policy_form_page(
-    request: HttpRequest, form: Any, *, title: str, policy: ApprovalPolicy | None = None
+    request: HttpRequest,
+    form: Any,
+    change_form: Any,
+    *,
+    title: str,
+    policy: ApprovalPolicy | None = None,
 ) -> HttpResponse:
     return render(
         request,
         "governance/form.html",
         {
             "form": form,
+            "change_form": change_form,
             "title": title,
             "cancel_url": reverse("approval_policy_list"),
             "object": policy,
@@ -316,48 +327,55 @@ def _policy_form_page(
 
 @login_required
 def policy_create(request: HttpRequest) -> HttpResponse:
+    """A new policy is proposed: a rule change that someone else approves."""
     _require_ops(request.user)
     form = forms.PolicyCreateForm(posted(request))
-    if request.method == "POST" and form.is_valid():
-        try:
-            policy = services.policy_create(
-                user=signed_in_user(request), reason=form.change_reason, **form.service_data()
-            )
-        except ValidationError as error:
-            form.add_service_error(error)
-        else:
-            messages.success(request, _("Saved “%(object)s”.") % {"object": policy})
-            return redirect("approval_policy_list")
-    return _policy_form_page(request, form, title=_("New approval policy"))
+    change_form = RuleChangeMetaForm(posted(request), prefix="change")
+    if request.method == "POST" and form.is_valid() and change_form.is_valid():
+        response = propose(
+            request,
+            rule_object_propose_create,
+            form=form,
+            change_form=change_form,
+            reason=form.change_reason,
+            model=ApprovalPolicy,
+            data=form.service_data(),
+        )
+        if response is not None:
+            return response
+    return _policy_form_page(request, form, change_form, title=_("New approval policy"))
 
 
 @login_required
 def policy_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    """Submitting proposes a change of the fields that differ, applied once someone else
+    approves it."""
     policy = selectors.policy_get(user=request.user, pk=pk)
     _require_ops(request.user)
     form = forms.PolicyForm(posted(request), instance=policy)
-    if request.method == "POST" and form.is_valid():
+    change_form = RuleChangeMetaForm(posted(request), prefix="change")
+    if request.method == "POST" and form.is_valid() and change_form.is_valid():
         if not form.changed_rule_fields():
             messages.info(
                 request, _("Nothing changed: “%(object)s” is as it was.") % {"object": policy}
             )
             return redirect("approval_policy_list")
-        try:
-            policy = services.policy_update(
-                policy=policy,
-                user=signed_in_user(request),
-                reason=form.change_reason,
-                data=form.service_data(),
-            )
-        except ValidationError as error:
-            form.add_service_error(error)
-        else:
-            messages.success(request, _("Saved “%(object)s”.") % {"object": policy})
-            return redirect("approval_policy_list")
+        response = propose(
+            request,
+            rule_object_propose_update,
+            form=form,
+            change_form=change_form,
+            obj=policy,
+            reason=form.change_reason,
+            data=form.service_data(),
+        )
+        if response is not None:
+            return response
     return _policy_form_page(
         request,
         form,
-        title=_("Edit approval policy “%(object)s”") % {"object": policy},
+        change_form,
+        title=_("Propose a change to approval policy “%(object)s”") % {"object": policy},
         policy=policy,
     )
 

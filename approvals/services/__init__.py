@@ -9,7 +9,13 @@ from .idempotency import (
     idempotent_call,
 )
 from .notifications import notifications_mark_read
-from .policies import policy_create, policy_update
+from .policies import (
+    FOUR_EYES_ON_REQUESTS,
+    policy_create,
+    policy_four_eyes_check,
+    policy_rule_kind,
+    policy_update,
+)
 from .requests import (
     request_approve,
     request_create,
@@ -21,6 +27,7 @@ from .requests import (
 from .sync import requests_sync
 
 __all__ = [
+    "FOUR_EYES_ON_REQUESTS",
     "IdempotencyKeyReused",
     "IdempotentResponse",
     "demo_approvals_seed",
@@ -29,6 +36,8 @@ __all__ = [
     "idempotent_call",
     "notifications_mark_read",
     "policy_create",
+    "policy_four_eyes_check",
+    "policy_rule_kind",
     "policy_update",
     "request_approve",
     "request_create",

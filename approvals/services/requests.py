@@ -194,6 +194,7 @@ def request_submit(
     )
     request.stage = RequestStage.SUBMITTED
     request.submitted_at = now
+    request.submitted_by = user
     governed_save(request, user=user, reason=gettext_noop("Submitted"))
     event_add(request=request, actor=user, action=EventAction.SUBMITTED, at=now)
     notify(
@@ -220,7 +221,8 @@ def _approvers(request: UpgradeRequest) -> list[User]:
             .filter(Q(site_role=SiteRole.OPS) | Q(is_superuser=True))
             .order_by("username")
         )
-    return [user for user in people if user.pk != request.requester_id]
+    authors = {request.requester_id, request.submitted_by_id}
+    return [user for user in people if user.pk not in authors]
 
 
 # --- decisions ------------------------------------------------------------------------------

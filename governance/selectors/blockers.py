@@ -10,7 +10,6 @@ from typing import Any
 
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import models
 from django.utils.translation import gettext as _
 
 from governance.models import (
@@ -21,7 +20,7 @@ from governance.models import (
     User,
 )
 
-from .changes.kinds import rule_kind_for
+from .changes.kinds import EXISTS, rule_kind_for
 from .rules import user_can_edit_rules, user_can_read_rules
 from .tokens import stands_behind
 
@@ -52,12 +51,26 @@ SERVICE_ACCOUNTS_NEVER = (
 )
 
 
-def _targets(change: RuleChange) -> list[models.Model | None]:
-    result = []
+def _owners(change: RuleChange) -> list[tuple[Any, Any, int | None] | None]:
+    """Per edit of ``change``: ``None`` when its object's kind names no owner (ops decide),
+    else the object (or, for a creation not yet applied, the name it will have), its kind and
+    the id of its owner: the one it has, or the one a creation gives it (its future owner)."""
+    result: list[tuple[Any, Any, int | None] | None] = []
     for edit in change.edits.select_related("content_type"):
         model = edit.content_type.model_class()
         assert model is not None
-        result.append(model._default_manager.filter(pk=edit.object_id).first())
+        kind = rule_kind_for(model)
+        obj = model._default_manager.filter(pk=edit.object_id).first()
+        if kind is None or kind.owner_field is None:
+            result.append(None)
+        elif obj is not None:
+            result.append((obj, kind, getattr(obj, f"{kind.owner_field}_id")))
+        elif edit.field == EXISTS and isinstance(edit.new_value, dict):
+            snapshot = edit.new_value
+            name = snapshot.get("name") or snapshot.get(kind.key_field) or "?"
+            result.append((name, kind, snapshot.get(kind.owner_field)))
+        else:
+            result.append(None)
     return result
 
 
@@ -110,19 +123,21 @@ def approval_problem(*, change: RuleChange, user: Any) -> str | None:
         return _("This change edits your own account or membership: someone else must decide.")
     proposers = {change.author_id, change.proposed_by_id}
     needs_ops = False
-    for obj in _targets(change):
+    for owned in _owners(change):
         # An object whose kind names an owner (a tier's business owner) is approved by
-        # that owner, or by ops when the owner proposed it; anything else by ops.
-        kind = rule_kind_for(type(obj)) if obj is not None else None
-        if obj is not None and kind is not None and kind.owner_field is not None:
-            owner_id = getattr(obj, f"{kind.owner_field}_id")
-            if owner_id == user.pk or (user.is_ops and owner_id in proposers):
-                continue
-            return _(kind.owner_message) % {
-                "object": obj,
-                "owner": getattr(obj, kind.owner_field),
-            }
-        needs_ops = True
+        # that owner, or by ops when the owner proposed it; anything else by ops. A new
+        # tier the same way, by its future owner: ops proposed it, so both sides decide.
+        if owned is None:
+            needs_ops = True
+            continue
+        obj, kind, owner_id = owned
+        if owner_id is None:
+            needs_ops = True
+            continue
+        if owner_id == user.pk or (user.is_ops and owner_id in proposers):
+            continue
+        owner = User.objects.filter(pk=owner_id).first()
+        return _(kind.owner_message) % {"object": obj, "owner": owner}
     if needs_ops and not user.is_ops:
         return _("A change to quotas, pools, projects, flavors or preemption classes needs ops.")
     return None

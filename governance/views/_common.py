@@ -4,7 +4,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.db import models
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -132,29 +132,6 @@ def history_page(
         for index, (title, entries) in enumerate(sections)
     ]
     return object_page(request, "governance/history.html", obj, "history", sections=paged)
-
-
-def create_page(
-    request: HttpRequest,
-    form_class: Any,
-    *,
-    create: Callable[..., models.Model],
-    cancel_url: str,
-    initial: dict[str, Any] | None = None,
-) -> HttpResponse:
-    """An ops-only create form: validate, call the ``create`` service, show its errors."""
-    require_ops(request.user)
-    form = form_class(posted(request), initial=initial)
-    if request.method == "POST" and form.is_valid():
-        try:
-            obj = create(user=request.user, reason=form.change_reason, **form.service_data())
-        except ValidationError as error:
-            form.add_service_error(error)
-        else:
-            return saved(request, obj)
-    return form_page(
-        request, form, title=create_title(form_class.Meta.model), cancel_url=cancel_url
-    )
 
 
 def propose_create_page(

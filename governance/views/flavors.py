@@ -5,15 +5,15 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.translation import gettext as _
 
-from governance import forms, selectors, services
+from governance import forms, selectors
 from governance.toolkit.paging import paginate
 
 from ._common import (
-    create_page,
     edit_page,
     history_page,
     list_page,
     object_page,
+    propose_create_page,
 )
 
 
@@ -49,10 +49,9 @@ def flavor_history(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 def flavor_create(request: HttpRequest) -> HttpResponse:
-    return create_page(
+    return propose_create_page(
         request,
         forms.FlavorCreateForm,
-        create=services.flavor_create,
         cancel_url=reverse("flavor_list"),
     )
 

@@ -9,7 +9,6 @@ from governance import forms, selectors, services
 from governance.toolkit.paging import paginate
 
 from ._common import (
-    create_page,
     edit_page,
     history_page,
     list_page,
@@ -17,6 +16,7 @@ from ._common import (
     page,
     posted,
     propose_change,
+    propose_create_page,
 )
 
 
@@ -60,10 +60,9 @@ def pool_history(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 def pool_create(request: HttpRequest) -> HttpResponse:
-    return create_page(
+    return propose_create_page(
         request,
         forms.PoolCreateForm,
-        create=services.pool_create,
         cancel_url=reverse("pool_list"),
     )
 

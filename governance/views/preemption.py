@@ -5,15 +5,15 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.translation import gettext as _
 
-from governance import forms, selectors, services
+from governance import forms, selectors
 from governance.toolkit.paging import paginate
 
 from ._common import (
-    create_page,
     edit_page,
     history_page,
     list_page,
     object_page,
+    propose_create_page,
 )
 
 
@@ -52,10 +52,9 @@ def preemption_class_history(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 def preemption_class_create(request: HttpRequest) -> HttpResponse:
-    return create_page(
+    return propose_create_page(
         request,
         forms.PreemptionClassCreateForm,
-        create=services.preemption_class_create,
         cancel_url=reverse("preemption_class_list"),
     )
 

@@ -5,14 +5,14 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.translation import gettext as _
 
-from governance import forms, selectors, services
+from governance import forms, selectors
 
 from ._common import (
-    create_page,
     edit_page,
     history_page,
     list_page,
     object_page,
+    propose_create_page,
 )
 
 
@@ -47,10 +47,9 @@ def quota_history(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 def quota_create(request: HttpRequest) -> HttpResponse:
-    return create_page(
+    return propose_create_page(
         request,
         forms.QuotaCreateForm,
-        create=services.quota_create,
         cancel_url=reverse("quota_list"),
         initial=_quota_initial(request),
     )

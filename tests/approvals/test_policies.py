@@ -1,5 +1,6 @@
 """Approval policies are governed rules: only ops change them, always with a reason, and
-each change is kept in their history."""
+each change is kept in their history (tests/approvals/test_policy_changes.py: as rule
+changes that a second person approves)."""
 
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -7,6 +8,7 @@ from django.urls import reverse
 
 from approvals import services
 from approvals.models import RequestKind
+from governance.models import RuleChange
 from tests.approvals.conftest import DAY, HOUR, T0, quota_exception
 from tests.conftest import login
 
@@ -61,7 +63,7 @@ def test_a_reason_is_required_and_limits_are_checked(world, policies, ops):
     assert "already a policy" in error.value.message_dict["tier"][0]
 
 
-def test_the_edit_page_saves_with_the_reason(world, policies, ops):
+def test_the_edit_page_proposes_and_a_second_operator_applies(world, policies, ops, ops2):
     url = reverse("approval_policy_edit", args=[policies.protection.pk])
     client = login(ops)
     assert client.get(url).status_code == 200
@@ -76,6 +78,12 @@ def test_the_edit_page_saves_with_the_reason(world, policies, ops):
         },
     )
     assert response.status_code == 302
+    change = RuleChange.objects.get()
+    assert response["Location"] == change.get_absolute_url()
+    policies.protection.refresh_from_db()
+    assert policies.protection.approvals_required == 1  # proposed, not applied
+    login(ops2).post(reverse("change_approve", args=[change.pk]))
+    login(ops2).post(reverse("change_apply", args=[change.pk]))
     policies.protection.refresh_from_db()
     assert (policies.protection.max_duration_days, policies.protection.approvals_required) == (3, 2)
     history = client.get(reverse("approval_policy_history", args=[policies.protection.pk]))

@@ -398,3 +398,115 @@ def test_what_a_service_account_authors_is_decided_by_no_one_behind_it(
     assert response.status_code == AUTHOR_DECIDERS[(author, what)][decider], response.content
     if (author, decider) in BEHIND:  # refused by the four-eyes rule, which says so
         assert "Four eyes" in response.json()["detail"]
+
+
+# --- the pages that make rules: every create page and the approval policies' pages ---------
+
+
+def _rule_pages(scene: dict[str, Any]) -> list[tuple[str, str, dict[str, Any], type]]:
+    """(page name, URL, a valid form, the model it would write): every registered rule
+    kind's create page (read from the registry, so a kind added later is covered) and the
+    approval policies' edit page."""
+    from django.urls import NoReverseMatch, reverse
+
+    from approvals.models import ApprovalPolicy
+    from governance.selectors.changes.kinds import REGISTRY
+    from tests.governance.test_create_changes import CHAINS
+
+    world = scene["world"]
+    forms: dict[str, dict[str, Any]] = {kind: form(world) for kind, (_m, form) in CHAINS.items()}
+    forms["project"] = {"slug": "robotics", "name": "Robotics", "reason": "A new team"}
+    forms["cluster"] = {
+        "name": "lab",
+        "backend": "slurm",
+        "slurm_cluster": "arbiter",
+        "slurm_conf": "/etc/slurm/slurm.conf",
+        "command_timeout": 30,
+        "kube_namespace_template": "{project}",
+        "pools": [world.training.pk],
+        "enabled": "on",
+        "reason": "Sync the training pool",
+    }
+    forms["approval_policy"] = {
+        "kind": "queue_jump",
+        "tier": world.regular.pk,
+        "max_duration_days": 2,
+        "approver": "ops",
+        "approvals_required": 2,
+        "monthly_flag_threshold": 3,
+        "reason": "Regular's queue jumps",
+    }
+    pages = []
+    for kind in REGISTRY.values():
+        try:
+            url = reverse(f"{kind.pages}_create")
+        except NoReverseMatch:
+            continue  # created through the API only
+        pages.append((f"{kind.pages}_create", url, forms[kind.object_type], kind.model))
+    policy = ApprovalPolicy.objects.filter(kind="quota_exception").first()
+    assert policy is not None
+    pages.append(
+        (
+            "approval_policy_edit",
+            reverse("approval_policy_edit", args=[policy.pk]),
+            {
+                "max_duration_days": 10,
+                "approver": "ops",
+                "approvals_required": 2,
+                "monthly_flag_threshold": 2,
+                "reason": "Ten days, two people",
+            },
+            ApprovalPolicy,
+        )
+    )
+    return pages
+
+
+def _counts(model: Any) -> tuple[int, int, list]:
+    rows = list(model._default_manager.order_by("pk").values())
+    return RuleChange.objects.count(), len(rows), rows
+
+
+@pytest.mark.parametrize("persona", ["lead", "member", "approver", "service_a"])
+def test_only_ops_reach_the_pages_that_make_rules(scene, world, persona):
+    """Page × role: anyone but ops gets a 403 on every create page and the policy pages,
+    GET or POST, and nothing is written (no change, no row)."""
+    from tests.conftest import login
+
+    scene["world"] = world
+    client = login(_user(scene, persona))
+    for name, url, form, model in _rule_pages(scene):
+        before = _counts(model)
+        assert client.get(url).status_code in (302, 403), (persona, name)
+        response = client.post(url, form)
+        assert response.status_code in (302, 403), (persona, name)
+        if response.status_code == 302:  # a service account has no session: to sign-in
+            assert "/accounts/login/" in response["Location"] or "login" in response["Location"]
+        assert _counts(model) == before, (persona, name)
+
+
+def test_ops_propose_from_every_page_that_makes_rules_and_never_approve_alone(scene, world, ops2):
+    """Ops: every create page and the policy page proposes (nothing written until a second
+    person approves); ops' own approval is refused naming four eyes."""
+    from django.urls import reverse
+
+    from tests.conftest import login
+
+    scene["world"] = world
+    client = login(world.ops)
+    for name, url, form, model in _rule_pages(scene):
+        changes, rows, values = _counts(model)
+        assert client.get(url).status_code == 200, name
+        response = client.post(url, form)
+        assert response.status_code == 302, (name, response.content.decode()[-2000:])
+        change = RuleChange.objects.latest("pk")
+        assert response["Location"] == change.get_absolute_url(), name
+        assert change.status == ChangeStatus.PROPOSED, name
+        assert _counts(model) == (changes + 1, rows, values), name
+        refused = client.post(reverse("change_approve", args=[change.pk]))
+        assert refused.status_code == 403, name
+        assert "someone else must approve it" in refused.content.decode(), name
+        # A second person approves it (a tier ops will own: another ops person).
+        assert login(ops2).post(reverse("change_approve", args=[change.pk])).status_code == 302
+        change.refresh_from_db()
+        assert change.status == ChangeStatus.APPROVED, name

@@ -258,22 +258,37 @@ def test_tier_aging_that_would_let_a_job_preempt_is_refused(ops_client, ops, wor
 
 def test_making_another_tier_the_default_moves_the_default(ops_client, ops2_client, ops, world):
     tier = world.key
+    data = _form_of(tier, ops)
+    demoted = PriorityTier.objects.get(is_default=True)
+    response = ops_client.post(reverse("tier_edit", args=[tier.slug]), data)
+    # The plan names the tier that stops being the default, and asks for a confirmation.
+    assert response.status_code == 200
+    assert (
+        f"The change makes “{tier.name}” the default tier: “{demoted.name}” stops being the default"
+    ) in _text(response)
+    assert not RuleChange.objects.exists()
     response = ops_client.post(
         reverse("tier_edit", args=[tier.slug]),
-        {
-            "name": tier.name,
-            "score": tier.score,
-            "scheduler_value": tier.scheduler_value,
-            "owner": ops.username,
-            "eligibility": tier.eligibility,
-            "confirmed_by": tier.confirmed_by,
-            "review_cycle_days": 90,
-            "is_default": "on",
-            "reason": "Key is the new normal",
-        },
+        {**data, "change-confirmation_reason": "Agreed with the business"},
     )
-    _approve_and_apply(ops2_client, response)
+    change = _approve_and_apply(ops2_client, response)
+    assert "stops being the default" in change.warnings[0]
     assert PriorityTier.objects.get(is_default=True) == tier
+    assert not PriorityTier.objects.get(pk=demoted.pk).is_default
+
+
+def _form_of(tier: PriorityTier, ops) -> dict:
+    return {
+        "name": tier.name,
+        "score": tier.score,
+        "scheduler_value": tier.scheduler_value,
+        "owner": ops.username,
+        "eligibility": tier.eligibility,
+        "confirmed_by": tier.confirmed_by,
+        "review_cycle_days": 90,
+        "is_default": "on",
+        "reason": "Key is the new normal",
+    }
 
 
 @pytest.mark.parametrize(
@@ -377,22 +392,32 @@ MODELS = {
 }
 
 
-# A new project is proposed as a rule change instead (tests/governance/test_project_changes.py).
-@pytest.mark.parametrize("kind", [kind for kind in CREATES if kind != "project"])
-def test_ops_creates_each_kind(ops_client, ops, world, kind):
+@pytest.mark.parametrize("kind", list(CREATES))
+def test_a_create_page_proposes_and_a_second_operator_applies(
+    ops_client, ops2_client, ops, ops2, world, kind
+):
+    """Every create page proposes: nothing exists until someone else approves, the change's
+    page shows the plan, and the applied creation's history names the applier and the reason."""
     model = MODELS[kind]
     before = model.objects.count()
     response = ops_client.post(
         reverse(f"{kind}_create"), {**CREATES[kind](world), "reason": f"New {kind}"}
     )
-    assert response.status_code == 302, _text(response)
+    change = _proposed(response)
+    assert model.objects.count() == before  # proposed, not created
+    plan = _text(ops_client.get(response["Location"]))
+    assert f"Proposed change #{change.pk}." in plan and "created" in plan.lower()
+    # The author cannot approve it: four eyes, whatever the page.
+    refused = ops_client.post(reverse("change_approve", args=[change.pk]))
+    assert refused.status_code == 403
+    assert "someone else must approve it" in _text(refused)
+    _approve_and_apply(ops2_client, response)
     assert model.objects.count() == before + 1
     created = model.objects.latest("pk")
-    assert response["Location"] == created.get_absolute_url()
     first = created.history.earliest()
-    assert (first.history_user, first.history_change_reason) == (ops, f"New {kind}")
-    history_url = response["Location"] + "history/"
-    assert f"New {kind}" in _text(ops_client.get(history_url))
+    assert (first.history_user, first.history_change_reason) == (ops2, f"New {kind}")
+    assert first.rule_change_id == change.pk
+    assert f"New {kind}" in _text(ops_client.get(created.get_absolute_url() + "history/"))
 
 
 @pytest.mark.parametrize("kind", list(CREATES))

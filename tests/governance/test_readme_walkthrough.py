@@ -2,7 +2,8 @@
 
 On the demo data (``seed_demo``, as ``make run`` loads it) and in Debian's headless Chromium:
 ``ops`` proposes a quota change with a reason, ``ops2`` approves and applies it, the quota's
-history tells who and why; then a tier change approved by its owner ``approver``. The
+history tells who and why; then a tier change approved by its owner ``approver``; then a new
+quota, proposed by ``ops`` and approved by ``ops2``. The
 Chinese run switches the language on the sign-in page, as a user would, finds every link
 and button by its translated label, and checks each page for English left untranslated.
 A screenshot of every step is written to ``var/screenshots/walkthrough/<language>/``.
@@ -37,6 +38,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 README = settings.BASE_DIR / "README.md"
 QUOTA_REASON = "Model v3 needs more A100 until March"
 TIER_REASON = "Jobs above 48 GPUs starve the others"
+NEW_QUOTA_REASON = "Speech starts serving its recogniser"
 # Words that stay as they are in Chinese: product names, units, acronyms, the API header.
 KEPT_WORDS = {
     "Arbiter",
@@ -83,6 +85,11 @@ def test_the_readme_walkthrough_is_the_one_this_test_follows():
         "Sign in as `approver` (its owner): **Changes**, the change at the top,\n   **Approve**",
         "Then `ops2` (or `ops`) opens it the same way and **Apply**s it",
         "| `ops2` |",
+        "as `ops`, open **Quotas**, then **New quota**; type `speech`\n   in **Project**, choose "
+        "**Inference cluster** and **A100 80G**, set **Guarantee (GPUs)** to\n   `2`, choose "
+        "**Preemptible** as **Preemption class**",
+        "Sign in as `ops2`: **Changes**, the change at the top, **Approve** it,\n   then "
+        "**Apply** it. **Quotas** now lists Speech · Inference cluster · A100 80G.",
     ]:
         assert words in readme, words
 
@@ -159,7 +166,7 @@ class Walk:
 def _data_texts() -> list[str]:
     """What the demo's people typed (names, descriptions, reasons, titles): shown as typed in
     every language, so not "untranslated"."""
-    texts: set[str] = {QUOTA_REASON, TIER_REASON}
+    texts: set[str] = {QUOTA_REASON, TIER_REASON, NEW_QUOTA_REASON}
     models = [User, Project, Pool, GpuFlavor, PriorityTier, PreemptionClass]
     for model in models:
         names = [
@@ -323,6 +330,38 @@ def test_the_readme_walkthrough(browser, live_server, demo, language):  # noqa: 
     assert PriorityTier.objects.get(slug="key-project").max_gpus_per_job == 48
     walk.click_link(walk.t("Changes"), within="nav.site-nav")
     walk.shot("changes-after")
+
+    # 6. A new quota is proposed; ops2 approves and applies it.
+    walk.sign_out()
+    walk.sign_in("ops")
+    walk.nav("Quotas")
+    walk.click_link(walk.t("New quota"), within="main")
+    page.get_by_label(walk.t("project"), exact=True).fill("speech")
+    page.get_by_label(walk.t("pool"), exact=True).select_option(label="Inference cluster")
+    page.get_by_label(walk.t("flavor"), exact=True).select_option(label="A100 80G")
+    page.get_by_label(walk.t("guarantee (GPUs)"), exact=True).fill("2")
+    page.get_by_label(walk.t("preemption class"), exact=True).select_option(label="Preemptible")
+    page.locator("textarea[name=reason]").fill(NEW_QUOTA_REASON)
+    walk.click_button(walk.t("Propose change"))
+    assert re.search(r"/changes/\d+/$", page.url), page.url
+    quota_change = RuleChange.objects.get(reason=NEW_QUOTA_REASON)
+    main = page.locator("main").inner_text()
+    assert walk.t("You proposed this change: someone else must approve it.") in main
+    assert not Quota.objects.filter(project__slug="speech", pool__slug="inference").exists()
+    walk.shot("new-quota-proposed")
+    walk.sign_out()
+    walk.sign_in("ops2")
+    walk.nav("Changes")
+    page.locator("main a.timeline__subject").first.click()
+    page.wait_for_load_state()
+    assert page.url.endswith(f"/changes/{quota_change.pk}/")
+    walk.click_button(walk.t("Approve"))
+    walk.click_button(walk.t("Apply"))
+    walk.shot("new-quota-applied")
+    created = Quota.objects.get(project__slug="speech", pool__slug="inference")
+    assert created.guarantee == 2
+    walk.nav("Quotas")
+    assert "Inference cluster" in page.locator("main").inner_text()
 
     # Beyond the README: what Arbiter wrote itself (notifications, a request's timeline and
     # flags) reads in the reader's language too.

@@ -5,6 +5,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
+from approvals.models import ApprovalPolicy
 from governance import selectors, services
 from governance.models import (
     GpuFlavor,
@@ -34,6 +35,7 @@ def test_every_governed_model_is_registered_in_the_order_pages_list_them():
         "quota",
         "user",
         "cluster",
+        "approval_policy",
     ]
     assert [kind.model for kind in REGISTRY.values()] == [
         Project,
@@ -44,6 +46,7 @@ def test_every_governed_model_is_registered_in_the_order_pages_list_them():
         Quota,
         User,
         Cluster,
+        ApprovalPolicy,
     ]
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.core.exceptions import FieldDoesNotExist
+from django.core.exceptions import FieldDoesNotExist, ObjectDoesNotExist
 from django.db import models
 from django.db.models import QuerySet
 from django.utils import formats
@@ -112,11 +112,28 @@ def _absent_name(model: type[models.Model], edit: RuleEdit) -> str:
         kind = rule_kind_for(model)
         key_field = kind.key_field if kind is not None else "slug"
         name = recorded.get(key_field) if isinstance(recorded, dict) else None
+        if not name and isinstance(recorded, dict):
+            # A row named by its relations (a quota: project · pool · flavor).
+            name = _unsaved_name(model, recorded)
         if name:
             if not edit.object_id:
                 return _("%(name)s (to be created)") % {"name": name}
             return _("%(name)s (deleted)") % {"name": name}
     return _("deleted (#%(id)s)") % {"id": edit.object_id}
+
+
+def _unsaved_name(model: type[models.Model], recorded: dict[str, Any]) -> str:
+    """The name the object a snapshot records would have (its ``__str__``), or ""."""
+    values: dict[str, Any] = {}
+    for name, value in recorded.items():
+        field = model_field(model, name)
+        if field is None or field.many_to_many or not hasattr(field, "attname"):
+            continue
+        values[field.attname] = value
+    try:
+        return str(model(**values))
+    except (LookupError, TypeError, ValueError, ObjectDoesNotExist):
+        return ""
 
 
 def _named(model: type[models.Model]) -> QuerySet[Any]:

@@ -45,6 +45,7 @@ class KeyedField:
     (untranslated) messages that name the entry in a change's title and in its plan, with
     the key's name as ``%(<key_name>)s``; ``display`` shows a value (``None`` too when
     ``display_empty``: a member removed is "not a member", not an empty value).
+    ``stored_in`` is the model whose rows hold the values.
     """
 
     key_model: type[models.Model]
@@ -57,6 +58,9 @@ class KeyedField:
     label: str
     display: Callable[[Any], str] = str
     display_empty: bool = False
+    # The model whose rows hold the values (a membership, a pool's capacity): governed like
+    # the kind's own rows (tests/governance/test_governed_write_paths.py reads it).
+    stored_in: type[models.Model] | None = None
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from governance.models import (
 )
 
 from .diff import EditRow, edit_rows_for
+from .kinds import EXISTS
 from .values import rollback_items
 
 
@@ -78,6 +79,7 @@ def rule_change_warnings(*, change: RuleChange, now: dt.datetime) -> list[str]:
             _("The change touches %(count)d pools (%(pools)s): change one pool at a time.")
             % {"count": len(scope.pools), "pools": ", ".join(str(pool) for pool in pools)}
         )
+    warnings.extend(_default_tier_warnings(edits))
     earlier = (
         RuleChange.objects.filter(
             status=ChangeStatus.APPLIED,
@@ -133,6 +135,34 @@ def rule_change_warnings(*, change: RuleChange, now: dt.datetime) -> list[str]:
                 "end": formats.date_format(max(ends for _o, ends in observed), "SHORT_DATE_FORMAT"),
             }
         )
+    return warnings
+
+
+def _default_tier_warnings(edits: list[RuleEdit]) -> list[str]:
+    """A change that makes a tier the default (creating it so, or setting it) names the tier
+    it takes "default" from: that is never silent."""
+    tier_type = ContentType.objects.get_for_model(PriorityTier).pk
+    warnings = []
+    for edit in edits:
+        if edit.content_type_id != tier_type:
+            continue
+        if edit.field == EXISTS and isinstance(edit.new_value, dict):
+            becomes_default, name = edit.new_value.get("is_default"), edit.new_value.get("name")
+        elif edit.field == "is_default" and edit.new_value is True:
+            becomes_default = True
+            names = PriorityTier.objects.filter(pk=edit.object_id).values_list("name", flat=True)
+            name = names.first()
+        else:
+            continue
+        demoted = PriorityTier.objects.filter(is_default=True).exclude(pk=edit.object_id).first()
+        if becomes_default and demoted is not None:
+            warnings.append(
+                _(
+                    "The change makes “%(tier)s” the default tier: “%(demoted)s” stops being "
+                    "the default, and projects without a tier of their own move to “%(tier)s”."
+                )
+                % {"tier": name, "demoted": demoted.name}
+            )
     return warnings
 
 

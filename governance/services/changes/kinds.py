@@ -130,6 +130,14 @@ def rule_object_delete(*, obj: models.Model, user: User, reason: str) -> None:
     governed_delete(obj, user=user, reason=reason)
 
 
+def _tier_delete(*, obj: models.Model, user: User, reason: str) -> None:
+    """A tier is deleted like any other rule, except the default tier: projects without a
+    tier of their own run at it, so another tier must become the default first."""
+    if PriorityTier.objects.filter(pk=obj.pk, is_default=True).exists():
+        raise _still_used(obj, [_("the default tier of every project without a tier")])
+    rule_object_delete(obj=obj, user=user, reason=reason)
+
+
 def _still_used(obj: models.Model, used_by: list[str]) -> ValidationError:
     return ValidationError(
         {
@@ -220,6 +228,7 @@ PROJECT = RuleKind(
             label=gettext_noop("Role of %(user)s"),
             display=_role_display,
             display_empty=True,
+            stored_in=Membership,
         )
     },
     **_created_by(project_create, EditKind.DESCRIPTION),
@@ -246,6 +255,7 @@ POOL = RuleKind(
             apply=_capacity_apply,
             title=gettext_noop("capacity of %(flavor)s"),
             label=gettext_noop("GPUs of %(flavor)s"),
+            stored_in=PoolCapacity,
         )
     },
     **_created_by(pool_create, EditKind.CAPACITY),
@@ -267,7 +277,7 @@ TIER = RuleKind(
         "A change to the tier “%(object)s” needs its business owner, %(owner)s (or ops when "
         "the owner proposed it)."
     ),
-    **_created_by(tier_create, EditKind.PRIORITY),
+    **{**_created_by(tier_create, EditKind.PRIORITY), "delete": _tier_delete},
 )
 PREEMPTION_CLASS = RuleKind(
     model=PreemptionClass,
