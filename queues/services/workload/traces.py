@@ -14,7 +14,8 @@ What each format gives and what it cannot:
   have no wait (not counted). No pending reason.
 * ``philly`` (Microsoft Philly via Pollux): submit time, run time and GPUs per job, and the
   virtual cluster (maps onto projects). **No start time: no wait can be derived**; a job is
-  recorded as submitted and ended at submit + run time (a lower bound of its end).
+  recorded as submitted, started at its submit (the earliest it can have run: its GPU-hours
+  are the file's, GPUs × run time) and ended at submit + run time (a lower bound of its end).
 * ``itp`` (Microsoft ITP via ElasticFlow): the same as Philly, with the cluster as the key and
   submit times in seconds from the collection start. No wait can be derived.
 
@@ -251,7 +252,10 @@ def _finished_events(
     at: Callable[[float], datetime],
     source: str,
 ) -> Iterator[JobEvent]:
-    """A Philly or ITP job: submitted, then ended after its duration (its wait unknown)."""
+    """A Philly or ITP job: submitted, started, then ended after its duration. The file has
+    no start time: the run is placed from the submit (the earliest it can have run), so its
+    GPU-hours are the file's (GPUs × duration), and its wait is not recorded (unknown, not
+    zero)."""
     duration = float(row["duration"])
     if fmt == "philly":
         gpus = float(row["num_gpus"])
@@ -267,6 +271,13 @@ def _finished_events(
         submitted = at(float(row["submission_time"]))
     common = _common(source, job_id, gpus, mapping, row_keys(fmt, row), submitted)
     yield JobEvent(event_id=f"{job_id}:submit", time=submitted, kind=EventKind.SUBMITTED, **common)
+    yield JobEvent(
+        event_id=f"{job_id}:start",
+        time=submitted,
+        kind=EventKind.STARTED,
+        waits_known=False,
+        **common,
+    )
     yield JobEvent(
         event_id=f"{job_id}:end",
         time=submitted + timedelta(seconds=duration),
@@ -411,35 +422,46 @@ def _scan(
         for dimension in DIMENSIONS:
             if found[dimension] is None:
                 summary.unmapped[dimension][keys[dimension]] += 1
+        # A job of a format without start times starts at its submit (its ``started`` event);
+        # the other formats' starts are the events' own (``KEEP``: not remapped).
+        started = next((event.time for event in events if event.kind == EventKind.STARTED), None)
         wanted[first.job_id] = (
             project.pk if project else None,
             tier.pk if tier else None,
             first.pool.pk if first.pool is not None else None,
             flavor.pk if flavor else None,
             first.gpus,
+            KEEP if fmt in OPEN_ENDED else started,
         )
     return wanted
 
 
-REMAPPED = ("project_id", "tier_id", "pool_id", "flavor_id", "gpus")
+REMAPPED = ("project_id", "tier_id", "pool_id", "flavor_id", "gpus", "started_at")
+KEEP = object()  # a value the file does not decide: the stored one stays
 
 
 def _remap(source: str, wanted: dict[str, tuple[Any, ...]]) -> int:
     """Bring the stored jobs of the trace to what the file and the maps say now (a re-import
-    with new maps: its events are already stored, so the ingest changes nothing); their
-    rollups are marked open, so the next rollup run rereads them and moves their hours and
-    waits. Returns the jobs changed. (Jobs are not governed: no history to keep.)"""
+    with new maps: its events are already stored, so the ingest changes nothing; a Philly or
+    ITP job imported before its start was recorded gets it); their rollups are marked open,
+    so the next rollup run rereads them and moves their hours and waits. Returns the jobs
+    changed. (Jobs are not governed: no history to keep.)"""
     changed: list[WorkloadJob] = []
     keys = list(wanted)
     for offset in range(0, len(keys), 2000):
         stored = WorkloadJob.objects.filter(source=source, key__in=keys[offset : offset + 2000])
         for job in stored.only("pk", "key", *REMAPPED):
             values = wanted[job.key]
-            if tuple(getattr(job, name) for name in REMAPPED) != values:
-                for name, value in zip(REMAPPED, values, strict=True):
+            differs = False
+            for name, value in zip(REMAPPED, values, strict=True):
+                if value is not KEEP and getattr(job, name) != value:
                     setattr(job, name, value)
+                    differs = True
+            if differs:
                 changed.append(job)
-    WorkloadJob.objects.bulk_update(changed, ["project", "tier", "pool", "flavor", "gpus"], 1000)
+    WorkloadJob.objects.bulk_update(
+        changed, ["project", "tier", "pool", "flavor", "gpus", "started_at"], 1000
+    )
     ids = [job.pk for job in changed]
     for offset in range(0, len(ids), 2000):
         WorkloadJobRollup.objects.filter(job_id__in=ids[offset : offset + 2000]).update(open=True)
