@@ -103,3 +103,11 @@ def test_a_posted_form_keeps_what_was_typed_not_the_finding(ops, world, this_mon
     response = client.post(url, {"flavor": world.a100.pk, "gpus": "", "reason": "typed"})
     assert response.status_code == 200
     assert response.context["form"]["reason"].value() == "typed"
+
+
+def test_this_month_reads_in_chinese_with_its_findings(ops, this_month):
+    page = login(ops).get(URL, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "本月至今" in page and "实时，未冻结" in page
+    assert "未冻结：这些数字会随本月进展而变化。" in page
+    assert "用量超出资源池容量" in page and "证据或所声明的容量有误" in page
+    assert "Computed now from the evidence" not in page

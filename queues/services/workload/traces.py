@@ -308,7 +308,7 @@ def _finished_events(
     else:
         gpus = float(row["num_gpu"])
         job_id = row["job_id"]
-        submitted = at(_offset("submission_time", float(row["submission_time"])))
+        submitted = at(_offset("submission_time", float(row["submission_time"])) or 0.0)
     common = _common(source, job_id, gpus, mapping, row_keys(fmt, row), submitted)
     yield JobEvent(event_id=f"{job_id}:submit", time=submitted, kind=EventKind.SUBMITTED, **common)
     yield JobEvent(

@@ -364,7 +364,7 @@ def _over_capacity(
     available: dict[Any, float] = defaultdict(float)
     for (pool_id, _flavor_id), seconds in hourly.items():
         available[pool_id] += sum(seconds)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for _day, _project, pool_id, _flavor, hours, peak, *_rest in results["overcap"]:
         pool = names.pools.get(pool_id)
         if pool is None:
@@ -379,7 +379,7 @@ def _over_capacity(
                 "peak_ratio": round(float(peak), 2) if peak is not None else None,
             }
         )
-    rows.sort(key=lambda row: row["pool_name"])
+    rows.sort(key=lambda row: str(row["pool_name"]))
     return rows
 
 
