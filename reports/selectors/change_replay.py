@@ -29,9 +29,10 @@ from datetime import datetime
 from typing import Any
 
 import plotly.graph_objects as go
+from django.core.exceptions import ObjectDoesNotExist
 from django.utils.translation import gettext as _
 
-from governance.models import RuleChange
+from governance.models import PriorityTier, Project, RuleChange, RulesRevision
 from queues.models import ChangeReplay, ReplaySide, ReplayStatus
 from queues.replay.results import delta
 from queues.selectors import change_replay_latest
@@ -243,6 +244,35 @@ class ReplayPage:
     outdated: bool = False
     # The review's waits of each side (``replay_waits``), for the API.
     waits: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The rules revision the run replayed, and the latest: a run of an older revision no
+    # longer answers for the rules in force (``rules_changed``).
+    run_revision: int | None = None
+    current_revision: int | None = None
+    # The tiers and projects the change edits (``_change_focus``): they lead the page.
+    focus: dict[str, set[str]] = field(default_factory=lambda: {"tiers": set(), "projects": set()})
+
+    def _split(self, groups: list[Group], kind: str, lead: bool) -> list[Group]:
+        return [group for group in groups if (group.slug in self.focus[kind]) == lead]
+
+    @property
+    def focus_tiers(self) -> list[Group]:
+        return self._split(self.tiers, "tiers", True)
+
+    @property
+    def other_tiers(self) -> list[Group]:
+        return self._split(self.tiers, "tiers", False)
+
+    @property
+    def focus_projects(self) -> list[Group]:
+        return self._split(self.projects, "projects", True)
+
+    @property
+    def other_projects(self) -> list[Group]:
+        return self._split(self.projects, "projects", False)
+
+    @property
+    def rules_changed(self) -> bool:
+        return self.run is not None and self.run_revision != self.current_revision
 
 
 def change_replay_page(*, change: RuleChange) -> ReplayPage:
@@ -251,8 +281,15 @@ def change_replay_page(*, change: RuleChange) -> ReplayPage:
     run = change_replay_latest(change=change)
     if run is None or run.status != ReplayStatus.DONE or not run.result:
         return ReplayPage(run=run)
+    run_revision: int | None = (run.inputs or {}).get("rules_revision")
+    current_revision = RulesRevision.objects.order_by("-pk").values_list("pk", flat=True).first()
     if run.result.get("format") != RESULT_FORMAT:  # made before its rows were all stored
-        return ReplayPage(run=run, outdated=True)
+        return ReplayPage(
+            run=run,
+            outdated=True,
+            run_revision=run_revision,
+            current_revision=current_revision,
+        )
     names = Names.load()
     metrics = {side: replay_metrics(run=run, side=side, names=names) for side in ReplaySide.values}
     waits = {side: metrics[side]["waits"] for side in ReplaySide.values}
@@ -314,9 +351,46 @@ def change_replay_page(*, change: RuleChange) -> ReplayPage:
         after["all"],
         OVERALL_FIGURES,
     )
-    page = ReplayPage(run=run, overall=[overall], tiers=tiers, projects=projects, waits=waits)
+    focus = _change_focus(change)
+    page = ReplayPage(
+        run=run,
+        overall=[overall],
+        tiers=_focus_first(tiers, focus["tiers"]),
+        projects=_focus_first(projects, focus["projects"]),
+        waits=waits,
+        focus=focus,
+        run_revision=run_revision,
+        current_revision=current_revision,
+    )
     page.figures = replay_figures(page)
     return page
+
+
+def _change_focus(change: RuleChange) -> dict[str, set[str]]:
+    """The tiers and projects ``change`` edits: a tier itself, a project, or the project of
+    a quota or grant (a project's tier edit names both)."""
+    focus: dict[str, set[str]] = {"tiers": set(), "projects": set()}
+    for edit in change.edits.select_related("content_type"):
+        try:
+            target = edit.content_type.get_object_for_this_type(pk=edit.object_id)
+        except ObjectDoesNotExist:  # a proposed creation: no object yet
+            continue
+        if isinstance(target, PriorityTier):
+            focus["tiers"].add(target.slug)
+        if isinstance(target, Project):
+            focus["projects"].add(target.slug)
+        project = getattr(target, "project", None)
+        if isinstance(project, Project):
+            focus["projects"].add(project.slug)
+        tier = getattr(target, "tier", None)
+        if isinstance(tier, PriorityTier):
+            focus["tiers"].add(tier.slug)
+    return focus
+
+
+def _focus_first(groups: list[Group], focus: set[str]) -> list[Group]:
+    """The groups the change edits first, the others in their order."""
+    return sorted(groups, key=lambda group: group.slug not in focus)
 
 
 def _side_by_side(
