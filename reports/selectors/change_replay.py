@@ -23,6 +23,7 @@ The verdicts are ``queues.replay.results.delta``'s.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -181,6 +182,46 @@ class Cell:
     after: Any
     change: Any
     verdict: str
+    # A wait in minutes (the review's unit), shown in hours and minutes.
+    wait: bool = False
+
+    @property
+    def label_text(self) -> str:
+        """The label as shown: a wait's without the table's unit (it reads "2 h 05 min")."""
+        if not self.wait:
+            return str(self.label)
+        return re.sub(r"\s*[(（][^()（）]*[)）]$", "", str(self.label))
+
+    def _shown(self, value: Any, signed: bool = False) -> Any:
+        if not self.wait or value is None:
+            return value
+        return hours_minutes(float(value), signed=signed)
+
+    @property
+    def before_text(self) -> Any:
+        return self._shown(self.before)
+
+    @property
+    def after_text(self) -> Any:
+        return self._shown(self.after)
+
+    @property
+    def change_text(self) -> Any:
+        return self._shown(self.change, signed=True)
+
+
+def hours_minutes(minutes: float, *, signed: bool = False) -> str:
+    """A wait given in minutes, as a reader says it: "2 h 05 min", "7 min", "40 s"."""
+    sign = "−" if minutes < 0 else ("+" if signed and minutes > 0 else "")
+    seconds = round(abs(minutes) * 60)
+    if seconds < 60:
+        text = _("%(s)d s") % {"s": seconds}
+    elif seconds < 3600:
+        text = _("%(m)d min") % {"m": round(seconds / 60)}
+    else:
+        whole = round(seconds / 60)
+        text = _("%(h)d h %(m)02d min") % {"h": whole // 60, "m": whole % 60}
+    return sign + text
 
 
 @dataclass
@@ -197,12 +238,23 @@ def _wait_cells(before: dict[str, Any] | None, after: dict[str, Any] | None) -> 
     labels = [label for label, _numeric in wait_columns("")][1:]
     b_row = wait_row(before, "")[1:] if before else [None] * len(labels)
     a_row = wait_row(after, "")[1:] if after else [None] * len(labels)
+    # The columns that count jobs; every other wait column is a wait in minutes.
+    counts = {_("Jobs"), _("Never started"), _("Still waiting at the end"), _("Over the threshold")}
     cells = []
     for index, (label, b, a) in enumerate(zip(labels, b_row, a_row, strict=True)):
         key = "jobs" if index == 0 else f"wait_{index}"
         d = delta("wait" if index else "jobs", b, a)
+        wait = str(label) not in counts
         cells.append(
-            Cell(key=key, label=label, before=b, after=a, change=d["value"], verdict=d["verdict"])
+            Cell(
+                key=key,
+                label=label,
+                before=b,
+                after=a,
+                change=d["value"],
+                verdict=d["verdict"],
+                wait=wait,
+            )
         )
     return cells
 

@@ -547,3 +547,27 @@ def test_the_changes_own_tier_leads_and_the_rest_folds_away(
     lead, rest = tiers.split('<details class="replay-rest">')
     assert ">Exploratory<" in lead and ">Production service<" not in lead
     assert ">Production service<" in rest and ">Exploratory<" not in rest
+
+
+def test_waits_read_in_hours_and_minutes():
+    from reports.selectors.change_replay import hours_minutes
+
+    assert hours_minutes(125) == "2 h 05 min"
+    assert hours_minutes(7.2) == "7 min"
+    assert hours_minutes(0.5) == "30 s"
+    assert hours_minutes(-90, signed=True) == "−1 h 30 min"
+    assert hours_minutes(61, signed=True) == "+1 h 01 min"
+
+
+def test_the_page_shows_waits_in_hours_and_minutes_without_the_tables_unit(
+    world, eager, django_capture_on_commit_callbacks
+):
+    run = _replayed(world, django_capture_on_commit_callbacks)
+    response = login(world.ops).get(reverse("change_replay", args=[run.change_id]))
+    cells = [cell for group in response.context["page"].tiers for cell in group.cells]
+    p90 = next(cell for cell in cells if cell.label == "p90 wait (min)" and cell.after is not None)
+    assert p90.wait and p90.label_text == "p90 wait"
+    html = response.content.decode()
+    assert f">{p90.after_text}<" in html and "p90 wait (min)" not in html.split("<table")[1]
+    never = next(cell for cell in cells if cell.label == "Never started")
+    assert not never.wait and never.after_text == never.after
