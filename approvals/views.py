@@ -81,6 +81,8 @@ def request_create(request: HttpRequest) -> HttpResponse:
         )
     elif request.GET.get("project"):
         initial["project"] = projects.filter(slug=request.GET["project"]).first()
+    if request.GET.get("reason", "").strip():  # a review's finding: the justification to edit
+        initial["justification"] = request.GET["reason"].strip()[: forms.TEXT_MAX_LENGTH]
     form = forms.RequestForm(posted(request), initial=initial, projects=projects)
     if request.method == "POST" and form.is_valid():
         try:

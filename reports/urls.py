@@ -14,6 +14,7 @@ urlpatterns = [
     ),
     path("monthly-reviews/", views.report_list, name="report_list"),
     path("monthly-reviews/compare/", views.report_compare, name="report_compare"),
+    path("monthly-reviews/this-month/", views.report_month_to_date, name="report_month_to_date"),
     path("monthly-reviews/<int:pk>/", views.report_detail, name="report_detail"),
     path(
         "api/v1/monthly-reviews/<int:pk>/status/",

@@ -27,6 +27,7 @@ from reports.forms import CompareForm, ReviewRequestForm
 from reports.models import MonthlyReview
 from reports.selectors import change_replay as replay_selectors
 from reports.selectors import stored_reviews as review_selectors
+from reports.selectors.month_to_date import month_to_date_review
 
 # plotly.js as the installed plotly package ships it: no CDN, and always the version the
 # Python figures are built for.
@@ -164,7 +165,11 @@ def _add_errors(form: Any, error: ValidationError) -> None:
 
 
 def _review_context(
-    review: MonthlyReview, project: str | None, *, can_edit_rules: bool = True
+    review: MonthlyReview,
+    project: str | None,
+    *,
+    can_edit_rules: bool = True,
+    absolute: Any = None,
 ) -> dict[str, Any]:
     metrics = review.project_metrics[project] if project else review.metrics
     tables = review_selectors.review_tables(metrics=metrics, project=project, human=True)
@@ -176,7 +181,10 @@ def _review_context(
         "tables": tables,
         "figures": figures,
         "findings": review_selectors.review_findings_shown(
-            review=review, project=project, can_edit_rules=can_edit_rules
+            review=review,
+            project=project,
+            can_edit_rules=can_edit_rules,
+            absolute=absolute,
         ),
         **_figure_context(),
     }
@@ -189,7 +197,7 @@ def report_detail(request: HttpRequest, pk: int) -> HttpResponse:
     review = review_selectors.review_get(user=user, pk=pk)
     if not review.is_built:
         return render(request, "reports/review_progress.html", {"review": review})
-    context = _review_context(review, None)
+    context = _review_context(review, None, absolute=request.build_absolute_uri)
     trend = review_selectors.review_trend(review=review)
     context["tables"]["waits_trend"] = review_selectors.trend_table(trend)
     context["figures"]["waits_trend"] = review_selectors.trend_figure(trend)
@@ -202,13 +210,45 @@ def report_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
+@require_GET
+def report_month_to_date(request: HttpRequest) -> HttpResponse:
+    """This month so far: the review's sections from the evidence up to the last full hour,
+    computed now and never stored (not frozen); ops only, as the site's review."""
+    user = governance.signed_in_user(request)
+    if not review_selectors.user_can_read_reviews(user):
+        raise PermissionDenied(_("Only ops read the whole review."))
+    live = month_to_date_review()
+    review = live.review
+    metrics = review.metrics
+    trend = review_selectors.review_trend(review=review)
+    tables = review_selectors.review_tables(metrics=metrics, project=None, human=True)
+    figures = review_selectors.review_figures(metrics=metrics, project=None)
+    tables["waits_trend"] = review_selectors.trend_table(trend)
+    figures["waits_trend"] = review_selectors.trend_figure(trend)
+    context = {
+        "review": review,
+        "rollup_at": live.rollup_at,
+        "metrics": metrics,
+        "tables": tables,
+        "figures": figures,
+        "findings": review_selectors.review_findings_shown(
+            review=review, absolute=request.build_absolute_uri
+        ),
+        **_figure_context(),
+    }
+    return render(request, "reports/review_month_to_date.html", context)
+
+
+@login_required
 def report_project(request: HttpRequest, pk: int, slug: str) -> HttpResponse:
     """One project's view of a review, for its leads (and ops)."""
     user = governance.signed_in_user(request)
     review = review_selectors.review_get(user=user, pk=pk, project=slug)
     if not review.is_built:
         return render(request, "reports/review_progress.html", {"review": review})
-    context = _review_context(review, slug, can_edit_rules=user.is_ops)
+    context = _review_context(
+        review, slug, can_edit_rules=user.is_ops, absolute=request.build_absolute_uri
+    )
     context["project_name"] = next(
         (
             row["name"]

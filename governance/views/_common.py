@@ -3,6 +3,7 @@
 from collections.abc import Callable
 from typing import Any
 
+from django import forms as django_forms
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.db import models
@@ -13,6 +14,7 @@ from django.utils.translation import gettext as _
 from django.views import defaults
 
 from governance import forms, selectors, services
+from governance.services import REASON_MAX_LENGTH
 from governance.toolkit.paging import DEFAULT_PAGE_SIZE, paginate
 from governance.toolkit.web import posted, propose
 
@@ -26,7 +28,21 @@ def page(
     request: HttpRequest, template: str, context: dict[str, Any], *, status: int = 200
 ) -> HttpResponse:
     context["can_edit"] = selectors.user_can_edit_rules(request.user)
+    _prefill_reason(request, context)
     return render(request, template, context, status=status)
+
+
+def _prefill_reason(request: HttpRequest, context: dict[str, Any]) -> None:
+    """Every rule page's form opened with ``?reason=`` (a review's finding proposing the
+    change: the finding, its figures and a link back to its evidence) starts with that
+    reason, to be edited; a form already submitted keeps what was typed."""
+    reason = request.GET.get("reason", "").strip() if request.method == "GET" else ""
+    if not reason:
+        return
+    for value in context.values():
+        form = isinstance(value, django_forms.BaseForm) and not value.is_bound
+        if form and "reason" in value.fields:
+            value.initial["reason"] = reason[:REASON_MAX_LENGTH]
 
 
 def list_page(

@@ -48,7 +48,7 @@ from .replay import (
     ReplayStatus,
     ReplayWait,
 )
-from .rollup import RollupState, WorkloadHour, WorkloadJobRollup, WorkloadWait
+from .rollup import ROLLUP_NAME, RollupState, WorkloadHour, WorkloadJobRollup, WorkloadWait
 from .sync import (
     FINISHED_STATUSES,
     ClusterSyncState,
@@ -80,6 +80,7 @@ __all__ = [
     "NAMESPACE_PLACEHOLDERS",
     "PATH_MAX_LENGTH",
     "PEM_CERTIFICATE",
+    "ROLLUP_NAME",
     "Alert",
     "AlertKind",
     "AlertRecipient",

@@ -209,6 +209,10 @@ class WorkloadWait(models.Model):
         return f"wait of {self.job_id}"
 
 
+# The hourly workload rollup's state row (``queues.services.workload.rollup``).
+ROLLUP_NAME = "workload_hours"
+
+
 class RollupState(models.Model):
     """The rollup's watermark: jobs whose ``last_event_at`` is after it are reread, and jobs
     added after ``last_job_id`` are read whatever their times."""

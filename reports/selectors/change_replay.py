@@ -23,15 +23,17 @@ The verdicts are ``queues.replay.results.delta``'s.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import plotly.graph_objects as go
+from django.core.exceptions import ObjectDoesNotExist
 from django.utils.translation import gettext as _
 
-from governance.models import RuleChange
+from governance.models import PriorityTier, Project, RuleChange, RulesRevision
 from queues.models import ChangeReplay, ReplaySide, ReplayStatus
 from queues.replay.results import delta
 from queues.selectors import change_replay_latest
@@ -180,6 +182,46 @@ class Cell:
     after: Any
     change: Any
     verdict: str
+    # A wait in minutes (the review's unit), shown in hours and minutes.
+    wait: bool = False
+
+    @property
+    def label_text(self) -> str:
+        """The label as shown: a wait's without the table's unit (it reads "2 h 05 min")."""
+        if not self.wait:
+            return str(self.label)
+        return re.sub(r"\s*[(（][^()（）]*[)）]$", "", str(self.label))
+
+    def _shown(self, value: Any, signed: bool = False) -> Any:
+        if not self.wait or value is None:
+            return value
+        return hours_minutes(float(value), signed=signed)
+
+    @property
+    def before_text(self) -> Any:
+        return self._shown(self.before)
+
+    @property
+    def after_text(self) -> Any:
+        return self._shown(self.after)
+
+    @property
+    def change_text(self) -> Any:
+        return self._shown(self.change, signed=True)
+
+
+def hours_minutes(minutes: float, *, signed: bool = False) -> str:
+    """A wait given in minutes, as a reader says it: "2 h 05 min", "7 min", "40 s"."""
+    sign = "−" if minutes < 0 else ("+" if signed and minutes > 0 else "")
+    seconds = round(abs(minutes) * 60)
+    if seconds < 60:
+        text = _("%(s)d s") % {"s": seconds}
+    elif seconds < 3600:
+        text = _("%(m)d min") % {"m": round(seconds / 60)}
+    else:
+        whole = round(seconds / 60)
+        text = _("%(h)d h %(m)02d min") % {"h": whole // 60, "m": whole % 60}
+    return sign + text
 
 
 @dataclass
@@ -196,12 +238,23 @@ def _wait_cells(before: dict[str, Any] | None, after: dict[str, Any] | None) -> 
     labels = [label for label, _numeric in wait_columns("")][1:]
     b_row = wait_row(before, "")[1:] if before else [None] * len(labels)
     a_row = wait_row(after, "")[1:] if after else [None] * len(labels)
+    # The columns that count jobs; every other wait column is a wait in minutes.
+    counts = {_("Jobs"), _("Never started"), _("Still waiting at the end"), _("Over the threshold")}
     cells = []
     for index, (label, b, a) in enumerate(zip(labels, b_row, a_row, strict=True)):
         key = "jobs" if index == 0 else f"wait_{index}"
         d = delta("wait" if index else "jobs", b, a)
+        wait = str(label) not in counts
         cells.append(
-            Cell(key=key, label=label, before=b, after=a, change=d["value"], verdict=d["verdict"])
+            Cell(
+                key=key,
+                label=label,
+                before=b,
+                after=a,
+                change=d["value"],
+                verdict=d["verdict"],
+                wait=wait,
+            )
         )
     return cells
 
@@ -243,6 +296,35 @@ class ReplayPage:
     outdated: bool = False
     # The review's waits of each side (``replay_waits``), for the API.
     waits: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The rules revision the run replayed, and the latest: a run of an older revision no
+    # longer answers for the rules in force (``rules_changed``).
+    run_revision: int | None = None
+    current_revision: int | None = None
+    # The tiers and projects the change edits (``_change_focus``): they lead the page.
+    focus: dict[str, set[str]] = field(default_factory=lambda: {"tiers": set(), "projects": set()})
+
+    def _split(self, groups: list[Group], kind: str, lead: bool) -> list[Group]:
+        return [group for group in groups if (group.slug in self.focus[kind]) == lead]
+
+    @property
+    def focus_tiers(self) -> list[Group]:
+        return self._split(self.tiers, "tiers", True)
+
+    @property
+    def other_tiers(self) -> list[Group]:
+        return self._split(self.tiers, "tiers", False)
+
+    @property
+    def focus_projects(self) -> list[Group]:
+        return self._split(self.projects, "projects", True)
+
+    @property
+    def other_projects(self) -> list[Group]:
+        return self._split(self.projects, "projects", False)
+
+    @property
+    def rules_changed(self) -> bool:
+        return self.run is not None and self.run_revision != self.current_revision
 
 
 def change_replay_page(*, change: RuleChange) -> ReplayPage:
@@ -251,8 +333,15 @@ def change_replay_page(*, change: RuleChange) -> ReplayPage:
     run = change_replay_latest(change=change)
     if run is None or run.status != ReplayStatus.DONE or not run.result:
         return ReplayPage(run=run)
+    run_revision: int | None = (run.inputs or {}).get("rules_revision")
+    current_revision = RulesRevision.objects.order_by("-pk").values_list("pk", flat=True).first()
     if run.result.get("format") != RESULT_FORMAT:  # made before its rows were all stored
-        return ReplayPage(run=run, outdated=True)
+        return ReplayPage(
+            run=run,
+            outdated=True,
+            run_revision=run_revision,
+            current_revision=current_revision,
+        )
     names = Names.load()
     metrics = {side: replay_metrics(run=run, side=side, names=names) for side in ReplaySide.values}
     waits = {side: metrics[side]["waits"] for side in ReplaySide.values}
@@ -314,9 +403,46 @@ def change_replay_page(*, change: RuleChange) -> ReplayPage:
         after["all"],
         OVERALL_FIGURES,
     )
-    page = ReplayPage(run=run, overall=[overall], tiers=tiers, projects=projects, waits=waits)
+    focus = _change_focus(change)
+    page = ReplayPage(
+        run=run,
+        overall=[overall],
+        tiers=_focus_first(tiers, focus["tiers"]),
+        projects=_focus_first(projects, focus["projects"]),
+        waits=waits,
+        focus=focus,
+        run_revision=run_revision,
+        current_revision=current_revision,
+    )
     page.figures = replay_figures(page)
     return page
+
+
+def _change_focus(change: RuleChange) -> dict[str, set[str]]:
+    """The tiers and projects ``change`` edits: a tier itself, a project, or the project of
+    a quota or grant (a project's tier edit names both)."""
+    focus: dict[str, set[str]] = {"tiers": set(), "projects": set()}
+    for edit in change.edits.select_related("content_type"):
+        try:
+            target = edit.content_type.get_object_for_this_type(pk=edit.object_id)
+        except ObjectDoesNotExist:  # a proposed creation: no object yet
+            continue
+        if isinstance(target, PriorityTier):
+            focus["tiers"].add(target.slug)
+        if isinstance(target, Project):
+            focus["projects"].add(target.slug)
+        project = getattr(target, "project", None)
+        if isinstance(project, Project):
+            focus["projects"].add(project.slug)
+        tier = getattr(target, "tier", None)
+        if isinstance(tier, PriorityTier):
+            focus["tiers"].add(tier.slug)
+    return focus
+
+
+def _focus_first(groups: list[Group], focus: set[str]) -> list[Group]:
+    """The groups the change edits first, the others in their order."""
+    return sorted(groups, key=lambda group: group.slug not in focus)
 
 
 def _side_by_side(

@@ -39,6 +39,7 @@ class FindingKind:
     RULE_NOT_ENFORCED = "rule_not_enforced"
     PREEMPTED_FORBIDDEN = "preempted_forbidden"
     PREEMPTED_EARLY = "preempted_early"
+    OVER_CAPACITY = "over_capacity"
 
 
 FINDING_TITLES = {
@@ -51,6 +52,7 @@ FINDING_TITLES = {
     FindingKind.RULE_NOT_ENFORCED: _("Rule not enforced by the scheduler"),
     FindingKind.PREEMPTED_FORBIDDEN: _("Preempted although its class forbids it"),
     FindingKind.PREEMPTED_EARLY: _("Preempted before its class's minimum runtime"),
+    FindingKind.OVER_CAPACITY: _("Usage above the pool's capacity"),
 }
 
 # The starved finding of a review built before it counted the hours below the guarantee.
@@ -96,7 +98,17 @@ FINDING_TEXTS = {
         "%(early)s of %(count)s preemptions of the tier %(tier)s in the class %(klass)s came "
         "before its minimum runtime of %(minutes)s minutes."
     ),
+    FindingKind.OVER_CAPACITY: _(
+        "Jobs in %(pool)s ran more GPUs than the pool holds in %(hours)s hours (up to "
+        "%(peak)s times its capacity): %(used)s GPU-hours used against %(available)s "
+        "available. The evidence or the declared capacity is wrong."
+    ),
 }
+# Usage above capacity in a pool that declares none.
+OVER_NO_CAPACITY_TEXT = _(
+    "Jobs in %(pool)s used %(used)s GPU-hours in %(hours)s hours, but the pool declares no "
+    "capacity: the evidence or the declared capacity is wrong."
+)
 
 
 def _num(value: float) -> str:
@@ -249,6 +261,26 @@ def _preemption_findings(metrics: dict[str, Any]) -> list[dict[str, Any]]:
     return findings
 
 
+def _capacity_findings(metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every pool whose jobs ran more GPUs than it holds in some hour (a review built before
+    this was measured has none)."""
+    return [
+        _finding(
+            FindingKind.OVER_CAPACITY,
+            {
+                "pool": row["pool_name"],
+                "hours": row["hours_over"],
+                "peak": _num(row["peak_ratio"]) if row["peak_ratio"] is not None else None,
+                "used": _num(row["used_gpu_hours"]),
+                "available": _num(row["available_gpu_hours"]),
+            },
+            evidence=("report_detail", [], "idle"),
+            propose=("pool_capacity_edit", [row["pool"]]),
+        )
+        for row in metrics["capacity"].get("over_capacity", [])
+    ]
+
+
 def _exception_findings(metrics: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         _finding(
@@ -331,6 +363,7 @@ def review_findings(*, metrics: dict[str, Any], start: datetime, end: datetime) 
     on = min(timezone.localdate(), timezone.localtime(end).date())
     return [
         *_service_findings(metrics),
+        *_capacity_findings(metrics),
         *_wait_findings(metrics),
         *_preemption_findings(metrics),
         *_exception_findings(metrics),
@@ -353,6 +386,8 @@ def finding_text(finding: dict[str, Any]) -> str:
         # Frozen by a review built before the hours waiting for resources: its own words.
         below = "below_hours" in params
         template = STARVED_QUOTA_BELOW_TEXT if below else STARVED_BEFORE_TEXT
+    if finding["kind"] == FindingKind.OVER_CAPACITY and params.get("peak") is None:
+        template = OVER_NO_CAPACITY_TEXT
     return str(template) % params if template else finding["kind"]
 
 

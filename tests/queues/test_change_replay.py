@@ -391,7 +391,9 @@ def test_the_page_shows_both_side_by_side_with_deltas(
     client.get(url)  # warm the session and the caches
     # The change, the run, the rules' names (5) and per side the review's two wait queries
     # (on PostgreSQL each checks its plan first), its service query and its preemption query.
-    with django_assert_num_queries(22 if connection.vendor == "postgresql" else 18):
+    # The rules revision (is the run outdated?) and the change's edits and their objects (its
+    # own tiers and projects lead the page): 3 more.
+    with django_assert_num_queries(25 if connection.vendor == "postgresql" else 21):
         page = client.get(url)
     html = page.content.decode()
     assert page.status_code == 200
@@ -411,8 +413,9 @@ def test_the_page_shows_both_side_by_side_with_deltas(
             run_from=T0,
         )
     html = client.get(url).content.decode()
+    # The change's own tier leads; the others follow, highest first.
     assert (
-        html.index(">Production service<") < html.index(">Regular<") < html.index(">Exploratory<")
+        html.index(">Exploratory<") < html.index(">Production service<") < html.index(">Regular<")
     )
     assert 'class="delta--worse"' in html and "worse" in html
     assert 'http-equiv="refresh"' not in html  # finished: no refresh
@@ -500,3 +503,71 @@ def test_the_page_says_why_a_replay_failed_and_refuses_unknown_changes(world, cl
     answer = ops.post(reverse("change_replay", args=[change.pk]), follow=True)
     assert "Only a draft or proposed change can be replayed." in answer.content.decode()
     assert ChangeReplay.objects.get().status == ReplayStatus.FAILED
+
+
+def test_an_outdated_run_says_so_in_both_languages_and_offers_to_run_again(
+    world, eager, django_capture_on_commit_callbacks
+):
+    services.rules_revision_create(trigger=RevisionTrigger.MANUAL, user=world.ops)
+    run = _replayed(world, django_capture_on_commit_callbacks)
+    client = login(world.ops)
+    url = reverse("change_replay", args=[run.change_id])
+    assert 'id="replay-outdated"' not in client.get(url).content.decode()
+    then = run.inputs["rules_revision"]
+    for _ in range(3):  # three more changes of the rules were applied since
+        services.rules_revision_create(trigger=RevisionTrigger.MANUAL, user=world.ops)
+    html = client.get(url).content.decode()
+    assert 'id="replay-outdated"' in html
+    assert "Outdated: the rules have changed since this replay ran." in html
+    assert f"It replayed rules revision {then}; the rules are now at revision {then + 3}" in html
+    assert "Replay again with the rules in force" in html
+    chinese = client.get(url, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "已过期：此次重放运行后规则已更改。" in chinese
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(url)
+    assert response.status_code == 302
+    assert 'id="replay-outdated"' not in client.get(url).content.decode()
+
+
+def test_the_changes_own_tier_leads_and_the_rest_folds_away(
+    world, eager, django_capture_on_commit_callbacks
+):
+    run = _replayed(world, django_capture_on_commit_callbacks)
+    ReplayPreemption.objects.create(
+        replay=run,
+        side="in_force",
+        time=T0 + HOUR,
+        gpus=8,
+        project=world.speech,
+        tier=world.production,
+        run_from=T0,
+    )
+    html = login(world.ops).get(reverse("change_replay", args=[run.change_id])).content.decode()
+    tiers = html.split("Tiers this change edits")[1].split("</section>")[0]
+    lead, rest = tiers.split('<details class="replay-rest">')
+    assert ">Exploratory<" in lead and ">Production service<" not in lead
+    assert ">Production service<" in rest and ">Exploratory<" not in rest
+
+
+def test_waits_read_in_hours_and_minutes():
+    from reports.selectors.change_replay import hours_minutes
+
+    assert hours_minutes(125) == "2 h 05 min"
+    assert hours_minutes(7.2) == "7 min"
+    assert hours_minutes(0.5) == "30 s"
+    assert hours_minutes(-90, signed=True) == "−1 h 30 min"
+    assert hours_minutes(61, signed=True) == "+1 h 01 min"
+
+
+def test_the_page_shows_waits_in_hours_and_minutes_without_the_tables_unit(
+    world, eager, django_capture_on_commit_callbacks
+):
+    run = _replayed(world, django_capture_on_commit_callbacks)
+    response = login(world.ops).get(reverse("change_replay", args=[run.change_id]))
+    cells = [cell for group in response.context["page"].tiers for cell in group.cells]
+    p90 = next(cell for cell in cells if cell.label == "p90 wait (min)" and cell.after is not None)
+    assert p90.wait and p90.label_text == "p90 wait"
+    html = response.content.decode()
+    assert f">{p90.after_text}<" in html and "p90 wait (min)" not in html.split("<table")[1]
+    never = next(cell for cell in cells if cell.label == "Never started")
+    assert not never.wait and never.after_text == never.after

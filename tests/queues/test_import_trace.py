@@ -172,9 +172,9 @@ def test_a_row_without_a_job_id_is_refused_not_left_out(world, tmp_path, fmt, he
     assert WorkloadEvent.objects.count() == 0
 
 
-def test_events_the_ingest_refuses_store_nothing(world, tmp_path):
-    """One pod named twice: its second row starts it after its first row ended it, which the
-    ingest refuses (an end is final). Nothing is stored, and the command says why."""
+def test_a_job_named_twice_is_refused_with_both_lines(world, tmp_path):
+    """One pod named twice: two rows would merge into one job (its second row would start it
+    after its first ended it). The scan refuses the file with both lines; nothing is stored."""
     trace = tmp_path / "openb.csv"
     trace.write_text(
         "name,num_gpu,gpu_milli,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
@@ -182,6 +182,6 @@ def test_events_the_ingest_refuses_store_nothing(world, tmp_path):
         "a,1,1000,LS,Pending,0,600,\n"
         "a,1,1000,LS,Running,0,2000,1000\n"
     )
-    with pytest.raises(CommandError, match="nothing written: the ingest refused 1 events"):
+    with pytest.raises(CommandError, match="line 4: job id 'a' repeats line 3"):
         run("--format", "alibaba-openb", str(trace))
     assert WorkloadEvent.objects.count() == 0

@@ -97,7 +97,18 @@ def test_the_lead_reads_their_project_view_only(lead, member, outsider, ops, bui
     page = _page(lead, reverse("report_project", args=[built.pk, "vision"]))
     assert "Vision" in page and "Starved project" in page
     # A lead cannot edit the rules: they ask for a change with a request for the project.
-    assert f'href="{reverse("request_create")}?project=vision"' in page
+    assert f'href="{reverse("request_create")}?project=vision&reason=Finding+of' in page
+    # The request starts with the finding as its justification.
+    (finding,) = [
+        item
+        for item in login(lead)
+        .get(reverse("report_project", args=[built.pk, "vision"]))
+        .context["findings"]
+        if item["kind"] == "starved"
+    ]
+    form = login(lead).get(finding["propose_url"]).context["form"]
+    assert form.initial["justification"].startswith("Finding of the review")
+    assert finding["text"] in form.initial["justification"]
     assert "/edit/" not in page.split('id="findings"')[1].split("</section>")[0]
     assert "Speech" not in page.split('id="findings"')[1].split("</section>")[0]
     assert login(lead).get(reverse("report_project", args=[built.pk, "speech"])).status_code == 403

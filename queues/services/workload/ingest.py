@@ -537,6 +537,8 @@ def _apply(
     the job as known: a start after the job ended, for instance a reused scheduler job id."""
     kind = event.kind
     current = event.time >= job.last_event_at
+    if current and _late_submit(job, event):
+        current = False  # the ended job's own submit, reported late: a fact, not a reopening
     if current:
         _refuse_contradiction(job, event)
     _record_facts(job, event)
@@ -553,20 +555,60 @@ def _apply(
     return verdict
 
 
+def _ended(job: JobRow) -> bool:
+    return job.state in FINISHED and job.ended_at is not None
+
+
+def _late_submit(job: JobRow, event: JobEvent) -> bool:
+    """A ``submitted`` event of an ended job at (or before) its known submit: the job's own
+    submission, reported after its end (a job cancelled the instant it was submitted)."""
+    return (
+        event.kind == EventKind.SUBMITTED
+        and _ended(job)
+        and job.submitted_at is not None
+        and event.time <= job.submitted_at
+    )
+
+
 def _refuse_contradiction(job: JobRow, event: JobEvent) -> None:
-    """Raise ``Contradiction`` when the (current) event starts or reopens an ended job."""
-    if job.state not in FINISHED or job.ended_at is None or event.time <= job.ended_at:
+    """Raise ``Contradiction`` when the (current) event would change an ended job: nothing at
+    or after a job's end reopens or relabels it, whatever its kind (a start, a wait, a
+    requeue, a suspension or preemption, another end). Only a repeat of the end itself (the
+    same instant and state, under another id) passes, and changes nothing."""
+    if not _ended(job) or job.ended_at is None or event.time < job.ended_at:
         return
-    if event.kind in (EventKind.STARTED, EventKind.RESUMED):
+    end = job.ended_at.isoformat()
+    names = {"job": job.job_id, "state": JobState(job.state).label, "end": end}
+    kind = event.kind
+    if kind == EventKind.ENDED:
+        if event.time == job.ended_at and (event.state or JobState.COMPLETED) == job.state:
+            return
         raise Contradiction(
-            _("Job %(job)s started after it had ended: a different job with the same id?")
-            % {"job": job.job_id}
+            _(
+                "Job %(job)s had already ended (%(state)s at %(end)s): a second end cannot "
+                "relabel it."
+            )
+            % names
         )
-    if event.kind in (EventKind.SUBMITTED, EventKind.PENDING):
+    if kind in (EventKind.STARTED, EventKind.RESUMED):
         raise Contradiction(
-            _("Job %(job)s was reported waiting after it had ended: it cannot reopen.")
-            % {"job": job.job_id}
+            _("Job %(job)s started after it had ended: a different job with the same id?") % names
         )
+    if kind in (EventKind.SUBMITTED, EventKind.PENDING):
+        raise Contradiction(
+            _("Job %(job)s was reported waiting after it had ended: it cannot reopen.") % names
+        )
+    if kind == EventKind.REQUEUED:
+        raise Contradiction(
+            _("Job %(job)s was reported requeued after it had ended: it cannot reopen.") % names
+        )
+    raise Contradiction(
+        _(
+            "Job %(job)s was reported %(kind)s after it had ended (%(state)s at %(end)s): an "
+            "ended job keeps its end."
+        )
+        % {**names, "kind": EventKind(kind).label.lower()}
+    )
 
 
 def _record_facts(job: JobRow, event: JobEvent) -> None:

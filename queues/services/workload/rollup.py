@@ -52,6 +52,7 @@ from django.utils import timezone
 
 from queues.models import (
     ACTIVE_STATES,
+    ROLLUP_NAME,
     EventKind,
     JobState,
     RollupState,
@@ -64,7 +65,6 @@ from queues.models import (
 )
 from queues.selectors import definitions
 
-ROLLUP_NAME = "workload_hours"
 HOUR_SUMS = ["gpu_seconds", "quota_wait_seconds", "resource_wait_seconds"]
 Interval = tuple[float, float]
 Key = tuple[int | None, int | None, int | None, int | None]  # pool, flavor, project, tier

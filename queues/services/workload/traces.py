@@ -14,7 +14,8 @@ What each format gives and what it cannot:
   have no wait (not counted). No pending reason.
 * ``philly`` (Microsoft Philly via Pollux): submit time, run time and GPUs per job, and the
   virtual cluster (maps onto projects). **No start time: no wait can be derived**; a job is
-  recorded as submitted and ended at submit + run time (a lower bound of its end).
+  recorded as submitted, started at its submit (the earliest it can have run: its GPU-hours
+  are the file's, GPUs × run time) and ended at submit + run time (a lower bound of its end).
 * ``itp`` (Microsoft ITP via ElasticFlow): the same as Philly, with the cluster as the key and
   submit times in seconds from the collection start. No wait can be derived.
 
@@ -188,6 +189,41 @@ def trace_rows(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, str]]]:
 
 OPEN_ENDED = ("alibaba-openb", "alibaba-v2025")  # formats whose jobs may have no end
 TIMES = ("creation_time", "scheduled_time", "deletion_time")
+# How far a trace's times and run times may reach: the published traces span 31 to 149 days
+# (a Philly run 54 days). A time before the trace's start, or past two years after it, is a
+# broken row, not a job (an ITP submit in year 5194).
+SPAN = timedelta(days=730)
+# Philly's times are absolute: a submit before 2000 or after now is no Philly job.
+PHILLY_EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def _offset(name: str, value: float | None) -> float | None:
+    """A time in seconds from the trace's start, checked: not before the start (``--start``)
+    and not past ``SPAN`` after it."""
+    if value is None:
+        return None
+    if not math.isfinite(value):
+        raise ValueError(f"{name} {value:g} is not a time")
+    if value < 0:
+        raise ValueError(
+            f"{name} {value:g} s is before the trace's start (--start): times count from it"
+        )
+    if value > SPAN.total_seconds():
+        raise ValueError(
+            f"{name} {value:g} s is {value / 86400:.0f} days after the trace's start: "
+            f"more than the {SPAN.days} days a trace can span"
+        )
+    return value
+
+
+def _run_time(value: str) -> float:
+    """A Philly or ITP run time in seconds, checked: at least 0, at most ``SPAN``."""
+    duration = float(value)
+    if not math.isfinite(duration) or duration < 0:
+        raise ValueError(f"duration {duration:g} s is negative: a run cannot end before it starts")
+    if duration > SPAN.total_seconds():
+        raise ValueError(f"duration {duration:g} s is longer than the {SPAN.days} days of a trace")
+    return duration
 
 
 def trace_end(path: Path, fmt: str, start: datetime) -> float | None:
@@ -201,7 +237,7 @@ def trace_end(path: Path, fmt: str, start: datetime) -> float | None:
     for line, row in trace_rows(path, fmt):
         for name in TIMES:
             try:
-                value = _number(row.get(name, ""))
+                value = _offset(name, _number(row.get(name, "")))
             except ValueError as error:
                 raise TraceError(f"{path.name} line {line}: {error}") from error
             try:
@@ -251,8 +287,11 @@ def _finished_events(
     at: Callable[[float], datetime],
     source: str,
 ) -> Iterator[JobEvent]:
-    """A Philly or ITP job: submitted, then ended after its duration (its wait unknown)."""
-    duration = float(row["duration"])
+    """A Philly or ITP job: submitted, started, then ended after its duration. The file has
+    no start time: the run is placed from the submit (the earliest it can have run), so its
+    GPU-hours are the file's (GPUs × duration), and its wait is not recorded (unknown, not
+    zero)."""
+    duration = _run_time(row["duration"])
     if fmt == "philly":
         gpus = float(row["num_gpus"])
         job_id = f"philly-{line}"
@@ -261,12 +300,24 @@ def _finished_events(
         if submitted.tzinfo is None:
             submitted = submitted.replace(tzinfo=UTC)
         submitted = submitted.astimezone(UTC)
+        if not PHILLY_EARLIEST <= submitted <= datetime.now(UTC):
+            raise ValueError(
+                f"timestamp {row['timestamp']} is not a time a trace can hold "
+                f"(from {PHILLY_EARLIEST:%Y} to now)"
+            )
     else:
         gpus = float(row["num_gpu"])
         job_id = row["job_id"]
-        submitted = at(float(row["submission_time"]))
+        submitted = at(_offset("submission_time", float(row["submission_time"])) or 0.0)
     common = _common(source, job_id, gpus, mapping, row_keys(fmt, row), submitted)
     yield JobEvent(event_id=f"{job_id}:submit", time=submitted, kind=EventKind.SUBMITTED, **common)
+    yield JobEvent(
+        event_id=f"{job_id}:start",
+        time=submitted,
+        kind=EventKind.STARTED,
+        waits_known=False,
+        **common,
+    )
     yield JobEvent(
         event_id=f"{job_id}:end",
         time=submitted + timedelta(seconds=duration),
@@ -280,22 +331,23 @@ def _finished_events(
 def _alibaba_job(fmt: str, row: dict[str, str]) -> tuple[float, str, Times, bool, bool]:
     """An Alibaba row's GPUs, job id, times, whether it failed, and whether its wait is
     known."""
+    created, scheduled, deleted = (_offset(name, _number(row.get(name, ""))) for name in TIMES)
+    if created is not None and scheduled is not None and scheduled < created:
+        raise ValueError(
+            f"scheduled_time {scheduled:g} s is before its creation_time {created:g} s"
+        )
     if fmt == "alibaba-openb":
         # num_gpu GPUs of gpu_milli thousandths each: a share of one GPU is kept as a fraction.
         milli = _number(row["gpu_milli"])
+        if milli is not None and not 0 <= milli <= 1000:
+            raise ValueError(
+                f"gpu_milli {milli:g} is not a share of one GPU (thousandths: 0 to 1000)"
+            )
         gpus = float(row["num_gpu"] or 0) * (1.0 if milli is None else milli / 1000)
-        job_id, created = row["name"], _number(row["creation_time"])
-        scheduled, deleted = (
-            _number(row.get("scheduled_time", "")),
-            _number(row.get("deletion_time", "")),
-        )
+        job_id = row["name"]
         return gpus, job_id, (created, scheduled, deleted), row["pod_phase"] == "Failed", True
     gpus = float(row["gpu_request"] or 0)
-    job_id, created = row["instance_sn"], _number(row["creation_time"])
-    scheduled, deleted = (
-        _number(row.get("scheduled_time", "")),
-        _number(row.get("deletion_time", "")),
-    )
+    job_id = row["instance_sn"]
     known = created is not None
     if created is None:  # existed before the window: its wait is unknown
         created = scheduled if scheduled is not None else 0.0
@@ -393,12 +445,19 @@ def _scan(
     by_quota = pool_maps()[0]
     wanted: dict[str, tuple[Any, ...]] = {}
     at = lambda seconds: start + timedelta(seconds=seconds)  # noqa: E731
+    lines: dict[str, int] = {}  # each job id's line
     for line, row in trace_rows(path, fmt):
         try:
             events = list(_row_events(fmt, line, row, mapping, at, source, end))
         except (ValueError, TypeError, OverflowError) as error:
             raise TraceError(f"{path.name} line {line}: {error}") from error
         first = events[0]
+        if first.job_id in lines:  # two rows would merge into one job
+            raise TraceError(
+                f"{path.name} line {line}: job id {first.job_id!r} repeats line "
+                f"{lines[first.job_id]}: one row is one job"
+            )
+        lines[first.job_id] = line
         summary.jobs += 1
         summary.censored += any(event.state == JobState.CENSORED for event in events)
         summary.waits_not_recorded += any(not event.waits_known for event in events)
@@ -411,35 +470,46 @@ def _scan(
         for dimension in DIMENSIONS:
             if found[dimension] is None:
                 summary.unmapped[dimension][keys[dimension]] += 1
+        # A job of a format without start times starts at its submit (its ``started`` event);
+        # the other formats' starts are the events' own (``KEEP``: not remapped).
+        started = next((event.time for event in events if event.kind == EventKind.STARTED), None)
         wanted[first.job_id] = (
             project.pk if project else None,
             tier.pk if tier else None,
             first.pool.pk if first.pool is not None else None,
             flavor.pk if flavor else None,
             first.gpus,
+            KEEP if fmt in OPEN_ENDED else started,
         )
     return wanted
 
 
-REMAPPED = ("project_id", "tier_id", "pool_id", "flavor_id", "gpus")
+REMAPPED = ("project_id", "tier_id", "pool_id", "flavor_id", "gpus", "started_at")
+KEEP = object()  # a value the file does not decide: the stored one stays
 
 
 def _remap(source: str, wanted: dict[str, tuple[Any, ...]]) -> int:
     """Bring the stored jobs of the trace to what the file and the maps say now (a re-import
-    with new maps: its events are already stored, so the ingest changes nothing); their
-    rollups are marked open, so the next rollup run rereads them and moves their hours and
-    waits. Returns the jobs changed. (Jobs are not governed: no history to keep.)"""
+    with new maps: its events are already stored, so the ingest changes nothing; a Philly or
+    ITP job imported before its start was recorded gets it); their rollups are marked open,
+    so the next rollup run rereads them and moves their hours and waits. Returns the jobs
+    changed. (Jobs are not governed: no history to keep.)"""
     changed: list[WorkloadJob] = []
     keys = list(wanted)
     for offset in range(0, len(keys), 2000):
         stored = WorkloadJob.objects.filter(source=source, key__in=keys[offset : offset + 2000])
         for job in stored.only("pk", "key", *REMAPPED):
             values = wanted[job.key]
-            if tuple(getattr(job, name) for name in REMAPPED) != values:
-                for name, value in zip(REMAPPED, values, strict=True):
+            differs = False
+            for name, value in zip(REMAPPED, values, strict=True):
+                if value is not KEEP and getattr(job, name) != value:
                     setattr(job, name, value)
+                    differs = True
+            if differs:
                 changed.append(job)
-    WorkloadJob.objects.bulk_update(changed, ["project", "tier", "pool", "flavor", "gpus"], 1000)
+    WorkloadJob.objects.bulk_update(
+        changed, ["project", "tier", "pool", "flavor", "gpus", "started_at"], 1000
+    )
     ids = [job.pk for job in changed]
     for offset in range(0, len(ids), 2000):
         WorkloadJobRollup.objects.filter(job_id__in=ids[offset : offset + 2000]).update(open=True)

@@ -158,7 +158,7 @@ def service_and_capacity(
         capacities, hourly, quotas = given
     results = _hour_sums(scope, t, hourly)
     service, per_project = _service(scope, names, capacities, results, quotas)
-    capacity = _capacity_of(scope, names, capacities, hourly, results["daily"])
+    capacity = _capacity_of(scope, names, capacities, hourly, results)
     return {"by_project": service}, per_project, capacity
 
 
@@ -205,7 +205,15 @@ def _hour_sums(
         "GROUP BY project_id, pool_id "
         f"UNION ALL SELECT 'daily', CAST({day_of('hour')} AS TEXT), NULL, pool_id, flavor_id, "
         f"{f('SUM(used)')}, {f(capped_sql)}, {f(idle_waiting_sql)}, NULL "
-        f"FROM hf3 GROUP BY {day_of('hour')}, pool_id, flavor_id",
+        f"FROM hf3 GROUP BY {day_of('hour')}, pool_id, flavor_id "
+        # "overcap" per pool: the hours in which its jobs ran more GPUs than the pool holds
+        # (its flavors summed, jobs of no flavor included), and the largest ratio.
+        f"UNION ALL SELECT 'overcap', NULL, NULL, pool_id, NULL, {f('COUNT(*)')}, "
+        f"{f('MAX(CASE WHEN capsum > 0 THEN u / capsum END)')}, NULL, NULL FROM ("
+        "SELECT hu.pool_id, hu.u, (SELECT SUM(cap.c) FROM cap WHERE cap.pool_id = hu.pool_id "
+        "AND hu.hour >= cap.h0 AND hu.hour < cap.h1) AS capsum FROM (SELECT hour, pool_id, "
+        "SUM(used) AS u FROM h WHERE pool_id IS NOT NULL GROUP BY hour, pool_id) AS hu"
+        ") AS pool_hours_ WHERE u > COALESCE(capsum, 0) + 1 GROUP BY pool_id",
         scope.params,
     )
     results: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
@@ -314,11 +322,11 @@ def _capacity_of(
     names: Names,
     capacities: Sequence[Mapping[str, Any]],
     hourly: dict[tuple[int, int], list[float]],
-    daily_rows: list[tuple[Any, ...]],
+    results: dict[str, list[tuple[Any, ...]]],
 ) -> dict[str, Any]:
     """Capacity: the GPU-seconds in force each hour (from the rules' history), in total, per
-    pool and flavor and per day, against the GPU-seconds used."""
-    daily = [(day, pool, fl, a, b, c) for day, _p, pool, fl, a, b, c, _d in daily_rows]
+    pool and flavor and per day, against the GPU-seconds used; the pools used above it."""
+    daily = [(day, pool, fl, a, b, c) for day, _p, pool, fl, a, b, c, _d in results["daily"]]
     keys = {key for key, seconds in hourly.items() if any(seconds)}
     keys |= {(c["pool_id"], c["flavor_id"]) for c in capacities}
     per_key: dict[tuple[Any, Any], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
@@ -336,7 +344,43 @@ def _capacity_of(
         "total": _capacity(*totals),
         "by_pool_flavor": by_pool_flavor,
         "daily": _capacity_days(scope, hourly, per_day),
+        "over_capacity": _over_capacity(names, hourly, results),
     }
+
+
+def _over_capacity(
+    names: Names,
+    hourly: dict[tuple[int, int], list[float]],
+    results: dict[str, list[tuple[Any, ...]]],
+) -> list[dict[str, Any]]:
+    """The pools whose jobs ran more GPUs than the pool holds in at least one hour: more
+    than can be true (the evidence or the declared capacity is wrong). Per pool, its flavors
+    summed and jobs of no flavor included: the GPU-hours used and available in the window,
+    the hours over capacity and the largest ratio of used to held in an hour (none when the
+    pool declares no capacity)."""
+    used: dict[Any, float] = defaultdict(float)
+    for _day, _project, pool_id, _flavor, seconds, *_rest in results["usage"]:
+        used[pool_id] += float(seconds or 0)
+    available: dict[Any, float] = defaultdict(float)
+    for (pool_id, _flavor_id), seconds in hourly.items():
+        available[pool_id] += sum(seconds)
+    rows: list[dict[str, Any]] = []
+    for _day, _project, pool_id, _flavor, hours, peak, *_rest in results["overcap"]:
+        pool = names.pools.get(pool_id)
+        if pool is None:
+            continue
+        rows.append(
+            {
+                "pool": pool.slug,
+                "pool_name": pool.name,
+                "used_gpu_hours": gh(used[pool_id]),
+                "available_gpu_hours": gh(available[pool_id]),
+                "hours_over": int(hours or 0),
+                "peak_ratio": round(float(peak), 2) if peak is not None else None,
+            }
+        )
+    rows.sort(key=lambda row: str(row["pool_name"]))
+    return rows
 
 
 def _capacity_by_pool_flavor(
