@@ -90,6 +90,13 @@ if wanted mariadb && ! installed mariadb-server mariadb-client; then
         mariadb-server mariadb-client >>"$LOG_DIR/apt.log" 2>&1 || apt_failed mariadb-server
 fi
 
+# Lua 5.1 (the Lua Debian's Slurm links): the job_submit plugin's own tests run it.
+if ! installed lua5.1; then
+    apt_ready && say "installing lua5.1 from Debian's packages"
+    apt-get -y -q -o DPkg::Lock::Timeout=300 install --no-install-recommends \
+        lua5.1 >>"$LOG_DIR/apt.log" 2>&1 || apt_failed lua5.1
+fi
+
 # --- PostgreSQL ------------------------------------------------------------------------------
 pg_answers() { pg_isready -q -h 127.0.0.1 -p 5432 && psql -h 127.0.0.1 -U postgres -Atqc 'select 1'; }
 

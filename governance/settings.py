@@ -101,6 +101,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: /healthz and /readyz for orchestrators (plain HTTP, any Host, no session).
+    "governance.toolkit.health.HealthProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -310,14 +312,46 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
 else:
     CELERY_RESULT_BACKEND = CELERY_RESULT_BACKEND or CELERY_BROKER_URL
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER")
+# Every task is idempotent (safe to run twice), so a message is acknowledged only once its task
+# has finished: a worker killed mid-task (its machine lost, a pool process killed) leaves the
+# message with the broker, which hands it to a worker again (tests/governance/test_worker_lost.py).
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# A lost broker connection cancels the running tasks: their messages cannot be acknowledged
+# any more and come back anyway.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# No task runs longer than this: the pool process of one that does is killed (the task is then
+# failed, not repeated). The longest are a review build of a large site and a first sync.
+CELERY_TASK_TIME_LIMIT = int(os.environ.get("ARBITER_TASK_TIME_LIMIT", "3600"))
+# Redis redelivers a message not acknowledged within this many seconds (a worker lost without
+# a word). It must be longer than the longest task, or a task still running would be started
+# a second time; also longer than the longest countdown (a sync's retry waits up to 10 min).
+ARBITER_BROKER_VISIBILITY_TIMEOUT = int(
+    os.environ.get("ARBITER_BROKER_VISIBILITY_TIMEOUT", str(2 * CELERY_TASK_TIME_LIMIT))
+)
+if ARBITER_BROKER_VISIBILITY_TIMEOUT <= CELERY_TASK_TIME_LIMIT:
+    raise ImproperlyConfigured(
+        f"ARBITER_BROKER_VISIBILITY_TIMEOUT ({ARBITER_BROKER_VISIBILITY_TIMEOUT} s) must be "
+        f"longer than ARBITER_TASK_TIME_LIMIT ({CELERY_TASK_TIME_LIMIT} s): a task still "
+        "running would be handed to a second worker."
+    )
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": ARBITER_BROKER_VISIBILITY_TIMEOUT}
+    CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {
+        "visibility_timeout": ARBITER_BROKER_VISIBILITY_TIMEOUT
+    }
 CELERY_RESULT_EXPIRES = timedelta(days=1)
 CELERY_TIMEZONE = TIME_ZONE
 # The hourly workload rollup rereads jobs changed this long before its watermark (evidence
 # that arrives late), see queues.services.workload.rollup.
 ARBITER_ROLLUP_LOOKBACK_HOURS = int(os.environ.get("ARBITER_ROLLUP_LOOKBACK_HOURS", "6"))
+# Beat: however many processes run, one sends the schedule (a lock in Redis; see
+# governance.celery.SingleBeatScheduler). A lost holder's lock expires after this many seconds,
+# then another beat takes over; each beat checks at least every CELERY_BEAT_MAX_INTERVAL s.
+CELERY_BEAT_SCHEDULER = "governance.celery:SingleBeatScheduler"
+CELERY_BEAT_LOCK_SECONDS = int(os.environ.get("ARBITER_BEAT_LOCK_SECONDS", "60"))
+CELERY_BEAT_MAX_INTERVAL = 10
 CELERY_BEAT_SCHEDULE = {
     "review-reminders": {
         "task": "governance.tasks.review_reminders_send",

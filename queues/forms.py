@@ -18,7 +18,12 @@ CONNECTION_FIELDS = [
     "kube_ca_bundle",
     "kube_credentials_file",
     "kube_namespace_template",
+    "submit_table_delivery",
+    "submit_table_lapse",
 ]
+
+
+OPTIONAL_CHOICES = ("submit_table_delivery", "submit_table_lapse")
 
 
 class ClusterForm(RuleForm):
@@ -51,6 +56,18 @@ class ClusterForm(RuleForm):
         if current and current not in dict(choices):
             choices.append((current, _("%(path)s (no longer allowed)") % {"path": current}))
         field.choices = choices  # type: ignore[attr-defined]
+        # Slurm only: a form without them (a Kueue cluster's) keeps the current choice.
+        for name in OPTIONAL_CHOICES:
+            self.fields[name].required = False
+
+    def _choice_or_current(self, name: str) -> str:
+        return self.cleaned_data.get(name) or getattr(self.instance, name)
+
+    def clean_submit_table_delivery(self) -> str:
+        return self._choice_or_current("submit_table_delivery")
+
+    def clean_submit_table_lapse(self) -> str:
+        return self._choice_or_current("submit_table_lapse")
 
     def service_data(self) -> dict[str, Any]:
         data = super().service_data()

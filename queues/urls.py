@@ -6,7 +6,7 @@ from queues import views
 from queues.apis.clusters import ClusterCheckApi, ClusterDetailApi, ClusterListApi
 from queues.apis.placement import PlacementApi
 from queues.apis.replay import ChangeReplayApi
-from queues.apis.sync import ClusterSyncApi, SyncRunDetailApi
+from queues.apis.sync import ClusterSyncApi, SubmitTableApi, SyncRunDetailApi
 from queues.apis.workload import JobWaitApi, WorkloadEventIngestApi
 
 urlpatterns = [
@@ -58,6 +58,11 @@ urlpatterns = [
         "api/v1/clusters/<slug:name>/sync/",
         ClusterSyncApi.as_view(),
         name="api_cluster_sync",
+    ),
+    path(
+        "api/v1/clusters/<slug:name>/submit-table/",
+        SubmitTableApi.as_view(),
+        name="api_cluster_submit_table",
     ),
     path(
         "api/v1/clusters/<slug:name>/runs/<int:pk>/",

@@ -35,6 +35,8 @@ from queues.models import (
     COMMAND_TIMEOUT_MAX,
     PATH_MAX_LENGTH,
     ClusterBackend,
+    SubmitTableDelivery,
+    SubmitTableLapse,
     slurm_name_validator,
     slurm_partition_validator,
     validate_absolute_path,
@@ -98,9 +100,13 @@ CLUSTER_EXAMPLE = {
     "kube_api_server": "",
     "kube_ca_bundle": "",
     "kube_credentials_file": "",
+    "submit_table_delivery": "write",
+    "submit_table_lapse": "refuse",
     "kube_namespace_template": "{project}",
     "enabled": True,
     "pools": ["training", "inference"],
+    "agent_fetched_at": None,
+    "agent_fetch": {},
     "sync_due": False,
     "applied_revision": 17,
     "applied_at": "2026-12-01T08:00:04Z",
@@ -205,6 +211,22 @@ def _settings_fields(*, partial: bool) -> dict[str, serializers.Field]:
         ),
         "kube_namespace_template": serializers.CharField(
             max_length=63, validators=[validate_namespace_template], **opt
+        ),
+        "submit_table_delivery": serializers.ChoiceField(
+            choices=SubmitTableDelivery.choices,
+            help_text=_(
+                "Slurm: the sync writes the job_submit table beside slurm.conf (write), or the "
+                "pull agent on the controller host fetches it from the API (pull)."
+            ),
+            **opt,
+        ),
+        "submit_table_lapse": serializers.ChoiceField(
+            choices=SubmitTableLapse.choices,
+            help_text=_(
+                "Slurm: once the table has expired the plugin refuses governed GPU jobs "
+                "(refuse) or falls back to Slurm's native limits and the guard (native)."
+            ),
+            **opt,
         ),
         "enabled": serializers.BooleanField(**opt),
         "pools": PoolSlugsField(**opt),
@@ -324,6 +346,17 @@ class ClusterDetailApi(APIView):
         kube_ca_bundle = serializers.CharField(source="cluster.kube_ca_bundle")
         kube_credentials_file = serializers.CharField(source="cluster.kube_credentials_file")
         kube_namespace_template = serializers.CharField(source="cluster.kube_namespace_template")
+        submit_table_delivery = serializers.CharField(source="cluster.submit_table_delivery")
+        submit_table_lapse = serializers.CharField(source="cluster.submit_table_lapse")
+        agent_fetched_at = serializers.DateTimeField(
+            source="state.agent_fetched_at",
+            allow_null=True,
+            help_text=_("When the pull agent last fetched the submit table (pulled tables)."),
+        )
+        agent_fetch = serializers.DictField(
+            source="state.agent_fetch",
+            help_text=_("The agent's last fetch: host, plugin version, status, table it got."),
+        )
         enabled = serializers.BooleanField(source="cluster.enabled")
         pools = serializers.SlugRelatedField(
             source="cluster.pools", slug_field="slug", many=True, queryset=Pool.objects.all()

@@ -1,14 +1,18 @@
 """The sync API (ops only, a token with the ``sync`` scope): sync a cluster now or dry run,
 and read a sync run with its plan and progress."""
 
+from django.core.exceptions import ValidationError
+from django.http import HttpResponse
 from django.utils.translation import gettext_lazy as _
-from drf_spectacular.utils import OpenApiExample, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import serializers, status
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance.models import TokenScope
+from governance.models import ApiToken, TokenScope
 from governance.selectors import signed_in_user
 from governance.toolkit.api import NOT_FOUND
 from governance.toolkit.changes import BAD_INPUT
@@ -74,3 +78,69 @@ class SyncRunDetailApi(APIView):
         cluster = selectors.cluster_get(user=request.user, name=name)
         run = selectors.sync_run_get(user=request.user, cluster=cluster, pk=pk)
         return Response(SyncRunOutputSerializer(run).data)
+
+
+class SubmitTableApi(APIView):
+    """The cluster's job_submit table for its pull agent (deploy/slurm-agent): the bytes the
+    sync renders, as they are, with an ETag; ``If-None-Match`` with the table the agent holds
+    answers 304. Each fetch is recorded (the cluster page shows the agent's last one)."""
+
+    required_scope = TokenScope.SYNC  # a token needs "sync", and a session is refused
+
+    @extend_schema(
+        operation_id="clusters_submit_table_retrieve",
+        tags=["clusters"],
+        summary=_("The cluster's job_submit table, for the pull agent on its controller"),
+        examples=[
+            OpenApiExample(
+                "A table",
+                response_only=True,
+                media_type="text/x-lua",
+                value=(
+                    "-- arbiter-submit-table format=1 fingerprint=3f9c2a1b7d4e8f60 "
+                    "expires=1764576000\n-- Written by Arbiter's Slurm sync; read by "
+                    "job_submit.lua. Do not edit.\nreturn {\n  ...\n}\n"
+                ),
+            )
+        ],
+        parameters=[
+            OpenApiParameter("If-None-Match", str, OpenApiParameter.HEADER, required=False),
+            OpenApiParameter("X-Arbiter-Agent-Host", str, OpenApiParameter.HEADER, required=False),
+            OpenApiParameter(
+                "X-Arbiter-Plugin-Version", str, OpenApiParameter.HEADER, required=False
+            ),
+        ],
+        responses={
+            (200, "text/x-lua"): OpenApiTypes.STR,
+            304: None,
+            400: BAD_INPUT,
+            403: FORBIDDEN,
+            404: NOT_FOUND,
+        },
+    )
+    def get(self, request: Request, name: str) -> HttpResponse:
+        if not isinstance(request.auth, ApiToken):
+            raise PermissionDenied(_("Only an API token with the “sync” scope fetches the table."))
+        cluster = selectors.cluster_get(user=request.user, name=name)
+        etag = request.headers.get("If-None-Match", "")
+        current = selectors.sync_state(cluster).submit_table
+        unchanged = bool(current) and etag == services.table_etag(current)
+        try:
+            state = services.submit_table_fetch(
+                cluster=cluster,
+                host=request.headers.get("X-Arbiter-Agent-Host", ""),
+                plugin_version=request.headers.get("X-Arbiter-Plugin-Version", ""),
+                status=304 if unchanged else 200,
+            )
+        except ValidationError as error:
+            raise serializers.ValidationError({"cluster": error.messages}) from None
+        tag = services.table_etag(state.submit_table)
+        if etag == tag:
+            response = HttpResponse(status=304)
+        else:
+            response = HttpResponse(
+                state.submit_table.encode("utf-8"), content_type="text/x-lua; charset=utf-8"
+            )
+        response["ETag"] = tag
+        response["Cache-Control"] = "no-store"
+        return response

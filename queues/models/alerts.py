@@ -13,6 +13,7 @@ class AlertKind(models.TextChoices):
     LONG_WAIT = "long_wait", _("Job waiting past its tier's threshold")
     RULE_NOT_ENFORCED = "rule_not_enforced", _("Rule not enforced by the scheduler")
     GUARD_ACTION = "guard_action", _("Job held by Arbiter's guard")
+    SUBMIT_TABLE_EXPIRED = "submit_table_expired", _("Submit table expired on the controller")
 
 
 class Alert(models.Model):

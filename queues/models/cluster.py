@@ -183,6 +183,21 @@ class ClusterBackend(models.TextChoices):
     KUEUE = "kueue", _("Kubernetes (Kueue)")
 
 
+class SubmitTableDelivery(models.TextChoices):
+    """How a Slurm cluster's job_submit table reaches the controller."""
+
+    WRITE = "write", _("written by the sync beside slurm.conf")
+    PULL = "pull", _("fetched by the pull agent on the controller host")
+
+
+class SubmitTableLapse(models.TextChoices):
+    """What the job_submit plugin does once its table has expired (Arbiter unreachable, or
+    the sync failing, longer than the table's life). An alert is raised either way."""
+
+    REFUSE = "refuse", _("refuse GPU jobs of governed projects")
+    NATIVE = "native", _("fall back to Slurm's native limits and Arbiter's guard")
+
+
 class Cluster(models.Model):
     """A scheduler that enforces the rules of the pools it serves.
 
@@ -273,6 +288,27 @@ class Cluster(models.Model):
             "result must be a DNS-1123 label for every project."
         ),
     )
+    submit_table_delivery = models.CharField(
+        _("submit table delivery"),
+        max_length=8,
+        choices=SubmitTableDelivery.choices,
+        default=SubmitTableDelivery.WRITE,
+        help_text=_(
+            "Slurm: how the job_submit plugin's table reaches the controller. “Pull”: no shared "
+            "file system; the pull agent on the controller host fetches it from the API."
+        ),
+    )
+    submit_table_lapse = models.CharField(
+        _("when the submit table expires"),
+        max_length=8,
+        choices=SubmitTableLapse.choices,
+        default=SubmitTableLapse.REFUSE,
+        help_text=_(
+            "Slurm: what the job_submit plugin does once its table has expired (Arbiter "
+            "unreachable or the sync failing longer than the table's life). Ops are alerted "
+            "either way."
+        ),
+    )
     pools = models.ManyToManyField(
         Pool,
         verbose_name=_("pools it serves"),
@@ -314,6 +350,14 @@ class Cluster(models.Model):
             models.CheckConstraint(
                 condition=Q(kube_namespace_template__contains="{project}"),
                 name="cluster_namespace_names_project",
+            ),
+            models.CheckConstraint(
+                condition=Q(submit_table_delivery__in=SubmitTableDelivery.values),
+                name="cluster_submit_table_delivery_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(submit_table_lapse__in=SubmitTableLapse.values),
+                name="cluster_submit_table_lapse_valid",
             ),
         ]
 

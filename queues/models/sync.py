@@ -58,6 +58,12 @@ class ClusterSyncState(models.Model):
         blank=True,
         help_text=_("What the scheduler accounts for, e.g. Slurm's TRES (gres/gpu:h100)."),
     )
+    # A cluster whose table is pulled (Cluster.submit_table_delivery): the table's bytes as
+    # the sync and the guard render them (served as they are by the API), and the pull
+    # agent's last fetch (when, from which host, what it had, what it got).
+    submit_table = models.TextField(_("submit table"), blank=True)
+    agent_fetched_at = models.DateTimeField(_("agent's last fetch"), null=True, blank=True)
+    agent_fetch = models.JSONField(_("agent's last fetch"), default=dict, blank=True)
     ledger = models.JSONField(
         _("ledger"),
         default=dict,

@@ -14,6 +14,9 @@ ALERT_SUBJECTS = {
     AlertKind.LONG_WAIT: gettext_lazy("Job %(job)s of %(project)s waits past its tier's threshold"),
     AlertKind.RULE_NOT_ENFORCED: gettext_lazy("A rule is not enforced on cluster %(cluster)s"),
     AlertKind.GUARD_ACTION: gettext_lazy("Arbiter's guard held job %(job)s on %(cluster)s"),
+    AlertKind.SUBMIT_TABLE_EXPIRED: gettext_lazy(
+        "The submit table of cluster %(cluster)s has expired"
+    ),
 }
 ALERT_BODIES = {
     AlertKind.OUT_OF_SYNC: gettext_lazy(
@@ -32,6 +35,21 @@ ALERT_BODIES = {
         "On cluster %(cluster)s the guard ran “scontrol %(action)s” on job %(job)s of account "
         "%(account)s (%(over)s): an untyped GPU request got past the job_submit plugin. Check "
         "that the plugin is installed and its table current (cluster page)."
+    ),
+    AlertKind.SUBMIT_TABLE_EXPIRED: gettext_lazy(
+        "The job_submit plugin's table on cluster %(cluster)s expired at %(expired_at)s "
+        "(delivery: %(delivery)s; last fetch by the pull agent: %(fetched_at)s). Until a "
+        "current table arrives the plugin %(consequence)s. Check that the sync succeeds and, "
+        "for a pulled table, that the agent on the controller host reaches Arbiter."
+    ),
+}
+
+# What the plugin does with an expired table, as the alert says it.
+EXPIRY_CONSEQUENCES = {
+    "refuse": gettext_lazy("refuses GPU jobs of governed projects"),
+    "native": gettext_lazy(
+        "accepts GPU jobs under Slurm's native limits only; Arbiter's guard holds what "
+        "goes past a quota"
     ),
 }
 
@@ -56,6 +74,10 @@ def alert_text(alert: Alert) -> tuple[str, str]:
     kind = AlertKind(alert.kind)
     if kind == AlertKind.RULE_NOT_ENFORCED and alert.details.get("rule") in RULE_TEXTS:
         params["rule"] = str(RULE_TEXTS[alert.details["rule"]]) % params
+    if kind == AlertKind.SUBMIT_TABLE_EXPIRED:
+        params["consequence"] = str(
+            EXPIRY_CONSEQUENCES.get(alert.details.get("on_expiry", ""), "–")
+        )
     return str(ALERT_SUBJECTS[kind]) % params, str(ALERT_BODIES[kind]) % params
 
 

@@ -34,6 +34,7 @@ from .replay import (
 )
 from .slurm import SlurmBackend, SlurmCommands, slurm_conf_lines
 from .slurm.waits import job_live_wait
+from .submit_table import submit_table_expiry_check, submit_table_fetch, table_etag
 from .sync import (
     SyncBusy,
     backend_for,
@@ -109,6 +110,8 @@ __all__ = [
     "rules_check",
     "slurm_conf_lines",
     "submit_refresh",
+    "submit_table_expiry_check",
+    "submit_table_fetch",
     "sync_enqueue",
     "sync_enqueue_due",
     "sync_enqueue_for_revision",
@@ -117,5 +120,6 @@ __all__ = [
     "sync_give_up",
     "sync_is_due",
     "sync_now",
+    "table_etag",
     "wait_alerts_check",
 ]

@@ -49,6 +49,8 @@ CLUSTER_EDITABLE = (
     "kube_ca_bundle",
     "kube_credentials_file",
     "kube_namespace_template",
+    "submit_table_delivery",
+    "submit_table_lapse",
     "enabled",
     "pools",
 )

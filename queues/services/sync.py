@@ -37,6 +37,7 @@ from queues.models import (
     Cluster,
     ClusterBackend,
     ClusterSyncState,
+    SubmitTableDelivery,
     SyncDueReason,
     SyncRun,
     SyncStatus,
@@ -63,6 +64,7 @@ from .kueue import KueueBackend, KueueConnection
 from .kueue.export import ExportResult, export_objects
 from .slurm import SlurmBackend, commands_for
 from .slurm.enforcement import rule_enforcement
+from .submit_table import submit_table_expiry_check
 
 
 class SyncBusy(SchedulerError):
@@ -85,6 +87,8 @@ def backend_for(cluster: Cluster, *, force_conflicts: bool = False) -> Scheduler
     return SlurmBackend(
         cluster_name=cluster.slurm_cluster,
         commands=commands_for(cluster),
+        table_pulled=cluster.submit_table_delivery == SubmitTableDelivery.PULL,
+        on_expiry=cluster.submit_table_lapse,
     )
 
 
@@ -887,9 +891,15 @@ def submit_refresh(
     if table is None or status_of is None:
         return {}
     status: dict[str, Any] = {}
+    fields = ["submit_plugin", "submit_plugin_checked_at"]
     if write and state.applied_state:
         try:
-            status["written"] = table(applied=state.applied_state)
+            written = table(applied=state.applied_state)
+            # A pulled table: its bytes are kept, as rendered, for the pull agent (the API).
+            if "text" in written:
+                state.submit_table = written.pop("text")
+                fields.append("submit_table")
+            status["written"] = written
         except OSError as error:
             status["error"] = str(
                 _("The job_submit plugin's table could not be written: %(error)s")
@@ -899,12 +909,15 @@ def submit_refresh(
     if plugins is None and not recheck:
         plugins = (state.submit_plugin or {}).get("plugins")
     try:
-        status.update(status_of(applied=state.applied_state, plugins=plugins))
+        status.update(
+            status_of(applied=state.applied_state, plugins=plugins, agent=state.agent_fetch)
+        )
     except SchedulerError as error:
         status["check_error"] = str(error)
     state.submit_plugin = status
     state.submit_plugin_checked_at = timezone.now()
-    state.save(update_fields=["submit_plugin", "submit_plugin_checked_at"])
+    state.save(update_fields=fields)
+    submit_table_expiry_check(cluster=cluster, status=status)
     return status
 
 

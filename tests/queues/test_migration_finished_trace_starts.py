@@ -13,7 +13,7 @@ from queues.models import WorkloadHour, WorkloadJob
 from queues.services.workload.rollup import workload_hours_roll_up
 
 BEFORE = [("queues", "0026_replay_hours")]
-AFTER = [("queues", "0027_finished_trace_jobs_start")]
+AFTER = [("queues", "0028_finished_trace_jobs_start")]
 T0 = datetime(2017, 10, 1, tzinfo=UTC)
 END = T0 + timedelta(hours=10)
 

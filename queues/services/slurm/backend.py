@@ -32,7 +32,7 @@ from .drift import slurm_drift
 from .guard import guard_apply
 from .jobs import job_order, settle
 from .live import read_live
-from .submit import plugin_status, table_write
+from .submit import plugin_status, table_render, table_write
 from .tiercap import normalize_live, rebalance
 
 
@@ -46,8 +46,19 @@ def _split_read_as_cap(desired: State, live: LiveState) -> LiveState:
 class SlurmBackend:
     kinds: tuple[str, ...] = KINDS
 
-    def __init__(self, *, cluster_name: str, commands: SlurmCommands) -> None:
+    def __init__(
+        self,
+        *,
+        cluster_name: str,
+        commands: SlurmCommands,
+        table_pulled: bool = False,
+        on_expiry: str = "refuse",
+    ) -> None:
         self.cluster_name = cluster_name
+        # The submit table: pulled by the agent on the controller (rendered, not written
+        # here), and what the plugin does once it expires (Cluster.submit_table_*).
+        self.table_pulled = table_pulled
+        self.on_expiry = on_expiry
         self.commands = commands
 
     @property
@@ -129,17 +140,36 @@ class SlurmBackend:
     # -- submit-time checks (job_submit plugin) --
 
     def submit_table(self, *, applied: State) -> dict[str, Any]:
-        """Write the job_submit plugin's table from the applied state (see ``submit``)."""
-        return table_write(commands=self.commands, state=applied, cluster_name=self.cluster_name)
+        """Write the job_submit plugin's table from the applied state (see ``submit``); for a
+        pulled table, render it only (its ``text`` is kept for the pull agent)."""
+        if self.table_pulled:
+            return table_render(
+                state=applied, cluster_name=self.cluster_name, on_expiry=self.on_expiry
+            )
+        return table_write(
+            commands=self.commands,
+            state=applied,
+            cluster_name=self.cluster_name,
+            on_expiry=self.on_expiry,
+        )
 
-    def submit_status(self, *, applied: State, plugins: str | None = None) -> dict[str, Any]:
+    def submit_status(
+        self,
+        *,
+        applied: State,
+        plugins: str | None = None,
+        agent: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """Whether the plugin is installed and current, and its table (one ``scontrol``
-        unless ``plugins``, JobSubmitPlugins as just read, is given)."""
+        unless ``plugins``, JobSubmitPlugins as just read, is given). ``agent``: what the
+        pull agent last reported, for a pulled table (no file here to read)."""
         return plugin_status(
             commands=self.commands,
             state=applied,
             cluster_name=self.cluster_name,
             plugins=plugins,
+            on_expiry=self.on_expiry,
+            agent=agent if self.table_pulled else None,
         )
 
     # -- preflight --

@@ -301,6 +301,12 @@ local function decide(job_desc, account, qos, user)
 		if not looks_governed(account) then
 			return slurm.SUCCESS
 		end
+		-- The cluster chose to fall back to Slurm's native limits (and Arbiter's guard) once
+		-- its table has expired; a table never read, or unreadable, still refuses.
+		if why == "expired" and loaded ~= nil and loaded.on_expiry == "native" then
+			slurm.log_info("arbiter: table expired, native limits only for a GPU job of %s", account)
+			return slurm.SUCCESS
+		end
 		local zh = wants_chinese(job_desc)
 		local text = string.format(FAIL_SAFE.en, TABLE_NAME, FAIL_SAFE_STATE[why].en, account)
 		if zh then

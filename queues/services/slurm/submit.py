@@ -128,8 +128,10 @@ def _messages() -> dict[str, str]:
 
 
 @gc_paused()
-def table_data(*, state: State, cluster_name: str) -> dict[str, Any]:
-    """The table's content, compiled from the state Arbiter applied (no expiry)."""
+def table_data(*, state: State, cluster_name: str, on_expiry: str = "refuse") -> dict[str, Any]:
+    """The table's content, compiled from the state Arbiter applied (no expiry).
+    ``on_expiry``: what the plugin does once it has expired ("refuse" or "native", the
+    cluster's ``submit_table_lapse``)."""
     accounts: dict[str, dict[str, Any]] = {}
     for name, fields in sorted(state.get(ACCOUNT, {}).items()):
         if fields.get("parent") in ("", "root", ROOT_ACCOUNT) or "." not in name:
@@ -178,6 +180,8 @@ def table_data(*, state: State, cluster_name: str) -> dict[str, Any]:
         "default_qos": default_qos,
         "messages": messages,
     }
+    if on_expiry != "refuse":  # tables of clusters that refuse stay as they were
+        data["on_expiry"] = on_expiry
     data["fingerprint"] = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
     return data
 
@@ -232,22 +236,40 @@ def table_ttl() -> int:
     return int(getattr(settings, "ARBITER_SLURM_SUBMIT_TABLE_TTL", 900))
 
 
-def table_write(*, commands: SlurmCommands, state: State, cluster_name: str) -> dict[str, Any]:
-    """Write the table beside slurm.conf (atomically); returns its fingerprint and expiry."""
-    data = table_data(state=state, cluster_name=cluster_name)
+def table_render(*, state: State, cluster_name: str, on_expiry: str = "refuse") -> dict[str, Any]:
+    """The table's text as the sync writes it (beside slurm.conf, or for the pull agent),
+    valid ``ARBITER_SLURM_SUBMIT_TABLE_TTL`` from now; with its fingerprint and expiry."""
+    data = table_data(state=state, cluster_name=cluster_name, on_expiry=on_expiry)
     expires = int(time.time()) + table_ttl()
+    return {
+        "text": table_text(data, expires=expires),
+        "fingerprint": data["fingerprint"],
+        "expires": expires,
+    }
+
+
+def table_header(text: str) -> tuple[str, int] | None:
+    """The fingerprint and expiry on a table's first line (None: not a table)."""
+    header = HEADER.match(text)
+    return (header.group(2), int(header.group(3))) if header else None
+
+
+def table_write(
+    *, commands: SlurmCommands, state: State, cluster_name: str, on_expiry: str = "refuse"
+) -> dict[str, Any]:
+    """Write the table beside slurm.conf (atomically); returns its fingerprint and expiry."""
+    rendered = table_render(state=state, cluster_name=cluster_name, on_expiry=on_expiry)
     target = config_dir(commands) / TABLE_NAME
-    text = table_text(data, expires=expires)
     handle, temporary = tempfile.mkstemp(prefix=".arbiter-table-", dir=target.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
+            out.write(rendered["text"])
         os.chmod(temporary, 0o644)
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
-    return {"fingerprint": data["fingerprint"], "expires": expires}
+    return {"fingerprint": rendered["fingerprint"], "expires": rendered["expires"]}
 
 
 def plugin_status(
@@ -257,8 +279,13 @@ def plugin_status(
     cluster_name: str,
     now: float | None = None,
     plugins: str | None = None,
+    on_expiry: str = "refuse",
+    agent: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Whether the plugin is installed and current, and whether its table is.
+
+    ``agent``: the table is pulled by the agent on the controller host (no file here); what
+    the agent last reported (its plugin's version, the table it holds) stands for the files.
 
     ``installed``: slurmctld runs ``JobSubmitPlugins=lua`` and job_submit.lua beside
     slurm.conf is Arbiter's; ``current``: it is this version of Arbiter's plugin;
@@ -277,25 +304,32 @@ def plugin_status(
             "",
         )
     enabled = "lua" in {item.strip().removeprefix("job_submit/") for item in plugins.split(",")}
-    try:
-        installed_source = (directory / PLUGIN_NAME).read_text(encoding="utf-8")
-    except OSError:
-        installed_source = ""
-    installed_version = plugin_version(installed_source) if installed_source else ""
-    wanted = table_data(state=state, cluster_name=cluster_name)["fingerprint"]
-    try:
-        text = (directory / TABLE_NAME).read_text(encoding="utf-8")
-        found = "empty" if not text else ""
-    except FileNotFoundError:
-        text, found = "", "missing"
-    except (OSError, UnicodeDecodeError):
-        text, found = "", "unreadable"
-    header = HEADER.match(text.partition("\n")[0])
-    intact = table_intact(text)
-    if not found and not intact:
-        found = "damaged"
-    fingerprint = header.group(2) if header else ""
-    expires = int(header.group(3)) if header else 0
+    wanted = table_data(state=state, cluster_name=cluster_name, on_expiry=on_expiry)["fingerprint"]
+    if agent is not None:
+        # The agent checks the header, the checksum and the digest before it keeps a table.
+        installed_version = str(agent.get("plugin_version", ""))
+        fingerprint = str(agent.get("fingerprint", ""))
+        expires = int(agent.get("expires", 0) or 0)
+        found, intact = ("" if fingerprint else "missing"), bool(fingerprint)
+    else:
+        try:
+            installed_source = (directory / PLUGIN_NAME).read_text(encoding="utf-8")
+        except OSError:
+            installed_source = ""
+        installed_version = plugin_version(installed_source) if installed_source else ""
+        try:
+            text = (directory / TABLE_NAME).read_text(encoding="utf-8")
+            found = "empty" if not text else ""
+        except FileNotFoundError:
+            text, found = "", "missing"
+        except (OSError, UnicodeDecodeError):
+            text, found = "", "unreadable"
+        header = HEADER.match(text.partition("\n")[0])
+        intact = table_intact(text)
+        if not found and not intact:
+            found = "damaged"
+        fingerprint = header.group(2) if header else ""
+        expires = int(header.group(3)) if header else 0
     return {
         "plugins": plugins,
         "installed": enabled and bool(installed_version),

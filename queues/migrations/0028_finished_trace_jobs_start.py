@@ -25,7 +25,7 @@ def start_at_submit(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("queues", "0026_replay_hours"),
+        ("queues", "0027_cluster_submit_table_pull"),
     ]
 
     operations = [
