@@ -112,7 +112,7 @@ def rule_change_warnings(*, change: RuleChange, now: dt.datetime) -> list[str]:
             )
             % {
                 "id": other.pk,
-                "title": other.title,
+                "title": other.display_title,
                 "date": formats.date_format(other.applied_at, "SHORT_DATE_FORMAT"),
                 "end": formats.date_format(ends, "SHORT_DATE_FORMAT"),
             }
