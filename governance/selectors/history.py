@@ -46,6 +46,11 @@ class FieldChange(NamedTuple):
     new: str
 
 
+# The reasons the change services store when nobody typed one (``governed_save`` of a
+# change's status): words for what happened, not reasons.
+STATUS_WORDS = frozenset({"Proposed", "Approved", "Applied", "Withdrawn", "Rejected"})
+
+
 @dataclass(frozen=True)
 class HistoryEntry:
     """One history row: who did what to which fields, when and why."""
@@ -57,6 +62,9 @@ class HistoryEntry:
     changes: list[FieldChange]
     subject: str = ""  # for rows of a related kind: the member, the flavor
     change_id: int | None = None  # the rule change that wrote the row, if any
+    # The reason is a status word Arbiter wrote ("Approved"), not someone's reason: the
+    # pages show the status change itself instead of "Reason: Approved".
+    status_word: bool = False
 
     @property
     def is_creation(self) -> bool:
@@ -121,6 +129,7 @@ def _history_entries(
             when=record.history_date,
             user=record.history_user,
             reason=stored_text(record.history_change_reason or ""),
+            status_word=(record.history_change_reason or "") in STATUS_WORDS,
             action=HISTORY_ACTIONS.get(record.history_type, HistoryAction.CHANGED),
             changes=[
                 FieldChange(

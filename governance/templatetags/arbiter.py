@@ -56,3 +56,15 @@ def gpus(value: Any) -> str:
 def limit(value: Any) -> str:
     """A limit where empty means "no limit": ∞, never a dash that reads as zero."""
     return "∞" if value is None or value == "" else str(value)
+
+
+@register.filter
+def figure(value: Any) -> Any:
+    """A figure in a table as people read it: whole numbers from 100 up (1328 GPU-hours, not
+    1327.53), one decimal below; anything not a float as it is."""
+    if not isinstance(value, float):
+        return value
+    if abs(value) >= 100:
+        return str(round(value))
+    rounded = round(value, 1)
+    return str(int(rounded)) if rounded.is_integer() else str(rounded)
