@@ -77,7 +77,7 @@ def test_the_readme_walkthrough_is_the_one_this_test_follows():
         "**Propose change**",
         "sign in as `ops2`. Open **Changes** and the change at the top,\n   **Approve** it, "
         "then **Apply** it",
-        "its **History** tab shows who changed\n   it, why, and through which change",
+        "its **History** tab shows who\n   changed it, why, and through which change",
         "open **Tiers**, then\n   **Key project**, **Propose a change**, set **GPU cap per job** "
         "to 16 less than it shows\n   (`48` on a fresh demo)",
         "**Propose\nchange** then asks for a **Confirmation** at the top of the form",

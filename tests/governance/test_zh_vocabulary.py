@@ -19,8 +19,9 @@ pytestmark = pytest.mark.django_db
 
 
 def _observed_change() -> None:
-    """A guarantee change applied now, and a second one on the same quota proposed in Chinese
-    inside its observation window: its stored warning quotes the first one's title."""
+    """A guarantee change applied now, and a second one on the same quota proposed in English
+    inside its observation window: its stored warning (quoting the first one's title) reads
+    in Chinese on a Chinese page."""
     ops, ops2 = User.objects.get(username="ops"), User.objects.get(username="ops2")
     quota = Quota.objects.filter(project__slug="vision").order_by("pk").first()
     assert quota is not None
@@ -32,7 +33,7 @@ def _observed_change() -> None:
     services.rule_change_approve(change=first, user=ops2)
     services.rule_change_apply(change=first, user=ops2)
     quota.refresh_from_db()
-    with translation.override("zh-hans"):
+    with translation.override("en"):
         second = services.rule_change_create(
             user=ops,
             reason="More again",
