@@ -18,7 +18,7 @@ from governance.models import (
     Project,
     User,
 )
-from governance.models.texts import stored_text
+from governance.models.texts import message_text, stored_text
 
 M = TypeVar("M", bound=models.Model)
 
@@ -260,6 +260,8 @@ def _display(field: Any, value: Any, names: dict[type[models.Model], dict[Any, s
         return _("yes") if value else _("no")
     if isinstance(value, list) and all(isinstance(item, str) for item in value):
         return "; ".join(value)  # e.g. a change's warnings: sentences, not JSON
+    if isinstance(value, list) and all(isinstance(item, dict) and "key" in item for item in value):
+        return "; ".join(message_text(item) for item in value)  # warnings stored as messages
     if isinstance(value, dict | list):
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
     if isinstance(value, date | datetime):

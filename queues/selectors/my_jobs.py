@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db.models import Q
 from django.utils import timezone
 
 from governance.models import Grant
@@ -46,11 +47,14 @@ def grants_not_on_scheduler(job: WorkloadJob, *, now: datetime) -> list[Unsynced
     writes them (or never, where no cluster Arbiter syncs runs the job)."""
     if job.project_id is None:
         return []
-    grants = list(
-        Grant.objects.filter(grant_in_force_q(now), project_id=job.project_id).order_by(
-            "starts_at", "pk"
-        )
-    )
+    # The exceptions that concern the job: the project's, in the job's pool and flavor when
+    # the exception names them.
+    found_grants = Grant.objects.filter(grant_in_force_q(now), project_id=job.project_id)
+    if job.pool_id is not None:
+        found_grants = found_grants.filter(Q(pool__isnull=True) | Q(pool_id=job.pool_id))
+    if job.flavor_id is not None:
+        found_grants = found_grants.filter(Q(flavor__isnull=True) | Q(flavor_id=job.flavor_id))
+    grants = list(found_grants.order_by("starts_at", "pk"))
     if not grants:
         return []
     cluster = job.cluster

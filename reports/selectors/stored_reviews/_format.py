@@ -3,6 +3,7 @@
 from datetime import date
 from typing import Any
 
+from django.apps import apps
 from django.utils import formats, timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
@@ -54,6 +55,19 @@ def timeline_title(item: dict[str, Any]) -> str:
             return f"{kind_label(english[kind])} · {project}"
         return title
     return stored_text(title)
+
+
+def timeline_object(item: dict[str, Any]) -> str:
+    """What a timeline item touched: a change's kinds of rule in the reader's language (stored
+    as model names, "pool, quota"), a grant's project slug as it is."""
+    if item.get("kind") != "change":
+        return str(item.get("object", ""))
+    models = {m._meta.model_name: m for m in apps.get_app_config("governance").get_models()}
+    names = []
+    for name in str(item.get("object", "")).split(", "):
+        model = models.get(name)
+        names.append(str(model._meta.verbose_name) if model is not None else name)
+    return _(", ").join(names)
 
 
 def timeline_kind(kind: str) -> str:

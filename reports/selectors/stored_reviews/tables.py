@@ -15,6 +15,7 @@ from ._format import (
     row_name,
     tier_names,
     timeline_kind,
+    timeline_object,
     timeline_title,
     when_label,
 )
@@ -327,7 +328,7 @@ def _timeline(metrics: dict[str, Any], *, project: str | None, human: bool) -> T
                 when_label(row["at"], human=human),
                 timeline_kind(row["kind"]),
                 timeline_title(row),
-                row["object"],
+                timeline_object(row),
             ]
             for row in metrics["timeline"]
         ],
