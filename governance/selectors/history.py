@@ -246,6 +246,12 @@ def _is_empty(value: Any) -> bool:
     return value is None or value == "" or value == frozenset() or value == [] or value == {}
 
 
+def _is_message(item: Any) -> bool:
+    """A stored message (``governance.models.texts.message``), not other JSON with a "key"
+    (a node taint has one too)."""
+    return isinstance(item, dict) and set(item) <= {"key", "params", "lower"} and "params" in item
+
+
 def _display(field: Any, value: Any, names: dict[type[models.Model], dict[Any, str]]) -> str:
     if _is_empty(value):
         return EMPTY
@@ -260,7 +266,7 @@ def _display(field: Any, value: Any, names: dict[type[models.Model], dict[Any, s
         return _("yes") if value else _("no")
     if isinstance(value, list) and all(isinstance(item, str) for item in value):
         return "; ".join(value)  # e.g. a change's warnings: sentences, not JSON
-    if isinstance(value, list) and all(isinstance(item, dict) and "key" in item for item in value):
+    if value and isinstance(value, list) and all(_is_message(item) for item in value):
         return "; ".join(message_text(item) for item in value)  # warnings stored as messages
     if isinstance(value, dict | list):
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
