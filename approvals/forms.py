@@ -121,6 +121,10 @@ def terms_fields() -> dict[str, forms.Field]:
     return {name: field for name, field in fields.items() if field is not None}
 
 
+# Up to this many projects, the request form offers them in a menu (by name).
+PROJECT_MENU_MAX = 20
+
+
 class RequestForm(ServiceErrorsMixin, forms.Form):
     project = project_lookup_field(
         _("Project"),
@@ -155,6 +159,7 @@ class RequestForm(ServiceErrorsMixin, forms.Form):
         self.fields.update(terms_fields())
         fields = self.fields
         fields["project"].queryset = projects
+        self._project_menu(projects)
         fields["kind"].choices = RequestKind.choices
         fields["tier"].queryset = PriorityTier.objects.order_by("-score")
         fields["pool"].queryset = Pool.objects.order_by("name")
@@ -165,7 +170,12 @@ class RequestForm(ServiceErrorsMixin, forms.Form):
         fields["extra_gpus"].min_value = 1
         fields["extra_gpus"].max_value = 10000
         fields["extra_gpus"].widget.attrs.update(min=1, max=10000)
-        fields["extra_gpus"].validators += [MinValueValidator(1), MaxValueValidator(10000)]
+        # One bound, one message: the model field's own "at least 0" gives way to "at least 1".
+        fields["extra_gpus"].validators = [
+            validator
+            for validator in fields["extra_gpus"].validators
+            if not isinstance(validator, MinValueValidator | MaxValueValidator)
+        ] + [MinValueValidator(1), MaxValueValidator(10000)]
         fields["job_ids"].required = False
         self.kind_help = [
             (value, label, KIND_HELP[RequestKind(value)]) for value, label in RequestKind.choices
@@ -178,6 +188,20 @@ class RequestForm(ServiceErrorsMixin, forms.Form):
             assert isinstance(tier_field, forms.ModelChoiceField)
             if base is not None and tier_field.queryset is not None:
                 tier_field.queryset = tier_field.queryset.filter(score__gt=base.score)
+
+    def _project_menu(self, projects: Any) -> None:
+        """A person who may ask for a few projects (a lead: theirs) picks one by its name;
+        the only one is chosen already. Ops, who may ask for any, type a slug."""
+        few = list(projects.order_by("name")[: PROJECT_MENU_MAX + 1])
+        if len(few) > PROJECT_MENU_MAX:
+            return
+        field = self.fields["project"]
+        field.empty_label = None if len(few) == 1 else _("Choose a project")
+        field.widget = forms.Select()
+        field.widget.choices = field.choices
+        field.help_text = _("The project the request is for.")
+        if len(few) == 1 and not self.is_bound and not self.initial.get("project"):
+            self.initial["project"] = few[0].slug
 
     def _chosen_project(self, projects: Any) -> Project | None:
         """The project the form is for, when it is known: posted, given, or the only one."""

@@ -53,7 +53,7 @@ cat <<BANNER
     approver  approves requests, owns the "Key project" tier
     lead      leads the Vision project
     member    member of the Vision project
-  API docs: http://$HOST:$PORT/api/docs/ (a token for scripts: "API token" at the top right)
+  API docs: http://$HOST:$PORT/api/docs/ (a token for scripts: "API tokens" at the top right)
   Walk-through: README.md, "A first walk-through".
   Mails (review reminders) are printed in the worker's log. Ctrl-C stops everything.
 

@@ -13,6 +13,7 @@ from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
@@ -22,6 +23,7 @@ from governance.toolkit.client import client_address
 from governance.toolkit.web import posted, propose
 from queues import forms, selectors, services
 from queues.models import SyncTrigger
+from queues.selectors import my_jobs
 
 
 def _form_page(
@@ -258,10 +260,12 @@ def alerts_read(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def job_wait(request: HttpRequest) -> HttpResponse:
-    """Why is my job waiting: search by job id (and cluster, when ids repeat)."""
+    """Why is my job waiting: the person's own waiting jobs with their answers, and a search
+    by job id (and cluster, when ids repeat)."""
     form = forms.JobSearchForm(request.GET or None)
     explanation = None
     not_found = False
+    unsynced: list[my_jobs.UnsyncedGrant] = []
     if form.is_valid():
         try:
             job = selectors.job_get(
@@ -273,10 +277,20 @@ def job_wait(request: HttpRequest) -> HttpResponse:
             not_found = True
         else:
             explanation = selectors.job_wait_explanation(job, live=services.job_live_wait(job))
+            if job.is_pending:
+                unsynced = my_jobs.grants_not_on_scheduler(job, now=timezone.now())
+    mine, mine_total = my_jobs.my_waiting_jobs(user=request.user)
     return render(
         request,
         "queues/job_wait.html",
-        {"form": form, "explanation": explanation, "not_found": not_found},
+        {
+            "form": form,
+            "explanation": explanation,
+            "not_found": not_found,
+            "unsynced": unsynced,
+            "mine": mine,
+            "mine_total": mine_total,
+        },
     )
 
 

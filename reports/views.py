@@ -132,7 +132,10 @@ def report_list(request: HttpRequest) -> HttpResponse:
                     project=project.slug if project else "",
                 )
             except ValidationError as error:
-                _add_errors(form, error)
+                # The window's errors belong to the field the person filled in: the month
+                # when they gave one (not the empty "Last day").
+                by_month = bool((form.cleaned_data.get("month") or "").strip())
+                _add_errors(form, error, window_field="month" if by_month else "end")
                 status = 400
             else:
                 messages.success(request, _("The review is queued; this page shows its progress."))
@@ -154,9 +157,11 @@ def report_list(request: HttpRequest) -> HttpResponse:
     return render(request, "reports/review_list.html", context, status=status)
 
 
-def _add_errors(form: Any, error: ValidationError) -> None:
+def _add_errors(form: Any, error: ValidationError, *, window_field: str = "end") -> None:
     if hasattr(error, "error_dict"):
         for field, errors in error.error_dict.items():
+            if field in ("start", "end"):
+                field = window_field if field == "end" or window_field == "month" else field
             for message in errors:
                 form.add_error(field if field in form.fields else None, message)
     else:

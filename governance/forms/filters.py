@@ -116,6 +116,14 @@ class UserLookupField(LookupField):
         super().__init__(queryset, kind="users", to_field_name="username", **kwargs)
 
 
+class AnyYesNo(forms.NullBooleanSelect):
+    """A yes/no filter whose empty choice reads "Any" (Django's says "Unknown")."""
+
+    def __init__(self, attrs: dict[str, Any] | None = None) -> None:
+        super().__init__(attrs)
+        self.choices = [("unknown", _("Any")), ("true", _("Yes")), ("false", _("No"))]
+
+
 def slug_choice(model: type[Model], label: Any, empty_label: Any) -> forms.ModelChoiceField:
     """A menu of a short list (pools, flavors, tiers, classes), by slug."""
     return forms.ModelChoiceField(
@@ -197,8 +205,8 @@ class TierFilterForm(ListFilterForm):
     sorts = TIER_SORTS
 
     q = search_field(_("Search by name, slug or eligibility"))
-    may_preempt = forms.NullBooleanField(label=_("May preempt"), required=False)
-    is_default = forms.NullBooleanField(label=_("Default tier"), required=False)
+    may_preempt = forms.NullBooleanField(label=_("May preempt"), required=False, widget=AnyYesNo())
+    is_default = forms.NullBooleanField(label=_("Default tier"), required=False, widget=AnyYesNo())
     due_before = forms.DateField(
         label=_("Review due before"),
         required=False,

@@ -221,6 +221,15 @@ class RuleChange(models.Model):
         return message_text(self.title_message, self.title)
 
     @property
+    def display_warnings(self) -> list[str]:
+        """The plan's warnings in the reader's language (stored as messages; a change
+        proposed before that kept its warnings as text in its proposer's language)."""
+        return [
+            message_text(warning) if isinstance(warning, dict) else stored_text(str(warning))
+            for warning in self.warnings or []
+        ]
+
+    @property
     def display_rollback_condition(self) -> str:
         return stored_text(self.rollback_condition)
 

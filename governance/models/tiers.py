@@ -8,7 +8,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 from django.urls import reverse
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop
 from django.utils.translation import gettext_lazy as _
 from simple_history.models import HistoricalRecords
 
@@ -171,6 +171,16 @@ class PriorityTier(models.Model):
             )
         if errors:
             raise ValidationError(errors)
+
+
+# The usual names of preemption classes (the demo's among them): a class named so reads in
+# the reader's language wherever its name is shown (the ``stored`` filter); a name someone
+# typed otherwise is shown as typed.
+USUAL_CLASS_NAMES = [
+    gettext_noop("Preemptible"),
+    gettext_noop("Cautious"),
+    gettext_noop("Never preempt"),
+]
 
 
 class PreemptionClass(models.Model):

@@ -18,7 +18,7 @@ from governance.models import (
     Project,
     User,
 )
-from governance.models.texts import stored_text
+from governance.models.texts import message_text, stored_text
 
 M = TypeVar("M", bound=models.Model)
 
@@ -46,6 +46,11 @@ class FieldChange(NamedTuple):
     new: str
 
 
+# The reasons the change services store when nobody typed one (``governed_save`` of a
+# change's status): words for what happened, not reasons.
+STATUS_WORDS = frozenset({"Proposed", "Approved", "Applied", "Withdrawn", "Rejected"})
+
+
 @dataclass(frozen=True)
 class HistoryEntry:
     """One history row: who did what to which fields, when and why."""
@@ -57,6 +62,9 @@ class HistoryEntry:
     changes: list[FieldChange]
     subject: str = ""  # for rows of a related kind: the member, the flavor
     change_id: int | None = None  # the rule change that wrote the row, if any
+    # The reason is a status word Arbiter wrote ("Approved"), not someone's reason: the
+    # pages show the status change itself instead of "Reason: Approved".
+    status_word: bool = False
 
     @property
     def is_creation(self) -> bool:
@@ -121,6 +129,7 @@ def _history_entries(
             when=record.history_date,
             user=record.history_user,
             reason=stored_text(record.history_change_reason or ""),
+            status_word=(record.history_change_reason or "") in STATUS_WORDS,
             action=HISTORY_ACTIONS.get(record.history_type, HistoryAction.CHANGED),
             changes=[
                 FieldChange(
@@ -237,6 +246,12 @@ def _is_empty(value: Any) -> bool:
     return value is None or value == "" or value == frozenset() or value == [] or value == {}
 
 
+def _is_message(item: Any) -> bool:
+    """A stored message (``governance.models.texts.message``), not other JSON with a "key"
+    (a node taint has one too)."""
+    return isinstance(item, dict) and set(item) <= {"key", "params", "lower"} and "params" in item
+
+
 def _display(field: Any, value: Any, names: dict[type[models.Model], dict[Any, str]]) -> str:
     if _is_empty(value):
         return EMPTY
@@ -251,6 +266,8 @@ def _display(field: Any, value: Any, names: dict[type[models.Model], dict[Any, s
         return _("yes") if value else _("no")
     if isinstance(value, list) and all(isinstance(item, str) for item in value):
         return "; ".join(value)  # e.g. a change's warnings: sentences, not JSON
+    if value and isinstance(value, list) and all(_is_message(item) for item in value):
+        return "; ".join(message_text(item) for item in value)  # warnings stored as messages
     if isinstance(value, dict | list):
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
     if isinstance(value, date | datetime):

@@ -14,6 +14,7 @@ from django.utils.translation import gettext as _
 from django.views import defaults
 
 from governance import forms, selectors, services
+from governance.models.texts import stored_text
 from governance.services import REASON_MAX_LENGTH
 from governance.toolkit.paging import DEFAULT_PAGE_SIZE, paginate
 from governance.toolkit.web import posted, propose
@@ -232,7 +233,7 @@ def propose_change(
 def propose_title(obj: models.Model) -> str:
     return _("Propose a change to %(kind)s “%(object)s”") % {
         "kind": obj._meta.verbose_name,
-        "object": obj,
+        "object": stored_text(str(obj)),
     }
 
 

@@ -222,7 +222,7 @@ def test_the_observation_warning_stays_one_short_sentence_however_many_changes(w
         confirmation_reason="Stepwise on purpose",
     )
     assert len(last.warnings) == 1
-    (warning,) = last.warnings
+    (warning,) = last.display_warnings
     assert warning.startswith("7 changes touched the same scope")
     assert all(f"#{change.pk}" in warning for change in applied[-5:])
     assert f"#{applied[0].pk}," not in warning and len(warning) < 300

@@ -2,13 +2,16 @@
 
 On the demo data (``seed_demo`` and ``seed_demo_approvals``, as ``make run`` loads them) and a
 live server, the documented commands run as they are: the shell blocks of section 1 in bash
-(``manage.py token_create`` and ``curl``), the GitLab job's script of section 2 in bash, and the
-GitHub Actions step of section 3 in Python. Only what cannot run here is replaced, and said so:
-``sbatch`` is a script that prints a job id (no Slurm needed; the Slurm sync tests use a real
-one), the pipelines' minute between two polls is a fifth of a second, and the person who
-approves the queue jump meanwhile is the test, through the approval service. The demo has no
-cluster until one is added (README, "The demo against a local Slurm"), so the test adds the
-lab's cluster ``arbiter`` serving the training pool, as ops would.
+from the repository's folder (``.venv/bin/python manage.py token_create`` and ``curl``), the
+GitLab job's script of section 2 in bash, twice (a retried job), and the GitHub Actions step
+of section 3 in Python with its ``env`` as GitHub fills it in, twice (a re-run): each retry
+answers the first request and files nothing new (no 409). Only what cannot run here is
+replaced, and said so: ``sbatch`` and ``squeue`` are a small stand-in that keeps the jobs it
+was given in a file (no Slurm needed; the Slurm sync tests use a real one), the pipelines'
+minute between two polls is a fifth of a second, and the person who approves the queue jump
+meanwhile is the test, through the approval service. The demo has no cluster until one is
+added (README, "The demo against a local Slurm"), so the test adds the lab's cluster
+``arbiter`` serving the training pool, as ops would.
 """
 
 import json
@@ -34,7 +37,25 @@ from queues import services as queue_services
 pytestmark = pytest.mark.django_db(transaction=True)
 
 DOC = settings.BASE_DIR / "docs" / "ci-pipelines.md"
-FAKE_SBATCH = "#!/bin/sh\necho 4242\n"
+# sbatch and squeue as far as the pipelines use them: jobs kept in $FAKE_SLURM_JOBS, one
+# "id name submit-time" a line, ids from 4242; squeue prints "%i", "%V" or "%i %V" of the jobs
+# named by --name= or --job=, with the submit time in $TZ (the stand-in knows UTC only).
+FAKE_SLURM = """#!{python}
+import datetime, os, sys
+path = os.environ["FAKE_SLURM_JOBS"]
+jobs = [line.split() for line in open(path)] if os.path.exists(path) else []
+args = dict(arg.split("=", 1) for arg in sys.argv[1:] if arg.startswith("--") and "=" in arg)
+if os.path.basename(sys.argv[0]) == "sbatch":
+    job = str(4242 + len(jobs))
+    at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    open(path, "a").write(f"{{job}} {{args['--job-name']}} {{at}}\\n")
+    print(job)
+else:
+    assert os.environ.get("TZ") == "UTC" or args["--format"] == "%i", "times in UTC only"
+    for job, name, at in jobs:
+        if args.get("--name") in (None, name) and args.get("--job") in (None, job):
+            print(args["--format"].replace("%i", job).replace("%V", at))
+"""
 # The pipelines poll every minute; here the minute is a fifth of a second.
 BASH_SLEEP = "sleep() { command sleep 0.2; }\n"
 PYTHON_SLEEP = "import time as _time\n_sleep = _time.sleep\n_time.sleep = lambda s: _sleep(0.2)\n"
@@ -73,14 +94,40 @@ def demo(tmp_path):
 def shell_env(live_server, tmp_path) -> dict[str, str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "sbatch").write_text(FAKE_SBATCH)
-    (bin_dir / "sbatch").chmod(0o755)
+    for name in ("sbatch", "squeue"):
+        (bin_dir / name).write_text(FAKE_SLURM.format(python=sys.executable))
+        (bin_dir / name).chmod(0o755)
+    venv = str(Path(sys.executable).parent)
     return {
         **os.environ,
-        # ``python`` is this environment's (``.venv/bin``), as on a server with Arbiter installed.
-        "PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+        # No virtualenv on the PATH: the documented commands name ``.venv/bin/python``.
+        "PATH": ":".join(
+            [str(bin_dir), *(p for p in os.environ["PATH"].split(":") if p and p != venv)]
+        ),
         "DATABASE_URL": database_url(),
         "ARBITER": live_server.url,
+        "FAKE_SLURM_JOBS": str(tmp_path / "slurm-jobs"),
+    }
+
+
+GITHUB_CONTEXT = {
+    "secrets.ARBITER_TOKEN": "",  # filled in by the test
+    "github.server_url": "https://github.com",
+    "github.repository": "example/vision",
+    "github.run_id": "7",
+}
+
+
+def github_env(step_env: dict[str, str], token: str) -> dict[str, str]:
+    """The step's ``env`` as GitHub fills in its expressions (every one must be known)."""
+    context = {**GITHUB_CONTEXT, "secrets.ARBITER_TOKEN": token}
+
+    def value(match: re.Match[str]) -> str:
+        return context[match.group(1)]
+
+    return {
+        name: re.sub(r"\$\{\{\s*([\w.]+)\s*\}\}", value, str(text))
+        for name, text in step_env.items()
     }
 
 
@@ -188,23 +235,43 @@ def test_the_documented_commands_run_against_the_demo(demo, shell_env, tmp_path)
     assert [grant["request"] for grant in grants["results"]] == [first.pk]
     assert first.job_ids == ["4242"]
     assert first.state in (RequestState.APPROVED, RequestState.ACTIVE)
+    # The job retried (same pipeline, same job name): the same key and body, no second
+    # request, no 409 (curl -f would fail the script), no second Slurm job.
+    again = run_bash(script, gitlab_env, tmp_path)
+    assert re.search(rf"^request {first.pk}: (approved|active)$", again, re.M), again
+    assert UpgradeRequest.objects.filter(requester__username="vision-ci").count() == 1
+    assert "/api/v1/requests//" not in again
+    assert len((tmp_path / "slurm-jobs").read_text().splitlines()) == 1
 
     # Section 3: the GitHub Actions step, in Python.
     (github,) = [block for block in blocks("yaml") if block.startswith("- name:")]
     step = yaml.safe_load(github)[0]
-    github_env = {
+    step_env = {
         **env,
-        **{name: str(value) for name, value in step["env"].items()},
-        "ARBITER": env["ARBITER"],
-        "ARBITER_TOKEN": token,
-        "RUN_URL": "https://github.com/example/vision/actions/runs/7",
-        "IDEMPOTENCY_KEY": "github-7-1-train",
+        **github_env(step["env"], token),
+        "ARBITER": env["ARBITER"],  # the demo's address, not the example's
+        "GITHUB_RUN_ID": "7",  # set by GitHub in every step
+        "GITHUB_RUN_ATTEMPT": "1",
     }
-    out = run_with_approvals(
-        [sys.executable, "-c", PYTHON_SLEEP + step["run"]], github_env, tmp_path
-    )
+    assert step_env["IDEMPOTENCY_KEY"] == "github-7-train"
+    command = [sys.executable, "-c", PYTHON_SLEEP + step["run"]]
+    out = run_with_approvals(command, step_env, tmp_path)
     assert "approved" in out or "active" in out, out
     second = UpgradeRequest.objects.filter(requester__username="vision-ci").exclude(pk=first.pk)
     assert [request.stage for request in second] == [RequestStage.APPROVED]
     printed = json.loads(out[out.index("[") :])  # the step's last print: the grants in force
     assert sorted(grant["request"] for grant in printed) == [first.pk, second[0].pk]
+
+    # The step re-run (a new attempt of the same run): the same key and body, nothing new.
+    done = subprocess.run(
+        command,
+        env={**step_env, "GITHUB_RUN_ATTEMPT": "2"},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert re.search(rf"^request {second[0].pk} (approved|active)$", done.stdout, re.M)
+    assert UpgradeRequest.objects.filter(requester__username="vision-ci").count() == 2
+    assert len((tmp_path / "slurm-jobs").read_text().splitlines()) == 2

@@ -75,13 +75,15 @@ def test_the_readme_walkthrough_is_the_one_this_test_follows():
         "sign in as `ops`",
         "Open **Quotas**, the **Details** of\n   the row Vision · Training cluster · A100 80G, "
         "then **Propose a change**",
-        "Set **Guarantee (GPUs)** to `28`",
+        "Set **Guarantee (GPUs)** to 4 more than it shows (`28` on a fresh demo)",
         "**Propose change**",
         "sign in as `ops2`. Open **Changes** and the change at the top,\n   **Approve** it, "
         "then **Apply** it",
-        "its **History** tab shows who changed\n   it, why, and through which change",
+        "its **History** tab shows who\n   changed it, why, and through which change",
         "open **Tiers**, then\n   **Key project**, **Propose a change**, set **GPU cap per job** "
-        "to `48`",
+        "to 16 less than it shows\n   (`48` on a fresh demo)",
+        "**Propose\nchange** then asks for a **Confirmation** at the top of the form",
+        "| `wei.zhang` |",
         "Sign in as `approver` (its owner): **Changes**, the change at the top,\n   **Approve**",
         "Then `ops2` (or `ops`) opens it the same way and **Apply**s it",
         "| `ops2` |",
@@ -236,16 +238,44 @@ def demo(settings):
     call_command("seed_demo_approvals")  # as `make run` loads it: requests and notifications
 
 
-@pytest.mark.parametrize("language", ["en", "zh-hans"])
-def test_the_readme_walkthrough(browser, live_server, demo, language):  # noqa: F811
+CONFIRMATION = "The first walk-through's change is understood; this one goes ahead"
+
+
+@pytest.mark.parametrize(("language", "again"), [("en", "zh-hans"), ("zh-hans", "en")])
+def test_the_readme_walkthrough(browser, live_server, demo, language, again):  # noqa: F811
+    """The walk-through in one language, then again in the other on the same demo (as the
+    README says it can be): the values go up again, and the second time the form asks for a
+    confirmation in plain view, because the first time's changes are still observed."""
+    walk_through(browser, live_server.url, language, second=False)
+    walk_through(browser, live_server.url, again, second=True)
+
+
+def _propose(walk: Walk, *, second: bool) -> None:
+    """Propose change; the second time, the plan warns (the observation window of the first
+    change): the confirmation shows at the top of the form, is written, and sent again."""
+    page = walk.page
+    walk.click_button(walk.t("Propose change"))
+    confirm = page.locator("#change-confirm textarea")
+    if not second:
+        assert confirm.count() == 0
+        return
+    assert confirm.is_visible(), "the confirmation is asked for in plain view"
+    walk.shot("confirmation-asked")
+    confirm.fill(CONFIRMATION)
+    walk.click_button(walk.t("Propose change"))
+
+
+def walk_through(browser, base_url: str, language: str, *, second: bool) -> None:  # noqa: F811
     context = browser.new_context(locale="en-US", viewport={"width": 1366, "height": 768})
     page = context.new_page()
     page.set_default_timeout(20_000)
-    walk = Walk(page, live_server.url, language)
+    walk = Walk(page, base_url, language)
     quota = Quota.objects.get(
         project__slug="vision", pool__slug="training", flavor__slug="a100-80g"
     )
-    assert quota.guarantee == 24
+    before = quota.guarantee
+    assert before == (28 if second else 24)
+    after = before + 4
 
     # 1. Sign in as ops; Quotas → Vision · Training cluster · A100 80G → Propose a change.
     walk.sign_in("ops")
@@ -258,14 +288,15 @@ def test_the_readme_walkthrough(browser, live_server, demo, language):  # noqa: 
     walk.click_link(walk.t("Propose a change"), within="main")
     walk.shot("quota-form")
 
-    # 2. Guarantee 28, a reason, Propose change: the plan 24 → 28; ops may not approve it.
-    page.get_by_label(walk.t("guarantee (GPUs)"), exact=True).fill("28")
+    # 2. Guarantee 4 more (28 the first time), a reason, Propose change: the plan; ops may
+    # not approve it.
+    page.get_by_label(walk.t("guarantee (GPUs)"), exact=True).fill(str(after))
     page.locator("textarea[name=reason]").fill(QUOTA_REASON)
-    walk.click_button(walk.t("Propose change"))
+    _propose(walk, second=second)
     assert re.search(r"/changes/\d+/$", page.url), page.url
-    change = RuleChange.objects.get(reason=QUOTA_REASON)
+    change = RuleChange.objects.filter(reason=QUOTA_REASON).latest("pk")
     main = page.locator("main").inner_text()
-    assert "24" in main and "28" in main
+    assert str(before) in main and str(after) in main
     assert walk.t("You proposed this change: someone else must approve it.") in main
     assert page.locator("main").get_by_role("button", name=walk.t("Approve")).count() == 0
     # The title names the one field that changed, in the reader's language.
@@ -273,7 +304,8 @@ def test_the_readme_walkthrough(browser, live_server, demo, language):  # noqa: 
     assert walk.t("guarantee (GPUs)").lower() in heading.lower()
     assert walk.t("borrow limit (GPUs)").lower() not in heading.lower()
     walk.shot("change-proposed")
-    assert Quota.objects.get(pk=quota.pk).guarantee == 24
+    assert Quota.objects.get(pk=quota.pk).guarantee == before
+    assert bool(change.warnings) == second
 
     # 3. Log out; ops2: Changes → the change at the top → Approve → Apply.
     walk.sign_out()
@@ -287,11 +319,11 @@ def test_the_readme_walkthrough(browser, live_server, demo, language):  # noqa: 
     walk.shot("change-approved")
     walk.click_button(walk.t("Apply"))
     walk.shot("change-applied")
-    assert Quota.objects.get(pk=quota.pk).guarantee == 28
+    assert Quota.objects.get(pk=quota.pk).guarantee == after
 
-    # 4. The quota guarantees 28; its History tab: who, why, through which change.
+    # 4. The quota guarantees the new value; its History tab: who, why, through which change.
     walk.open_quota("Vision", "Training cluster", "A100 80G")
-    assert "28" in page.locator("main").inner_text()
+    assert str(after) in page.locator("main").inner_text()
     walk.click_link(walk.t("History"), within="main")
     history = page.locator("main").inner_text()
     assert QUOTA_REASON in history
@@ -300,15 +332,17 @@ def test_the_readme_walkthrough(browser, live_server, demo, language):  # noqa: 
     walk.shot("quota-history")
 
     # 5. A tier change goes to its owner: ops proposes, approver approves, ops2 applies.
+    cap = PriorityTier.objects.get(slug="key-project").max_gpus_per_job
+    assert cap == (48 if second else 64)
     walk.sign_out()
     walk.sign_in("ops")
     walk.nav("Tiers")
     walk.click_link("Key project", within="main")
     walk.click_link(walk.t("Propose a change"), within="main")
-    page.get_by_label(walk.t("GPU cap per job"), exact=True).fill("48")
+    page.get_by_label(walk.t("GPU cap per job"), exact=True).fill(str(cap - 16))
     page.locator("textarea[name=reason]").fill(TIER_REASON)
-    walk.click_button(walk.t("Propose change"))
-    tier_change = RuleChange.objects.get(reason=TIER_REASON)
+    _propose(walk, second=second)
+    tier_change = RuleChange.objects.filter(reason=TIER_REASON).latest("pk")
     walk.shot("tier-change-proposed")
     walk.sign_out()
     walk.sign_in("approver")
@@ -327,7 +361,7 @@ def test_the_readme_walkthrough(browser, live_server, demo, language):  # noqa: 
     assert page.url.endswith(f"/changes/{tier_change.pk}/")
     walk.click_button(walk.t("Apply"))
     walk.shot("tier-change-applied")
-    assert PriorityTier.objects.get(slug="key-project").max_gpus_per_job == 48
+    assert PriorityTier.objects.get(slug="key-project").max_gpus_per_job == cap - 16
     walk.click_link(walk.t("Changes"), within="nav.site-nav")
     walk.shot("changes-after")
 

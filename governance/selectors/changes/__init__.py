@@ -24,6 +24,7 @@ from .plan import (
     change_scope,
     rollback_plan,
     rule_change_plan,
+    rule_change_warning_messages,
     rule_change_warnings,
 )
 from .reviews import (
@@ -79,6 +80,7 @@ __all__ = [
     "rule_change_get",
     "rule_change_list",
     "rule_change_plan",
+    "rule_change_warning_messages",
     "rule_change_warnings",
     "rule_changes_for_object",
     "rule_kind_for",

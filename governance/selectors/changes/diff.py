@@ -173,6 +173,15 @@ def _field_label(
     return capfirst(_related_of(model, edit.field)[1])
 
 
+# A limit left empty means "no limit": shown as the lists show it, never as a dash that reads
+# as zero.
+NO_LIMIT = "∞"
+
+
+def _is_limit(name: str) -> bool:
+    return name.endswith("_limit") or (name.startswith("max_") and "interval" not in name)
+
+
 def display_value(
     model: type[models.Model],
     name: str,
@@ -192,6 +201,8 @@ def display_value(
             text = item if isinstance(item, str) else json.dumps(item, ensure_ascii=False)
             shown.append(f"{key}={text if len(text) <= 80 else text[:79] + '…'}")
         return "; ".join(shown)
+    if value is None and _is_limit(name):
+        return NO_LIMIT
     if value is None or value == "" or value == []:
         return EMPTY
     field = model_field(model, name)

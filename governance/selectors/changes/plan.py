@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 from django.contrib.contenttypes.models import ContentType
 from django.db import models
 from django.db.models import Q
-from django.utils import formats
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from governance.models import (
     SCHEDULING_KINDS,
@@ -24,6 +23,7 @@ from governance.models import (
     RuleChange,
     RuleEdit,
 )
+from governance.models.texts import Message, label, message, message_text
 
 from .diff import EditRow, edit_rows_for
 from .kinds import EXISTS
@@ -61,23 +61,40 @@ OBSERVED_NAMED = 5
 
 
 def rule_change_warnings(*, change: RuleChange, now: dt.datetime) -> list[str]:
-    """What a careful operator should confirm before proposing ``change``."""
+    """What a careful operator should confirm before proposing ``change``, in the active
+    language."""
+    return [
+        message_text(warning) for warning in rule_change_warning_messages(change=change, now=now)
+    ]
+
+
+def rule_change_warning_messages(*, change: RuleChange, now: dt.datetime) -> list[Message]:
+    """The warnings as messages: stored on the change, read in each reader's language."""
     edits = list(change.edits.all())
     scope = change_scope(edits)
-    warnings = []
+    warnings: list[Message] = []
     kinds = sorted(scope.kinds & SCHEDULING_KINDS)
     # A rollback restores what its change touched: the mix and the pools were confirmed then.
     is_rollback = change.rollback_of_id is not None
     if len(kinds) > 1 and not is_rollback:
         warnings.append(
-            _("The change mixes kinds of rule (%(kinds)s): change one variable at a time.")
-            % {"kinds": ", ".join(str(EditKind(kind).label).lower() for kind in kinds)}
+            message(
+                gettext_noop(
+                    "The change mixes kinds of rule (%(kinds)s): change one variable at a time."
+                ),
+                kinds=[label(EditKind(kind).label, lower=True) for kind in kinds],
+            )
         )
     if len(scope.pools) > 1 and not is_rollback:
         pools = Pool.objects.filter(pk__in=scope.pools).order_by("name")
         warnings.append(
-            _("The change touches %(count)d pools (%(pools)s): change one pool at a time.")
-            % {"count": len(scope.pools), "pools": ", ".join(str(pool) for pool in pools)}
+            message(
+                gettext_noop(
+                    "The change touches %(count)d pools (%(pools)s): change one pool at a time."
+                ),
+                count=len(scope.pools),
+                pools=", ".join(str(pool) for pool in pools),
+            )
         )
     warnings.extend(_default_tier_warnings(edits))
     earlier = (
@@ -108,16 +125,16 @@ def rule_change_warnings(*, change: RuleChange, now: dt.datetime) -> list[str]:
         other, ends = observed[0]
         assert other.applied_at is not None
         warnings.append(
-            _(
-                "Change #%(id)d (%(title)s) touched the same scope on %(date)s and is "
-                "observed until %(end)s: wait for its effect before changing more."
+            message(
+                gettext_noop(
+                    "Change #%(id)d (%(title)s) touched the same scope on %(date)s and is "
+                    "observed until %(end)s: wait for its effect before changing more."
+                ),
+                id=other.pk,
+                title=other.title_message or other.title,  # in the reader's language
+                date=other.applied_at,
+                end=ends,
             )
-            % {
-                "id": other.pk,
-                "title": other.title,
-                "date": formats.date_format(other.applied_at, "SHORT_DATE_FORMAT"),
-                "end": formats.date_format(ends, "SHORT_DATE_FORMAT"),
-            }
         )
     elif observed:
         # One warning, whatever the number: a change names the latest few by reference (the
@@ -125,15 +142,16 @@ def rule_change_warnings(*, change: RuleChange, now: dt.datetime) -> list[str]:
         shown = ", ".join(f"#{other.pk}" for other, _ends in observed[:OBSERVED_NAMED])
         more = len(observed) - OBSERVED_NAMED
         warnings.append(
-            _(
-                "%(count)d changes touched the same scope and are still observed (%(changes)s), "
-                "the last until %(end)s: wait for their effect before changing more."
+            message(
+                gettext_noop(
+                    "%(count)d changes touched the same scope and are still observed "
+                    "(%(changes)s), the last until %(end)s: wait for their effect before "
+                    "changing more."
+                ),
+                count=len(observed),
+                changes=shown if more <= 0 else f"{shown} …",
+                end=max(ends for _o, ends in observed),
             )
-            % {
-                "count": len(observed),
-                "changes": shown if more <= 0 else f"{shown} …",
-                "end": formats.date_format(max(ends for _o, ends in observed), "SHORT_DATE_FORMAT"),
-            }
         )
     return warnings
 

@@ -12,13 +12,20 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from governance.models import ChangeAction, ChangeStatus, RuleChange, RuleEdit, User
-from governance.models.texts import GENERATED_TITLE, Message, label, message, message_english
+from governance.models.texts import (
+    GENERATED_TITLE,
+    Message,
+    label,
+    message,
+    message_english,
+    message_text,
+)
 from governance.selectors.changes import (
     EXISTS,
     RuleKind,
     current_value,
     model_field,
-    rule_change_warnings,
+    rule_change_warning_messages,
     rule_kind_for,
     value_to_json,
 )
@@ -242,13 +249,13 @@ def rule_change_propose(
     # The same checks for everyone who may propose (ops, or a tier's owner for that tier);
     # hard errors first, so that nobody confirms a warning for a plan that cannot apply.
     _dry_run(change, user)
-    warnings = rule_change_warnings(change=change, now=now)
+    warnings = rule_change_warning_messages(change=change, now=now)
     confirmation_reason = (confirmation_reason or "").strip()
     if warnings and not confirmation_reason:
         raise ValidationError(
             {
                 "confirmation_reason": [
-                    *warnings,
+                    *(message_text(warning) for warning in warnings),
                     _("Confirm with a reason to propose it anyway, or split the change."),
                 ]
             }

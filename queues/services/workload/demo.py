@@ -64,6 +64,10 @@ NEVER_PREEMPT_DEMAND = 0.4
 GIVE_UP = (0.03, 3 * 3600.0)  # share of jobs whose user cancels them, and after how long
 FAILED = 0.03
 NOT_THE_RULES = [("Dependency", 2), ("BadConstraints", 1)]
+# The demo's people among the generated users of their project, so that "My waiting jobs"
+# shows the README's logins their own jobs; and one job of ``member`` that waits for another.
+DEMO_PEOPLE = {"vision-u0": "member", "vision-u1": "lead"}
+MEMBER_JOB = ("vision", "member", "Dependency")
 
 
 def _demand(rank: int) -> float:
@@ -153,7 +157,7 @@ def _history_events(rules_start: datetime, now: datetime) -> list[JobEvent]:
             "tier": tiers.get(result.tiers[j]),
             "flavor": flavors[job.flavor.split("/", 1)[1]],
             "gpus": int(job.gpus),
-            "user_name": job.user,
+            "user_name": DEMO_PEOPLE.get(job.user, job.user),
         }
         events.append(_event(name, "s", job.arrival, EventKind.SUBMITTED, **head))
         its_runs = sorted(runs.get(j, []))
@@ -204,6 +208,24 @@ def _not_the_rules(now: datetime) -> list[JobEvent]:
                 _event(job, "s", submit, EventKind.SUBMITTED, **head),
                 _event(job, "p", submit + 1, EventKind.PENDING, reason=reason),
             ]
+    slug, user_name, reason = MEMBER_JOB
+    project = Project.objects.filter(slug=slug).first()
+    quota = project.quotas.select_related("flavor").order_by("pk").first() if project else None
+    if project is not None and quota is not None:
+        job = f"{PREFIX}{now:%Y%m%d}-{user_name}-0"
+        submit = (now - timedelta(hours=26, minutes=15)).timestamp()
+        head = {
+            "scheduler": "slurm",
+            "project": project,
+            "tier": project.tier,
+            "flavor": quota.flavor,
+            "gpus": 8,
+            "user_name": user_name,
+        }
+        events += [
+            _event(job, "s", submit, EventKind.SUBMITTED, **head),
+            _event(job, "p", submit + 1, EventKind.PENDING, reason=reason),
+        ]
     return events
 
 

@@ -5,14 +5,22 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from django.utils.translation import gettext_noop
+
 from governance.models import ChangeStatus, Grant, RuleChange, RuleEdit
+from governance.models.texts import label, message, message_english
 
 from ._common import Scope, iso
+
+# A grant on the timeline: its kind and its project.
+GRANT_TITLE = gettext_noop("%(kind)s · %(project)s")
 
 
 def timeline(scope: Scope) -> list[dict[str, Any]]:
     """Rule changes applied in the window and grants starting in it, by time (a project's
-    view: the changes and the project's grants, ``item['object']`` being its slug)."""
+    view: the changes and the project's grants, ``item['object']`` being its slug). Each title
+    is stored in English and as a message (``title_message``), shown in the reader's language
+    (``stored_reviews._format.timeline_title``)."""
     changes = list(
         RuleChange.objects.filter(
             status__in=[ChangeStatus.APPLIED, ChangeStatus.ROLLED_BACK],
@@ -29,7 +37,10 @@ def timeline(scope: Scope) -> list[dict[str, Any]]:
         {
             "at": iso(change.applied_at),  # type: ignore[arg-type]
             "kind": "change",
-            "title": change.display_title,
+            "title": message_english(change.title_message)
+            if change.title_message
+            else change.title,
+            "title_message": change.title_message or None,
             "object": ", ".join(sorted(edited[change.pk])),
             "id": change.pk,
         }
@@ -39,11 +50,15 @@ def timeline(scope: Scope) -> list[dict[str, Any]]:
     if scope.project_id is not None:
         grants = grants.filter(project_id=scope.project_id)
     for grant in grants.select_related("project"):
+        title = message(
+            GRANT_TITLE, kind=label(grant.get_kind_display()), project=grant.project.name
+        )
         items.append(
             {
                 "at": iso(grant.starts_at),
                 "kind": "grant",
-                "title": f"{grant.get_kind_display()} · {grant.project.name}",
+                "title": message_english(title),
+                "title_message": title,
                 "object": grant.project.slug,
                 "id": grant.pk,
             }

@@ -9,7 +9,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 from django.utils.translation import pgettext
 
-from ._format import timeline_kind
+from ._format import timeline_kind, timeline_title
 
 _FONT = {"family": "system-ui, -apple-system, 'Segoe UI', sans-serif", "size": 13}
 PALETTE = ["#2563eb", "#0d9488", "#d97706", "#7c3aed", "#dc2626", "#64748b", "#059669"]
@@ -84,8 +84,8 @@ def annotate_timeline(figure: go.Figure, timeline: list[dict[str, Any]]) -> None
             y=1 if index % 2 == 0 else 1.14,
             yanchor="bottom",
             showarrow=False,
-            text=_wrapped(("Δ " if change else "★ ") + item["title"]),
-            hovertext=f"{timeline_kind(item['kind'])}: {item['title']} ({item['object']})",
+            text=_wrapped(("Δ " if change else "★ ") + timeline_title(item)),
+            hovertext=f"{timeline_kind(item['kind'])}: {timeline_title(item)} ({item['object']})",
             font={"size": 10, "color": "#475569"},
         )
 

@@ -15,6 +15,8 @@ from ._format import (
     row_name,
     tier_names,
     timeline_kind,
+    timeline_object,
+    timeline_title,
     when_label,
 )
 
@@ -325,8 +327,8 @@ def _timeline(metrics: dict[str, Any], *, project: str | None, human: bool) -> T
             [
                 when_label(row["at"], human=human),
                 timeline_kind(row["kind"]),
-                row["title"],
-                row["object"],
+                timeline_title(row),
+                timeline_object(row),
             ]
             for row in metrics["timeline"]
         ],

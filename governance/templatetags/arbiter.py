@@ -1,0 +1,70 @@
+"""Filters every page uses to show stored texts and figures the way people read them.
+
+Built in (``TEMPLATES``' ``builtins`` in the settings): no ``{% load %}`` needed.
+"""
+
+from typing import Any
+
+from django import template
+from django.utils.translation import ngettext
+
+from governance.models.texts import stored_text
+
+register = template.Library()
+
+
+@register.filter
+def stored(value: Any) -> str:
+    """A text stored in English (a choice label, a generated title) in the reader's language;
+    what someone typed stays as written."""
+    return stored_text(str(value)) if value not in (None, "") else ""
+
+
+@register.filter
+def duration(seconds: Any) -> str:
+    """A duration in days, hours and minutes ("2 days 3 hours", "45 minutes"): the two
+    largest units, rounded down."""
+    try:
+        total = max(0, int(float(seconds)))
+    except (TypeError, ValueError):
+        return "—"
+    minutes = total // 60
+    days, rest = divmod(minutes, 24 * 60)
+    hours, minutes = divmod(rest, 60)
+    parts = []
+    if days:
+        parts.append(ngettext("%(n)d day", "%(n)d days", days) % {"n": days})
+    if hours:
+        parts.append(ngettext("%(n)d hour", "%(n)d hours", hours) % {"n": hours})
+    if (minutes and not days) or not parts:
+        parts.append(ngettext("%(n)d minute", "%(n)d minutes", minutes) % {"n": minutes})
+
+    return " ".join(parts[:2])
+
+
+@register.filter
+def gpus(value: Any) -> str:
+    """A GPU count as people write it: 8 for whole GPUs, 0.25 for a fraction."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "—" if value in (None, "") else str(value)
+    return str(int(number)) if number.is_integer() else f"{number:.2f}".rstrip("0")
+
+
+@register.filter
+def limit(value: Any) -> str:
+    """A limit where empty means "no limit": ∞, never a dash that reads as zero."""
+    return "∞" if value is None or value == "" else str(value)
+
+
+@register.filter
+def figure(value: Any) -> Any:
+    """A figure in a table as people read it: whole numbers from 100 up (1328 GPU-hours, not
+    1327.53), one decimal below; anything not a float as it is."""
+    if not isinstance(value, float):
+        return value
+    if abs(value) >= 100:
+        return str(round(value))
+    rounded = round(value, 1)
+    return str(int(rounded)) if rounded.is_integer() else str(rounded)
