@@ -156,7 +156,7 @@ def rule_change_warning_messages(*, change: RuleChange, now: dt.datetime) -> lis
     return warnings
 
 
-def _default_tier_warnings(edits: list[RuleEdit]) -> list[str]:
+def _default_tier_warnings(edits: list[RuleEdit]) -> list[Message]:
     """A change that makes a tier the default (creating it so, or setting it) names the tier
     it takes "default" from: that is never silent."""
     tier_type = ContentType.objects.get_for_model(PriorityTier).pk
@@ -175,11 +175,15 @@ def _default_tier_warnings(edits: list[RuleEdit]) -> list[str]:
         demoted = PriorityTier.objects.filter(is_default=True).exclude(pk=edit.object_id).first()
         if becomes_default and demoted is not None:
             warnings.append(
-                _(
-                    "The change makes “%(tier)s” the default tier: “%(demoted)s” stops being "
-                    "the default, and projects without a tier of their own move to “%(tier)s”."
+                message(
+                    gettext_noop(
+                        "The change makes “%(tier)s” the default tier: “%(demoted)s” stops "
+                        "being the default, and projects without a tier of their own move to "
+                        "“%(tier)s”."
+                    ),
+                    tier=name,
+                    demoted=demoted.name,
                 )
-                % {"tier": name, "demoted": demoted.name}
             )
     return warnings
 
