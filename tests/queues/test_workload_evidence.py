@@ -4,7 +4,7 @@
 with the project's jobs."""
 
 import random
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection
@@ -33,7 +33,7 @@ def history(world, *, jobs: int, seed: int, preempt: bool) -> list[JobEvent]:
     for n in range(jobs):
         job = f"{seed}-{n}"
 
-        def at(seconds: int) -> object:
+        def at(seconds: int) -> datetime:
             return NOW - timedelta(seconds=seconds)
 
         submitted = rng.randrange(60, 35 * 86400)
@@ -41,7 +41,7 @@ def history(world, *, jobs: int, seed: int, preempt: bool) -> list[JobEvent]:
         run = rng.choice([60, 3600, 86400, 86400 * 4])
         fate = rng.choice(["done", "done", "done", "cancelled", "running", "pending"])
 
-        def event(kind, seconds, suffix="", **extra):
+        def event(kind, seconds, suffix="", job=job, **extra):
             events.append(
                 JobEvent(
                     source="hpc",
@@ -73,7 +73,7 @@ def history(world, *, jobs: int, seed: int, preempt: bool) -> list[JobEvent]:
     return events
 
 
-def ingest_with_rollup_between(events: list[JobEvent], *, rolled_at: object) -> None:
+def ingest_with_rollup_between(events: list[JobEvent], *, rolled_at: datetime) -> None:
     """The events up to ``rolled_at``, the rollup run then, then the rest (the rollup has
     read part of the history, not what came after its watermark)."""
     events = sorted(events, key=lambda e: e.time)
