@@ -18,7 +18,8 @@ members and two quotas each, in bulk with their history rows) at each of ``--siz
 and 10,000 projects by default) and times what a sync does before its first call to the
 cluster: generating the objects, validating them (the compiled schema check, then jsonschema
 alone on what it does not pass) and both in a row, as the sync compiles them, and, for
-comparison, the validation by jsonschema alone on every object (the former way). It writes
+comparison, the validation by jsonschema alone on every object (the former way);
+``--from-pages`` reads the databases ``bench/pages.py`` keeps instead of building. It writes
 ``bench/results/sync_kueue-offline-<timestamp>.json``.
 """
 
@@ -56,6 +57,7 @@ from queues.schedulers.backends import Change, State  # noqa: E402
 from queues.schedulers.kueue.desired import DesiredObjects, desired_objects  # noqa: E402
 from queues.schedulers.kueue.values import KINDS, NEVER_PRUNED  # noqa: E402
 from queues.services.kueue import KubeClient, KueueBackend, KueueConnection  # noqa: E402
+from queues.services.kueue.compiled import gc_paused  # noqa: E402
 from queues.services.kueue.schema import validate  # noqa: E402
 
 REASON = "Benchmark"
@@ -139,32 +141,41 @@ def timed(step: str, figures: Figures, client: KubeClient, fn: Callable[[], T]) 
 
 
 def _best(fn: Callable[[], T], runs: int = 3) -> tuple[T, float]:
-    """``fn``'s value and its fastest time over ``runs`` runs (the machine may be shared)."""
+    """``fn``'s value and its fastest time over ``runs`` runs (the machine may be shared),
+    with the garbage collector paused as the sync pauses it (``gc_paused``)."""
     times = []
     for _ in range(runs):
-        began = time.perf_counter()
-        value = fn()
-        times.append(time.perf_counter() - began)
+        with gc_paused():
+            began = time.perf_counter()
+            value = fn()
+            times.append(time.perf_counter() - began)
     return value, round(min(times), 3)
 
 
-def offline(size: int) -> dict[str, Any]:
+def offline(size: int, *, from_pages: bool = False) -> dict[str, Any]:
     """The export's steps before any call to the cluster, at ``size`` projects (see the
-    module's docstring), in a throwaway test database."""
+    module's docstring), in a throwaway test database (``from_pages``: in the database
+    ``bench/pages.py`` keeps for that size, built by it when missing, and kept)."""
     from django.contrib.contenttypes.models import ContentType
 
     from bench.pages import Org
+    from bench.pages import build as pages_build
+    from governance.models import Pool
     from queues.services.kueue import schema
 
-    test_db = connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    test_db = None
+    began = time.perf_counter()
+    if from_pages:
+        pages_build(size, f"{connection.settings_dict['NAME']}_{size}", rebuild=False)
+    else:
+        test_db = connection.creation.create_test_db(verbosity=0, autoclobber=True)
     try:
-        ContentType.objects.clear_cache()
-        began = time.perf_counter()
-        org = Org()
-        org.grow(size)
+        if test_db is not None:
+            ContentType.objects.clear_cache()
+            Org().grow(size)
         built = round(time.perf_counter() - began, 1)
         now = timezone.now()
-        pools = org.pools  # the cluster's pools: a sync generates the objects of these
+        pools = list(Pool.objects.order_by("pk"))  # a sync generates the objects of these
         capacities = {
             (c.pool_id, c.flavor_id): c.gpus for c in PoolCapacity.objects.filter(pool__in=pools)
         }
@@ -193,7 +204,8 @@ def offline(size: int) -> dict[str, Any]:
             schema._compiled = compiled  # type: ignore[assignment]
         assert former == violations, "the compiled check changed what is found"
     finally:
-        connection.creation.destroy_test_db(test_db, verbosity=0)
+        if test_db is not None:
+            connection.creation.destroy_test_db(test_db, verbosity=0)
     return {
         "projects": size,
         "build_seconds": built,
@@ -207,11 +219,11 @@ def offline(size: int) -> dict[str, Any]:
     }
 
 
-def main_offline(sizes: list[int]) -> None:
+def main_offline(sizes: list[int], *, from_pages: bool) -> None:
     setup_test_environment()
     results = []
     for size in sizes:
-        row = offline(size)
+        row = offline(size, from_pages=from_pages)
         print(json.dumps(row), flush=True)
         results.append(row)
     report = {
@@ -235,9 +247,15 @@ def main() -> None:
     parser.add_argument("--projects", type=int, default=500)
     parser.add_argument("--offline", action="store_true", help="no API server (see above)")
     parser.add_argument("--sizes", default="1000,10000", help="with --offline: projects")
+    parser.add_argument(
+        "--from-pages",
+        action="store_true",
+        help="with --offline: use bench/pages.py's database of each size (built if missing)",
+    )
     args = parser.parse_args()
     if args.offline:
-        main_offline(sorted(int(size) for size in args.sizes.split(",")))
+        sizes = sorted(int(size) for size in args.sizes.split(","))
+        main_offline(sizes, from_pages=args.from_pages)
         return
     env = kube_env()
 

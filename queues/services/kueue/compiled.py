@@ -8,8 +8,10 @@ answer "not valid" (jsonschema then decides), and where it is unsure (a float th
 integer, an enum of mixed types) it says "not valid" too. Same errors, same strictness.
 """
 
+import gc
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 Check = Callable[[Any], bool]
@@ -253,3 +255,18 @@ _KEYWORDS: dict[str, Callable[[Any, dict[str, Any], Any], Check]] = {
     "format": _leaf("format"),
     "x-kubernetes-list-map-keys": _leaf("x-kubernetes-list-map-keys"),
 }
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a sync builds and checks its objects: they are
+    trees of dicts, lists and strings (no cycles to collect), and at 10,000 projects
+    (100,000 objects, millions of containers) the collector's passes over them took more
+    time than the building and the checking together. Collection resumes after, as it was."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
