@@ -73,8 +73,8 @@ def pool_usage_figure(*, usage: list[governance.PoolFlavorUse]) -> dict[str, Any
 
     Plain JSON data for ``json_script`` that plotly.js draws in the browser (``charts.js``):
     written out as plotly.js reads it rather than built through ``plotly.graph_objects``,
-    whose validation of every attribute, and the default theme it embeds, cost the home page
-    a fifth of its time and most of its bytes (the colours, fonts and grid are set here).
+    whose validation of every attribute and the default theme it embeds cost the home page
+    time and half of its bytes (the colours, fonts and grid are set here).
     """
     labels = [f"{use.pool.name} · {use.flavor.name}" for use in usage]
 
