@@ -40,6 +40,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -396,6 +397,75 @@ def reference() -> float:
     return round(statistics.median(times), 3)
 
 
+def approver_summary() -> dict[str, object]:
+    """The approver's workload summary (``project_workload_summary``) of the busiest project
+    (a hundredth of the month's jobs) for the 30 days to the month's end, from the rollup
+    (its state set as a run at the month's end leaves it), beside the same figures from the
+    raw jobs (``recent_waits`` and ``usage_over``, the former way): the median of 3 runs
+    after a warm-up, with the queries of the summary."""
+    from django.test.utils import CaptureQueriesContext
+
+    from governance.models import Project
+    from queues.models import RollupState
+    from queues.models.rollup import ROLLUP_NAME
+    from queues.selectors import project_workload_summary
+    from queues.selectors.evidence import usage_from_rollup, waits_from_rollup
+    from queues.selectors.workload import recent_waits, usage_over
+
+    RollupState.objects.update_or_create(
+        name=ROLLUP_NAME, defaults={"watermark": MONTH_END, "last_job_id": max_id()}
+    )
+    project = Project.objects.get(slug="p0")
+    at = MONTH_END  # the rollup's watermark: no job is submitted after it
+    since = at.replace(minute=0, second=0, microsecond=0) - timedelta(days=30)
+
+    def new() -> dict[str, Any]:
+        return project_workload_summary(project=project, at=at)
+
+    def new_parts() -> object:  # the two parts the former read timed below did
+        return (
+            waits_from_rollup(project=project, since=since, now=at),
+            usage_from_rollup(project=project, since=since, until=at),
+        )
+
+    def former() -> tuple[dict[int, dict[str, dict[str, int]]], dict[str, float]]:
+        return (
+            recent_waits(project_ids=[project.pk], since=since, now=at),
+            usage_over(project=project, since=since, until=at),
+        )
+
+    row: dict[str, object] = {"jobs_of_the_project": 0}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT COUNT(*) FROM queues_workloadjob WHERE project_id = %s AND submitted_at >= %s",
+            [project.pk, since],
+        )
+        row["jobs_of_the_project"] = cursor.fetchone()[0]
+    runs: tuple[tuple[str, Callable[[], object]], ...] = (
+        ("whole_summary_from_rollup", new),
+        ("waits_and_usage_from_rollup", new_parts),
+        ("waits_and_usage_from_raw_jobs_former", former),
+    )
+    for name, fn in runs:
+        fn()
+        times = []
+        for _ in range(3):
+            began = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - began)
+        row[f"{name}_ms_median"] = round(1000 * statistics.median(times), 1)
+    with CaptureQueriesContext(connection) as queries:
+        summary = new()
+    row["queries"] = len(queries)
+    raw_waits, raw_usage = former()
+    row["same_usage"] = summary["usage"] == raw_usage
+    row["same_waits"] = {
+        w["category"]: {k: v for k, v in w.items() if k not in ("category", "label")}
+        for w in summary["waits"]
+    } == dict(raw_waits.get(project.pk, {}))
+    return row
+
+
 def checkpoint(label: str) -> dict[str, object]:
     row = {
         "stored": label,
@@ -407,6 +477,7 @@ def checkpoint(label: str) -> dict[str, object]:
         "month_with_project_views": timed(MONTH, MONTH_END, by_project=True),
         "week": timed(MONTH + timedelta(days=7), MONTH + timedelta(days=14)),
         "build_parts_alone": parts(MONTH, MONTH_END),
+        "approver_summary": approver_summary(),
         "reference_seconds_after": reference(),
     }
     print(json.dumps(row), flush=True)

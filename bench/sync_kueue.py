@@ -12,6 +12,15 @@ the plan of the first sync (live read, diff, server-side dry runs), its apply, t
 verify, a full re-sync with no change (generate + validate + plan; it must write nothing)
 and the clean-up (every Arbiter object but the namespaces deleted). It prints the figures and
 writes them to ``bench/results/sync_kueue-<timestamp>.json``.
+
+``--offline`` needs no API server: it builds the organisation of ``bench/pages.py`` (projects,
+members and two quotas each, in bulk with their history rows) at each of ``--sizes`` (1,000
+and 10,000 projects by default) and times what a sync does before its first call to the
+cluster: generating the objects, validating them (the compiled schema check, then jsonschema
+alone on what it does not pass) and both in a row, as the sync compiles them, and, for
+comparison, the validation by jsonschema alone on every object (the former way);
+``--from-pages`` reads the databases ``bench/pages.py`` keeps instead of building. It writes
+``bench/results/sync_kueue-offline-<timestamp>.json``.
 """
 
 import argparse
@@ -48,6 +57,7 @@ from queues.schedulers.backends import Change, State  # noqa: E402
 from queues.schedulers.kueue.desired import DesiredObjects, desired_objects  # noqa: E402
 from queues.schedulers.kueue.values import KINDS, NEVER_PRUNED  # noqa: E402
 from queues.services.kueue import KubeClient, KueueBackend, KueueConnection  # noqa: E402
+from queues.services.kueue.compiled import gc_paused  # noqa: E402
 from queues.services.kueue.schema import validate  # noqa: E402
 
 REASON = "Benchmark"
@@ -130,10 +140,123 @@ def timed(step: str, figures: Figures, client: KubeClient, fn: Callable[[], T]) 
     return value
 
 
+def _best(fn: Callable[[], T], runs: int = 3) -> tuple[T, float]:
+    """``fn``'s value and its fastest time over ``runs`` runs (the machine may be shared),
+    with the garbage collector paused as the sync pauses it (``gc_paused``)."""
+    times = []
+    for _ in range(runs):
+        with gc_paused():
+            began = time.perf_counter()
+            value = fn()
+            times.append(time.perf_counter() - began)
+    return value, round(min(times), 3)
+
+
+def offline(size: int, *, from_pages: bool = False) -> dict[str, Any]:
+    """The export's steps before any call to the cluster, at ``size`` projects (see the
+    module's docstring), in a throwaway test database (``from_pages``: in the database
+    ``bench/pages.py`` keeps for that size, built by it when missing, and kept)."""
+    from django.contrib.contenttypes.models import ContentType
+
+    from bench.pages import Org
+    from bench.pages import build as pages_build
+    from governance.models import Pool
+    from queues.services.kueue import schema
+
+    test_db = None
+    began = time.perf_counter()
+    if from_pages:
+        pages_build(size, f"{connection.settings_dict['NAME']}_{size}", rebuild=False)
+    else:
+        test_db = connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    try:
+        if test_db is not None:
+            ContentType.objects.clear_cache()
+            Org().grow(size)
+        built = round(time.perf_counter() - began, 1)
+        now = timezone.now()
+        pools = list(Pool.objects.order_by("pk"))  # a sync generates the objects of these
+        capacities = {
+            (c.pool_id, c.flavor_id): c.gpus for c in PoolCapacity.objects.filter(pool__in=pools)
+        }
+        rules_now = effective_rules(at=now)
+
+        def generate() -> DesiredObjects:
+            return desired_objects(
+                rules=rules_now,
+                pools=pools,
+                capacities=capacities,
+                namespace_template="{project}",
+                revision=None,
+            )
+
+        objects, generate_s = _best(generate)
+        violations, validate_s = _best(lambda: validate(objects))
+        _objects, both_s = _best(lambda: validate(generate()))
+        # The former way: jsonschema on every object (the compiled check passing nothing).
+        compiled = schema._compiled
+        schema._compiled = lambda directory: {  # type: ignore[assignment]
+            kind: (lambda manifest: False) for kind in compiled(directory)
+        }
+        try:
+            former, former_s = _best(lambda: validate(objects), runs=1)
+        finally:
+            schema._compiled = compiled  # type: ignore[assignment]
+        assert former == violations, "the compiled check changed what is found"
+    finally:
+        if test_db is not None:
+            connection.creation.destroy_test_db(test_db, verbosity=0)
+    return {
+        "projects": size,
+        "build_seconds": built,
+        "objects": len(objects.manifests),
+        "violations": len(violations),
+        "generate_seconds": generate_s,
+        "validate_seconds": validate_s,
+        "generate_and_validate_seconds": both_s,
+        "validate_jsonschema_alone_seconds": former_s,
+        "load_average_1min": round(os.getloadavg()[0], 2),
+    }
+
+
+def main_offline(sizes: list[int], *, from_pages: bool) -> None:
+    setup_test_environment()
+    results = []
+    for size in sizes:
+        row = offline(size, from_pages=from_pages)
+        print(json.dumps(row), flush=True)
+        results.append(row)
+    report = {
+        "benchmark": "sync_kueue offline (before any call to the cluster)",
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "database": connection.vendor,
+        "flavors": 2,
+        "pools": 2,
+        "sizes": results,
+    }
+    path = (
+        ROOT / "bench" / "results" / f"sync_kueue-offline-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"written to {path.relative_to(ROOT)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--projects", type=int, default=500)
+    parser.add_argument("--offline", action="store_true", help="no API server (see above)")
+    parser.add_argument("--sizes", default="1000,10000", help="with --offline: projects")
+    parser.add_argument(
+        "--from-pages",
+        action="store_true",
+        help="with --offline: use bench/pages.py's database of each size (built if missing)",
+    )
     args = parser.parse_args()
+    if args.offline:
+        sizes = sorted(int(size) for size in args.sizes.split(","))
+        main_offline(sizes, from_pages=args.from_pages)
+        return
     env = kube_env()
 
     setup_test_environment()

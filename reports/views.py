@@ -49,14 +49,20 @@ def home(request: HttpRequest) -> HttpResponse:
             usage=usage,
             usage_figure=selectors.pool_usage_figure(usage=usage) if usage else None,
             plotly_src=reverse("plotly_js", args=[PLOTLY_VERSION]),
-            due_tiers=governance.tiers_due_for_review(today=today),
+            due_tiers=list(governance.tiers_due_for_review(today=today)),
         )
     owned_tiers = list(governance.tier_list().filter(owner=user))
     if owned_tiers or user.is_approver:
+        # Ops have read every tier due: theirs are among them (one query fewer).
+        due = context.get("due_tiers")
         context.update(
             owned_tiers=owned_tiers,
             show_owned_tiers=True,
-            owned_due=governance.tiers_due_for_review(today=today).filter(owner=user),
+            owned_due=(
+                [tier for tier in due if tier.owner_id == user.pk]
+                if due is not None
+                else list(governance.tiers_due_for_review(today=today).filter(owner=user))
+            ),
         )
     summaries = selectors.project_summaries(user=user)
     if context.get("is_ops") or any(summary.is_lead for summary in summaries):

@@ -74,7 +74,12 @@ class WorkloadHour(models.Model):
                     "resource_wait_seconds",
                 ],
                 name="workload_hour_review",
-            )
+            ),
+            # A project's GPU-hours over a window (the approver's evidence,
+            # queues.selectors.evidence): an index-only range of its hours.
+            models.Index(
+                fields=["project", "hour"], include=["gpu_seconds"], name="workload_hour_project"
+            ),
         ]
         constraints = [
             models.CheckConstraint(
@@ -196,7 +201,14 @@ class WorkloadWait(models.Model):
                     "started",
                 ],
                 name="workload_wait_review",
-            )
+            ),
+            # A project's waits over a window (the approver's evidence,
+            # queues.selectors.evidence): an index-only range of its rows.
+            models.Index(
+                fields=["project", "submitted_at"],
+                include=["category", "wait_end", "censored", "started"],
+                name="workload_wait_project",
+            ),
         ]
         constraints = [
             models.CheckConstraint(

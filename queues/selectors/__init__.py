@@ -25,6 +25,7 @@ from .clusters import (
     sync_state,
     user_can_see_clusters,
 )
+from .evidence import project_workload_summary
 from .replay import change_replay_latest
 from .workload import (
     job_get,
@@ -32,7 +33,6 @@ from .workload import (
     jobs_by_project,
     jobs_status,
     project_workload,
-    project_workload_summary,
     visible_jobs,
     workload_project_get,
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -796,62 +796,40 @@ FROM (
 """
 
 
-def usage_over(*, project: Project, since: datetime, until: datetime) -> dict[str, float]:
-    """GPU-hours the project's jobs ran between ``since`` and ``until`` and the mean GPUs in use
-    (summed in the database on PostgreSQL: a month of a large pool is ~10^5 jobs)."""
+def usage_seconds(*, project: Project, since: datetime, until: datetime) -> float:
+    """GPU-seconds the project's jobs ran between ``since`` and ``until`` (summed in the
+    database on PostgreSQL: a month of a large pool is ~10^5 jobs)."""
     seconds = 0.0
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(USAGE_SQL, {"project": project.pk, "since": since, "until": until})
-            seconds = float(cursor.fetchone()[0])
-    else:
-        jobs = (
-            WorkloadJob.objects.filter(project=project, started_at__lt=until)
-            .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since))
-            .values_list("gpus", "started_at", "ended_at")
-        )
-        for gpus, started, ended in jobs.iterator():
-            if started is None:
-                continue
-            start = max(started, since)
-            end = min(ended or until, until)
-            if end > start:
-                seconds += gpus * (end - start).total_seconds()
+            return float(cursor.fetchone()[0])
+    jobs = (
+        WorkloadJob.objects.filter(project=project, started_at__lt=until)
+        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since))
+        .values_list("gpus", "started_at", "ended_at")
+    )
+    for gpus, started, ended in jobs.iterator():
+        if started is None:
+            continue
+        start = max(started, since)
+        end = min(ended or until, until)
+        if end > start:
+            seconds += gpus * (end - start).total_seconds()
+    return seconds
+
+
+def usage_figures(seconds: float, *, since: datetime, until: datetime) -> dict[str, float]:
+    """GPU-seconds over [``since``, ``until``) as GPU-hours and the mean GPUs in use."""
     span = max((until - since).total_seconds(), 1)
     return {"gpu_hours": round(seconds / 3600, 1), "mean_gpus": round(seconds / span, 2)}
 
 
-def project_workload_summary(
-    *, project: Project, days: int = 30, at: datetime | None = None
-) -> dict[str, Any]:
-    """Plain data for the apps that may not import ``queues`` (the ``ARBITER_WORKLOAD_EVIDENCE``
-    hook): running and pending GPUs against guarantee and maximum, usage and waits over the
-    ``days`` before ``at`` (now by default)."""
-    now = at or timezone.now()
-    since = now - timedelta(days=days)
-    use = project_flavor_use(project, at=now)
-    waits = recent_waits(project_ids=[project.pk], since=since, now=now).get(project.pk, {})
-    return {
-        "days": days,
-        "flavors": [
-            {
-                "flavor": str(u.flavor) if u.flavor else "",
-                "guarantee": u.guarantee,
-                "maximum": u.maximum,
-                "running": u.running,
-                "pending": u.pending,
-            }
-            for u in use
-        ],
-        "usage": usage_over(project=project, since=since, until=now),
-        "waits": [
-            {"category": c.value, "label": str(c.label), **waits[c.value]}
-            for c in WaitCategory
-            if c.value in waits
-        ],
-        "pending_jobs": WorkloadJob.objects.filter(project=project, state=JobState.PENDING).count(),
-        "running_jobs": WorkloadJob.objects.filter(project=project, state=JobState.RUNNING).count(),
-    }
+def usage_over(*, project: Project, since: datetime, until: datetime) -> dict[str, float]:
+    """GPU-hours the project's jobs ran between ``since`` and ``until`` and the mean GPUs in
+    use, from the jobs (``queues.selectors.evidence`` reads the rollup's hours)."""
+    seconds = usage_seconds(project=project, since=since, until=until)
+    return usage_figures(seconds, since=since, until=until)
 
 
 def jobs_status(*, project: Project, job_ids: list[str]) -> list[dict[str, Any]]:

@@ -1,11 +1,9 @@
 """Reads for the home page: what each role needs to see first, and the figures for it."""
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-import plotly.graph_objects as go
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -73,39 +71,36 @@ def project_summaries(*, user: User) -> list[ProjectSummary]:
 def pool_usage_figure(*, usage: list[governance.PoolFlavorUse]) -> dict[str, Any]:
     """A grouped bar chart of capacity against what is committed, per pool and flavor.
 
-    Returned as plain JSON data (``fig.to_json()`` parsed), ready for ``json_script``.
+    Plain JSON data for ``json_script`` that plotly.js draws in the browser (``charts.js``):
+    written out as plotly.js reads it rather than built through ``plotly.graph_objects``,
+    whose validation of every attribute and the default theme it embeds cost the home page
+    time and half of its bytes (the colours, fonts and grid are set here).
     """
     labels = [f"{use.pool.name} · {use.flavor.name}" for use in usage]
-    figure = go.Figure(
-        data=[
-            go.Bar(
-                name=_("Capacity"),
-                x=labels,
-                y=[use.capacity for use in usage],
-                marker_color="#94a3b8",
-            ),
-            go.Bar(
-                name=_("Guaranteed to projects"),
-                x=labels,
-                y=[use.guaranteed for use in usage],
-                marker_color="#2563eb",
-            ),
-            go.Bar(
-                name=_("Held by child pools"),
-                x=labels,
-                y=[use.child_capacity for use in usage],
-                marker_color="#0d9488",
-            ),
+
+    def bars(name: str, values: list[int], color: str) -> dict[str, Any]:
+        return {"type": "bar", "name": name, "x": labels, "y": values, "marker": {"color": color}}
+
+    axis = {"gridcolor": "#e2e8f0", "linecolor": "#94a3b8", "zerolinecolor": "#94a3b8"}
+    return {
+        "data": [
+            bars(_("Capacity"), [use.capacity for use in usage], "#94a3b8"),
+            bars(_("Guaranteed to projects"), [use.guaranteed for use in usage], "#2563eb"),
+            bars(_("Held by child pools"), [use.child_capacity for use in usage], "#0d9488"),
         ],
-        layout=go.Layout(
-            barmode="group",
-            height=360,
-            margin={"l": 48, "r": 16, "t": 16, "b": 64},
-            legend={"orientation": "h", "y": -0.2},
-            yaxis={"title": {"text": _("GPUs")}, "rangemode": "tozero", "gridcolor": "#e2e8f0"},
-            plot_bgcolor="#ffffff",
-            paper_bgcolor="#ffffff",
-            font={"family": "system-ui, -apple-system, 'Segoe UI', sans-serif", "size": 13},
-        ),
-    )
-    return json.loads(figure.to_json())
+        "layout": {
+            "barmode": "group",
+            "height": 360,
+            "margin": {"l": 48, "r": 16, "t": 16, "b": 64},
+            "legend": {"orientation": "h", "y": -0.2},
+            "xaxis": {**axis, "automargin": True},
+            "yaxis": {**axis, "title": {"text": _("GPUs")}, "rangemode": "tozero"},
+            "plot_bgcolor": "#ffffff",
+            "paper_bgcolor": "#ffffff",
+            "font": {
+                "family": "system-ui, -apple-system, 'Segoe UI', sans-serif",
+                "size": 13,
+                "color": "#1e293b",
+            },
+        },
+    }

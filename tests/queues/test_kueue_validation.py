@@ -16,8 +16,12 @@ from governance import services as rules
 from queues import services
 from queues.schedulers.kueue.desired import DesiredObjects
 from queues.services.kueue import KueueBackend, KueueConnection, KueueValidationError
+from queues.services.kueue.compiled import compile_check
 from queues.services.kueue.schema import (
     SHIPPED_CRDS,
+    StrictValidator,
+    _compiled,
+    _validators,
     load_crds,
     object_violations,
     structural_to_jsonschema,
@@ -307,6 +311,90 @@ BROKEN = [
 def test_a_broken_object_is_rejected_with_the_right_message(manifest, path, message):
     found = object_violations(manifest)
     assert any(p == path and message in m for p, m in found), found
+
+
+def _schema_errors(manifest):
+    """What jsonschema alone (the strict schema, no compiled check) finds in ``manifest``."""
+    return list(_validators(str(SHIPPED_CRDS))[manifest["kind"]].iter_errors(manifest))
+
+
+@pytest.mark.parametrize(("manifest", "path", "message"), BROKEN)
+def test_the_compiled_check_passes_nothing_jsonschema_refuses(manifest, path, message):
+    """The compiled check (one per schema, built once) says valid only where jsonschema finds
+    no error: a broken object still goes through jsonschema, which names its fault."""
+    passes = _compiled(str(SHIPPED_CRDS))[manifest["kind"]](manifest)
+    assert not (passes and _schema_errors(manifest))
+
+
+def test_the_compiled_check_refuses_every_kind_of_schema_fault():
+    """Faults of each keyword the compiler handles, on small schemas: each refused by both."""
+    schema = structural_to_jsonschema(
+        {
+            "type": "object",
+            "required": ["n"],
+            "properties": {
+                "n": {"type": "integer", "minimum": 1, "maximum": 5, "format": "int32"},
+                "s": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 3},
+                "e": {"type": "string", "enum": ["a", "b"]},
+                "l": {"type": "array", "maxItems": 2, "items": {"type": "string"}},
+                "u": {"type": "array", "x-kubernetes-list-type": "set", "items": {}},
+                "m": {
+                    "type": "array",
+                    "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["name"],
+                    "items": {"type": "object", "properties": {"name": {"type": "string"}}},
+                },
+                "q": {"x-kubernetes-int-or-string": True},
+                "o": {"type": "object", "nullable": True, "properties": {"a": {"type": "string"}}},
+            },
+        }
+    )
+    check = compile_check(schema, StrictValidator)
+    validator = StrictValidator(schema)
+    good = {"n": 3, "s": "ab", "e": "a", "l": ["x"], "u": [1, 2], "m": [{"name": "a"}], "q": 4}
+    assert check(good) and not list(validator.iter_errors(good))
+    assert check({**good, "o": None, "q": "4"})
+    bad = [
+        {"s": "ab"},  # required
+        {**good, "n": "3"},  # type
+        {**good, "n": True},  # a bool is no integer
+        {**good, "n": 0},  # minimum
+        {**good, "n": 6},  # maximum
+        {**good, "s": "AB"},  # pattern
+        {**good, "s": "abcd"},  # maxLength
+        {**good, "e": "c"},  # enum
+        {**good, "l": ["x", "y", "z"]},  # maxItems
+        {**good, "l": [1]},  # items
+        {**good, "u": [1, 1]},  # uniqueItems (a set)
+        {**good, "u": [1, 1.0]},  # equal in JSON
+        {**good, "m": [{"name": "a"}, {"name": "a"}]},  # list-map keys
+        {**good, "q": 1.5},  # int-or-string
+        {**good, "o": {"b": "x"}},  # additional properties (strict)
+        {**good, "x": 1},  # additional properties at the top
+    ]
+    for instance in bad:
+        assert list(validator.iter_errors(instance)), instance
+        assert not check(instance), instance
+
+
+def test_an_unknown_keyword_leaves_the_decision_to_jsonschema():
+    assert not compile_check({"type": "object", "dependencies": {"a": ["b"]}}, StrictValidator)({})
+    assert not compile_check({"not": {"type": "string"}}, StrictValidator)(1)
+
+
+def test_a_broken_object_among_many_valid_ones_is_still_refused():
+    """The export validates every object, not one per shape: the 500th ClusterQueue of
+    the same shape with a bad value is refused, named."""
+    objects = DesiredObjects()
+    for n in range(500):
+        queue = cluster_queue()
+        queue["metadata"]["name"] = f"q{n}--training"
+        objects.add(queue, "quota")
+    queue = with_resource(nominalQuota="eight")
+    queue["metadata"]["name"] = "q500--training"
+    objects.add(queue, "quota")
+    found = [v for v in validate(objects) if v.kind == "ClusterQueue" and "eight" in v.message]
+    assert [v.name for v in found] == ["q500--training"]
 
 
 def test_every_cel_rule_of_the_shipped_crds_is_checked():

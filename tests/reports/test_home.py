@@ -194,3 +194,44 @@ def test_an_active_tier_upgrade_shows_on_the_home_and_project_pages(lead, world)
     project = login(lead).get(reverse("project_detail", args=["vision"])).content.decode()
     chips = project.split("Allowed tiers")[1].split("</section>")[0]
     assert "Production service" in chips and "Key project" in chips
+
+
+HOME_QUERIES_OPS = 10  # pinned below
+
+
+def test_the_ops_home_page_costs_a_fixed_number_of_queries(ops, world, today):
+    """Pinned: session, user, the pools' capacities and guarantees (2), the tiers ops own,
+    the tiers due (read once: ops' own due tiers are among them), memberships, the latest
+    review, the inbox; more projects, quotas and tiers due cost no more."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = login(ops)
+    with CaptureQueriesContext(connection) as first:
+        assert client.get(reverse("home")).status_code == 200
+    for n in range(3):
+        project = services.project_create(
+            user=ops, reason=REASON, slug=f"extra-{n}", name=f"Extra {n}", tier=world.key
+        )
+        services.quota_create(
+            user=ops,
+            reason=REASON,
+            project=project,
+            pool=world.training,
+            flavor=world.h100,
+            guarantee=1,
+            preemption_class=world.vision_a100.preemption_class,
+        )
+    for tier in (world.key, world.regular):
+        services.tier_update(
+            tier=tier,
+            user=ops,
+            reason=REASON,
+            data={"last_reviewed_on": today - timedelta(days=85)},
+        )
+    with CaptureQueriesContext(connection) as second:
+        page = client.get(reverse("home")).content.decode()
+    assert "Key project" in page
+    assert len(first) == len(second) == HOME_QUERIES_OPS, [
+        q["sql"][:100] for q in second.captured_queries
+    ]

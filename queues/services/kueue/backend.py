@@ -42,6 +42,7 @@ from queues.schedulers.kueue.values import (
 )
 
 from .client import ApplyConflict, KubeClient, KueueConnection, ServerRejected
+from .compiled import gc_paused
 from .enforcement import rule_enforcement
 from .schema import KueueValidationError, Violation, validate_or_raise
 
@@ -159,9 +160,11 @@ class KueueBackend:
             validate_or_raise(objects, self.crds_dir)
             return objects
 
-        objects = render(self._mutating is not False)
+        with gc_paused():
+            objects = render(self._mutating is not False)
         if not self.mutating:
-            objects = render(False)
+            with gc_paused():
+                objects = render(False)
         self.objects = objects
         return objects
 

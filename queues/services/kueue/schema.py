@@ -56,6 +56,7 @@ from queues.schedulers.kueue.values import (
     manifest_key,
 )
 
+from .compiled import Check, compile_check
 from .rules import RULES
 
 SHIPPED_CRDS = Path(__file__).resolve().parents[2] / "kueue_crds"
@@ -319,6 +320,14 @@ def _validators(directory: str) -> dict[str, Any]:
     return result
 
 
+@lru_cache(maxsize=4)
+def _compiled(directory: str) -> dict[str, Check]:
+    """Each kind's compiled check (see above), built once per CRD directory."""
+    return {
+        kind: compile_check(v.schema, StrictValidator) for kind, v in _validators(directory).items()
+    }
+
+
 # --- validating ----------------------------------------------------------------------------------
 
 
@@ -387,11 +396,15 @@ def object_violations(
 ) -> list[tuple[str, str]]:
     """``(path, message)`` of everything wrong with one object on its own."""
     kind = manifest.get("kind", "")
-    checks = _validators(str(directory or crds_dir()))
+    where = str(directory or crds_dir())
+    checks = _validators(where)
     if kind not in checks:
         return [("kind", _("Arbiter does not generate %(kind)s objects") % {"kind": kind})]
     found = list(_metadata_violations(manifest))
-    for error in sorted(checks[kind].iter_errors(manifest), key=lambda e: list(e.absolute_path)):
+    # The compiled check passes what jsonschema passes, at a fraction of the cost; what it
+    # does not pass, jsonschema validates again for the messages.
+    errors = [] if _compiled(where)[kind](manifest) else checks[kind].iter_errors(manifest)
+    for error in sorted(errors, key=lambda e: list(e.absolute_path)):
         if list(error.absolute_path)[:1] == ["metadata"] and error.validator != "type":
             continue
         found.append((_path(error.absolute_path, manifest), error.message))

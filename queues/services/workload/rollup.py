@@ -46,7 +46,6 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -63,7 +62,9 @@ from queues.models import (
     WorkloadJobRollup,
     WorkloadWait,
 )
+from queues.models.rollup import ROLLUP_NAME
 from queues.selectors import definitions
+from queues.selectors.evidence import rollup_lookback
 
 HOUR_SUMS = ["gpu_seconds", "quota_wait_seconds", "resource_wait_seconds"]
 Interval = tuple[float, float]
@@ -289,7 +290,7 @@ def workload_hours_roll_up(
     cutoff = cutoff_at.timestamp()
     RollupState.objects.get_or_create(name=ROLLUP_NAME)
     state = RollupState.objects.select_for_update().get(name=ROLLUP_NAME)
-    lookback = timedelta(hours=getattr(settings, "ARBITER_ROLLUP_LOOKBACK_HOURS", 6))
+    lookback = rollup_lookback()
     ids = _job_ids(state, lookback)
     maps = definitions.pool_maps()
     counts = {"jobs": 0, "changed": 0, "hours": 0, "waits": 0}
