@@ -62,7 +62,6 @@ from queues.models import (
     WorkloadJobRollup,
     WorkloadWait,
 )
-from queues.models.rollup import ROLLUP_NAME
 from queues.selectors import definitions
 from queues.selectors.evidence import rollup_lookback
 
