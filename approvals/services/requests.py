@@ -27,7 +27,7 @@ from approvals.models import (
     UpgradeRequest,
 )
 from governance.models import GrantState, Project, SiteRole, Terms, User
-from governance.models.texts import message, message_english
+from governance.models.texts import message, message_english, message_plural, ngettext_noop
 from governance.services import (
     governed_save,
     grant_create,
@@ -177,11 +177,14 @@ def request_submit(
     count = request.evidence["exceptions_this_month"]
     request.flagged = count >= policy.monthly_flag_threshold
     request.flag_message = (
-        message(
-            gettext_noop(
+        message_plural(
+            *ngettext_noop(
+                "%(project)s already had %(count)d approved exception this month; the policy "
+                "flags requests from %(limit)d on.",
                 "%(project)s already had %(count)d approved exceptions this month; the policy "
-                "flags requests from %(limit)d on."
+                "flags requests from %(limit)d on.",
             ),
+            number="count",
             project=str(request.project),
             count=count,
             limit=policy.monthly_flag_threshold,

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.utils import formats, timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.functional import Promise
-from django.utils.translation import get_language, gettext, gettext_noop, override
+from django.utils.translation import get_language, gettext, gettext_noop, ngettext, override
 
 # English templates of stored texts, most specific first. A service that stores one of them
 # writes ``gettext_noop(TEMPLATE) % params`` (or composes it under English).
@@ -99,6 +99,22 @@ def message(template: str, **params: Any) -> Message:
     }
 
 
+def ngettext_noop(singular: str, plural: str) -> tuple[str, str]:
+    """Marks a message's two English forms for the catalog (as ``gettext_noop`` marks one);
+    ``makemessages`` does not know this name, so the pair is entered in the .po by hand."""
+    return singular, plural
+
+
+def message_plural(singular: str, plural: str, *, number: str, **params: Any) -> Message:
+    """A message whose wording follows the number in ``params[number]`` ("1 exception",
+    "2 exceptions"): both English forms are stored and ``ngettext`` picks the reader's form
+    when it is read. Mark the two forms with ``ngettext_noop`` for the catalogs."""
+    stored = message(singular, **params)
+    stored["plural"] = str(plural)
+    stored["number"] = number
+    return stored
+
+
 def label(value: Any, *, lower: bool = False) -> Message:
     """A translatable label (a choice's label, a ``gettext_lazy`` text) as a parameter,
     translated when read; ``lower`` lowercases it (as inside a sentence)."""
@@ -137,7 +153,10 @@ def _decoded(value: Any) -> Any:
 
 def _rendered(stored: Message) -> str:
     params = {name: _decoded(value) for name, value in (stored.get("params") or {}).items()}
-    text = gettext(stored["key"])
+    if "plural" in stored:
+        text = ngettext(stored["key"], stored["plural"], int(params[stored["number"]]))
+    else:
+        text = gettext(stored["key"])
     text = text % params if params else text
     return text.lower() if stored.get("lower") else text
 
