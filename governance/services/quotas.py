@@ -17,6 +17,8 @@ QUOTA_EDITABLE = (
     "fair_share_weight",
     "reclaim_grace_minutes",
     "preemption_class",
+    # Not a scheduling rule, but a rule all the same: changed through a change (at a review).
+    "review_cycle_days",
 )
 
 

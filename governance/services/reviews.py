@@ -10,7 +10,7 @@ changes the rules, so it goes through a rule change like every other edit.
 """
 
 import logging
-from datetime import date
+from datetime import date, timedelta
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -250,12 +250,27 @@ def review_record(
             rollback_condition=gettext_noop("Work that needs the tier appears again."),
         )
     subject = type(subject).objects.select_for_update().get(pk=subject.pk)
+    next_review_on = subject.review_due_from(today)
     if review_cycle_days is not None:
         if review_cycle_days < 1:
             raise ValidationError({"review_cycle_days": _("Review at least every day.")})
-        subject.review_cycle_days = review_cycle_days
+        # The cycle is a rule like any other: a new one is proposed as a rule change that a
+        # second person approves; the next review is due after the cycle the reviewer asked
+        # for (the review's own bookkeeping).
+        next_review_on = today + timedelta(days=review_cycle_days)
+        if change is None and review_cycle_days != subject.review_cycle_days:
+            try:
+                change = rule_change_create(
+                    user=user,
+                    reason=notes,
+                    edits=[
+                        EditSpec(target=subject, field="review_cycle_days", value=review_cycle_days)
+                    ],
+                )
+            except PermissionDenied as refused:
+                raise ValidationError({"review_cycle_days": str(refused)}) from refused
     subject.last_reviewed_on = today
-    subject.next_review_on = subject.review_due_from(today)
+    subject.next_review_on = next_review_on
     governed_save(
         subject,
         user=user,

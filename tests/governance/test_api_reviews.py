@@ -41,8 +41,11 @@ def test_recording_a_review_moves_the_next_one(world, api_client, today):
 
     assert response.status_code == 201, response.json()
     assert response.json()["next_review_on"] == str(today + timedelta(days=30))
-    assert Quota.objects.get(pk=world.vision_a100.pk).review_cycle_days == 30
-    assert Review.objects.get().reviewed_by == world.ops
+    review = Review.objects.get()
+    assert review.reviewed_by == world.ops
+    # The new cycle is a proposed change; it holds once a second person applies it.
+    assert Quota.objects.get(pk=world.vision_a100.pk).review_cycle_days == 180
+    assert review.change is not None and review.change.proposed_by == world.ops
 
 
 def test_retiring_a_tier_at_its_review_proposes_a_change(world, api_client, ops2):

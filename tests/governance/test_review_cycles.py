@@ -65,20 +65,60 @@ def test_quota_reminders_mail_the_project_leads_once(world, due_quota, today, ma
 
 def test_recording_a_review_sets_the_next_due_date(world, due_quota, lead, today):
     review = services.review_record(
-        user=lead,
-        quota=due_quota,
-        outcome="keep",
-        notes="Still the right size",
-        review_cycle_days=90,
-        today=today,
+        user=lead, quota=due_quota, outcome="keep", notes="Still the right size", today=today
     )
     due_quota.refresh_from_db()
     assert (due_quota.last_reviewed_on, due_quota.next_review_on) == (
         today,
-        today + timedelta(days=90),
+        today + timedelta(days=due_quota.review_cycle_days),
     )
     assert review.next_review_on == due_quota.next_review_on
+    assert review.change is None
     assert due_quota.history.latest().history_user == lead
+
+
+def test_a_new_review_cycle_is_proposed_as_a_change_a_second_person_applies(
+    world, due_quota, ops2, today
+):
+    review = services.review_record(
+        user=world.ops,
+        quota=due_quota,
+        outcome="keep",
+        notes="Check it quarterly",
+        review_cycle_days=90,
+        today=today,
+    )
+    due_quota.refresh_from_db()
+    # The next review is due after the cycle asked for; the rule waits for its approval.
+    assert due_quota.next_review_on == today + timedelta(days=90)
+    assert due_quota.review_cycle_days == 180
+    assert review.change is not None
+    assert [(edit.field, edit.new_value) for edit in review.change.edits.all()] == [
+        ("review_cycle_days", 90)
+    ]
+    with pytest.raises(PermissionDenied):
+        services.rule_change_approve(change=review.change, user=world.ops)
+    services.rule_change_approve(change=review.change, user=ops2)
+    services.rule_change_apply(change=review.change, user=ops2)
+    due_quota.refresh_from_db()
+    assert due_quota.review_cycle_days == 90
+
+
+def test_a_lead_records_a_review_but_may_not_change_the_cycle(world, due_quota, lead, today):
+    reviews = Review.objects.count()
+    with pytest.raises(ValidationError) as refused:
+        services.review_record(
+            user=lead,
+            quota=due_quota,
+            outcome="keep",
+            notes="Quarterly",
+            review_cycle_days=90,
+            today=today,
+        )
+    assert "review_cycle_days" in refused.value.message_dict
+    assert Review.objects.count() == reviews
+    due_quota.refresh_from_db()
+    assert due_quota.review_cycle_days == 180
 
 
 def test_only_the_owner_lead_or_ops_record_a_review(world, member, approver):

@@ -289,7 +289,12 @@ PREEMPTION_CLASS = RuleKind(
 QUOTA = RuleKind(
     model=Quota,
     object_type="quota",
-    fields=_kinds(QUOTA_EDITABLE, EditKind.QUOTA, preemption_class=EditKind.PREEMPTION),
+    fields=_kinds(
+        QUOTA_EDITABLE,
+        EditKind.QUOTA,
+        preemption_class=EditKind.PREEMPTION,
+        review_cycle_days=EditKind.DESCRIPTION,
+    ),
     update=_updated_by(quota_update, "quota"),
     key_field="pk",
     name_related=("project", "pool", "flavor"),
