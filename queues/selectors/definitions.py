@@ -39,6 +39,20 @@ from django.db.models import Min
 from governance.models import Quota
 from queues.models import Cluster, EventKind, JobState, WorkloadEvent, WorkloadJob
 
+# The columns a job's wait is computed from (``job_wait`` with ``first_starts``): what a
+# reader of many jobs' waits loads (``.only(*WAIT_FIELDS)``).
+WAIT_FIELDS = (
+    "project_id",
+    "category",
+    "state",
+    "submitted_at",
+    "started_at",
+    "ended_at",
+    "preemptions",
+    "requeues",
+    "waits_recorded",
+)
+
 
 @dataclass(frozen=True)
 class JobWait:

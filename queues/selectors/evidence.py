@@ -152,19 +152,7 @@ def _fresh_jobs(
             )
         )
         chosen = WorkloadJob.objects.filter(pk__in=ids)
-    return list(
-        chosen.only(
-            "project_id",
-            "category",
-            "state",
-            "submitted_at",
-            "started_at",
-            "ended_at",
-            "preemptions",
-            "requeues",
-            "waits_recorded",
-        )
-    )
+    return list(chosen.only(*definitions.WAIT_FIELDS))
 
 
 def waits_from_rollup(

@@ -743,17 +743,7 @@ def recent_waits(
     jobs = list(
         WorkloadJob.objects.filter(project_id__in=project_ids, submitted_at__gte=since)
         .exclude(category="")
-        .only(
-            "project_id",
-            "category",
-            "state",
-            "submitted_at",
-            "started_at",
-            "ended_at",
-            "preemptions",
-            "requeues",
-            "waits_recorded",
-        )
+        .only(*definitions.WAIT_FIELDS)
     )
     starts = definitions.first_starts(jobs)
     totals: dict[tuple[int, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
