@@ -763,11 +763,16 @@ def drift_check(*, cluster: Cluster, backend: SchedulerBackend | None = None) ->
 
 
 def drift_check_all() -> list[ClusterSyncState]:
-    """Periodic: check every enabled cluster that has been synced."""
-    return [
-        drift_check(cluster=cluster)
-        for cluster in Cluster.objects.filter(enabled=True, sync_state__applied_at__isnull=False)
-    ]
+    """Periodic (every minute): check every enabled cluster that has been synced; where
+    Arbiter's own objects drifted, queue the sync that restores them now, not at the next
+    periodic sync."""
+    states = []
+    for cluster in Cluster.objects.filter(enabled=True, sync_state__applied_at__isnull=False):
+        state = drift_check(cluster=cluster)
+        if state.due_reason == SyncDueReason.DRIFT:
+            sync_enqueue(cluster=cluster, trigger=SyncTrigger.PERIODIC)
+        states.append(state)
+    return states
 
 
 def drift_remove(
