@@ -322,3 +322,35 @@ def test_each_hand_edit_is_restored_by_a_plain_sync(truth, capsys):
         return status == 403
 
     truth.wait(refused, timeout=30)
+
+
+def test_a_queue_name_job_in_an_ungoverned_namespace_is_told_why_it_waits(truth):
+    """A namespace without Arbiter's label: a Job there naming a Kueue queue stays suspended
+    (Kueue leaves the namespace alone, Arbiter has no queue there); the drift check gives it
+    one Warning Event saying why, and a second check adds none."""
+    client = truth.client
+    namespace = f"{truth.ns['vision']}-free"
+    status, body = client.request(
+        "POST", "/api/v1/namespaces", body={"metadata": {"name": namespace}}
+    )
+    assert status == 201, body
+    jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs"
+    status, body = client.request("POST", jobs, body=job("waits", 1, queue="truth"))
+    assert status == 201, body
+    backend = KueueBackend(connection=client.connection)
+    events = f"/api/v1/namespaces/{namespace}/events"
+
+    def why() -> list[dict[str, Any]]:
+        found = client.request("GET", events)[1].get("items", [])
+        return [e for e in found if e.get("reason") == "NamespaceNotGoverned"]
+
+    for _check in range(2):
+        services.drift_check(cluster=truth.cluster, backend=backend)
+    told = why()
+    assert len(told) == 1, told
+    assert told[0]["involvedObject"]["name"] == "waits"
+    assert "not governed by Arbiter" in told[0]["message"]
+    assert "app.kubernetes.io/managed-by=arbiter" in told[0]["message"]
+    job_now = client.request("GET", f"{jobs}/waits")[1]
+    assert job_now["spec"]["suspend"] is True  # still waiting, now with a reason
+    client.request("DELETE", f"{jobs}/waits")
