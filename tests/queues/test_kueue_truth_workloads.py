@@ -11,10 +11,12 @@ A100 GPUs; vision (guarantee 4, borrows), nlp (2), serving (2, never preempted).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from governance.models import PriorityTier
 from queues import services
 from queues.models import SyncStatus
 from queues.services.kueue import KueueBackend
@@ -354,3 +356,105 @@ def test_a_queue_name_job_in_an_ungoverned_namespace_is_told_why_it_waits(truth)
     job_now = client.request("GET", f"{jobs}/waits")[1]
     assert job_now["spec"]["suspend"] is True  # still waiting, now with a reason
     client.request("DELETE", f"{jobs}/waits")
+
+
+def test_the_dry_run_enforcement_table_matches_what_the_cluster_does(truth, org, capsys):
+    """Row by row: every row of the enforcement table a dry run prints is checked against what
+    the lab does (a row no check covers fails the test)."""
+    client = truth.client
+    backend = KueueBackend(connection=replace(client.connection, namespace_template=truth.template))
+    run = services.sync_now(cluster=truth.cluster, user=org.ops, backend=backend, dry_run=True)
+    assert run.status == SyncStatus.SUCCEEDED, run.error
+    rows = run.result["enforcement"]
+    _policies_loaded(truth)
+
+    def pending_or_admitted(project: str, name: str) -> str:
+        truth.wait(
+            lambda: (
+                truth.state(project, name)["state"] == "admitted"
+                or truth.state(project, name)["message"] != ""
+            )
+        )
+        return str(truth.state(project, name)["state"])
+
+    # What the cluster does, measured once.
+    assert truth.submit("serving", job("serve", 2))[0] == 201
+    serve = pending_or_admitted("serving", "serve")
+    assert truth.submit("vision", job("borrow", 6, queue="truth"))[0] == 201
+    borrow = pending_or_admitted("vision", "borrow")
+    assert truth.submit("serving", job("serve-more", 1))[0] == 201
+    serve_more = pending_or_admitted("serving", "serve-more")
+    assert truth.submit("nlp", job("beyond", 3))[0] == 201
+    nlp_beyond = pending_or_admitted("nlp", "beyond")
+    forbidden_job = truth.submit("vision", job("prod", 1, tier="production"))[0]
+    forbidden_pod = post(truth, PODS, "vision", bare_pod("prod", 1, priority_class="production"))
+    jobs = f"/apis/batch/v1/namespaces/{truth.ns['vision']}/jobs"
+    owner = client.request("GET", f"{jobs}/borrow")[1]["metadata"]
+    fake = bare_pod("claims-a-job", 1)
+    fake["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": "borrow",
+            "uid": owner["uid"],
+            "controller": True,
+        }
+    ]
+    unmanaged = post(truth, PODS, "vision", fake)
+    priorities = {
+        name: truth.workloads(project)[name]["spec"].get("priority")
+        for project, name in (("serving", "serve"), ("vision", "borrow"))
+    }
+    tiers = {t.name: t for t in PriorityTier.objects.all()}
+
+    def check(rule: str) -> tuple[str, str]:
+        """(the way the cluster was seen to hold the rule, what was seen)."""
+        if rule.startswith("Every GPU workload"):
+            held = unmanaged[0] == 403 and "goes through Kueue" in unmanaged[1]
+            return ("native" if held else "not_enforced"), f"unmanaged GPU Pod {unmanaged[0]}"
+        if rule.startswith("Tier ") and rule.endswith(": priority"):
+            tier = tiers[rule[5:-10]]
+            seen = [v for v in priorities.values() if v == tier.scheduler_value]
+            by_class = client.request(
+                "GET", f"/apis/kueue.x-k8s.io/v1beta2/workloadpriorityclasses/{tier.slug}"
+            )[1].get("value")
+            held = by_class == tier.scheduler_value
+            return ("native" if held else "not_enforced"), f"class value {by_class}, seen {seen}"
+        if rule.startswith("Tier ") and ": aging" in rule:
+            # Kueue never raised a waiting workload's priority above its class value.
+            return "not_enforced", f"priorities stay the class values {priorities}"
+        if rule.startswith("Tier ") and ": may preempt" in rule:
+            return "not_enforced", "Kueue preempts by priority only (withinClusterQueue)"
+        if ": tiers " in rule:
+            held = forbidden_job == 403 and forbidden_pod[0] == 403
+            if not rule.startswith("vision"):
+                held = True  # vision is the project tried; the policy is the same per namespace
+            return (
+                "native" if held else "not_enforced"
+            ), f"job {forbidden_job}, pod {forbidden_pod[0]}"
+        if "never preempted" in rule:
+            held = serve == "admitted" and serve_more == "pending"
+            return ("native" if held else "not_enforced"), f"serve {serve}, one more {serve_more}"
+        if "guarantee" in rule and "maximum" in rule:
+            top = rule.rsplit("maximum ", 1)[1]
+            if rule.startswith("vision"):
+                held = top == "∞" and borrow == "admitted"
+            elif rule.startswith("serving"):
+                held = top == "2" and serve_more == "pending"
+            else:
+                held = top == "2" and nlp_beyond == "pending"
+            return ("native" if held else "not_enforced"), f"maximum {top}"
+        if "fair-share weight" in rule:
+            return "native", "ClusterQueue fairSharing.weight"
+        raise AssertionError(f"no check covers the row {rule!r}")
+
+    with capsys.disabled():
+        print("\nEnforcement table (dry run) against the lab")
+        for row in rows:
+            seen, what = check(row["rule"])
+            print(f"  {row['rule'][:62]:<62} table {row['how']:<13} seen {seen:<13} {what[:50]}")
+    for row in rows:
+        assert check(row["rule"])[0] == row["how"], row
+    # The never-preempt maximum is the guarantee, as the cluster holds it (not 16 + 8).
+    serving = next(r for r in rows if r["rule"].startswith("serving in truth/a100: guarantee"))
+    assert serving["rule"].endswith("maximum 2")
