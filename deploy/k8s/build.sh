@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Build the Kubernetes lab's three binaries from their Go modules with the ordinary `go` client.
+# Build the Kubernetes lab's four binaries from their Go modules with the ordinary `go` client.
 #
-#   deploy/k8s/build.sh [kube-apiserver|etcd|kueue ...]     (default: all three)
+#   deploy/k8s/build.sh [kube-apiserver|kube-controller-manager|etcd|kueue ...]  (default: all)
 #
 # Each binary lands in $ARBITER_K8S_CACHE/bin/ (default /var/cache/arbiter-k8s/bin), named
 # with its version, and is skipped when already there. Everything the build fetches or
@@ -80,6 +80,35 @@ build_apiserver() {
     say "kube-apiserver built in $(($(date +%s) - t0)) s"
 }
 
+# kube-controller-manager from the same k8s.io/kubernetes module and throwaway-module recipe
+# as the API server (its packages mostly come out of the warm Go build cache): the lab runs it
+# so Deployments and StatefulSets create their Pods (Kueue's pod integration then gates them).
+build_controller_manager() {
+    local out=$BIN_DIR/kube-controller-manager-$K8S_VERSION t0 dir minor staging replaces="" m
+    [[ -x $out ]] && { say "kube-controller-manager $K8S_VERSION cached"; return 0; }
+    t0=$(date +%s)
+    minor=${K8S_VERSION#v1.}
+    minor=${minor%%.*}
+    staging=v0.${K8S_VERSION#v1.}
+    say "kube-controller-manager $K8S_VERSION (staging modules at $staging)"
+    go mod download "k8s.io/kubernetes@$K8S_VERSION"
+    for m in $(awk '/=> \.\/staging\// {print $1}' "$GOMODCACHE/k8s.io/kubernetes@$K8S_VERSION/go.mod"); do
+        replaces+="replace $m => $m $staging"$'\n'
+    done
+    [[ -n $replaces ]] || die "found no staging replaces in k8s.io/kubernetes@$K8S_VERSION's go.mod"
+    dir=$(throwaway kube-controller-manager k8s.io/kubernetes "$K8S_VERSION" "$replaces")
+    local ld="" p
+    for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        ld+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
+        ld+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+    done
+    (cd "$dir" && go get "k8s.io/kubernetes/cmd/kube-controller-manager@$K8S_VERSION" >&2 &&
+        go build -p "$PAR" -trimpath -ldflags "-s -w$ld" -o "$out.part" k8s.io/kubernetes/cmd/kube-controller-manager)
+    mv "$out.part" "$out"
+    "$out" --version >&2
+    say "kube-controller-manager built in $(($(date +%s) - t0)) s"
+}
+
 build_etcd() {
     local out=$BIN_DIR/etcd-$ETCD_VERSION t0 dir
     [[ -x $out ]] && { say "etcd $ETCD_VERSION cached"; return 0; }
@@ -108,12 +137,13 @@ build_kueue() {
 }
 
 targets=("$@")
-((${#targets[@]})) || targets=(kube-apiserver etcd kueue)
+((${#targets[@]})) || targets=(kube-apiserver kube-controller-manager etcd kueue)
 for t in "${targets[@]}"; do
     case $t in
         kube-apiserver) build_apiserver ;;
+        kube-controller-manager) build_controller_manager ;;
         etcd) build_etcd ;;
         kueue) build_kueue ;;
-        *) die "unknown target $t (kube-apiserver, etcd, kueue)" ;;
+        *) die "unknown target $t (kube-apiserver, kube-controller-manager, etcd, kueue)" ;;
     esac
 done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Stop Kueue, the API server and etcd started by deploy/k8s/up.sh, by the PIDs it recorded.
+# Stop Kueue, the controller manager, the API server and etcd started by deploy/k8s/up.sh, by the PIDs it recorded.
 #
-#   deploy/k8s/down.sh           stop all three (SIGTERM, then SIGKILL after 10 s); keep the state
+#   deploy/k8s/down.sh           stop all four (SIGTERM, then SIGKILL after 10 s); keep the state
 #   deploy/k8s/down.sh --purge   also delete the state directory
 #
 # Only the processes whose PIDs are in the state directory's pid files are signalled.
@@ -27,6 +27,7 @@ stop() {
 }
 [[ -d $STATE_DIR ]] || exit 0
 stop kueue
+stop controller-manager
 stop apiserver
 stop etcd
 if ((PURGE)); then rm -rf "$STATE_DIR"; fi

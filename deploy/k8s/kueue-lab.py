@@ -4,9 +4,10 @@
     python3 kueue-lab.py apply SERVER CA_CRT TOKEN_FILE FILE.yaml...
 
 ``webhooks`` reads the Kueue module's ``config/components/webhook/manifests.yaml`` and keeps
-the webhooks of the integrations the lab enables (Kueue's own objects and ``batch/v1`` Jobs:
-the other paths are not served when their integration is off, and a ``Fail`` webhook the
-server does not serve would refuse every Pod, Deployment, ...). Each ``clientConfig.service``
+the webhooks of the integrations the lab enables and serves (Kueue's own objects, ``batch/v1``
+Jobs, Pods, Deployments and StatefulSets: the other paths are not served when their
+integration is off or their CRD absent, and a ``Fail`` webhook the server does not serve would
+refuse every object of its kind). Each ``clientConfig.service``
 becomes ``url: URL_BASE + path`` with the CA that signed the webhook server's certificate.
 
 ``apply`` creates each object of the YAML files, or replaces it when it exists (no kubectl
@@ -26,7 +27,14 @@ from typing import Any
 
 import yaml
 
-KEPT = ("-kueue-x-k8s-io-", "-batch-v1-job")
+KEPT = (
+    "-kueue-x-k8s-io-",
+    "-batch-v1-job",
+    "--v1-pod",
+    "-apps-v1-deployment",
+    "-apps-v1-statefulset",
+)
+SYSTEM_EXCLUDED = ("pod.kb.io", "deployment.kb.io", "statefulset.kb.io")
 ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 CLUSTER_PATHS = {
     "CustomResourceDefinition": "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
@@ -49,6 +57,17 @@ def webhooks(manifests: str, ca_file: str, url_base: str) -> None:
             if not any(part in path for part in KEPT):
                 continue
             hook["clientConfig"] = {"url": url_base.rstrip("/") + path, "caBundle": ca}
+            if hook["name"][1:] in SYSTEM_EXCLUDED:
+                # As Kueue's kustomization patches them: never the system namespaces' Pods.
+                hook["namespaceSelector"] = {
+                    "matchExpressions": [
+                        {
+                            "key": "kubernetes.io/metadata.name",
+                            "operator": "NotIn",
+                            "values": ["kube-system", "kueue-system"],
+                        }
+                    ]
+                }
             hooks.append(hook)
         doc["webhooks"] = hooks
         doc["metadata"]["name"] = "kueue-" + doc["metadata"]["name"]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Start a real Kubernetes API server (v1.35) with etcd and the Kueue controller manager on
-# 127.0.0.1 (run as root).
+# Start a real Kubernetes API server (v1.35) with etcd, a kube-controller-manager and the Kueue
+# controller manager on 127.0.0.1 (run as root).
 #
 #   deploy/k8s/up.sh        build the binaries if not cached (deploy/k8s/build.sh), start, wait
 #
@@ -9,8 +9,10 @@
 # .k8s.io/v1beta1 in 1.34 and 1.35, off by default: feature gate MutatingAdmissionPolicy,
 # runtime-config admissionregistration.k8s.io/v1beta1, admission plugin of the same name) and
 # Kueue, which runs outside the cluster with a kubeconfig and the configuration in
-# deploy/k8s/kueue-config.yaml. No controller manager, scheduler or kubelet: Jobs stay
-# suspended and Kueue admits, borrows, reclaims and preempts on their Workload objects. A fresh
+# deploy/k8s/kueue-config.yaml. A kube-controller-manager (the deployment, replicaset,
+# statefulset, job, garbage-collector and service-account controllers; the port PORT+3) makes the Pods of
+# Deployments, StatefulSets and admitted Jobs; no scheduler or kubelet: Pods stay Pending, and
+# Kueue admits, borrows, reclaims and preempts on their Workload objects. A fresh
 # etcd each start; a CA and certificates made with openssl (the API server's, and the one of
 # Kueue's webhook server, which the API server calls at https://127.0.0.1:<webhook port>
 # through webhook configurations generated from the Kueue module's own); a static bearer token
@@ -43,6 +45,8 @@ K8S_VERSION=${ARBITER_K8S_VERSION:-v1.35.4}
 ETCD_VERSION=${ARBITER_ETCD_VERSION:-v3.6.5}
 KUEUE_VERSION=${ARBITER_KUEUE_VERSION:-v0.17.0}
 BIN=$CACHE/bin/kube-apiserver-$K8S_VERSION
+KCM=$CACHE/bin/kube-controller-manager-$K8S_VERSION
+KCM_PORT=$((PORT + 3))
 ETCD=$CACHE/bin/etcd-$ETCD_VERSION
 KUEUE=$CACHE/bin/kueue-$KUEUE_VERSION
 KUEUE_MODULE=$CACHE/gomod/sigs.k8s.io/kueue@$KUEUE_VERSION
@@ -67,14 +71,17 @@ print_env() {
 
 kueue_ready() { curl -fsS --max-time 3 "http://127.0.0.1:$HEALTH_PORT/readyz" >/dev/null 2>&1; }
 
-if alive "$STATE_DIR/apiserver.pid" && ready && alive "$STATE_DIR/kueue.pid" && kueue_ready; then
+kcm_ready() { curl -fsSk --max-time 3 "https://127.0.0.1:$KCM_PORT/healthz" >/dev/null 2>&1; }
+
+if alive "$STATE_DIR/apiserver.pid" && ready && alive "$STATE_DIR/kueue.pid" && kueue_ready &&
+    alive "$STATE_DIR/controller-manager.pid" && kcm_ready; then
     say "already running (pid $(cat "$STATE_DIR/apiserver.pid"))"
     print_env
     exit 0
 fi
 
 # --- 1. The binaries: cached, or built from their Go modules (deploy/k8s/build.sh) ----------
-if [[ ! -x $BIN || ! -x $ETCD || ! -x $KUEUE || ! -d $KUEUE_MODULE ]]; then
+if [[ ! -x $BIN || ! -x $KCM || ! -x $ETCD || ! -x $KUEUE || ! -d $KUEUE_MODULE ]]; then
     say "building what is missing in $CACHE/bin (about 17 minutes on two shared cores)"
     mkdir -p "$CACHE/logs"
     ARBITER_K8S_VERSION=$K8S_VERSION ARBITER_ETCD_VERSION=$ETCD_VERSION \
@@ -198,6 +205,29 @@ kueue_ready || { tail -n 30 "$STATE_DIR/log/kueue.log" >&2; die "kueue not ready
 # refused while Kueue starts).
 "${PY[@]}" apply "${API[@]}" "$STATE_DIR/kueue-webhooks.yaml"
 
+# --- 5. kube-controller-manager: the controllers that make Pods (Deployments' ReplicaSets,
+# StatefulSets, Jobs once Kueue admits them), the garbage collector and the service-account
+# controller (a namespace's "default" account, which Pods need); each controller with
+# its own service account (--use-service-account-credentials), as on a real cluster, so that
+# Arbiter's GPU policy tells the job controller's Pods apart. No namespace controller: the
+# tests' namespaces stay Terminating once deleted, as before. No scheduler or kubelet: Pods
+# stay Pending (Kueue's gate removed once admitted).
+setsid "$KCM" --kubeconfig "$STATE_DIR/kubeconfig" \
+    --authentication-kubeconfig "$STATE_DIR/kubeconfig" --authorization-kubeconfig "$STATE_DIR/kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$KCM_PORT" --leader-elect=false \
+    --use-service-account-credentials=true \
+    --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
+    --controllers deployment,replicaset,statefulset,job,garbagecollector,serviceaccount \
+    >"$STATE_DIR/log/controller-manager.log" 2>&1 </dev/null &
+echo $! >"$STATE_DIR/controller-manager.pid"
+for ((i = 0; i < TIMEOUT; i++)); do
+    kcm_ready && break
+    alive "$STATE_DIR/controller-manager.pid" ||
+        { tail -n 30 "$STATE_DIR/log/controller-manager.log" >&2; die "kube-controller-manager exited"; }
+    sleep 1
+done
+kcm_ready || { tail -n 30 "$STATE_DIR/log/controller-manager.log" >&2; die "kube-controller-manager not ready after $TIMEOUT s"; }
+
 cat >"$STATE_DIR/env" <<ENV
 KUBE_API_SERVER=https://127.0.0.1:$PORT
 KUBE_CA_FILE=$STATE_DIR/ca.crt
@@ -205,5 +235,5 @@ KUBE_TOKEN_FILE=$STATE_DIR/token
 KUBECONFIG=$STATE_DIR/kubeconfig
 KUEUE_VERSION=$KUEUE_VERSION
 ENV
-say "kube-apiserver $K8S_VERSION, etcd $ETCD_VERSION and Kueue $KUEUE_VERSION ready on https://127.0.0.1:$PORT in $(($(date +%s) - T0)) s"
+say "kube-apiserver $K8S_VERSION, kube-controller-manager, etcd $ETCD_VERSION and Kueue $KUEUE_VERSION ready on https://127.0.0.1:$PORT in $(($(date +%s) - T0)) s"
 print_env

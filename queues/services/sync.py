@@ -750,8 +750,9 @@ def sync_now(
 ) -> SyncRun:
     """Run a sync (or dry run) here and now, as the command line and dry runs do.
 
-    ``force_conflicts`` (Kueue): take over fields another field manager owns, overwriting
-    hand-made changes; otherwise those objects are reported as conflicts and left alone.
+    ``force_conflicts`` (Kueue): apply every object forced. A plain sync already takes back
+    the fields of Arbiter's own objects (and says from whom); objects Arbiter did not make are
+    conflicts either way, left alone.
     """
     backend = backend or backend_for(cluster, force_conflicts=force_conflicts)
     run = SyncRun.objects.create(
@@ -783,6 +784,10 @@ def drift_check(*, cluster: Cluster, backend: SchedulerBackend | None = None) ->
         state.drift = [
             item.as_dict() for item in backend.drift(applied=state.applied_state, live=live)
         ]
+        # Kueue: tell a Job waiting in a namespace Arbiter does not govern why (an Event).
+        flag = getattr(backend, "flag_ungoverned_jobs", None)
+        if callable(flag):
+            flag(live=live)
         # Drift in Arbiter's own objects makes the cluster due: the next sync restores them.
         # (Hand-made objects beside them are shown, never removed, so they do not.)
         own = {(k, n) for k, objects in (state.applied_state or {}).items() for n in objects}
@@ -796,11 +801,16 @@ def drift_check(*, cluster: Cluster, backend: SchedulerBackend | None = None) ->
 
 
 def drift_check_all() -> list[ClusterSyncState]:
-    """Periodic: check every enabled cluster that has been synced."""
-    return [
-        drift_check(cluster=cluster)
-        for cluster in Cluster.objects.filter(enabled=True, sync_state__applied_at__isnull=False)
-    ]
+    """Periodic (every minute): check every enabled cluster that has been synced; where
+    Arbiter's own objects drifted, queue the sync that restores them now, not at the next
+    periodic sync."""
+    states = []
+    for cluster in Cluster.objects.filter(enabled=True, sync_state__applied_at__isnull=False):
+        state = drift_check(cluster=cluster)
+        if state.due_reason == SyncDueReason.DRIFT:
+            sync_enqueue(cluster=cluster, trigger=SyncTrigger.PERIODIC)
+        states.append(state)
+    return states
 
 
 def drift_remove(

@@ -92,6 +92,19 @@ def test_every_rule_becomes_its_kueue_object(org):
         "MutatingAdmissionPolicy",
         "MutatingAdmissionPolicyBinding",
     }
+    # One cluster-wide GPU policy: a GPU Pod in a namespace Arbiter governs that Kueue does
+    # not manage is refused, naming the rule; bound by Arbiter's namespace label.
+    gpu = objs["ValidatingAdmissionPolicy"]["arbiter-gpu-through-kueue"]["spec"]
+    assert gpu["matchConstraints"]["resourceRules"][0]["resources"] == ["pods"]
+    assert (
+        "every GPU workload in a governed namespace goes through Kueue"
+        in (gpu["validations"][0]["message"])
+    )
+    gpu_binding = objs["ValidatingAdmissionPolicyBinding"]["arbiter-gpu-through-kueue"]["spec"]
+    assert gpu_binding["matchResources"]["namespaceSelector"] == {
+        "matchLabels": {"app.kubernetes.io/managed-by": "arbiter"}
+    }
+    assert gpu_binding["validationActions"] == ["Deny"]
     # Per project namespace a tier policy: the tiers its effective rules allow (by label and
     # by priorityClassName), and nothing more: a Job naming none is given its project's tier.
     serving_policy = objs["ValidatingAdmissionPolicy"]["arbiter-tiers-serving"]["spec"]
@@ -118,8 +131,20 @@ def test_every_rule_becomes_its_kueue_object(org):
                 "name": "names-no-tier",
                 "expression": f"!('{label}' in (has(object.metadata.labels) ? "
                 "object.metadata.labels : {})) && "
-                "!has(object.spec.template.spec.priorityClassName)",
+                "(!has((object.kind == 'Pod' ? object.spec : object.spec.template.spec)"
+                ".priorityClassName) || (object.kind == 'Pod' && (object.kind == 'Pod' ? "
+                "object.spec : object.spec.template.spec).priorityClassName == 'regular'))",
             }
+        ]
+        # Jobs, bare Pods (and each Pod of a Deployment or StatefulSet), Deployments and
+        # StatefulSets alike.
+        assert [
+            (r["apiGroups"], r["resources"]) for r in spec["matchConstraints"]["resourceRules"]
+        ] == [
+            (["batch"], ["jobs"]),
+            ([""], ["pods"]),
+            (["apps"], ["deployments"]),
+            (["apps"], ["statefulsets"]),
         ]
         assert spec["mutations"] == [
             {

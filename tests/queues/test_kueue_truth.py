@@ -421,7 +421,20 @@ def test_a_job_naming_no_tier_gets_its_projects_tier_and_a_grant_raises_it(truth
 
     loaded("exploratory")
     assert submitted("no-tier") == ("exploratory", "exploratory", exploratory.scheduler_value)
-    # The validating policy still checks a tier the Job names: regular is above nlp's.
+    # The validating policy still checks a tier the Job names: regular is above nlp's. (It
+    # reloads apart from the mutating one: wait until a dry run is refused too.)
+    truth.wait(
+        lambda: (
+            truth.client.request(
+                "POST",
+                JOBS.format(ns=truth.ns["nlp"]),
+                query=[("dryRun", "All")],
+                body=job("probe", 1, tier="regular"),
+            )[0]
+            == 403
+        ),
+        timeout=30,
+    )
     status, message = truth.submit("nlp", job("named-regular", 1, tier="regular"))
     assert status == 403 and "may use the tiers exploratory only" in message, message
     table.append(("named-regular", "regular", "refused", "-", 0))

@@ -194,9 +194,7 @@ def test_a_deleted_projects_queues_are_pruned_and_hand_made_objects_left_alone(o
     client.close()
 
 
-def test_a_hand_made_change_is_drift_and_a_conflict_overwritten_only_when_forced(
-    org, kube, tmp_path
-):
+def test_a_hand_made_change_is_drift_and_a_plain_sync_takes_it_back(org, kube, tmp_path):
     org.project("vision", guarantee=8, borrow=4)
     run, _b = sync(org, kube, tmp_path)
     assert run.status == SyncStatus.SUCCEEDED, run.error
@@ -228,24 +226,22 @@ def test_a_hand_made_change_is_drift_and_a_conflict_overwritten_only_when_forced
         }
     ]
 
-    # Not forced: the field belongs to kubectl-edit now; the queue is a conflict, unchanged,
-    # and the sync needs attention (the rules stay due).
+    # A plain sync takes the field back (server-side apply, forced on Arbiter's own fields
+    # only) and its run says what it took back from whom.
     run, _b = sync(org, kube, tmp_path)
-    assert run.status == SyncStatus.NEEDS_ATTENTION, run.error
-    conflict = next(c for c in run.plan if c["action"] == "conflict")
-    assert conflict["name"] == "vision--training"
-    assert "kubectl-edit" in conflict["note"] and "--force-conflicts" in conflict["note"]
-    assert run.result["writes"] == 0
-    assert get(kube, tmp_path, CQ, "vision--training")["spec"]["resourceGroups"] == groups
-
-    # Ops choose to overwrite: the rules win and Arbiter owns the field again.
-    run, _b = sync(org, kube, tmp_path, force=True)
     assert run.status == SyncStatus.SUCCEEDED, run.error
     assert run.result["writes"] == 1
+    update = next(c for c in run.plan if c["action"] == "update")
+    assert update["name"] == "vision--training"
+    assert "takes back spec.resourceGroups from kubectl-edit" in update["note"], update
     queue = get(kube, tmp_path, CQ, "vision--training")
     assert queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "8"
+    managers = {e["manager"] for e in queue["metadata"]["managedFields"]}
+    assert "arbiter" in managers
     again, _b = sync(org, kube, tmp_path)
     assert writes_of(again) == set()
+    backend = KueueBackend(connection=kube.connection(tmp_path))
+    assert services.drift_check(cluster=org.cluster, backend=backend).drift == []
 
 
 def test_a_server_side_rejection_fails_the_sync_with_a_clear_error(org, kube, tmp_path):

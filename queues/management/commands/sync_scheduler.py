@@ -20,7 +20,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--force-conflicts",
             action="store_true",
-            help="Kueue: take over fields another field manager changed (overwrite them).",
+            help="Kueue: apply every object forced. A plain sync already takes back the fields "
+            "of Arbiter's own objects; objects Arbiter did not make are never applied.",
         )
         parser.add_argument(
             "--export",

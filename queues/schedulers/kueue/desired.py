@@ -211,6 +211,16 @@ def preemption(top: PriorityTier | None, *, forbidden: bool, guaranteed: bool) -
 TIER_LABEL = "kueue.x-k8s.io/priority-class"
 
 
+# The workload kinds the tier policies cover: Jobs, bare Pods (also each Pod a Deployment or
+# StatefulSet makes, which Kueue's pod integration gates), Deployments and StatefulSets.
+WORKLOAD_RESOURCES = (
+    ("batch", "jobs"),
+    ("", "pods"),
+    ("apps", "deployments"),
+    ("apps", "statefulsets"),
+)
+
+
 def _job_rules(operations: list[str]) -> dict[str, Any]:
     # With the server's defaults spelled out: the field is compared as one value.
     return {
@@ -219,12 +229,13 @@ def _job_rules(operations: list[str]) -> dict[str, Any]:
         "objectSelector": {},
         "resourceRules": [
             {
-                "apiGroups": ["batch"],
+                "apiGroups": [group],
                 "apiVersions": ["v1"],
                 "operations": operations,
-                "resources": ["jobs"],
+                "resources": [resource],
                 "scope": "*",
             }
+            for group, resource in WORKLOAD_RESOURCES
         ],
     }
 
@@ -285,13 +296,16 @@ def tier_policy(
         ),
     ]
     if mutating and own:
-        manifests += _own_tier_policy(name, namespace, own=own, source=source, revision=revision)
+        manifests += _own_tier_policy(
+            name, namespace, own=own, default=default, source=source, revision=revision
+        )
     return manifests
 
 
 _LABELS = "(has(object.metadata.labels) ? object.metadata.labels : {})"
 _HAS_TIER = f"'{TIER_LABEL}' in {_LABELS}"
-_POD = "object.spec.template.spec"
+# A Pod's own spec, or the pod template's of a Job, Deployment or StatefulSet.
+_POD = "(object.kind == 'Pod' ? object.spec : object.spec.template.spec)"
 
 
 def _tier_validations(
@@ -309,7 +323,8 @@ def _tier_validations(
             "reason": "Forbidden",
         },
         {
-            "expression": f"!has({_POD}.priorityClassName) || {_POD}.priorityClassName in {names}",
+            "expression": f"!has({_POD}.priorityClassName) || "
+            f"{_POD}.priorityClassName in {names}" + _defaulted_pod(default, f" && {_HAS_TIER}"),
             "message": f"Arbiter: this project may use the tiers {', '.join(allowed)} only "
             "(priorityClassName).",
             "reason": "Forbidden",
@@ -327,10 +342,20 @@ def _tier_validations(
     return validations
 
 
+def _defaulted_pod(default: str, also: str = "") -> str:
+    """A Pod whose priorityClassName is the cluster's default: the API server's Priority
+    admission plugin gives it to every Pod naming none, before any admission policy runs, so
+    such a Pod counts as naming no tier (Kueue reads the tier label first)."""
+    if not default:
+        return ""
+    return f" || (object.kind == 'Pod' && {_POD}.priorityClassName == '{default}'{also})"
+
+
 def _own_tier_policy(
-    name: str, namespace: str, *, own: str, source: str, revision: int | None
+    name: str, namespace: str, *, own: str, default: str, source: str, revision: int | None
 ) -> list[Manifest]:
-    """The MutatingAdmissionPolicy and binding that label a Job naming no tier with ``own``."""
+    """The MutatingAdmissionPolicy and binding that label a Job, Pod, Deployment or
+    StatefulSet naming no tier with ``own``."""
     return [
         _object(
             MUTATING_POLICY,
@@ -342,7 +367,9 @@ def _own_tier_policy(
                 "matchConditions": [
                     {
                         "name": "names-no-tier",
-                        "expression": f"!({_HAS_TIER}) && !has({_POD}.priorityClassName)",
+                        "expression": f"!({_HAS_TIER}) && (!has({_POD}.priorityClassName)"
+                        + _defaulted_pod(default)
+                        + ")",
                     }
                 ],
                 "mutations": [
@@ -360,6 +387,104 @@ def _own_tier_policy(
             MUTATING_BINDING,
             _metadata(name, source, revision),
             spec={"policyName": name, "matchResources": _in_namespace(namespace)},
+        ),
+    ]
+
+
+GPU_POLICY = "arbiter-gpu-through-kueue"
+MANAGED_LABEL = "kueue.x-k8s.io/managed"
+ADMISSION_GATE = "kueue.x-k8s.io/admission"
+# Kueue's mark on the Pods of a StatefulSet (or another parent) it admits as a whole.
+SUSPENDED_BY_PARENT = "kueue.x-k8s.io/pod-suspending-parent"
+# The users that create the Pods of a batch/v1 Job (Kueue manages the Job itself, suspended
+# until admitted): the job controller's service account (kube-controller-manager with
+# --use-service-account-credentials) or the controller manager's own identity.
+JOB_CONTROLLERS = (
+    "system:serviceaccount:kube-system:job-controller",
+    "system:kube-controller-manager",
+)
+
+
+def _asks_gpus(containers: str) -> str:
+    return (
+        f"(has({containers}) && {containers}.exists(c, has(c.resources) && "
+        f"((has(c.resources.limits) && '{GPU_RESOURCE}' in c.resources.limits) || "
+        f"(has(c.resources.requests) && '{GPU_RESOURCE}' in c.resources.requests))))"
+    )
+
+
+def gpu_policy(revision: int | None) -> list[Manifest]:
+    """Every GPU Pod in a governed namespace goes through Kueue or is refused: a
+    ValidatingAdmissionPolicy (and its binding to the namespaces labelled
+    ``app.kubernetes.io/managed-by=arbiter``) refusing a Pod asking for GPUs that Kueue's pod
+    integration did not take (the scheduling gate ``kueue.x-k8s.io/admission`` with the label
+    ``kueue.x-k8s.io/managed=true``, or for a StatefulSet's Pods the annotation
+    ``kueue.x-k8s.io/pod-suspending-parent``: set by Kueue's webhook before any validating
+    admission), unless the job
+    controller creates it for a batch/v1 Job (which Kueue admits as a whole)."""
+    source = "rule: every GPU workload in a governed namespace goes through Kueue"
+    gpus = " || ".join(
+        _asks_gpus(f"object.spec.{field}") for field in ("containers", "initContainers")
+    )
+    labels = "(has(object.metadata.labels) ? object.metadata.labels : {})"
+    annotations = "(has(object.metadata.annotations) ? object.metadata.annotations : {})"
+    managed = (
+        f"((('{MANAGED_LABEL}' in {labels} && {labels}['{MANAGED_LABEL}'] == 'true') || "
+        f"'{SUSPENDED_BY_PARENT}' in {annotations}) && "
+        "has(object.spec.schedulingGates) && "
+        f"object.spec.schedulingGates.exists(g, g.name == '{ADMISSION_GATE}'))"
+    )
+    controllers = "[" + ", ".join(f"'{user}'" for user in JOB_CONTROLLERS) + "]"
+    job_pod = (
+        "(has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(o, "
+        "o.apiVersion == 'batch/v1' && o.kind == 'Job' && has(o.controller) && o.controller) "
+        f"&& request.userInfo.username in {controllers})"
+    )
+    return [
+        _object(
+            ADMISSION_POLICY,
+            _metadata(GPU_POLICY, source, revision),
+            spec={
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "matchPolicy": "Equivalent",
+                    "namespaceSelector": {},
+                    "objectSelector": {},
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["pods"],
+                            "scope": "*",
+                        }
+                    ],
+                },
+                "validations": [
+                    {
+                        "expression": f"!({gpus}) || {managed} || {job_pod}",
+                        "message": "Arbiter rule “every GPU workload in a governed namespace "
+                        "goes through Kueue”: this Pod asks for nvidia.com/gpu but Kueue does "
+                        "not manage it (no kueue.x-k8s.io/admission gate of Kueue's); "
+                        "submit it as a Job, or as a Pod, Deployment or StatefulSet Kueue "
+                        "manages.",
+                        "reason": "Forbidden",
+                    }
+                ],
+            },
+        ),
+        _object(
+            POLICY_BINDING,
+            _metadata(GPU_POLICY, source, revision),
+            spec={
+                "policyName": GPU_POLICY,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "matchPolicy": "Equivalent",
+                    "namespaceSelector": {"matchLabels": {MANAGED_BY: MANAGED_BY_VALUE}},
+                    "objectSelector": {},
+                },
+            },
         ),
     ]
 
@@ -412,6 +537,9 @@ def desired_objects(
             mutating=mutating,
         ):
             out.add(manifest, source)
+    if queues.namespaces:
+        for manifest in gpu_policy(revision):
+            out.add(manifest, manifest["metadata"]["annotations"][SOURCE_ANNOTATION])
     for namespace, source in sorted(queues.namespaces.items()):
         meta = _metadata(namespace, source, revision)
         meta["labels"][NAMESPACE_NAME_LABEL] = namespace
@@ -541,7 +669,16 @@ class _Queues:
             for local_name in names:
                 meta = _metadata(local_name, source, revision, namespace=namespace)
                 self.local_queues.append(
-                    (_object(LOCAL_QUEUE, meta, spec={"clusterQueue": name}), source)
+                    (
+                        _object(
+                            LOCAL_QUEUE,
+                            meta,
+                            # Kueue's default, set so that a queue held or drained by hand is
+                            # drift, restored by the next sync.
+                            spec={"clusterQueue": name, "stopPolicy": "None"},
+                        ),
+                        source,
+                    )
                 )
         return guaranteed
 

@@ -188,8 +188,17 @@ def manifest_key(manifest: dict[str, Any]) -> str:
 
 
 def is_managed(obj: dict[str, Any]) -> bool:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    return labels.get(MANAGED_BY) == MANAGED_BY_VALUE
+    """Arbiter's object: it carries Arbiter's label, or Arbiter's field manager applied it (so
+    an object whose label someone removed by hand is still Arbiter's, and the sync puts the
+    label back; a hand-made object of the same name has neither)."""
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    if labels.get(MANAGED_BY) == MANAGED_BY_VALUE:
+        return True
+    return any(
+        entry.get("manager") == FIELD_MANAGER and entry.get("operation") == "Apply"
+        for entry in meta.get("managedFields") or []
+    )
 
 
 # --- flattening ---------------------------------------------------------------------------------
@@ -237,10 +246,17 @@ def _flatten(value: Any, path: str, name: str, out: dict[str, str]) -> None:
         out[path] = _scalar(name, value)
 
 
+MANAGED_BY_FIELD = f"metadata.labels[{MANAGED_BY}]"
+
+
 def flatten(obj: dict[str, Any]) -> dict[str, str]:
-    """The fields Arbiter manages of one object, as ``{path: normalised value}``."""
+    """The fields Arbiter manages of one object, as ``{path: normalised value}``: its spec (or
+    top-level fields), and Arbiter's label ``app.kubernetes.io/managed-by``, which is what puts
+    a namespace under Kueue's and Arbiter's rules (removing it is drift, restored by a sync)."""
     kind = obj.get("kind", "")
-    out: dict[str, str] = {}
+    out: dict[str, str] = {
+        MANAGED_BY_FIELD: str(((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY, ""))
+    }
     if kind in TOP_FIELDS:
         for name in TOP_FIELDS[kind]:
             _flatten(obj.get(name), name, name, out)
@@ -249,7 +265,7 @@ def flatten(obj: dict[str, Any]) -> dict[str, str]:
             out["preemptionPolicy"] = out.get("preemptionPolicy") or "PreemptLowerPriority"
         return out
     if kind == NAMESPACE:
-        return {}
+        return out
     spec = dict(obj.get("spec") or {})
     for name in OPTIONAL_SPEC.get(kind, ()):
         spec.setdefault(name, None)

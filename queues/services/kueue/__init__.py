@@ -63,8 +63,10 @@ Arbiter's label; fair sharing on (so the weights act; Kueue then ignores
 for cpu, memory and the other node resources, as the queues cover GPUs only.
 
 Validation (``schema``) runs before anything is applied; the plan is checked with a
-server-side dry run; apply is server-side apply with field manager ``arbiter``; fields
-another manager took over are conflicts, forced only when ops choose (``--force-conflicts``).
+server-side dry run; apply is server-side apply with field manager ``arbiter``; fields of
+Arbiter's own objects another manager took over are taken back (apply forced on Arbiter's
+fields, the plan's note names whom from), values others added to a list or map Arbiter sets
+are removed by a merge patch; objects Arbiter did not make are conflicts, left alone.
 """
 
 from queues.schedulers.kueue.desired import DesiredObjects, desired_objects

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from governance.models import Pool, RulesRevision
@@ -28,6 +30,8 @@ from queues.schedulers.kueue.values import (
     FIELD_MANAGER,
     GROUP,
     KINDS,
+    MANAGED_BY,
+    MANAGED_BY_VALUE,
     MUTATING_BINDING,
     MUTATING_POLICY,
     NAMESPACE,
@@ -45,6 +49,8 @@ from .client import ApplyConflict, KubeClient, KueueConnection, ServerRejected
 from .compiled import gc_paused
 from .enforcement import rule_enforcement
 from .schema import KueueValidationError, Violation, validate_or_raise
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
 class KueueBackend:
@@ -68,6 +74,12 @@ class KueueBackend:
         self.objects: DesiredObjects | None = None
         # Objects the last plan left alone because another manager owns fields of them.
         self.conflicted: set[tuple[str, str]] = set()
+        # Arbiter's objects whose fields another manager took over: applied with force, and
+        # what was taken back from whom ({field: [manager, ...]}).
+        self.takeovers: dict[tuple[str, str], dict[str, list[str]]] = {}
+        # Values other managers added to lists and maps Arbiter sets (server-side apply
+        # keeps them): removed by a merge patch after the apply.
+        self.restores: dict[tuple[str, str], dict[str, Any]] = {}
         # Deleted objects a finalizer still holds (Kueue's resource-in-use), and why.
         self.held: dict[tuple[str, str], str] = {}
 
@@ -303,20 +315,17 @@ class KueueBackend:
             if handover and change.kind == PRIORITY_CLASS and manifest.get("globalDefault"):
                 checked.append(change)  # the old default gives way first when applied
                 continue
+            notes: list[str] = []
             try:
-                self.client.apply(manifest, dry_run=True, force=self.force_conflicts)
-            except ApplyConflict as conflict:
-                self.conflicted.add((change.kind, change.name))
-                checked.append(
-                    Change(
-                        kind=change.kind,
-                        name=change.name,
-                        action=Action.CONFLICT,
-                        fields=change.fields,
-                        note=str(conflict),
-                    )
-                )
-                continue
+                try:
+                    result = self.client.apply(manifest, dry_run=True, force=self.force_conflicts)
+                except ApplyConflict as conflict:
+                    # Arbiter's own object (a hand-made one is a conflict of the plan and
+                    # never applied): every field of the manifest is Arbiter's, so the sync
+                    # takes them back from whoever changed them.
+                    result = self.client.apply(manifest, dry_run=True, force=True)
+                    self.takeovers[(change.kind, change.name)] = conflict.owners
+                    notes.append(_takeover_note(conflict.owners))
             except ServerRejected as error:
                 source = self.objects.source(change.kind, change.name) if self.objects else ""
                 rejected.append(
@@ -325,6 +334,18 @@ class KueueBackend:
                     else str(error)
                 )
                 continue
+            patch, removed = _leftovers(manifest, result)
+            if patch:
+                self.restores[(change.kind, change.name)] = patch
+                notes.append(removed)
+            if notes:
+                change = Change(
+                    kind=change.kind,
+                    name=change.name,
+                    action=change.action,
+                    fields=change.fields,
+                    note="; ".join(filter(None, [change.note, *notes])),
+                )
             checked.append(change)
         if rejected:
             raise SchedulerError("; ".join(rejected[:10]))
@@ -437,10 +458,14 @@ class KueueBackend:
             and any(f.field == "value" for f in change.fields)
         ):
             self.client.delete(change.kind, change.name)
+        key = (change.kind, change.name)
         try:
-            self.client.apply(manifest, force=self.force_conflicts)
+            self.client.apply(manifest, force=self.force_conflicts or key in self.takeovers)
         except ApplyConflict as conflict:
             warnings.append(str(conflict))
+            return
+        if key in self.restores:
+            self.client.restore(change.kind, change.name, self.restores[key])
 
     def verify(self, *, desired: State) -> list[Change]:
         """Read back: the changes that remain (empty when the server holds the plan)."""
@@ -457,6 +482,66 @@ class KueueBackend:
             )
         ]
 
+    def flag_ungoverned_jobs(self, *, live: LiveState) -> int:
+        """A suspended Job naming a Kueue queue in a namespace Arbiter does not govern (no
+        label ``app.kubernetes.io/managed-by=arbiter``) waits for good: there is no queue of
+        Arbiter's there and Kueue's ``managedJobsNamespaceSelector`` leaves the namespace
+        alone. Each such Job gets one Warning Event saying why (its name is fixed, so a
+        second check adds none). Returns how many Events were created."""
+        namespaces = live.extra.get("raw", {}).get(NAMESPACE, {})
+        governed = {
+            name
+            for name, obj in namespaces.items()
+            if ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) == MANAGED_BY_VALUE
+        }
+        status, body = self.client.request(
+            "GET", "/apis/batch/v1/jobs", query=[("labelSelector", QUEUE_LABEL)]
+        )
+        if status != 200:
+            return 0
+        created = 0
+        for item in body.get("items") or []:
+            meta = item.get("metadata") or {}
+            namespace = meta.get("namespace", "")
+            if namespace in governed or not (item.get("spec") or {}).get("suspend"):
+                continue
+            queue = (meta.get("labels") or {}).get(QUEUE_LABEL, "")
+            now = timezone.now().strftime("%Y-%m-%dT%H:%M:%SZ")
+            event = {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": f"{meta.get('name', '')}.arbiter-not-governed"[:253]},
+                "involvedObject": {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": meta.get("name", ""),
+                    "namespace": namespace,
+                    "uid": meta.get("uid", ""),
+                },
+                "reason": "NamespaceNotGoverned",
+                "type": "Warning",
+                "source": {"component": FIELD_MANAGER},
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+                "count": 1,
+                "message": str(
+                    _(
+                        "Arbiter: this Job names the Kueue queue %(queue)s, but namespace "
+                        "%(namespace)s is not governed by Arbiter (no label "
+                        "app.kubernetes.io/managed-by=arbiter): it has no queue of Arbiter's "
+                        "and Kueue does not manage its Jobs, so this Job stays suspended. Run "
+                        "it in your project's namespace, or ask ops to give the project this "
+                        "namespace."
+                    )
+                    % {"queue": queue, "namespace": namespace}
+                ),
+            }
+            status, _body = self.client.request(
+                "POST", f"/api/v1/namespaces/{namespace}/events", body=event
+            )
+            created += status == 201
+        return created
+
     def rule_enforcement(
         self, *, rules: EffectiveRules, pools: Iterable[Pool]
     ) -> list[dict[str, str]]:
@@ -465,6 +550,66 @@ class KueueBackend:
 
     def config_lines(self, *, rules: EffectiveRules) -> list[str]:
         return []
+
+
+def _takeover_note(owners: dict[str, list[str]]) -> str:
+    """What a forced apply takes back, from whom."""
+    taken = [
+        _("%(field)s from %(managers)s") % {"field": field, "managers": ", ".join(managers)}
+        for field, managers in sorted(owners.items())
+    ]
+    return str(
+        _("takes back %(fields)s (fields Arbiter owns, changed by another field manager)")
+        % {"fields": "; ".join(taken[:10]) or "-"}
+    )
+
+
+def _replacing(desired: Any, live: Any) -> Any:
+    """A merge patch value that turns ``live`` into ``desired``: maps key by key, keys only
+    ``live`` has set to null; anything else replaced whole."""
+    if isinstance(desired, dict) and isinstance(live, dict):
+        patch: dict[str, Any] = {key: None for key in live if key not in desired}
+        for key, value in desired.items():
+            patch[key] = _replacing(value, live.get(key))
+        return patch
+    return desired
+
+
+def _leftovers(manifest: Manifest, result: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """What server-side apply would keep beside Arbiter's values (a value another manager
+    added to a set such as a binding's ``validationActions``, or to a map): a merge patch of
+    the top-level ``spec`` fields concerned, and a note saying what it removes from whom."""
+    if not result:
+        return {}, ""
+    wanted = flatten(manifest)
+    found = flatten({**result, "kind": manifest["kind"]})
+    differing = [
+        path
+        for path, value in wanted.items()
+        if path.startswith("spec.") and not values_equal(path, found.get(path, ""), value)
+    ]
+    if not differing:
+        return {}, ""
+    spec_patch: dict[str, Any] = {}
+    removed = []
+    for path in differing:
+        top = PATH_PART.findall(path)[1][0]
+        if top in spec_patch:
+            continue
+        live_value = (result.get("spec") or {}).get(top)
+        spec_patch[top] = _replacing(manifest.get("spec", {}).get(top), live_value)
+        owners = _owners(result, f"spec.{top}")
+        removed.append(
+            _("spec.%(field)s %(live)s of %(managers)s")
+            % {
+                "field": top,
+                "live": json.dumps(live_value, sort_keys=True)[:200],
+                "managers": ", ".join(owners) or "-",
+            }
+        )
+    return {"spec": spec_patch}, str(
+        _("restores the values others added: %(values)s") % {"values": "; ".join(removed)}
+    )
 
 
 PATH_PART = re.compile(r"([^.\[\]]+)|\[([^\]]+)\]")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,7 +60,12 @@ CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
 class ApplyConflict(SchedulerError):
-    """Server-side apply met fields another manager owns (HTTP 409)."""
+    """Server-side apply met fields another manager owns (HTTP 409). ``owners`` maps each
+    conflicting field to the field managers that hold it."""
+
+    def __init__(self, message: str, owners: dict[str, list[str]] | None = None) -> None:
+        super().__init__(message)
+        self.owners = owners or {}
 
 
 class ServerRejected(SchedulerError):
@@ -318,13 +324,31 @@ class KubeClient:
         if not dry_run and status in (200, 201):
             self.writes += 1
         if status == 409:
-            raise ApplyConflict(_conflict_message(kind, key, body))
+            raise ApplyConflict(_conflict_message(kind, key, body), _conflict_owners(body))
         if status not in (200, 201):
             raise ServerRejected(
                 _("The API server rejected %(kind)s %(name)s (%(status)s): %(msg)s")
                 % {"kind": kind, "name": key, "status": status, "msg": body.get("message", "")}
             )
         return body
+
+    def restore(self, kind: str, key: str, patch: dict[str, Any]) -> None:
+        """A JSON merge patch by Arbiter's field manager: how values another manager added
+        to a field Arbiter sets as a set or a map (server-side apply merges those, and never
+        removes what another manager owns) are removed."""
+        status, body = self.request(
+            "PATCH",
+            self.object_path(kind, key),
+            query=[("fieldManager", FIELD_MANAGER)],
+            body=patch,
+            content_type="application/merge-patch+json",
+        )
+        if status not in (200, 201):
+            raise ServerRejected(
+                _("The API server rejected restoring %(kind)s %(name)s (%(status)s): %(msg)s")
+                % {"kind": kind, "name": key, "status": status, "msg": body.get("message", "")}
+            )
+        self.writes += 1
 
     def delete(self, kind: str, key: str) -> None:
         status, body = self.request("DELETE", self.object_path(kind, key))
@@ -351,6 +375,22 @@ class KubeClient:
                 _("Installing the CRD %(name)s failed (%(status)s): %(msg)s")
                 % {"name": name, "status": status, "msg": body.get("message", "")}
             )
+
+
+CONFLICT_WITH = re.compile(
+    r'conflict with "([^"]+)"(?: with subresource "[^"]*")?(?: using [^:]+)?'
+)
+
+
+def _conflict_owners(body: dict[str, Any]) -> dict[str, list[str]]:
+    """``{field: [manager, ...]}`` of a 409's causes (``.spec.x`` → ``spec.x``)."""
+    owners: dict[str, list[str]] = {}
+    for cause in (body.get("details") or {}).get("causes") or []:
+        field = str(cause.get("field", "")).lstrip(".")
+        managers = CONFLICT_WITH.findall(str(cause.get("message", "")))
+        owners.setdefault(field, [])
+        owners[field] += [m for m in managers if m not in owners[field]]
+    return owners
 
 
 def _conflict_message(kind: str, key: str, body: dict[str, Any]) -> str:

@@ -33,6 +33,21 @@ def rule_enforcement(
     pools = sorted(pools, key=lambda pool: pool.slug)
     pool_ids = {pool.pk for pool in pools}
     rows = [row for tier in rules.tiers for row in _tier_rows(tier)]
+    if rules.projects:
+        rows.append(
+            _row(
+                _("Every GPU workload in a governed namespace goes through Kueue"),
+                NATIVE,
+                _(
+                    "Kueue's integrations batch/job, pod, deployment, statefulset (and "
+                    "JobSet, RayJob where their CRDs are installed) on the namespaces labelled "
+                    "app.kubernetes.io/managed-by=arbiter; ValidatingAdmissionPolicy "
+                    "arbiter-gpu-through-kueue refuses there a Pod asking for nvidia.com/gpu "
+                    "that Kueue does not manage (other than a Job's, made by the job "
+                    "controller)"
+                ),
+            )
+        )
     for slug, project in sorted(rules.projects.items()):
         rows.append(_tiers_row(slug, project, rules.default_tier, mutating=mutating))
         for quota in project.quotas:
@@ -104,17 +119,17 @@ def _tiers_row(
     if mutating:
         detail = _(
             "ValidatingAdmissionPolicy arbiter-tiers-<namespace> and its binding: the "
-            "API server refuses a Job naming another tier (label "
-            "kueue.x-k8s.io/priority-class or priorityClassName); "
-            "MutatingAdmissionPolicy arbiter-tiers-<namespace> and its binding: a Job "
+            "API server refuses a Job, Pod, Deployment or StatefulSet naming another tier "
+            "(label kueue.x-k8s.io/priority-class or priorityClassName); "
+            "MutatingAdmissionPolicy arbiter-tiers-<namespace> and its binding: one "
             "created naming none gets the label kueue.x-k8s.io/priority-class=%(own)s, "
             "the project's effective tier (grants included)"
         ) % {"own": k8s_name(own.slug) if own else "-"}
     else:
         detail = _(
             "ValidatingAdmissionPolicy arbiter-tiers-<namespace> and its binding: the "
-            "API server refuses a Job naming another tier (label "
-            "kueue.x-k8s.io/priority-class or priorityClassName), and one naming none "
+            "API server refuses a Job, Pod, Deployment or StatefulSet naming another tier "
+            "(label kueue.x-k8s.io/priority-class or priorityClassName), and one naming none "
             "unless the project's tier is the cluster default (this API server does not "
             "serve MutatingAdmissionPolicy, which would give it the project's tier)"
         )
@@ -132,7 +147,12 @@ def _quota_rows(*, slug: str, quota: EffectiveQuota, pool: Pool) -> list[dict[st
     flavor = quota.quota.flavor
     queue = cluster_queue_name(slug, pool.slug)
     where = {"project": slug, "pool": pool.slug, "flavor": flavor.slug}
-    top = "∞" if quota.maximum is None else str(quota.maximum)
+    klass = quota.preemption_class
+    never = klass.kind == PreemptionKind.FORBIDDEN
+    # Work that may never be preempted never borrows (borrowingLimit 0): its maximum is its
+    # guarantee, whatever borrow limit the quota names.
+    unbounded = quota.maximum is None
+    top = str(quota.guarantee) if never else "∞" if unbounded else str(quota.maximum)
     rows.append(
         _row(
             _("%(project)s in %(pool)s/%(flavor)s: guarantee %(gpus)d, maximum %(top)s")
@@ -167,8 +187,7 @@ def _quota_rows(*, slug: str, quota: EffectiveQuota, pool: Pool) -> list[dict[st
             % {"queue": queue},
         )
     )
-    klass = quota.preemption_class
-    if klass.kind == PreemptionKind.FORBIDDEN:
+    if never:
         rows.append(
             _row(
                 _("%(project)s in %(pool)s/%(flavor)s: class %(klass)s, never preempted")
