@@ -272,7 +272,7 @@ def test_making_another_tier_the_default_moves_the_default(ops_client, ops2_clie
         {**data, "change-confirmation_reason": "Agreed with the business"},
     )
     change = _approve_and_apply(ops2_client, response)
-    assert "stops being the default" in change.warnings[0]
+    assert "stops being the default" in change.display_warnings[0]
     assert PriorityTier.objects.get(is_default=True) == tier
     assert not PriorityTier.objects.get(pk=demoted.pk).is_default
 

@@ -7,7 +7,8 @@ import re
 import pytest
 from django.urls import reverse
 
-from governance.models import Quota, RuleChange, User
+from approvals.forms import PROJECT_MENU_MAX
+from governance.models import Project, Quota, RuleChange, User
 from tests.conftest import login
 
 pytestmark = pytest.mark.django_db
@@ -32,6 +33,9 @@ def _lookup_input(page: str, name: str) -> str:
 def test_the_field_is_a_search_as_you_type_input(world, ops, url_name, args, name, kind):
     for number in range(30):
         User.objects.create_user(username=f"person{number:02d}")
+    if kind == "projects":  # a few projects are offered in a menu (approvals.forms)
+        for number in range(PROJECT_MENU_MAX + 1):
+            Project.objects.create(slug=f"project-{number:02d}", name=f"Project {number:02d}")
     page = login(ops).get(reverse(url_name, args=args)).content.decode()
     field = _lookup_input(page, name)
     assert f'data-lookup="/api/v1/lookup/{kind}/"' in field
