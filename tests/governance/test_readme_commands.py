@@ -35,6 +35,19 @@ NOT_RUN_HERE = {
     ".venv/bin/python manage.py sync_scheduler --cluster NAME --export DIR": (
         "needs a Kueue cluster's settings: tests/queues/test_sync_kueue.py"
     ),
+    # Running in production (issue 35 has these left to run in a test of their own).
+    "bash deploy/containers/base-image.sh": (
+        "builds the local container base (debootstrap, podman, as root); the image built on it "
+        "runs in tests/governance/test_container_image.py (marker containers)"
+    ),
+    "install -m 0755 deploy/slurm-agent/arbiter-table-agent /usr/local/sbin/": (
+        "installs the pull agent on a Slurm controller host (as root); the same agent runs "
+        "against a live server in tests/queues/test_submit_table_pull.py"
+    ),
+    "DATABASE_URL=postgres://arbiter:secret@db:5432/arbiter bash deploy/backup.sh arbiter.dump": (
+        "names a site's database; deploy/backup.sh and deploy/restore.sh run on PostgreSQL in "
+        "tests/governance/test_upgrade_and_restore.py"
+    ),
 }
 TOKEN_COMMAND = ".venv/bin/python manage.py token_create --user lead --scopes read,request"
 

@@ -94,7 +94,7 @@ def test_chart_labels_are_whole_and_the_date_axis_is_the_readers():
         assert figure["layout"]["xaxis"]["tickformat"] == "%-m月%-d日"
         assert figure["layout"]["yaxis"]["title"]["text"] == "p90 等待（分钟）"
         preemptions = review_figures(metrics=built)["preemptions"]
-        assert preemptions["data"][0]["x"] == ["Regular · 禁止抢占（allowed）"]
+        assert preemptions["data"][0]["x"] == ["Regular · 禁止抢占"]
 
 
 def test_dates_are_human_on_the_page_and_iso_in_the_api_and_csv():
@@ -110,7 +110,7 @@ def test_dates_are_human_on_the_page_and_iso_in_the_api_and_csv():
         assert chinese["waits_daily"].rows[0][0] == "2026年10月1日"
         assert chinese["timeline"].rows[0][0] == "2026年10月10日 00:00"
         # Categories and preemption classes in Chinese too.
-        assert chinese["preemptions"].rows[0][1] == "禁止抢占（allowed）"
+        assert chinese["preemptions"].rows[0][1] == "禁止抢占"
         assert chinese["waits_by_category"].rows[0][0] == "资源不足"
 
 
