@@ -348,53 +348,8 @@ def change_replay_page(*, change: RuleChange) -> ReplayPage:
     before, after = (side_figures(metrics[side], names) for side in ReplaySide.values)
     in_force, with_change = waits[ReplaySide.IN_FORCE], waits[ReplaySide.WITH_CHANGE]
 
-    def by(rows: list[dict[str, Any]], key: str) -> dict[Any, dict[str, Any]]:
-        return {row[key]: row for row in rows}
-
-    # Highest tier first (a JSON column need not keep the stored order of keys).
-    tier_rows = sorted(
-        (tier for tier in names.tiers.values() if tier is not None),
-        key=lambda tier: (-tier.score, tier.slug),
-    )
-    tier_names = {tier.slug: tier.name for tier in tier_rows}
-    rank = {slug: index for index, slug in enumerate(tier_names)}
-    project_names = {p.slug: p.name for p in names.projects.values() if p is not None}
-    empty: dict[str, Any] = {"preemptions": 0, "gpu_hours_lost": 0.0}
-    tier_waits = (by(in_force["by_tier"], "tier"), by(with_change["by_tier"], "tier"))
-    tier_slugs = set(before["tiers"]) | set(after["tiers"]) | set(tier_waits[0])
-    tiers = [
-        _group(
-            slug,
-            tier_names.get(slug, slug or "–"),
-            (tier_waits[0].get(slug), tier_waits[1].get(slug)),
-            before["tiers"].get(slug, empty),
-            after["tiers"].get(slug, empty),
-            TIER_FIGURES,
-        )
-        for slug in sorted(
-            (slug for slug in tier_slugs | set(tier_waits[1]) if slug is not None),
-            key=lambda slug: (rank.get(slug, 99), slug),
-        )
-    ]
-    project_waits = (
-        by(in_force["by_project"], "project"),
-        by(with_change["by_project"], "project"),
-    )
-    project_slugs = set(before["projects"]) | set(after["projects"]) | set(project_waits[0])
-    projects = [
-        _group(
-            slug,
-            project_names.get(slug, slug),
-            (project_waits[0].get(slug), project_waits[1].get(slug)),
-            before["projects"].get(slug, empty),
-            after["projects"].get(slug, empty),
-            PROJECT_FIGURES,
-        )
-        for slug in sorted(
-            (slug for slug in project_slugs | set(project_waits[1]) if slug),
-            key=lambda slug: (project_names.get(slug, slug), slug),
-        )
-    ]
+    tiers = _tier_groups(names, (in_force, with_change), (before, after))
+    projects = _project_groups(names, (in_force, with_change), (before, after))
     overall = _group(
         "",
         _("All jobs"),
@@ -416,6 +371,67 @@ def change_replay_page(*, change: RuleChange) -> ReplayPage:
     )
     page.figures = replay_figures(page)
     return page
+
+
+def _by(rows: list[dict[str, Any]], key: str) -> dict[Any, dict[str, Any]]:
+    return {row[key]: row for row in rows}
+
+
+EMPTY_SIDE: dict[str, Any] = {"preemptions": 0, "gpu_hours_lost": 0.0}
+
+
+def _tier_groups(
+    names: Names, waits: tuple[dict[str, Any], dict[str, Any]], sides: tuple[Any, Any]
+) -> list[Any]:
+    """Each tier's figures on both sides, the highest tier first (a JSON column need not keep
+    the stored order of keys)."""
+    before, after = sides
+    tier_rows = sorted(
+        (tier for tier in names.tiers.values() if tier is not None),
+        key=lambda tier: (-tier.score, tier.slug),
+    )
+    tier_names = {tier.slug: tier.name for tier in tier_rows}
+    rank = {slug: index for index, slug in enumerate(tier_names)}
+    tier_waits = (_by(waits[0]["by_tier"], "tier"), _by(waits[1]["by_tier"], "tier"))
+    tier_slugs = set(before["tiers"]) | set(after["tiers"]) | set(tier_waits[0])
+    return [
+        _group(
+            slug,
+            tier_names.get(slug, slug or "–"),
+            (tier_waits[0].get(slug), tier_waits[1].get(slug)),
+            before["tiers"].get(slug, EMPTY_SIDE),
+            after["tiers"].get(slug, EMPTY_SIDE),
+            TIER_FIGURES,
+        )
+        for slug in sorted(
+            (slug for slug in tier_slugs | set(tier_waits[1]) if slug is not None),
+            key=lambda slug: (rank.get(slug, 99), slug),
+        )
+    ]
+
+
+def _project_groups(
+    names: Names, waits: tuple[dict[str, Any], dict[str, Any]], sides: tuple[Any, Any]
+) -> list[Any]:
+    """Each project's figures on both sides, by name."""
+    before, after = sides
+    project_names = {p.slug: p.name for p in names.projects.values() if p is not None}
+    project_waits = (_by(waits[0]["by_project"], "project"), _by(waits[1]["by_project"], "project"))
+    project_slugs = set(before["projects"]) | set(after["projects"]) | set(project_waits[0])
+    return [
+        _group(
+            slug,
+            project_names.get(slug, slug),
+            (project_waits[0].get(slug), project_waits[1].get(slug)),
+            before["projects"].get(slug, EMPTY_SIDE),
+            after["projects"].get(slug, EMPTY_SIDE),
+            PROJECT_FIGURES,
+        )
+        for slug in sorted(
+            (slug for slug in project_slugs | set(project_waits[1]) if slug),
+            key=lambda slug: (project_names.get(slug, slug), slug),
+        )
+    ]
 
 
 def _change_focus(change: RuleChange) -> dict[str, set[str]]:

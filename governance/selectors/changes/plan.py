@@ -97,6 +97,14 @@ def rule_change_warning_messages(*, change: RuleChange, now: dt.datetime) -> lis
             )
         )
     warnings.extend(_default_tier_warnings(edits))
+    if kinds:  # descriptions and members alone: nothing to observe
+        warnings.extend(_observed_warnings(change=change, scope=scope, now=now))
+    return warnings
+
+
+def _observed_warnings(*, change: RuleChange, scope: Scope, now: dt.datetime) -> list[Message]:
+    """Earlier changes of the same scope still in their observation window: one warning."""
+    warnings: list[Message] = []
     earlier = (
         RuleChange.objects.filter(
             status=ChangeStatus.APPLIED,
@@ -108,8 +116,6 @@ def rule_change_warning_messages(*, change: RuleChange, now: dt.datetime) -> lis
         .prefetch_related("edits")
         .order_by("-applied_at")
     )
-    if not kinds:
-        return warnings  # descriptions and members: nothing to observe
     observed: list[tuple[RuleChange, dt.datetime]] = []
     for other in earlier:
         assert other.applied_at is not None

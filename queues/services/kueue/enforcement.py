@@ -187,7 +187,16 @@ def _quota_rows(*, slug: str, quota: EffectiveQuota, pool: Pool) -> list[dict[st
             % {"queue": queue},
         )
     )
-    if never:
+    rows.extend(_class_rows(slug=slug, quota=quota, where=where))
+    return rows
+
+
+def _class_rows(*, slug: str, quota: EffectiveQuota, where: dict[str, str]) -> list[dict[str, str]]:
+    """What the quota's preemption class asks: never preempted, or a cautious class's minimum
+    runtime, reclaim grace and daily maximum."""
+    rows: list[dict[str, str]] = []
+    klass = quota.preemption_class
+    if klass.kind == PreemptionKind.FORBIDDEN:
         rows.append(
             _row(
                 _("%(project)s in %(pool)s/%(flavor)s: class %(klass)s, never preempted")
