@@ -249,7 +249,7 @@ def _priority(state: QueueState, job: Asked, live: Any, asked: float) -> Diagnos
             pool=None,
             gpus=float(o.gpus),
             submitted=None,
-            reason=o.live.reason,
+            reason=o.reason,
         )
         for o in live.ahead
     ]
