@@ -14,7 +14,7 @@ from governance import services as rules
 from governance.celery import app
 from governance.models import RevisionTrigger
 from queues import selectors, services, tasks
-from queues.models import SyncRun, SyncStatus, SyncTrigger
+from queues.models import ClusterSyncState, SyncRun, SyncStatus, SyncTrigger
 from tests.conftest import REASON
 
 pytestmark = pytest.mark.django_db
@@ -87,7 +87,7 @@ def test_an_unreachable_slurm_is_retried_with_capped_backoff_for_as_long_as_the_
         delays.append(countdown)
         if len(delays) == 12:
             # Another sync applies the rules meanwhile: the next attempt stops retrying.
-            state = services.sync.ClusterSyncState.objects.get(cluster=cluster)
+            state = ClusterSyncState.objects.get(cluster=cluster)
             state.applied_revision = revision
             state.due_reason = ""  # as a successful sync leaves it
             state.save()
@@ -165,7 +165,7 @@ def test_a_requested_sync_that_finds_the_rules_applied_by_another_run_succeeds_n
 
     def retry(*args, countdown, **kwargs):
         # Meanwhile the other run applies the rules (as _applied_record leaves the state).
-        state = services.sync.ClusterSyncState.objects.get(cluster=cluster)
+        state = ClusterSyncState.objects.get(cluster=cluster)
         state.applied_revision = revision
         state.applied_at = timezone.now()
         state.due_reason = ""
