@@ -17,10 +17,12 @@ state so that a job still pending when its grant ends is moved back.
 from __future__ import annotations
 
 import gc
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from enum import StrEnum
+from typing import Any, ClassVar, NamedTuple
 
 from django.utils.translation import gettext_lazy as _
 
@@ -139,13 +141,62 @@ class ApplyResult:
     warnings: list[str] = field(default_factory=list)
 
 
-class SchedulerBackend(Protocol):
-    """What the sync needs from a scheduler. ``SlurmBackend`` is the first one."""
+class Ability(StrEnum):
+    """An ability a backend may offer beyond the sync's core (read, compile, settle, plan,
+    apply, verify, drift). A backend lists its own in ``SchedulerBackend.abilities``; the sync
+    asks ``backend.offers(ability)`` and, without one, does what each member's comment says."""
+
+    # ``tracked_tres()`` and ``node_gres()``: the GPU types the accounting tracks and the
+    # nodes offer, read before writing. Without: no preflight; the backend's own validation
+    # (Kueue's server dry run) refuses what the cluster cannot hold.
+    PREFLIGHT = "preflight"
+    # ``scheduler_config()``: every setting the scheduler runs with, in one call. Without:
+    # each check that needs a setting reads it for itself (or has none to read).
+    SCHEDULER_CONFIG = "scheduler_config"
+    # ``priority_config(config=)``: the priority settings the sync's enforcement rows read
+    # (Slurm's multifactor weights). Without (and without ``RULE_ENFORCEMENT``): no rows.
+    PRIORITY_CONFIG = "priority_config"
+    # ``rule_enforcement(rules=, pools=)``: the backend says itself how each rule is
+    # enforced (Kueue: natively or not). Without: rows from ``PRIORITY_CONFIG``, or none.
+    RULE_ENFORCEMENT = "rule_enforcement"
+    # ``submit_table(applied=)`` and ``submit_status(applied=, plugins=, agent=)``: the
+    # job_submit plugin's table and whether the plugin is installed. Without: no table,
+    # no plugin status (the scheduler checks jobs at submission itself).
+    SUBMIT_TABLE = "submit_table"
+    # ``guard(applied=)``: hold untyped GPU jobs that got past the plugin. Without: the
+    # periodic guard skips the cluster (the scheduler holds every limit itself).
+    GUARD = "guard"
+    # ``rebalance(applied=)``: split each capped tier's cap over its QOS where jobs wait.
+    # Without: nothing to rebalance (a tier's cap is one object).
+    REBALANCE = "rebalance"
+    # ``held``: deleted objects a finalizer still holds (name → why), filled by plan and
+    # apply. Without: none are held; every deletion is done when the apply returns.
+    HELD_DELETES = "held_deletes"
+    # ``flag_ungoverned_jobs(live=)``: tell jobs waiting where Arbiter governs nothing why.
+    # Without: the drift check flags none.
+    FLAG_UNGOVERNED_JOBS = "flag_ungoverned_jobs"
+
+
+class SchedulerBackend(ABC):
+    """What the sync needs from a scheduler (``SlurmBackend``, ``KueueBackend``).
+
+    The abstract methods are what every backend offers; ``abilities`` declares which of the
+    optional ones (``Ability``) this backend offers as well. An optional method a backend
+    does not declare is never called: its default here raises ``NotImplementedError``.
+    """
 
     kinds: tuple[str, ...]
+    abilities: ClassVar[frozenset[Ability]] = frozenset()
+    # ``Ability.HELD_DELETES``: deleted objects a finalizer still holds, and why.
+    held: dict[tuple[str, str], str]
 
+    def offers(self, ability: Ability) -> bool:
+        return ability in self.abilities
+
+    @abstractmethod
     def read_live(self, *, jobs: Iterable[str] = ()) -> LiveState: ...
 
+    @abstractmethod
     def desired_state(
         self,
         *,
@@ -155,31 +206,76 @@ class SchedulerBackend(Protocol):
         gres_types: dict[int, list[str]] | None = None,
     ) -> State: ...
 
+    @abstractmethod
     def settle(
         self, *, desired: State, live: LiveState, applied: State
     ) -> tuple[State, list[Change]]: ...
 
+    @abstractmethod
     def plan(self, *, desired: State, live: LiveState) -> list[Change]: ...
 
+    @abstractmethod
     def apply(self, *, plan: list[Change], desired: State, progress: Progress) -> ApplyResult: ...
 
+    @abstractmethod
     def verify(self, *, desired: State) -> list[Change]: ...
 
+    @abstractmethod
     def drift(self, *, applied: State, live: LiveState) -> list[DriftItem]: ...
 
+    @abstractmethod
     def config_lines(self, *, rules: EffectiveRules) -> list[str]: ...
 
+    @abstractmethod
     def check_connection(self) -> tuple[str, list[str]]:
         """ "Check now": the scheduler's version and the resources it tracks (Slurm's TRES,
         a Kubernetes server's resource names); raises ``SchedulerError`` when unreachable."""
-        ...
-
-    # Slurm's backend also has ``tracked_tres()`` (the preflight), ``guard(applied=)`` and
-    # ``priority_config()`` (how each rule is enforced); the sync asks for them by name, and a
-    # backend without them (Kueue enforces quotas natively) skips those steps.
 
     @property
+    @abstractmethod
     def calls(self) -> int: ...
+
+    # -- optional: each one is called only when ``abilities`` names it --
+
+    def tracked_tres(self) -> set[str]:  # Ability.PREFLIGHT
+        raise NotImplementedError(Ability.PREFLIGHT)
+
+    def node_gres(self) -> dict[str, str]:  # Ability.PREFLIGHT
+        raise NotImplementedError(Ability.PREFLIGHT)
+
+    def scheduler_config(self) -> dict[str, str]:  # Ability.SCHEDULER_CONFIG
+        raise NotImplementedError(Ability.SCHEDULER_CONFIG)
+
+    def priority_config(  # Ability.PRIORITY_CONFIG
+        self, *, config: dict[str, str] | None = None
+    ) -> dict[str, str]:
+        raise NotImplementedError(Ability.PRIORITY_CONFIG)
+
+    def rule_enforcement(  # Ability.RULE_ENFORCEMENT
+        self, *, rules: EffectiveRules, pools: Iterable[Pool]
+    ) -> list[dict[str, str]]:
+        raise NotImplementedError(Ability.RULE_ENFORCEMENT)
+
+    def submit_table(self, *, applied: State) -> dict[str, Any]:  # Ability.SUBMIT_TABLE
+        raise NotImplementedError(Ability.SUBMIT_TABLE)
+
+    def submit_status(  # Ability.SUBMIT_TABLE
+        self,
+        *,
+        applied: State,
+        plugins: str | None = None,
+        agent: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        raise NotImplementedError(Ability.SUBMIT_TABLE)
+
+    def guard(self, *, applied: State) -> list[dict[str, str]]:  # Ability.GUARD
+        raise NotImplementedError(Ability.GUARD)
+
+    def rebalance(self, *, applied: State) -> list[dict[str, Any]]:  # Ability.REBALANCE
+        raise NotImplementedError(Ability.REBALANCE)
+
+    def flag_ungoverned_jobs(self, *, live: LiveState) -> int:  # Ability.FLAG_UNGOVERNED_JOBS
+        raise NotImplementedError(Ability.FLAG_UNGOVERNED_JOBS)
 
 
 def named_jobs(*, desired: State, applied: State) -> list[str]:

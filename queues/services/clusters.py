@@ -38,6 +38,7 @@ from queues.models import (
     namespace_placeholders,
     render_namespace,
 )
+from queues.schedulers.backends import SchedulerBackend, SchedulerError
 
 CLUSTER_EDITABLE = (
     "slurm_cluster",
@@ -303,24 +304,18 @@ def cluster_check_enqueue(*, cluster: Cluster, now: dt.datetime | None = None) -
     return True
 
 
-def cluster_check(*, cluster: Cluster, backend: Any = None) -> ClusterSyncState:
+def cluster_check(*, cluster: Cluster, backend: SchedulerBackend | None = None) -> ClusterSyncState:
     """Check the connection now (a worker does this): reachable or not, the scheduler's
     version and what it tracks, and the drift against the last sync; store it all."""
-    from queues.schedulers.backends import SchedulerError
-
     from .sync import backend_for, drift_check
 
     state, _created = ClusterSyncState.objects.get_or_create(cluster=cluster)
     backend = backend or backend_for(cluster)
-    check = getattr(backend, "check_connection", None)
     version, tracked, error = "", [], ""
-    if check is None:
-        error = _("This backend cannot check its connection yet.")
-    else:
-        try:
-            version, tracked = check()
-        except SchedulerError as failure:
-            error = str(failure)
+    try:
+        version, tracked = backend.check_connection()
+    except SchedulerError as failure:
+        error = str(failure)
     state.checked_at = timezone.now()
     state.check_ok = not error
     state.check_error = error

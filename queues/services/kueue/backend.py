@@ -14,12 +14,14 @@ from django.utils.translation import gettext as _
 from governance.models import Pool, RulesRevision
 from governance.selectors import EffectiveRules
 from queues.schedulers.backends import (
+    Ability,
     Action,
     ApplyResult,
     Change,
     DriftItem,
     LiveState,
     Progress,
+    SchedulerBackend,
     SchedulerError,
     State,
     drift_items,
@@ -53,8 +55,11 @@ from .schema import KueueValidationError, Violation, validate_or_raise
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
-class KueueBackend:
+class KueueBackend(SchedulerBackend):
     kinds: tuple[str, ...] = KINDS
+    abilities = frozenset(
+        {Ability.RULE_ENFORCEMENT, Ability.HELD_DELETES, Ability.FLAG_UNGOVERNED_JOBS}
+    )
 
     def __init__(
         self,

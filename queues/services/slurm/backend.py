@@ -12,6 +12,7 @@ from governance.models import Pool
 from governance.selectors import EffectiveRules
 from queues.schedulers.backends import (
     JOB,
+    Ability,
     Action,
     ApplyResult,
     Change,
@@ -19,6 +20,7 @@ from queues.schedulers.backends import (
     FieldChange,
     LiveState,
     Progress,
+    SchedulerBackend,
     State,
     plan_changes,
 )
@@ -43,8 +45,18 @@ def _split_read_as_cap(desired: State, live: LiveState) -> LiveState:
     return dataclasses.replace(live, objects={**live.objects, QOS: qos})
 
 
-class SlurmBackend:
+class SlurmBackend(SchedulerBackend):
     kinds: tuple[str, ...] = KINDS
+    abilities = frozenset(
+        {
+            Ability.PREFLIGHT,
+            Ability.SCHEDULER_CONFIG,
+            Ability.PRIORITY_CONFIG,
+            Ability.SUBMIT_TABLE,
+            Ability.GUARD,
+            Ability.REBALANCE,
+        }
+    )
 
     def __init__(
         self,

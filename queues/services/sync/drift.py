@@ -18,6 +18,7 @@ from queues.models import (
     SyncTrigger,
 )
 from queues.schedulers.backends import (
+    Ability,
     Action,
     Change,
     FieldChange,
@@ -45,9 +46,8 @@ def drift_check(*, cluster: Cluster, backend: SchedulerBackend | None = None) ->
             item.as_dict() for item in backend.drift(applied=state.applied_state, live=live)
         ]
         # Kueue: tell a Job waiting in a namespace Arbiter does not govern why (an Event).
-        flag = getattr(backend, "flag_ungoverned_jobs", None)
-        if callable(flag):
-            flag(live=live)
+        if backend.offers(Ability.FLAG_UNGOVERNED_JOBS):
+            backend.flag_ungoverned_jobs(live=live)
         # Drift in Arbiter's own objects makes the cluster due: the next sync restores them.
         # (Hand-made objects beside them are shown, never removed, so they do not.)
         own = {(k, n) for k, objects in (state.applied_state or {}).items() for n in objects}

@@ -11,6 +11,7 @@ from queues.models import (
     Cluster,
 )
 from queues.schedulers.backends import (
+    Ability,
     SchedulerBackend,
     SchedulerError,
 )
@@ -35,18 +36,16 @@ def guard_check(
     if not state.applied_state:
         return []
     backend = backend or backend_for(cluster)
-    guard = getattr(backend, "guard", None)
-    if guard is None:  # not Slurm: the scheduler itself holds every limit
+    if not backend.offers(Ability.GUARD):  # the scheduler itself holds every limit
         return []
     # The table's expiry is renewed only while the rules are applied: a cluster whose sync
     # keeps failing ends with a plugin that refuses governed GPU jobs (fails safe).
     submit_refresh(cluster=cluster, backend=backend, write=not sync_is_due(cluster=cluster))
     try:
-        actions = guard(applied=state.applied_state)
+        actions = backend.guard(applied=state.applied_state)
         # Each capped tier's cap, split over its QOS, follows where the jobs wait.
-        rebalance = getattr(backend, "rebalance", None)
-        if rebalance is not None:
-            rebalance(applied=state.applied_state)
+        if backend.offers(Ability.REBALANCE):
+            backend.rebalance(applied=state.applied_state)
     except SchedulerError:
         return []
     if actions:

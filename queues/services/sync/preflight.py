@@ -4,7 +4,6 @@ enforces each rule."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from django.utils.translation import gettext as _
 
@@ -16,6 +15,7 @@ from queues.models import (
     Cluster,
 )
 from queues.schedulers.backends import (
+    Ability,
     SchedulerBackend,
     SchedulerError,
 )
@@ -38,11 +38,10 @@ def cluster_preflight(
     stops it. Raises ``SchedulerError`` when the cluster does not answer.
     """
     backend = backend or backend_for(cluster)
-    tracked_tres = getattr(backend, "tracked_tres", None)
-    if tracked_tres is None:  # not Slurm: the backend's own validation covers it
+    if not backend.offers(Ability.PREFLIGHT):  # the backend's own validation covers it
         return []
     pools = list(cluster.pools.all()) if pools is None else list(pools)
-    tracked = tracked_tres()
+    tracked = backend.tracked_tres()
     needed = {"gres/gpu"} | {
         f"gres/gpu:{gres}" for flavors in pool_flavors(pools).values() for gres in flavors
     }
@@ -89,13 +88,12 @@ def _gres_types(gres: str) -> set[str]:
     return types
 
 
-def _unoffered_gres(*, cluster: Cluster, pools: list, backend: Any) -> list[str]:
+def _unoffered_gres(*, cluster: Cluster, pools: list, backend: SchedulerBackend) -> list[str]:
     """Flavors whose GRES type no node of the cluster offers (``sinfo``), with the node lines
     that would offer it: a quota on them could never run, so nothing is written."""
-    node_gres = getattr(backend, "node_gres", None)
-    if node_gres is None:
+    if not backend.offers(Ability.PREFLIGHT):
         return []
-    nodes = node_gres()
+    nodes = backend.node_gres()
     offered = set().union(*(_gres_types(gres) for gres in nodes.values())) if nodes else set()
     capacity = {
         (pool_id, gres_type.lower()): gpus
@@ -145,14 +143,12 @@ def enforcement_for(
     already read)."""
     rules = effective_rules(at=at) if rules is None else rules
     pools = list(cluster.pools.all())
-    kueue_enforcement = getattr(backend, "rule_enforcement", None)
-    if kueue_enforcement is not None:
-        return list(kueue_enforcement(rules=rules, pools=pools))
-    priority_config = getattr(backend, "priority_config", None)
-    if priority_config is None:
+    if backend.offers(Ability.RULE_ENFORCEMENT):
+        return list(backend.rule_enforcement(rules=rules, pools=pools))
+    if not backend.offers(Ability.PRIORITY_CONFIG):
         return []
     try:
-        priorities = priority_config(config=config)
+        priorities = backend.priority_config(config=config)
     except SchedulerError:
         priorities = {}
     return rule_enforcement(
@@ -167,10 +163,9 @@ def enforcement_for(
 def _scheduler_config(backend: SchedulerBackend) -> dict[str, str] | None:
     """Slurm's settings in one call; None when not Slurm or not read (then each check
     reads, and reports, for itself)."""
-    read = getattr(backend, "scheduler_config", None)
-    if read is None:
+    if not backend.offers(Ability.SCHEDULER_CONFIG):
         return None
     try:
-        return read()
+        return backend.scheduler_config()
     except SchedulerError:
         return None

@@ -23,6 +23,7 @@ from queues.models import (
     SyncTrigger,
 )
 from queues.schedulers.backends import (
+    Ability,
     Action,
     ApplyResult,
     Change,
@@ -149,7 +150,7 @@ def _applied_record(
     }
     state.ledger = ledger_of(state.applied_state)
     # Deleted objects a finalizer still holds stay Arbiter's: the next sync looks again.
-    held: dict[tuple[str, str], str] = getattr(backend, "held", {})
+    held = dict(backend.held) if backend.offers(Ability.HELD_DELETES) else {}
     for kind, name in sorted(held):
         state.ledger.setdefault(kind, []).append(name)
     state.applied_at = timezone.now()
@@ -249,9 +250,8 @@ def sync_execute(
         )
         clashes = [c for c in conflicts if (c.kind, c.name) not in held]
         # A capped tier's cap, split over its QOS, goes where jobs wait (a raised cap too).
-        rebalance = getattr(backend, "rebalance", None)
-        if rebalance is not None:
-            rebalance(applied=planned.desired)
+        if backend.offers(Ability.REBALANCE):
+            backend.rebalance(applied=planned.desired)
         submit = submit_refresh(cluster=cluster, backend=backend, write=True, recheck=False)
         warnings = list(applied.warnings)
         if submit.get("error"):

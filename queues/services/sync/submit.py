@@ -11,6 +11,7 @@ from queues.models import (
     Cluster,
 )
 from queues.schedulers.backends import (
+    Ability,
     SchedulerBackend,
     SchedulerError,
 )
@@ -31,16 +32,14 @@ def submit_refresh(
     whether the plugin is installed and current (see ``slurm.submit``). Not Slurm: nothing.
     A table that cannot be written is reported, never raised: the plugin
     then fails safe once the old table expires. ``plugins``: JobSubmitPlugins as just read."""
-    table = getattr(backend, "submit_table", None)
-    status_of = getattr(backend, "submit_status", None)
     state = _state(cluster)
-    if table is None or status_of is None:
+    if not backend.offers(Ability.SUBMIT_TABLE):
         return {}
     status: dict[str, Any] = {}
     fields = ["submit_plugin", "submit_plugin_checked_at"]
     if write and state.applied_state:
         try:
-            written = table(applied=state.applied_state)
+            written = backend.submit_table(applied=state.applied_state)
             # A pulled table: its bytes are kept, as rendered, for the pull agent (the API).
             if "text" in written:
                 state.submit_table = written.pop("text")
@@ -56,7 +55,9 @@ def submit_refresh(
         plugins = (state.submit_plugin or {}).get("plugins")
     try:
         status.update(
-            status_of(applied=state.applied_state, plugins=plugins, agent=state.agent_fetch)
+            backend.submit_status(
+                applied=state.applied_state, plugins=plugins, agent=state.agent_fetch
+            )
         )
     except SchedulerError as error:
         status["check_error"] = str(error)
