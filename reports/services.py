@@ -17,7 +17,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from governance.models import Pool, Project, User
-from queues.services.workload.rollup import workload_hours_roll_up
+from governance.services import task_send
+from queues.services import workload_hours_roll_up
 from reports import selectors
 from reports.models import MonthlyReview, ReviewStatus
 from reports.selectors.findings import review_findings
@@ -48,9 +49,7 @@ def _check_scope(*, pool: str, project: str) -> None:
 
 
 def _queue_build(review_id: int) -> None:
-    from reports.tasks import review_build as task
-
-    task.delay(review_id)
+    task_send(task="reports.tasks.review_build", args=(review_id,))
 
 
 @transaction.atomic

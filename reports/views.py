@@ -21,7 +21,7 @@ from approvals import selectors as approval_selectors
 from approvals.models import RequestState
 from governance import selectors as governance
 from governance.toolkit.paging import paginate
-from queues import services as queue_services
+from queues.services import REPLAYABLE, change_replay_start, change_replay_start_problem
 from reports import selectors, services
 from reports.forms import CompareForm, ReviewRequestForm
 from reports.models import MonthlyReview
@@ -367,7 +367,7 @@ def change_replay(request: HttpRequest, pk: int) -> HttpResponse:
     if request.method == "POST":
         user = governance.signed_in_user(request)
         try:
-            _run, queued = queue_services.change_replay_start(change=change, user=user)
+            _run, queued = change_replay_start(change=change, user=user)
         except ValidationError as error:
             for message in error.messages:
                 messages.error(request, message)
@@ -387,11 +387,8 @@ def change_replay(request: HttpRequest, pk: int) -> HttpResponse:
             "change": change,
             "page": page,
             "run": page.run,
-            "replayable": change.status in queue_services.replay.REPLAYABLE,
-            "may_start": queue_services.change_replay_start_problem(
-                change=change, user=request.user
-            )
-            is None,
+            "replayable": change.status in REPLAYABLE,
+            "may_start": change_replay_start_problem(change=change, user=request.user) is None,
             **_figure_context(),
         },
     )

@@ -60,6 +60,7 @@ from .projects import (
     project_create,
     project_update,
 )
+from .queueing import task_enqueue, task_send
 from .quotas import quota_create, quota_update
 from .reviews import review_record, review_reminders_send
 from .revisions import rules_revision_create
@@ -144,6 +145,8 @@ __all__ = [
     "service_account_deactivate",
     "service_account_token_create",
     "system_user",
+    "task_enqueue",
+    "task_send",
     "tier_create",
     "tier_update",
     "user_access_update",

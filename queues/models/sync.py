@@ -7,7 +7,8 @@ from django.utils.translation import gettext_lazy as _
 
 from governance.models import RulesRevision
 
-from .cluster import Cluster
+# SyncStatus lives beside Cluster, whose label of its latest run reads it.
+from .cluster import Cluster, SyncStatus
 from .run import RunRecord
 
 
@@ -102,16 +103,6 @@ class SyncTrigger(models.TextChoices):
     PERIODIC = "periodic", _("Periodic")
     MANUAL = "manual", _("Manual")
     DRY_RUN = "dry_run", _("Dry run")
-
-
-class SyncStatus(models.TextChoices):
-    QUEUED = "queued", _("Queued")
-    RUNNING = "running", _("Running")
-    RETRYING = "retrying", _("Waiting to retry")
-    SUCCEEDED = "succeeded", _("Succeeded")
-    # Written, but some objects clash with hand-made ones: the rules stay due.
-    NEEDS_ATTENTION = "needs_attention", _("Needs attention")
-    FAILED = "failed", _("Failed")
 
 
 FINISHED_STATUSES = (SyncStatus.SUCCEEDED, SyncStatus.NEEDS_ATTENTION, SyncStatus.FAILED)

@@ -22,7 +22,7 @@ from django.utils.translation import gettext_lazy as _
 
 from governance.models import GpuFlavor, Pool, PriorityTier, Project
 
-from . import Cluster
+from .cluster import Cluster
 
 
 class WaitCategory(models.TextChoices):

@@ -27,6 +27,8 @@ from .clusters import (
     cluster_update,
 )
 from .replay import (
+    REPLAYABLE,
+    RESULT_FORMAT,
     change_replay_run,
     change_replay_start,
     change_replay_start_problem,
@@ -61,8 +63,11 @@ from .sync import (
     sync_now,
 )
 from .workload import collect_enqueue_all, collect_run, rules_check, wait_alerts_check
+from .workload.rollup import workload_hours_roll_up
 
 __all__ = [
+    "REPLAYABLE",
+    "RESULT_FORMAT",
     "Action",
     "Change",
     "DriftItem",
@@ -122,4 +127,5 @@ __all__ = [
     "sync_now",
     "table_etag",
     "wait_alerts_check",
+    "workload_hours_roll_up",
 ]

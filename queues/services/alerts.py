@@ -17,6 +17,7 @@ from django.utils.translation import override
 
 from governance.models import User
 from governance.models.texts import mail_language
+from governance.services import task_send
 from queues.models import Alert, AlertKind, AlertRecipient, Cluster
 
 
@@ -66,9 +67,7 @@ def alert_raise(
 
 
 def _queue_mail(alert_id: int) -> None:
-    from queues.tasks import alert_mail  # the task module imports the services
-
-    alert_mail.delay(alert_id)
+    task_send(task="queues.tasks.alert_mail", args=(alert_id,))
 
 
 @transaction.atomic

@@ -28,6 +28,7 @@ from governance.services import (
     rule_object_propose_create,
     rule_object_propose_delete,
     rule_object_propose_update,
+    task_enqueue,
 )
 from queues.models import (
     DNS_LABEL,
@@ -286,8 +287,6 @@ def cluster_propose_delete(
 def cluster_check_enqueue(*, cluster: Cluster, now: dt.datetime | None = None) -> bool:
     """Ask a worker to check the cluster's connection (after commit). A check already
     asked for in the last minute and not done yet covers this one: returns ``False``."""
-    from queues import tasks  # the task module imports the services
-
     now = now or timezone.now()
     with transaction.atomic():
         state, _created = ClusterSyncState.objects.get_or_create(cluster=cluster)
@@ -300,7 +299,7 @@ def cluster_check_enqueue(*, cluster: Cluster, now: dt.datetime | None = None) -
         state.check_requested_at = now
         state.save(update_fields=["check_requested_at"])
         cluster_id = cluster.pk
-        transaction.on_commit(lambda: tasks.check_cluster.delay(cluster_id))
+        task_enqueue(task="queues.tasks.check_cluster", args=(cluster_id,))
     return True
 
 

@@ -34,6 +34,7 @@ from governance.models import (
 )
 from governance.models.changes import ChangeStatus
 from governance.selectors import approval_problem
+from governance.services import task_enqueue
 from queues.models import (
     ChangeReplay,
     ReplayHour,
@@ -131,9 +132,7 @@ def change_replay_start(
         run.requested_by = user if getattr(user, "pk", None) else None
         run.full_clean()
         run.save()
-        from queues import tasks  # the task module imports the services
-
-        transaction.on_commit(lambda: tasks.change_replay.delay(run.pk))
+        task_enqueue(task="queues.tasks.change_replay", args=(run.pk,))
     return run, True
 
 

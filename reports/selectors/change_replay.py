@@ -37,7 +37,7 @@ from governance.models import PriorityTier, Project, RuleChange, RulesRevision
 from queues.models import ChangeReplay, ReplaySide, ReplayStatus
 from queues.replay.results import delta
 from queues.selectors import change_replay_latest
-from queues.services.replay import RESULT_FORMAT
+from queues.services import RESULT_FORMAT
 
 from .replay_tables import given_rules, quota_table, replay_tables
 from .review._common import Names, Scope

@@ -10,18 +10,27 @@ from the source with ``ast``; relative imports are resolved. The rules:
    ``selectors``, ``services``, ``forms`` and the web and API toolkit ``toolkit`` — never its
    ``views``, ``apis``, ``admin``, ``urls`` or ``tasks``, and never a private (``_name``) module.
 3. Within every app, layers import downwards only: ``models`` < ``selectors`` < ``services``
-   (and ``tasks``, which call services, and which services queue) < ``forms`` and ``toolkit``
-   < ``views``, ``apis``, ``admin``, commands and the project's wiring.
+   (and ``tasks``, which call services) < ``forms`` and ``toolkit`` < ``views``, ``apis``,
+   ``admin``, commands and the project's wiring.
+4. No import circle between modules (a service queues a task by its name, never by importing
+   the task module, which imports the services); every name a service sends is a task of
+   its own app.
+5. The settings hooks (``ARBITER_*`` settings naming a callable of another app) and every
+   call of another app's services are listed in ``docs/architecture.md``; a hook goes only
+   where an import may not (into an app the caller may not import, never ``reports``).
 
 The checker is also run on small made-up modules, so that a rule it stops enforcing fails.
 """
 
 import ast
+import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.utils.module_loading import import_string
 
 APPS = ("governance", "queues", "approvals", "reports")
 # Which apps each app may import (besides itself).
@@ -212,3 +221,207 @@ def test_public_imports_pass():
         "from governance import selectors\nfrom queues.services import placement\n"
     )
     assert all_problems({module: (source, False)}, {*app_modules(), module}) == []
+
+
+# --- 4. circles -----------------------------------------------------------------------------
+
+# Import circles still standing, each with its reason; an entry that no longer occurs fails.
+KNOWN_CIRCLES: dict[frozenset[str], str] = {
+    frozenset({"queues.selectors.diagnosis", "queues.selectors.live_diagnosis"}): (
+        "diagnose() hands a job with live scheduler facts to live_diagnosis (imported inside "
+        "the function), whose handlers build the diagnosis module's Diagnosis; waiting for "
+        "the dispatcher to move beside its caller"
+    ),
+}
+
+
+def import_graph(
+    modules: dict[str, tuple[str, bool]], known_modules: set[str] | None = None
+) -> dict[str, set[str]]:
+    """Each module → the modules it imports (the longest prefix of a name that is a module)."""
+    known_modules = known_modules or set(modules)
+    graph: dict[str, set[str]] = {}
+    for module, (source, is_package) in modules.items():
+        imported = imports_of(source, module, is_package=is_package)
+        edges = set()
+        for name in imported:
+            if any(other.startswith(name + ".") for other in imported):
+                continue
+            while name not in known_modules and "." in name:
+                name = name.rpartition(".")[0]
+            if name != module and name in known_modules:
+                edges.add(name)
+        graph[module] = edges
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The import circles of ``graph``: its strongly connected parts of two or more modules."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[frozenset[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in sorted(graph.get(module, ())):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            part = set()
+            while True:
+                other = stack.pop()
+                part.add(other)
+                if other == module:
+                    break
+            if len(part) > 1:
+                found.append(frozenset(part))
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10 * len(graph) + 100))
+    try:
+        for module in sorted(graph):
+            if module not in index:
+                visit(module)
+    finally:
+        sys.setrecursionlimit(limit)
+    return sorted(found, key=sorted)
+
+
+def test_no_import_circle():
+    found = [
+        sorted(part) for part in circles(import_graph(app_modules())) if part not in KNOWN_CIRCLES
+    ]
+    assert found == []
+
+
+def test_the_known_circles_still_occur():
+    found = circles(import_graph(app_modules()))
+    assert [sorted(part) for part in KNOWN_CIRCLES if part not in found] == []
+
+
+def test_a_circle_is_reported():
+    modules = {
+        "queues.services": ("from .sync import sync_enqueue", True),
+        "queues.services.sync": ("def f():\n    from queues.tasks import sync_cluster", False),
+        "queues.tasks": ("from queues import services", False),
+    }
+    assert circles(import_graph(modules)) == [frozenset(modules)]
+
+
+def test_a_task_queued_by_name_makes_no_circle():
+    modules = {
+        "queues.services": ("from .sync import sync_enqueue", True),
+        "queues.services.sync": (
+            "from governance.services import task_enqueue\n"
+            'task_enqueue(task="queues.tasks.sync_cluster")',
+            False,
+        ),
+        "queues.tasks": ("from queues import services", False),
+        "governance.services": ("", True),
+    }
+    assert circles(import_graph(modules)) == []
+
+
+SENDERS = {"task_enqueue", "task_send"}
+
+
+def tasks_sent(source: str) -> list[str]:
+    """The task names ``source`` sends with ``task_enqueue`` or ``task_send``."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+            if called in SENDERS:
+                task = next((k.value for k in node.keywords if k.arg == "task"), None)
+                assert isinstance(task, ast.Constant), "a task is sent by its name, a literal"
+                names.append(str(task.value))
+    return names
+
+
+def test_every_task_sent_by_name_is_a_task_of_the_senders_app():
+    sent = {
+        (module, name)
+        for module, (source, _package) in app_modules().items()
+        for name in tasks_sent(source)
+    }
+    assert len(sent) >= 6  # the services of queues and reports that queue their tasks
+    for module, name in sorted(sent):
+        assert name.startswith(module.split(".")[0] + ".tasks."), (module, name)
+        task = import_string(name)
+        assert task.name == name, (module, name)
+
+
+# --- 5. hooks and cross-app calls, as docs/architecture.md lists them -------------------------
+
+DOC = Path(settings.BASE_DIR) / "docs" / "architecture.md"
+HOOK_ROW = re.compile(r"^\| `(ARBITER_\w+)` \| `([\w.]+)` \| `([\w.]+)` \|", re.M)
+CALL_ROW = re.compile(r"^\| `(\w+\.\w+)` \| `([\w.]+)` \| ((?:`\w+`(?:, )?)+) \|", re.M)
+DOTTED = re.compile(rf"^({'|'.join(APPS)})\.[\w.]+$")
+
+
+def settings_hooks() -> set[tuple[str, str]]:
+    """(setting, dotted path) of every ``ARBITER_*`` setting that names a callable of an app."""
+    found = set()
+    for name in dir(settings):
+        if not name.startswith("ARBITER_"):
+            continue
+        value = getattr(settings, name)
+        for path in [value] if isinstance(value, str) else value if isinstance(value, list) else []:
+            if isinstance(path, str) and DOTTED.match(path):
+                found.add((name, path))
+    return found
+
+
+def cross_app_calls(modules: dict[str, tuple[str, bool]]) -> dict[tuple[str, str], set[str]]:
+    """(caller ``app.layer``, another app's services module as imported) → the names used."""
+    calls: dict[tuple[str, str], set[str]] = {}
+    for module, (source, _package) in modules.items():
+        app = module.split(".")[0]
+        caller = ".".join(module.split(".")[:2])
+        for node in ast.walk(ast.parse(source)):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            parts = node.module.split(".")
+            if parts[0] == app or parts[0] not in APPS:
+                continue
+            if len(parts) > 1 and parts[1] == "services":
+                names = {alias.name for alias in node.names}
+                calls.setdefault((caller, node.module), set()).update(names)
+            elif len(parts) == 1 and any(alias.name == "services" for alias in node.names):
+                calls.setdefault((caller, f"{node.module}.services"), set()).add("*")
+    return calls
+
+
+def test_every_settings_hook_is_listed_and_goes_where_no_import_may():
+    text = DOC.read_text()
+    listed = {(setting, target): caller for setting, caller, target in HOOK_ROW.findall(text)}
+    assert set(listed) == settings_hooks()
+    modules = app_modules()
+    for (setting, target), caller in listed.items():
+        assert setting in modules[caller][0], f"{caller} does not read {setting}"
+        target_app, caller_app = target.split(".")[0], caller.split(".")[0]
+        # Where an import may not go (else: import it), and never into reports.
+        assert target_app != caller_app and target_app not in MAY_IMPORT[caller_app], setting
+        assert target_app != "reports", setting
+        import_string(target)
+
+
+def test_every_cross_app_call_is_listed():
+    listed = {
+        (caller, callee): {name.strip("` ") for name in names.split(",")}
+        for caller, callee, names in CALL_ROW.findall(DOC.read_text())
+    }
+    assert cross_app_calls(app_modules()) == listed
+
+
+def test_a_hidden_hook_or_call_is_found():
+    assert cross_app_calls({"reports.services": ("from queues.services.x import y", False)}) == {
+        ("reports.services", "queues.services.x"): {"y"}
+    }
+    assert not HOOK_ROW.findall("| `ARBITER_X` | governance.services | `queues.services.f` |")

@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -16,6 +15,7 @@ from governance.models import (
     SiteRole,
     User,
 )
+from governance.services import task_enqueue
 from queues.models import (
     AlertKind,
     Cluster,
@@ -50,9 +50,7 @@ def sync_enqueue(*, cluster: Cluster, trigger: str, user: User | None = None) ->
     if waiting is not None and trigger != SyncTrigger.DRY_RUN:
         return waiting
     run = SyncRun.objects.create(cluster=cluster, trigger=trigger, requested_by=user)
-    from queues import tasks  # the task module imports the services
-
-    transaction.on_commit(lambda: tasks.sync_cluster.delay(run.pk))
+    task_enqueue(task="queues.tasks.sync_cluster", args=(run.pk,))
     return run
 
 

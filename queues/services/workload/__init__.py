@@ -1,5 +1,6 @@
 """Workload evidence: classify why jobs wait, record their events, collect them from Slurm."""
 
+from governance.services import task_enqueue
 from queues.schedulers.classify import QuotaPosition, Verdict, classify
 
 from .ingest import IngestResult, JobEvent, events_ingest
@@ -24,19 +25,11 @@ def collect_run(*, cluster_id: int) -> dict[str, object]:
 
 def collect_enqueue_all() -> list[int]:
     """Queue one collection task per enabled cluster, after the transaction commits."""
-    from django.db import transaction
-
     from queues.models import Cluster
 
     ids = list(Cluster.objects.filter(enabled=True).values_list("pk", flat=True))
-
-    def send() -> None:
-        from queues.tasks import collect_cluster_workload
-
-        for cluster_id in ids:
-            collect_cluster_workload.delay(cluster_id)
-
-    transaction.on_commit(send)
+    for cluster_id in ids:
+        task_enqueue(task="queues.tasks.collect_cluster_workload", args=(cluster_id,))
     return ids
 
 
