@@ -310,7 +310,8 @@ def cluster_check(*, cluster: Cluster, backend: SchedulerBackend | None = None) 
 
     state, _created = ClusterSyncState.objects.get_or_create(cluster=cluster)
     backend = backend or backend_for(cluster)
-    version, tracked, error = "", [], ""
+    version, error = "", ""
+    tracked: list[str] = []
     try:
         version, tracked = backend.check_connection()
     except SchedulerError as failure:
