@@ -168,7 +168,7 @@ INSERT INTO queues_workloadjob (
     source, key, job_id, name, project_id, user_name, tier_id, queue, qos, account, gpus,
     flavor_id, constraints, submitted_at, pending_since, started_at, ended_at, state,
     exit_code, reason, message, category, clears_by_itself, preemptions, gpu_seconds_lost,
-    requeues, waited_seconds, last_event_at)
+    requeues, last_event_at)
 SELECT 'bench', 'h' || g, 'h' || g, '', (%(projects)s::int[])[CASE WHEN g %% 10 = 0 THEN 1
         ELSE g %% %(count)s + 1 END],
     'user' || (g %% 50), (%(tiers)s::int[])[g %% 4 + 1], 'gpu', '', '',
@@ -181,7 +181,6 @@ SELECT 'bench', 'h' || g, 'h' || g, '', (%(projects)s::int[])[CASE WHEN g %% 10 
     CASE WHEN g >= %(live)s THEN '0:0' ELSE '' END,
     (%(reasons)s::text[])[g %% 6 + 1], '', (%(categories)s::text[])[g %% 6 + 1],
     (%(clears)s::boolean[])[g %% 6 + 1], 0, 0, 0,
-    CASE WHEN g >= %(pending)s THEN extract(epoch FROM wait)::bigint ELSE 0 END,
     CASE WHEN g < %(pending)s THEN sub + interval '1 second'
         WHEN g < %(live)s THEN sub + wait ELSE LEAST(sub + wait + run, %(anchor)s) END
 FROM (

@@ -128,14 +128,14 @@ def generate_jobs(ids: dict[str, list[int]], start: datetime, end: datetime, cou
     sql = f"""
     INSERT INTO queues_workloadjob (source, job_id, key, name, user_name, queue, qos, account, gpus,
         constraints, state, exit_code, reason, message, category, preemptions,
-        gpu_seconds_lost, requeues, waited_seconds, last_event_at, project_id, tier_id,
+        gpu_seconds_lost, requeues, last_event_at, project_id, tier_id,
         flavor_id, submitted_at, started_at, ended_at)
     SELECT 'bench', '{tag}-' || g, '{tag}-' || g, '', '', '', '', '', gpus, '',
         CASE WHEN started > %(cut)s THEN 'pending' WHEN ended > %(cut)s THEN 'running'
              WHEN r3 < 0.02 THEN 'failed' ELSE 'completed' END,
         '', '', '', CASE WHEN r2 < 0.2 THEN 'quota' ELSE 'resource' END,
         CASE WHEN r3 BETWEEN 0.02 AND 0.03 THEN 1 ELSE 0 END, 0,
-        CASE WHEN r3 BETWEEN 0.02 AND 0.03 THEN 1 ELSE 0 END, 0,
+        CASE WHEN r3 BETWEEN 0.02 AND 0.03 THEN 1 ELSE 0 END,
         LEAST(CASE WHEN ended <= %(cut)s THEN ended WHEN started <= %(cut)s THEN started
                    ELSE submitted END, %(cut)s),
         p, t, f, submitted,

@@ -161,11 +161,6 @@ class WorkloadJob(models.Model):
     preemptions = models.PositiveIntegerField(_("preemptions"), default=0)
     gpu_seconds_lost = models.BigIntegerField(_("GPU-seconds lost to preemption"), default=0)
     requeues = models.PositiveIntegerField(_("requeues"), default=0)
-    waited_seconds = models.BigIntegerField(
-        _("waited (seconds)"),
-        default=0,
-        help_text=_("Total time pending, over every wait of the job (finished waits only)."),
-    )
     waits_recorded = models.BooleanField(
         _("waits recorded"),
         default=True,
@@ -202,11 +197,6 @@ class WorkloadJob(models.Model):
                 fields=["submitted_at"],
                 name="job_waits_not_recorded",
                 condition=Q(waits_recorded=False),
-            ),
-            # A project's waits by category over a window, index-only (recent_waits).
-            models.Index(
-                fields=["project", "submitted_at", "category", "waited_seconds"],
-                name="job_project_submitted_waits",
             ),
         ]
         constraints = [

@@ -9,6 +9,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from queues.models import EventKind, JobState, WaitCategory, WorkloadEvent, WorkloadJob
+from queues.selectors.definitions import job_wait
 from queues.services.workload import JobEvent, events_ingest
 from tests.conftest import token_for
 
@@ -51,11 +52,14 @@ def test_a_job_lifecycle_gives_waits_preemptions_and_requeues(world):
     assert job.state == JobState.COMPLETED
     assert (job.preemptions, job.requeues) == (1, 1)
     assert job.gpu_seconds_lost == 4 * 60 * 60  # 4 GPUs for the hour it ran before preemption
-    assert job.waited_seconds == 30 * 60 + 10 * 60
+    # Its wait is the first one, submit to first start (the requeue's wait does not add).
+    wait = job_wait(job, now=job.last_event_at)
+    assert wait is not None and wait.seconds == 30 * 60 and wait.started
     assert job.category == WaitCategory.RESOURCE  # why it waited last
     cancelled = WorkloadJob.objects.get(job_id="101")
     assert cancelled.state == JobState.CANCELLED and cancelled.started_at is None
-    assert cancelled.waited_seconds == 45 * 60
+    wait = job_wait(cancelled, now=cancelled.last_event_at)
+    assert wait is not None and wait.seconds == 45 * 60 and wait.never_started
     assert cancelled.category == WaitCategory.DEPENDENCY
     assert WorkloadEvent.objects.filter(job=job).count() == 8
 

@@ -87,7 +87,6 @@ JOB_FIELDS = (
     "preemptions",
     "gpu_seconds_lost",
     "requeues",
-    "waited_seconds",
     "waits_recorded",
     "last_event_at",
 )
@@ -143,7 +142,6 @@ class JobRow:
     preemptions: int
     gpu_seconds_lost: int
     requeues: int
-    waited_seconds: int
     waits_recorded: bool
     last_event_at: datetime
 
@@ -157,7 +155,7 @@ class JobRow:
             setattr(row, name, None)
         for name in (*DESCRIPTIVE, "exit_code", "reason", "message", "category"):
             setattr(row, name, "")
-        for name in ("gpus", "preemptions", "gpu_seconds_lost", "requeues", "waited_seconds"):
+        for name in ("gpus", "preemptions", "gpu_seconds_lost", "requeues"):
             setattr(row, name, 0)
         row.state = JobState.PENDING
         row.waits_recorded = True
@@ -652,8 +650,6 @@ def _advance(job: JobRow, event: JobEvent, verdict: Verdict | None) -> None:
             job.reason, job.message = verdict.reason or event.reason[:200], event.message
             job.category, job.clears_by_itself = verdict.category, verdict.clears_by_itself
     elif kind in (EventKind.STARTED, EventKind.RESUMED):
-        if was == JobState.PENDING and event.waits_known:
-            job.waited_seconds += _seconds(job.pending_since, event.time)
         if kind == EventKind.STARTED or job.started_at is None:
             job.started_at = event.time
         job.state = JobState.RUNNING
@@ -672,8 +668,6 @@ def _advance(job: JobRow, event: JobEvent, verdict: Verdict | None) -> None:
         job.pending_since = event.time
         job.ended_at, job.exit_code = None, ""  # the run ended, the job did not
     elif kind == EventKind.ENDED:
-        if was == JobState.PENDING and event.waits_known:
-            job.waited_seconds += _seconds(job.pending_since, event.time)
         job.state = event.state or JobState.COMPLETED
         job.ended_at = event.time
         if job.started_at and job.ended_at < job.started_at:
