@@ -207,8 +207,11 @@ class PlacementApi(APIView):
 
         class HeadroomSerializer(serializers.Serializer):
             flavor = serializers.SlugField()
-            running_gpus = serializers.IntegerField(
-                help_text=_("GPUs of the flavor the project's running jobs hold now.")
+            running_gpus = serializers.FloatField(
+                help_text=_(
+                    "GPUs of the flavor the project's running jobs hold now (a job on half a "
+                    "GPU holds 0.5)."
+                )
             )
             guarantee = serializers.IntegerField()
             maximum = serializers.IntegerField(
@@ -218,8 +221,8 @@ class PlacementApi(APIView):
                 )
             )
             borrow_limit_lifted = serializers.BooleanField()
-            under_guarantee = serializers.IntegerField()
-            under_maximum = serializers.IntegerField()
+            under_guarantee = serializers.FloatField()
+            under_maximum = serializers.FloatField()
             within_guarantee = serializers.BooleanField(
                 help_text=_("True when this job would still run within the guarantee.")
             )
@@ -296,7 +299,7 @@ class PlacementApi(APIView):
         )
         allowed_tiers = serializers.ListField(child=serializers.SlugField())
         headroom = HeadroomSerializer(allow_null=True)
-        untyped_running_gpus = serializers.IntegerField(
+        untyped_running_gpus = serializers.FloatField(
             help_text=_("GPUs of running jobs reported without a flavor.")
         )
         grants = GrantSerializer(many=True, help_text=_("The project's grants in force."))

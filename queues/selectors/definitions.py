@@ -22,6 +22,10 @@ rollup derives with them), so two answers about one job cannot disagree:
   reads it from the QOS, see ``queues.services.workload.slurm``). Stored on the job.
 - **A job's flavor**: the GPU flavor its collector resolved from what it asked for. Stored on
   the job.
+- **GPUs running** (``running_gpus``): the GPUs asked for by the jobs in state ``running``,
+  fractions kept (a job on half a GPU holds 0.5), summed per the columns asked for. Every
+  page, API, check and placement answer that shows or compares running GPUs reads it; the
+  placement's prepared query sums the same column of the same state in SQL.
 - **A job's pool** (``job_pool_id``): the pool its source names (a trace's ``--pool-map``),
   else the pool of its project's quota for its flavor (the lowest id when the project has
   the flavor in several pools), else its cluster's pool (the lowest id), else none.
@@ -34,7 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Min
+from django.db.models import Min, Q, QuerySet, Sum
 
 from governance.models import Quota
 from queues.models import Cluster, EventKind, JobState, WorkloadEvent, WorkloadJob
@@ -52,6 +56,26 @@ WAIT_FIELDS = (
     "requeues",
     "waits_recorded",
 )
+
+
+def running_gpus_sum() -> Sum:
+    """GPUs running (see the module's docstring) as an aggregate, for a query that reads them
+    beside other figures (``.annotate(running=running_gpus_sum(), ...)``)."""
+    return Sum("gpus", filter=Q(state=JobState.RUNNING), default=0.0)
+
+
+def running_gpus(
+    jobs: QuerySet[WorkloadJob], *, by: tuple[str, ...]
+) -> dict[tuple[Any, ...], float]:
+    """GPUs running of ``jobs``, per the values of ``by`` (``("project_id", "flavor_id")`` →
+    ``{(project, flavor): 2.5}``), fractions kept; one query."""
+    rows = (
+        jobs.filter(state=JobState.RUNNING)
+        .order_by()
+        .values_list(*by)
+        .annotate(total=running_gpus_sum())
+    )
+    return {tuple(row[:-1]): float(row[-1] or 0) for row in rows}
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Sum
 from django.http import Http404
 from django.utils import timezone
 from django.utils.translation import get_language
@@ -27,10 +26,11 @@ from governance.selectors import (
     quota_maximum,
     user_can_read_rules,
 )
-from queues.models import JobState, WorkloadJob
+from queues.models import WorkloadJob
 from queues.schedulers.kueue.desired import cluster_queue_name
 from queues.schedulers.slurm.values import guarantee_qos, project_account, tier_qos
 
+from .. import definitions
 from . import compiled as cache
 from .compiled import FINGERPRINT_SIZE, Compiled, _current, _read, read_with_token
 
@@ -80,12 +80,13 @@ def _refusal(code: str, detail: str) -> dict[str, str]:
     return {"code": code, "detail": detail}
 
 
-def _running_gpus(project: Project, flavor_id: int | None) -> tuple[int, int]:
-    """GPUs the project's running jobs hold of ``flavor_id``, and without a flavor."""
-    jobs = WorkloadJob.objects.filter(project=project, state=JobState.RUNNING).order_by()
-    typed = jobs.filter(flavor_id=flavor_id).aggregate(total=Sum("gpus"))["total"]
-    untyped = jobs.filter(flavor__isnull=True).aggregate(total=Sum("gpus"))["total"]
-    return int(typed or 0), int(untyped or 0)
+def _running_gpus(project: Project, flavor_id: int | None) -> tuple[float, float]:
+    """GPUs the project's running jobs hold of ``flavor_id``, and without a flavor (fractions
+    kept: ``definitions.running_gpus``)."""
+    running = definitions.running_gpus(
+        WorkloadJob.objects.filter(project=project), by=("flavor_id",)
+    )
+    return running.get((flavor_id,), 0.0), running.get((None,), 0.0)
 
 
 def _flavor_guess(compiled: Compiled | None, slug: str, flavor: str | None) -> int | None:
@@ -208,7 +209,8 @@ def _answer(
     flavor: str | None,
     now: datetime,
 ) -> dict[str, Any]:
-    running_typed, untyped_running = int(row[-2] or 0), int(row[-1] or 0)
+    # The prepared query's sums of GPUs running (``definitions.running_gpus``), fractions kept.
+    running_typed, untyped_running = float(row[-2] or 0), float(row[-1] or 0)
     effective = compiled.projects.get(project.slug)
     quotas = list(effective.quotas) if effective is not None else []
     project_flavors = sorted(
@@ -357,7 +359,7 @@ def _headroom(
     project: Project,
     chosen_flavor: GpuFlavor | None,
     *,
-    used: int,
+    used: float,
     gpus: int,
 ) -> tuple[list[EffectiveQuota], dict[str, Any] | None, list[dict[str, str]]]:
     """The project's quotas of the flavor, its headroom under them, and why they refuse."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from governance.models import Project
@@ -132,21 +132,25 @@ def jobs_by_project(*, project_ids: list[int]) -> dict[int, dict[str, Any]]:
             project_id__in=project_ids, state__in=[JobState.RUNNING, JobState.PENDING]
         )
         .values_list("project_id", "state", "category")
-        .annotate(jobs=Count("pk"), gpus=Sum("gpus"))
+        .annotate(
+            jobs=Count("pk"),
+            running_gpus=definitions.running_gpus_sum(),
+            pending_gpus=Sum("gpus", filter=Q(state=JobState.PENDING), default=0.0),
+        )
     )
     result: dict[int, dict[str, Any]] = {
         pid: {"running": 0, "running_gpus": 0, "pending": 0, "pending_gpus": 0, "categories": []}
         for pid in project_ids
     }
     categories: dict[int, dict[str, int]] = defaultdict(dict)
-    for project_id, state, category, jobs, gpus in rows:
+    for project_id, state, category, jobs, running_gpus, pending_gpus in rows:
         entry = result[project_id]
+        entry["running_gpus"] += running_gpus
+        entry["pending_gpus"] += pending_gpus
         if state == JobState.RUNNING:
             entry["running"] += jobs
-            entry["running_gpus"] += gpus or 0
         else:
             entry["pending"] += jobs
-            entry["pending_gpus"] += gpus or 0
             key = category or WaitCategory.UNCLASSIFIED
             categories[project_id][key] = categories[project_id].get(key, 0) + jobs
     for entry in result.values():  # fractions of a GPU are kept: 3, or 2.5

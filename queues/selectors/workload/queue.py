@@ -22,8 +22,8 @@ class FlavorUse:
     flavor: GpuFlavor | None
     guarantee: int = 0
     maximum: int | None = 0
-    running: int = 0
-    pending: int = 0
+    running: float = 0  # GPUs running (definitions.running_gpus), fractions kept
+    pending: float = 0
 
     @property
     def at_limit(self) -> bool:
@@ -51,30 +51,29 @@ def project_flavor_use(
     )
     if source:
         jobs = jobs.filter(source=source)
-    grouped = jobs.values_list("flavor_id", "state", "cluster_id", "pool_id").annotate(
-        total=Sum("gpus")
+    grouped = jobs.values_list("flavor_id", "cluster_id", "pool_id").annotate(
+        running=definitions.running_gpus_sum(),
+        pending=Sum("gpus", filter=Q(state=JobState.PENDING), default=0.0),
     )
     maps = definitions.pool_maps() if pool_id is not None else None
     rows = []
-    for flavor_id, state, cluster_id, pool, total in grouped:
+    for flavor_id, cluster_id, pool, running, pending in grouped:
         if maps is not None:
             probe = WorkloadJob(
                 project_id=project.pk, flavor_id=flavor_id, cluster_id=cluster_id, pool_id=pool
             )
             if definitions.job_pool_id(job=probe, maps=maps) != pool_id:
                 continue
-        rows.append((flavor_id, state, total))
+        rows.append((flavor_id, running, pending))
     flavors = {use.flavor.pk: use.flavor for use in uses.values() if use.flavor}
-    for flavor_id, state, total in rows:
+    for flavor_id, running, pending in rows:
         if flavor_id not in uses:
             flavor: GpuFlavor | None = flavors.get(flavor_id) or (
                 GpuFlavor.objects.filter(pk=flavor_id).first() if flavor_id else None
             )
             uses[flavor_id] = FlavorUse(flavor=flavor, maximum=None)
-        if state == JobState.RUNNING:
-            uses[flavor_id].running += total or 0
-        else:
-            uses[flavor_id].pending += total or 0
+        uses[flavor_id].running += running
+        uses[flavor_id].pending += pending
     return sorted(uses.values(), key=lambda use: use.flavor.name if use.flavor else "")
 
 
@@ -92,13 +91,11 @@ def queue_state(job: WorkloadJob, *, now: datetime) -> tuple[diagnosis.QueueStat
         for tier in PriorityTier.objects.all()
     }
     running = []
-    rows = (
-        WorkloadJob.objects.filter(source=job.source, state=JobState.RUNNING)
-        .order_by()
-        .values_list("project_id", "tier_id", "user_name", "flavor_id", "cluster_id", "pool_id")
-        .annotate(total=Sum("gpus"))
+    rows = definitions.running_gpus(
+        WorkloadJob.objects.filter(source=job.source),
+        by=("project_id", "tier_id", "user_name", "flavor_id", "cluster_id", "pool_id"),
     )
-    for project_id, tier_id, user, flavor_id, cluster_id, pool, total in rows:
+    for (project_id, tier_id, user, flavor_id, cluster_id, pool), total in rows.items():
         probe = WorkloadJob(
             project_id=project_id, flavor_id=flavor_id, cluster_id=cluster_id, pool_id=pool
         )

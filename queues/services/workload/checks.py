@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from django.db.models import Q, Sum
+from django.db.models import Q
 from django.utils import timezone
 
 from governance.models import Pool, PreemptionKind, SiteRole, User
 from governance.selectors import EffectiveProject, EffectiveRules, effective_rules
 from queues.models import Alert, AlertKind, Cluster, JobState, WaitCategory, WorkloadJob
 from queues.schedulers.slurm.values import borrow_qos, guarantee_qos, tier_qos
+from queues.selectors import definitions
 from queues.selectors.definitions import current_wait_seconds
 
 from ..alerts import alert_close, alert_raise
@@ -165,14 +166,11 @@ def rules_check(*, now: datetime | None = None) -> dict[str, int]:
 def _over_maximum(rules: EffectiveRules, clusters: dict[int, Cluster]) -> Found:
     """1. More GPUs running than the maximum (per cluster, project and flavor)."""
     found: Found = {}
-    running = (
-        WorkloadJob.objects.filter(
-            state=JobState.RUNNING, project__isnull=False, cluster__isnull=False
-        )
-        .values_list("cluster_id", "project__slug", "flavor_id", "flavor__name")
-        .annotate(total=Sum("gpus"))
+    running = definitions.running_gpus(
+        WorkloadJob.objects.filter(project__isnull=False, cluster__isnull=False),
+        by=("cluster_id", "project__slug", "flavor_id", "flavor__name"),
     )
-    for cluster_id, slug, flavor_id, flavor_name, total in running:
+    for (cluster_id, slug, flavor_id, flavor_name), total in running.items():
         project = rules.projects.get(slug)
         cluster = clusters.get(cluster_id)
         if project is None or cluster is None:

@@ -4,24 +4,22 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from django.db.models import Sum
 from django.utils import timezone
 
 from governance.selectors import effective_rules, pool_capacities, quota_maximum
-from queues.models import JobState, WorkloadJob
+from queues.models import WorkloadJob
 from queues.schedulers.classify import QuotaPosition
+from queues.selectors import definitions
 
 from .ingest import PositionFor
 
 
 def running_gpus() -> dict[tuple[int, int | None], float]:
     """GPUs running now per (project, flavor), from the jobs Arbiter knows (one query)."""
-    rows = (
-        WorkloadJob.objects.filter(state=JobState.RUNNING, project__isnull=False)
-        .values_list("project_id", "flavor_id")
-        .annotate(total=Sum("gpus"))
+    running = definitions.running_gpus(
+        WorkloadJob.objects.filter(project__isnull=False), by=("project_id", "flavor_id")
     )
-    return {(project, flavor): total or 0 for project, flavor, total in rows}
+    return {(project, flavor): total for (project, flavor), total in running.items()}
 
 
 def quota_positions() -> PositionFor:
