@@ -13,14 +13,13 @@ from rest_framework.views import APIView
 
 from governance.models import GpuFlavor, Pool, PreemptionClass, PriorityTier, Project, Quota
 from governance.selectors import (
-    capacity_history_entries,
     flavor_get,
     history_entries,
-    membership_history_entries,
     pool_get,
     preemption_class_get,
     project_get,
     quota_get,
+    rule_kind_for,
     tier_get,
 )
 from governance.toolkit.api import (
@@ -88,11 +87,11 @@ EXAMPLE = OpenApiExample(
 
 
 def _sections(obj: models.Model) -> list[tuple[str, list[Any]]]:
+    """The object's own history, then the sections its kind declares (``RuleKind``)."""
     sections = [(type(obj)._meta.model_name or "", history_entries(obj=obj))]
-    if isinstance(obj, Project):
-        sections.append(("members", membership_history_entries(project=obj)))
-    if isinstance(obj, Pool):
-        sections.append(("capacity", capacity_history_entries(pool=obj)))
+    kind = rule_kind_for(type(obj))
+    for name, entries in kind.history_sections if kind is not None else ():
+        sections.append((name, entries(obj)))
     return sections
 
 

@@ -21,6 +21,7 @@ counted as skipped, as are jobs without a pool, a flavor or GPUs.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -37,18 +38,17 @@ from governance.models import (
     Project,
     Quota,
     RuleChange,
+    RuleEdit,
 )
+from governance.selectors import rule_kind_for
 from governance.selectors.effective import EffectiveRules, effective_rules
 from queues.models import WorkloadJob
 from queues.selectors.definitions import job_pool_id, pool_maps
 
+from .keys import flavor_key
 from .rules import ALLOWED, ClassRule, Job, QuotaRule, Rules, TierRule
 
 MINUTE = 60.0
-
-
-def flavor_key(pool_slug: str, flavor_slug: str) -> str:
-    return f"{pool_slug}/{flavor_slug}"
 
 
 def _tiers() -> tuple[TierRule, ...]:
@@ -215,34 +215,72 @@ def jobs_from_evidence(*, start: datetime, end: datetime, project: str | None = 
 
 # --- a proposed rule change, as the rules it would put in force --------------------------------
 
-_TIER_FIELDS = {
-    "score",
-    "max_gpus_per_job",
-    "max_gpus_total",
-    "may_preempt",
-    "preemptible_tiers",
-    "aging_after_minutes",
-    "aging_step",
-    "aging_cap",
-}
-_QUOTA_FIELDS = {
-    "guarantee",
-    "borrow_limit",
-    "lending_limit",
-    "fair_share_weight",
-    "reclaim_grace_minutes",
-    "preemption_class",
-}
-_CLASS_FIELDS = {
-    "kind",
-    "min_runtime_minutes",
-    "max_preemptions_per_day",
-    "max_checkpoint_interval_minutes",
-}
-
 
 def _minutes(value: Any) -> float | None:
     return float(value) * MINUTE if value else None
+
+
+@dataclass
+class _Editing:
+    """The rules a change's edits are applied to, by key, and the ids' keys."""
+
+    tiers: dict[str, TierRule]
+    classes: dict[str, ClassRule]
+    quotas: dict[tuple[str, str], QuotaRule]
+    capacity: dict[str, float]
+    project_tiers: dict[str, str]
+    tier_slugs: dict[int, str]
+    tier_scores: dict[int, int]
+    class_slugs: dict[int, str]
+
+
+def _read_tier(edit: RuleEdit, rules: _Editing) -> None:
+    slug = rules.tier_slugs[edit.object_id]
+    changes = _tier_changes(edit.field, edit.new_value, rules.tier_slugs, rules.tier_scores)
+    rules.tiers[slug] = dataclasses.replace(rules.tiers[slug], **changes)
+
+
+def _read_quota(edit: RuleEdit, rules: _Editing) -> None:
+    # A quota edit applies to that quota's project and flavor.
+    row = Quota.objects.select_related("project", "pool", "flavor").get(pk=edit.object_id)
+    key = (row.project.slug, flavor_key(row.pool.slug, row.flavor.slug))
+    quota = rules.quotas.get(key) or QuotaRule(project=key[0], flavor=key[1], guarantee=0.0)
+    changes = _quota_changes(edit.field, edit.new_value, rules.class_slugs)
+    rules.quotas[key] = dataclasses.replace(quota, **changes)
+
+
+def _read_class(edit: RuleEdit, rules: _Editing) -> None:
+    slug = rules.class_slugs[edit.object_id]
+    changes = _class_changes(edit.field, edit.new_value)
+    rules.classes[slug] = dataclasses.replace(rules.classes[slug], **changes)
+
+
+def _read_pool(edit: RuleEdit, rules: _Editing) -> None:
+    if edit.key is None:  # the capacity is kept per flavor
+        return
+    pool = Pool.objects.get(pk=edit.object_id)
+    flavor = GpuFlavor.objects.get(pk=edit.key)
+    rules.capacity[flavor_key(pool.slug, flavor.slug)] = float(edit.new_value or 0)
+
+
+def _read_project(edit: RuleEdit, rules: _Editing) -> None:
+    project = Project.objects.get(pk=edit.object_id)
+    if edit.new_value:
+        rules.project_tiers[project.slug] = rules.tier_slugs[edit.new_value]
+    else:
+        rules.project_tiers.pop(project.slug, None)
+
+
+# How the replay reads an edit of each rule kind that declares ``replay_fields`` (by its
+# ``object_type``): a new kind the replay models adds its reader here
+# (``tests/queues/test_replay_inputs.py`` checks that both name the same kinds).
+READERS: dict[str, Callable[[RuleEdit, _Editing], None]] = {
+    "tier": _read_tier,
+    "quota": _read_quota,
+    "preemption_class": _read_class,
+    "pool": _read_pool,
+    "project": _read_project,
+}
 
 
 def rules_with_change(rules: Rules, *, change: RuleChange) -> tuple[Rules, list[str]]:
@@ -250,55 +288,36 @@ def rules_with_change(rules: Rules, *, change: RuleChange) -> tuple[Rules, list[
     not model (placement, access, descriptions, scheduler connections: ``model.field``).
 
     Edits name objects by id and store foreign keys as ids (``RuleEdit``); the slugs are
-    looked up here. A quota edit applies to that quota's project and flavor.
+    looked up here. Which fields of which kind the replay models is the kind's declaration
+    (``RuleKind.replay_fields``); ``READERS`` reads them.
     """
     edits = list(change.edits.select_related("content_type").order_by("pk"))
-    tier_slugs = dict(PriorityTier.objects.values_list("pk", "slug"))
-    tier_scores = dict(PriorityTier.objects.values_list("pk", "score"))
-    class_slugs = dict(PreemptionClass.objects.values_list("pk", "slug"))
-    tiers = {tier.slug: tier for tier in rules.tiers}
-    classes = {cls.slug: cls for cls in rules.classes}
-    quotas = {(quota.project, quota.flavor): quota for quota in rules.quotas}
-    capacity = dict(rules.capacity)
-    project_tiers = dict(rules.project_tiers)
+    editing = _Editing(
+        tiers={tier.slug: tier for tier in rules.tiers},
+        classes={cls.slug: cls for cls in rules.classes},
+        quotas={(quota.project, quota.flavor): quota for quota in rules.quotas},
+        capacity=dict(rules.capacity),
+        project_tiers=dict(rules.project_tiers),
+        tier_slugs=dict(PriorityTier.objects.values_list("pk", "slug")),
+        tier_scores=dict(PriorityTier.objects.values_list("pk", "score")),
+        class_slugs=dict(PreemptionClass.objects.values_list("pk", "slug")),
+    )
     ignored: list[str] = []
     for edit in edits:
         model = edit.content_type.model_class()
-        value: Any = edit.new_value
-        name = f"{edit.content_type.model}.{edit.field}"
-        if model is PriorityTier and edit.field in _TIER_FIELDS:
-            slug = tier_slugs[edit.object_id]
-            tier = tiers[slug]
-            changes = _tier_changes(edit.field, value, tier_slugs, tier_scores)
-            tiers[slug] = dataclasses.replace(tier, **changes)
-        elif model is Quota and edit.field in _QUOTA_FIELDS:
-            row = Quota.objects.select_related("project", "pool", "flavor").get(pk=edit.object_id)
-            key = (row.project.slug, flavor_key(row.pool.slug, row.flavor.slug))
-            quota = quotas.get(key) or QuotaRule(project=key[0], flavor=key[1], guarantee=0.0)
-            changes = _quota_changes(edit.field, value, class_slugs)
-            quotas[key] = dataclasses.replace(quota, **changes)
-        elif model is PreemptionClass and edit.field in _CLASS_FIELDS:
-            slug = class_slugs[edit.object_id]
-            classes[slug] = dataclasses.replace(classes[slug], **_class_changes(edit.field, value))
-        elif model is Pool and edit.field == "capacity" and edit.key is not None:
-            pool = Pool.objects.get(pk=edit.object_id)
-            flavor = GpuFlavor.objects.get(pk=edit.key)
-            capacity[flavor_key(pool.slug, flavor.slug)] = float(value or 0)
-        elif model is Project and edit.field == "tier":
-            project = Project.objects.get(pk=edit.object_id)
-            if value:
-                project_tiers[project.slug] = tier_slugs[value]
-            else:
-                project_tiers.pop(project.slug, None)
-        else:
-            ignored.append(name)
+        kind = rule_kind_for(model) if model is not None else None
+        read = READERS.get(kind.object_type) if kind is not None else None
+        if kind is None or read is None or edit.field not in kind.replay_fields:
+            ignored.append(f"{edit.content_type.model}.{edit.field}")
+            continue
+        read(edit, editing)
     changed = dataclasses.replace(
         rules,
-        tiers=tuple(tiers.values()),
-        classes=tuple(classes.values()),
-        quotas=tuple(quotas.values()),
-        capacity=capacity,
-        project_tiers=project_tiers,
+        tiers=tuple(editing.tiers.values()),
+        classes=tuple(editing.classes.values()),
+        quotas=tuple(editing.quotas.values()),
+        capacity=editing.capacity,
+        project_tiers=editing.project_tiers,
     )
     changed.check()
     return changed, ignored

@@ -24,11 +24,6 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from governance.models import (
-    GpuFlavor,
-    Pool,
-    PreemptionClass,
-    PriorityTier,
-    Project,
     RuleChange,
     RulesRevision,
 )
@@ -45,8 +40,8 @@ from queues.models import (
 )
 from queues.replay import Result, replay
 from queues.replay.engine import REASON_CATEGORY
+from queues.replay.keys import ReplayIds, RulesRan
 from queues.replay.results import hour_rows, preemption_rows
-from queues.replay.rules import Rules
 
 WINDOW_DAYS = 30
 RESULT_FORMAT = 3
@@ -178,37 +173,26 @@ def change_replay_run(*, replay_id: int) -> ChangeReplay | None:
     return run
 
 
-def rule_ids() -> dict[str, dict[str, int]]:
-    """The rules' objects' ids by slug, for the replay's rows (which name them by slug)."""
-    return {
-        "project": dict(Project.objects.values_list("slug", "pk")),
-        "tier": dict(PriorityTier.objects.values_list("slug", "pk")),
-        "flavor": dict(GpuFlavor.objects.values_list("slug", "pk")),
-        "pool": dict(Pool.objects.values_list("slug", "pk")),
-        "class": dict(PreemptionClass.objects.values_list("slug", "pk")),
-    }
-
-
 def _at(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, tz=UTC)
 
 
 def replay_hours(
-    *, run: ChangeReplay, side: str, result: Result, ids: dict[str, dict[str, int]]
+    *, run: ChangeReplay, side: str, result: Result, ids: ReplayIds
 ) -> list[ReplayHour]:
     """The replay's hours as ``WorkloadHour`` holds the evidence's (``hour_rows``)."""
     rows = []
     for (hour, job_flavor, project, tier), values in sorted(hour_rows(result).items()):
-        pool, _sep, flavor = job_flavor.rpartition("/")
+        pool_id, flavor_id = ids.flavor(job_flavor)
         rows.append(
             ReplayHour(
                 replay=run,
                 side=side,
                 hour=_at(hour),
-                pool_id=ids["pool"].get(pool),
-                flavor_id=ids["flavor"].get(flavor),
-                project_id=ids["project"].get(project),
-                tier_id=ids["tier"].get(tier),
+                pool_id=pool_id,
+                flavor_id=flavor_id,
+                project_id=ids.project(project),
+                tier_id=ids.tier(tier),
                 gpu_seconds=values[0],
                 quota_wait_seconds=values[1],
                 resource_wait_seconds=values[2],
@@ -218,7 +202,7 @@ def replay_hours(
 
 
 def replay_preemptions(
-    *, run: ChangeReplay, side: str, result: Result, ids: dict[str, dict[str, int]]
+    *, run: ChangeReplay, side: str, result: Result, ids: ReplayIds
 ) -> list[ReplayPreemption]:
     """The replay's preemptions as the review's preemption query sees the evidence's
     (``preemption_rows``)."""
@@ -230,10 +214,10 @@ def replay_preemptions(
                 side=side,
                 time=_at(at),
                 gpus=gpus,
-                project_id=ids["project"].get(project),
-                tier_id=ids["tier"].get(tier),
-                preemption_class_id=ids["class"].get(klass),
-                pool_id=ids["pool"].get(job_flavor.rpartition("/")[0]),
+                project_id=ids.project(project),
+                tier_id=ids.tier(tier),
+                preemption_class_id=ids.preemption_class(klass),
+                pool_id=ids.pool(job_flavor),
                 run_from=_at(run_from),
                 restart=None if restart is None else _at(restart),
             )
@@ -241,25 +225,7 @@ def replay_preemptions(
     return rows
 
 
-def side_rules(timeline: list[tuple[float, Rules]]) -> dict[str, Any]:
-    """What the review reads from the rules, as one side of the replay ran under them: the
-    capacity of each period (``[[from, {"pool/flavor": GPUs}], ...]``, a period only where it
-    changed) and the quotas of the first (``[[project, "pool/flavor", guarantee, lending
-    limit, class], ...]``)."""
-    capacity: list[list[Any]] = []
-    for at, rules in timeline:
-        if not capacity or capacity[-1][1] != rules.capacity:
-            capacity.append([at, dict(sorted(rules.capacity.items()))])
-    quotas = [
-        [q.project, q.flavor, q.guarantee, q.lending_limit, q.preemption_class]
-        for q in timeline[0][1].quotas
-    ]
-    return {"capacity": capacity, "quotas": quotas}
-
-
-def _side_rows(
-    run: ChangeReplay, side: str, result: Result, ids: dict[str, dict[str, int]]
-) -> list[Model]:
+def _side_rows(run: ChangeReplay, side: str, result: Result, ids: ReplayIds) -> list[Model]:
     return [
         *replay_waits(run=run, side=side, result=result, ids=ids),
         *replay_hours(run=run, side=side, result=result, ids=ids),
@@ -268,7 +234,7 @@ def _side_rows(
 
 
 def replay_waits(
-    *, run: ChangeReplay, side: str, result: Result, ids: dict[str, dict[str, int]]
+    *, run: ChangeReplay, side: str, result: Result, ids: ReplayIds
 ) -> list[ReplayWait]:
     """Each replayed job's first wait as a ``WorkloadWait`` would hold it: submitted at its
     arrival, ended at its first start (at its cancellation if it gave up waiting; empty if
@@ -286,7 +252,7 @@ def replay_waits(
         start = result.start[j]
         started = start == start and start <= result.horizon  # not NaN: it started
         wait_end: float | None = start if started else result.cancelled.get(j)
-        pool, _sep, flavor = job.flavor.rpartition("/")
+        pool_id, flavor_id = ids.flavor(job.flavor)
         submitted = _at(job.arrival)
         rows.append(
             ReplayWait(
@@ -294,10 +260,10 @@ def replay_waits(
                 side=side,
                 submitted_at=submitted,
                 day=submitted.date(),
-                project_id=ids["project"].get(job.project),
-                tier_id=ids["tier"].get(result.tiers[j]),
-                flavor_id=ids["flavor"].get(flavor),
-                pool_id=ids["pool"].get(pool),
+                project_id=ids.project(job.project),
+                tier_id=ids.tier(result.tiers[j]),
+                flavor_id=flavor_id,
+                pool_id=pool_id,
                 category=REASON_CATEGORY.get(last_reason.get(j, ""), ""),
                 wait_end=None if wait_end is None else _at(wait_end),
                 started=started,
@@ -315,7 +281,7 @@ def _replay_both(run: ChangeReplay) -> tuple[dict[str, Any], list[Model]]:
     end = datetime.fromisoformat(run.inputs["end"])
     change = RuleChange.objects.get(pk=run.change_id)
     evidence = jobs_from_evidence(start=start, end=end)
-    ids = rule_ids()
+    ids = ReplayIds.load()
     _advance(run, progress=20)
     in_force = rules_timeline(start=start, end=end)
     changed = [(at, rules_with_change(rules, change=change)) for at, rules in in_force]
@@ -336,6 +302,6 @@ def _replay_both(run: ChangeReplay) -> tuple[dict[str, Any], list[Model]]:
         "skipped_no_flavor": evidence.skipped_no_flavor,
         "not_modelled": sorted(set(ignored)),
         "format": RESULT_FORMAT,
-        ReplaySide.IN_FORCE.value: side_rules(in_force),
-        ReplaySide.WITH_CHANGE.value: side_rules(timeline),
+        ReplaySide.IN_FORCE.value: RulesRan.of(in_force).as_json(),
+        ReplaySide.WITH_CHANGE.value: RulesRan.of(timeline).as_json(),
     }, rows

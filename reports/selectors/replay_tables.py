@@ -20,6 +20,7 @@ from queues.models import (
     ReplayWait,
     WorkloadEvent,
 )
+from queues.replay.keys import MODELS, ReplayIds, RulesRan
 
 from .review._common import Names, Scope, tables
 from .review.service import GivenRules
@@ -55,34 +56,23 @@ def quota_table(quotas: list[dict[str, Any]]) -> str:
     return f"({' UNION ALL '.join(selects)}) AS replayed_quotas_"
 
 
-def _ids(names: Names) -> dict[str, dict[str, Any]]:
-    return {
-        kind: {item.slug: pk for pk, item in items.items() if item is not None}
-        for kind, items in (
-            ("project", names.projects),
-            ("pool", names.pools),
-            ("flavor", names.flavors),
-            ("class", names.classes),
-        )
-    }
-
-
-def _flavor_ids(key: str, ids: dict[str, dict[str, Any]]) -> tuple[Any, Any]:
-    pool, _sep, flavor = key.rpartition("/")
-    return ids["pool"].get(pool), ids["flavor"].get(flavor)
+def _ids(names: Names) -> ReplayIds:
+    """The replay's keys' ids, from the rules the review read (``Names`` has the same fields)."""
+    return ReplayIds.of(**{name: getattr(names, name).values() for name in MODELS})
 
 
 def given_rules(rules: dict[str, Any], scope: Scope, names: Names) -> GivenRules:
     """The capacity and quotas one side of a run ran under (``queues.services.replay.
-    side_rules``), as the review's service query takes them: the capacities of the last
+    RulesRan``), as the review's service query takes them: the capacities of the last
     period (as the review reads today's), the GPU-seconds of capacity in each hour of the
     scope (time-weighted across the periods) and the quotas, by id."""
     ids = _ids(names)
-    periods = [(float(at), capacity) for at, capacity in rules["capacity"]]
+    ran = RulesRan.from_json(rules)
+    periods = list(ran.capacity)
     bounds = [-math.inf, *(at for at, _c in periods[1:]), math.inf]
     hourly: dict[tuple[int, int], list[float]] = {}
     for key in sorted({key for _at, capacity in periods for key in capacity}):
-        pool_id, flavor_id = _flavor_ids(key, ids)
+        pool_id, flavor_id = ids.flavor(key)
         if pool_id is None or flavor_id is None:
             continue
         seconds = []
@@ -98,13 +88,13 @@ def given_rules(rules: dict[str, Any], scope: Scope, names: Names) -> GivenRules
     capacities = [
         {"pool_id": pool_id, "flavor_id": flavor_id, "gpus": gpus}
         for key, gpus in (periods[-1][1].items() if periods else ())
-        for pool_id, flavor_id in [_flavor_ids(key, ids)]
+        for pool_id, flavor_id in [ids.flavor(key)]
         if gpus and pool_id is not None and flavor_id is not None
     ]
     quotas = []
-    for project, key, guarantee, lending_limit, klass in rules["quotas"]:
-        pool_id, flavor_id = _flavor_ids(key, ids)
-        project_id = ids["project"].get(project)
+    for quota in ran.quotas:
+        pool_id, flavor_id = ids.flavor(quota.flavor)
+        project_id = ids.project(quota.project)
         if None in (pool_id, flavor_id, project_id):
             continue
         quotas.append(
@@ -112,9 +102,9 @@ def given_rules(rules: dict[str, Any], scope: Scope, names: Names) -> GivenRules
                 "project_id": project_id,
                 "pool_id": pool_id,
                 "flavor_id": flavor_id,
-                "guarantee": guarantee,
-                "lending_limit": lending_limit,
-                "preemption_class_id": ids["class"].get(klass),
+                "guarantee": quota.guarantee,
+                "lending_limit": quota.lending_limit,
+                "preemption_class_id": ids.preemption_class(quota.preemption_class),
             }
         )
     return capacities, hourly, quotas

@@ -160,3 +160,15 @@ def test_a_proposed_change_is_the_rules_it_would_put_in_force(world):
     # The rules in force are untouched, and replays differ where the change bites.
     assert {q.project: q for q in in_force.quotas}["vision"].guarantee == 24
     assert in_force.tier("production").preemptible == {"regular", "exploratory"}
+
+
+def test_the_replay_reads_every_kind_that_declares_replay_fields():
+    """A rule kind says which of its fields the replay models (``RuleKind.replay_fields``);
+    the adapter has a reader for exactly those kinds, and each field is one a change edits."""
+    from governance.selectors.changes.kinds import REGISTRY
+    from queues.replay.adapt import READERS
+
+    modelled = {kind.object_type: kind for kind in REGISTRY.values() if kind.replay_fields}
+    assert set(READERS) == set(modelled)
+    for kind in modelled.values():
+        assert all(kind.edit_kind(name) is not None for name in kind.replay_fields), kind

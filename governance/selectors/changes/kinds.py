@@ -22,11 +22,12 @@ The registry lives with the selectors (reads name kinds, types and keys); the se
 points to are given by the declarations, so a selector never imports a service.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import models
+from django.db.models import Q
 
 from governance.models import EditKind
 
@@ -97,6 +98,22 @@ class RuleKind:
     owner_message: str = ""
     # Related objects a row's name needs (a quota names its project, pool and flavor).
     name_related: tuple[str, ...] = ()
+    # What a change of objects of this kind affects beyond themselves (``changes.plan``),
+    # each given the ids of the objects changed: the projects (a ``Q`` on Project), the
+    # quotas (a ``Q`` on Quota: their projects and pools are affected too), the pools it
+    # touches directly (the plan's pools, and the "one pool at a time" warning), and further
+    # pools the plan names (a flavor's capacity). ``None``: nothing beyond the objects.
+    affects_projects: Callable[[set[int]], Q] | None = None
+    affects_quotas: Callable[[set[int]], Q] | None = None
+    touches_pools: Callable[[set[int]], Iterable[int]] | None = None
+    plan_pools: Callable[[set[int]], Iterable[int]] | None = None
+    # The fields (keyed ones included) the what-if replay models: a change of any other field
+    # is listed as not modelled. ``queues.replay.adapt`` reads each kind named here by its
+    # ``object_type`` (its ``READERS``; a test checks both name the same kinds).
+    replay_fields: frozenset[str] = frozenset()
+    # The history sections an object's history page and API show besides its own rows
+    # (``members`` of a project, ``capacity`` of a pool), each reading the object's entries.
+    history_sections: tuple[tuple[str, Callable[[Any], list[Any]]], ...] = ()
 
     @property
     def pages(self) -> str:

@@ -5,7 +5,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from django.contrib.contenttypes.models import ContentType
-from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_noop
 
@@ -13,10 +12,7 @@ from governance.models import (
     SCHEDULING_KINDS,
     ChangeStatus,
     EditKind,
-    GpuFlavor,
     Pool,
-    PoolCapacity,
-    PreemptionClass,
     PriorityTier,
     Project,
     Quota,
@@ -26,7 +22,7 @@ from governance.models import (
 from governance.models.texts import Message, label, message, message_text
 
 from .diff import EditRow, edit_rows_for
-from .kinds import EXISTS
+from .kinds import EXISTS, RuleKind, rule_kind_for
 from .values import rollback_items
 
 
@@ -39,20 +35,27 @@ class Scope:
     kinds: set[str] = field(default_factory=set)
 
 
+def _by_kind(edits: Iterable[RuleEdit]) -> list[tuple[RuleKind, set[int]]]:
+    """The ids of the objects ``edits`` change, per rule kind."""
+    by_kind: dict[str, tuple[RuleKind, set[int]]] = {}
+    for edit in edits:
+        model = ContentType.objects.get_for_id(edit.content_type_id).model_class()
+        kind = rule_kind_for(model) if model is not None else None
+        if kind is not None:
+            by_kind.setdefault(kind.object_type, (kind, set()))[1].add(edit.object_id)
+    return list(by_kind.values())
+
+
 def change_scope(edits: Iterable[RuleEdit]) -> Scope:
+    """The objects and the pools the edits touch directly (each kind's ``touches_pools``)."""
+    edits = list(edits)
     scope = Scope()
-    quota_ids = []
-    pool_ct = ContentType.objects.get_for_model(Pool).pk
-    quota_ct = ContentType.objects.get_for_model(Quota).pk
     for edit in edits:
         scope.targets.add((edit.content_type_id, edit.object_id))
         scope.kinds.add(edit.kind)
-        if edit.content_type_id == pool_ct:
-            scope.pools.add(edit.object_id)
-        elif edit.content_type_id == quota_ct:
-            quota_ids.append(edit.object_id)
-    if quota_ids:
-        scope.pools.update(Quota.objects.filter(pk__in=quota_ids).values_list("pool_id", flat=True))
+    for kind, ids in _by_kind(edits):
+        if kind.touches_pools is not None:
+            scope.pools.update(kind.touches_pools(ids))
     return scope
 
 
@@ -207,34 +210,24 @@ def rule_change_plan(*, change: RuleChange) -> ChangePlan:
     """Every field old → new, and which projects and pools the change affects."""
     edits = list(change.edits.all())
     rows = edit_rows_for(edits).get(change.pk, [])
-    by_model: dict[type[models.Model], set[int]] = {}
-    for edit in edits:
-        model = edit.content_type.model_class()
-        assert model is not None
-        by_model.setdefault(model, set()).add(edit.object_id)
-    project_q = Q(pk__in=by_model.get(Project, set()))
-    quota_q = Q(pk__in=by_model.get(Quota, set()))
-    tiers = by_model.get(PriorityTier, set())
-    if tiers:
-        project_q |= Q(tier__in=tiers)
-        if PriorityTier.objects.filter(pk__in=tiers, is_default=True).exists():
-            project_q |= Q(tier__isnull=True)
-    quota_q |= Q(preemption_class__in=by_model.get(PreemptionClass, set()))
-    quota_q |= Q(flavor__in=by_model.get(GpuFlavor, set()))
-    quota_q |= Q(pool__in=by_model.get(Pool, set()))
+    # What each kind's declaration says a change of its objects affects (``RuleKind``).
+    project_q, quota_q, pool_ids = Q(pk__in=[]), Q(pk__in=[]), set()
+    for kind, ids in _by_kind(edits):
+        if kind.affects_projects is not None:
+            project_q |= kind.affects_projects(ids)
+        if kind.affects_quotas is not None:
+            quota_q |= kind.affects_quotas(ids)
+        for pools_of in (kind.touches_pools, kind.plan_pools):
+            if pools_of is not None:
+                pool_ids |= set(pools_of(ids))
     quota_rows = Quota.objects.filter(quota_q).values_list("project_id", "pool_id")
     projects_from_quotas = {project for project, _pool in quota_rows}
     projects = list(
         Project.objects.filter(project_q | Q(pk__in=projects_from_quotas)).order_by("name")
     )
-    pool_ids = {pool for _project, pool in quota_rows} | by_model.get(Pool, set())
+    pool_ids |= {pool for _project, pool in quota_rows}
     pool_ids |= set(
         Quota.objects.filter(project__in=[p.pk for p in projects]).values_list("pool_id", flat=True)
-    )
-    pool_ids |= set(
-        PoolCapacity.objects.filter(flavor__in=by_model.get(GpuFlavor, set())).values_list(
-            "pool_id", flat=True
-        )
     )
     pools = list(Pool.objects.filter(pk__in=pool_ids).order_by("name"))
     kinds = sorted({edit.kind for edit in edits})

@@ -19,6 +19,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
+from django.db.models import Q
 from django.db.models.deletion import Collector, ProtectedError, RestrictedError
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
@@ -37,6 +38,7 @@ from governance.models import (
     User,
 )
 from governance.selectors.changes import EXISTS, KeyedField, RuleKind
+from governance.selectors.history import capacity_history_entries, membership_history_entries
 
 from .._access import require_ops
 from .._history import governed_delete
@@ -209,6 +211,14 @@ def _role_display(value: Any) -> str:
     return str(ProjectRole(value).label) if value else _("not a member")
 
 
+def _tier_projects(ids: set[int]) -> Q:
+    """The projects at the tiers ``ids`` (and those without a tier, when one is the default)."""
+    projects = Q(tier__in=ids)
+    if PriorityTier.objects.filter(pk__in=ids, is_default=True).exists():
+        projects |= Q(tier__isnull=True)
+    return projects
+
+
 # --- the kinds ---------------------------------------------------------------------------------
 
 PROJECT = RuleKind(
@@ -231,6 +241,9 @@ PROJECT = RuleKind(
             stored_in=Membership,
         )
     },
+    affects_projects=lambda ids: Q(pk__in=ids),
+    replay_fields=frozenset({"tier"}),
+    history_sections=(("members", lambda obj: membership_history_entries(project=obj)),),
     **_created_by(project_create, EditKind.DESCRIPTION),
 )
 FLAVOR = RuleKind(
@@ -238,6 +251,10 @@ FLAVOR = RuleKind(
     object_type="flavor",
     fields=_kinds(FLAVOR_EDITABLE, EditKind.PLACEMENT, name=EditKind.DESCRIPTION),
     update=_updated_by(flavor_update, "flavor"),
+    affects_quotas=lambda ids: Q(flavor__in=ids),
+    plan_pools=lambda ids: PoolCapacity.objects.filter(flavor__in=ids).values_list(
+        "pool_id", flat=True
+    ),
     **_created_by(flavor_create, EditKind.PLACEMENT),
 )
 POOL = RuleKind(
@@ -258,6 +275,10 @@ POOL = RuleKind(
             stored_in=PoolCapacity,
         )
     },
+    affects_quotas=lambda ids: Q(pool__in=ids),
+    touches_pools=lambda ids: ids,
+    replay_fields=frozenset({CAPACITY}),
+    history_sections=(("capacity", lambda obj: capacity_history_entries(pool=obj)),),
     **_created_by(pool_create, EditKind.CAPACITY),
 )
 TIER = RuleKind(
@@ -277,6 +298,12 @@ TIER = RuleKind(
         "A change to the tier “%(object)s” needs its business owner, %(owner)s (or ops when "
         "the owner proposed it)."
     ),
+    affects_projects=_tier_projects,
+    # The replay orders by score and applies the caps, preemption and aging.
+    replay_fields=frozenset(
+        {"score", "max_gpus_per_job", "max_gpus_total", "may_preempt", "preemptible_tiers"}
+        | {"aging_after_minutes", "aging_step", "aging_cap"}
+    ),
     **{**_created_by(tier_create, EditKind.PRIORITY), "delete": _tier_delete},
 )
 PREEMPTION_CLASS = RuleKind(
@@ -284,6 +311,10 @@ PREEMPTION_CLASS = RuleKind(
     object_type="preemption_class",
     fields=_kinds(PREEMPTION_CLASS_EDITABLE, EditKind.PREEMPTION, name=EditKind.DESCRIPTION),
     update=_updated_by(preemption_class_update, "preemption_class"),
+    affects_quotas=lambda ids: Q(preemption_class__in=ids),
+    # What the replay models of a class: its kind, minimum runtime, daily maximum, checkpoints.
+    replay_fields=frozenset(PREEMPTION_CLASS_EDITABLE)
+    - {"name", "requires_verified_checkpoint", "recovery_owner", "business_impact"},
     **_created_by(preemption_class_create, EditKind.PREEMPTION),
 )
 QUOTA = RuleKind(
@@ -298,6 +329,9 @@ QUOTA = RuleKind(
     update=_updated_by(quota_update, "quota"),
     key_field="pk",
     name_related=("project", "pool", "flavor"),
+    affects_quotas=lambda ids: Q(pk__in=ids),
+    touches_pools=lambda ids: Quota.objects.filter(pk__in=ids).values_list("pool_id", flat=True),
+    replay_fields=frozenset(QUOTA_EDITABLE) - {"review_cycle_days"},
     **_created_by(quota_create, EditKind.QUOTA),
 )
 # People: site role, activation and (revoking) superuser status, approved by ops. Accounts
