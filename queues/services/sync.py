@@ -787,7 +787,10 @@ def drift_check(*, cluster: Cluster, backend: SchedulerBackend | None = None) ->
         # Kueue: tell a Job waiting in a namespace Arbiter does not govern why (an Event).
         flag = getattr(backend, "flag_ungoverned_jobs", None)
         if callable(flag):
-            flag(live=live)
+            try:
+                flag(live=live)
+            except SchedulerError as error:  # e.g. a permission the account lacks, named
+                state.drift_error = str(error)
         # Drift in Arbiter's own objects makes the cluster due: the next sync restores them.
         # (Hand-made objects beside them are shown, never removed, so they do not.)
         own = {(k, n) for k, objects in (state.applied_state or {}).items() for n in objects}
