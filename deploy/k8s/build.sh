@@ -18,13 +18,20 @@
 #                   names; Debian's etcd 3.4 is older than what kube-apiserver 1.35 supports),
 #                   built the same way because its go.mod has replace directives too.
 #   kueue           sigs.k8s.io/kueue/cmd/kueue $KUEUE_VERSION (go install: no replaces).
+#   kubectl         k8s.io/kubernetes/cmd/kubectl $K8S_VERSION, as kube-apiserver (the README's
+#                   Helm install steps run with it in tests/queues/test_helm_chart.py).
+#   helm            helm.sh/helm/v4/cmd/helm $HELM_VERSION (go install: no replaces; v4.3.2 is
+#                   the newest Helm 4 the module proxy serves; its k8s.io/* modules are v0.37,
+#                   built anew). Renders and installs deploy/helm/arbiter.
 #
 # Versions: Kueue v0.17.0 is the newest the module proxy serves (`go list -m -versions
 # sigs.k8s.io/kueue`); its go.mod builds on k8s.io/* v0.35, so the API server is a 1.35
 # release. Needs Go >= 1.25 (the modules' `go` lines) and the Go module proxy.
 # First builds on two cores shared with other work (Go 1.26, empty caches, downloads
 # included): kube-apiserver 327 s, etcd 57 s, Kueue 645 s (the whole script 17 min 9 s);
-# README.md ("Kubernetes with Kueue") repeats them. Cached binaries make it a no-op.
+# README.md ("Kubernetes with Kueue") repeats them. Later, with the Go caches of those builds
+# warm but eight other jobs on the same two cores (load average about 18): kubectl 308 s, helm
+# 1370 s of wall time (about 4 min of CPU). Cached binaries make it a no-op.
 set -euo pipefail
 
 K8S_VERSION=${ARBITER_K8S_VERSION:-v1.35.4}

@@ -168,4 +168,22 @@ def service_account_token(client: KubeClient, helm: str) -> str:
     objects = chart_rbac(helm)
     install_rbac(client, objects)
     account = next(o for o in objects if o["kind"] == "ServiceAccount")["metadata"]["name"]
-    return mint_token(client, account)
+    token = mint_token(client, account)
+    assert whoami(client, token) == f"system:serviceaccount:{NAMESPACE}:{account}"
+    return token
+
+
+def whoami(client: KubeClient, token: str) -> str:
+    """The user name the API server sees for ``token`` (a SelfSubjectReview made with it)."""
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    api = client.api
+    saved = api.configuration.api_key
+    api.configuration.api_key = {"authorization": f"Bearer {token}"}
+    try:
+        status, body = client.request(
+            "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", body=review
+        )
+    finally:
+        api.configuration.api_key = saved
+    assert status == 201, body
+    return str(body["status"]["userInfo"]["username"])

@@ -221,11 +221,16 @@ def _readme_release_removed(client: KubeClient, env: dict[str, str]) -> None:
     status, _body = client.request("GET", ns)
     if status == 404:
         return
-    for collection in (f"{ns}/secrets", f"/apis/batch/v1/namespaces/{README_NAMESPACE}/jobs"):
+    client.request("DELETE", ns)  # Terminating: nothing new is made in it from now on
+    for collection in (
+        f"{ns}/secrets",
+        f"/apis/batch/v1/namespaces/{README_NAMESPACE}/jobs",
+        f"/apis/apps/v1/namespaces/{README_NAMESPACE}/replicasets",
+        f"{ns}/pods",  # Pending for good (no kubelet)
+    ):
         _status, body = client.request("GET", collection)
         for item in body.get("items") or []:
             client.request("DELETE", f"{collection}/{item['metadata']['name']}")
-    client.request("DELETE", ns)
     _status, body = client.request("GET", ns)
     if body.get("metadata"):
         body["spec"] = {"finalizers": []}
@@ -242,14 +247,16 @@ def _migration_completes(client: KubeClient, stop: threading.Event) -> None:
     path = f"/apis/batch/v1/namespaces/{README_NAMESPACE}/jobs/arbiter-migrate"
     while not stop.is_set():
         status, job = client.request("GET", path)
-        conditions = (job.get("status") or {}).get("conditions") or []
-        if status == 200 and not any(c["type"] == "Complete" for c in conditions):
+        state = (job.get("status") or {}) if status == 200 else {}
+        if status == 200 and not any(
+            c["type"] == "Complete" for c in state.get("conditions") or []
+        ):
             now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             done = [
                 {"type": kind, "status": "True", "lastProbeTime": now, "lastTransitionTime": now}
                 for kind in ("SuccessCriteriaMet", "Complete")
             ]
-            started = (job.get("status") or {}).get("startTime") or now
+            started = state.get("startTime") or now
             patch = {
                 "status": {
                     "startTime": started,
