@@ -84,6 +84,19 @@ def test_the_chart_renders_web_worker_beat_migration_and_least_privilege(helm):
     assert not {v for rule in role["rules"] for v in rule["verbs"]} & {"*", "escalate", "bind"}
 
 
+def test_helm_lint_passes(helm, tmp_path):
+    done = subprocess.run(
+        [helm, "lint", str(kube_chart.CHART), "--set", "existingSecret=x", *EVERY_TEMPLATE],
+        env={**os.environ, "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 chart(s) failed" in done.stdout
+
+
 def test_the_chart_refuses_to_render_without_an_existing_secret(helm):
     with pytest.raises(AssertionError, match="Set existingSecret"):
         kube_chart.render(helm, "--set", "existingSecret=")
