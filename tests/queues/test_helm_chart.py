@@ -14,7 +14,7 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -165,48 +165,72 @@ def test_the_sync_runs_as_the_charts_service_account_which_reads_no_secret_or_po
     client.close()
 
 
+def _without(rules: list[dict[str, Any]], resource: str, verb: str) -> list[dict[str, Any]]:
+    """The chart's rules less ``verb`` on ``resource`` (its rule split in two)."""
+    out = []
+    for rule in rules:
+        if resource not in rule["resources"]:
+            out.append(rule)
+            continue
+        if others := [r for r in rule["resources"] if r != resource]:
+            out.append({**rule, "resources": others})
+        if verbs := [v for v in rule["verbs"] if v != verb]:
+            out.append({**rule, "resources": [resource], "verbs": verbs})
+    return out
+
+
 @pytest.fixture
-def lacking_token(helm, kube, tmp_path) -> Iterator[str]:
-    """A second account whose ClusterRole is the chart's without ``patch`` on
-    resourceflavors."""
+def lacking(helm, kube, tmp_path) -> Iterator[Callable[[str, str], str]]:
+    """A token of a second account whose ClusterRole is the chart's less one verb on one
+    resource: ``lacking(resource, verb)``."""
     client = KubeClient(kube.connection(tmp_path))
-    objects = kube_chart.chart_rbac(helm)
-    lacking = []
-    for obj in copy.deepcopy(objects):
-        obj["metadata"]["name"] = "arbiter-lacking"
-        if obj["kind"] == "ClusterRole":
-            rules = []
-            for rule in obj["rules"]:
-                if "resourceflavors" in rule["resources"]:
-                    others = [r for r in rule["resources"] if r != "resourceflavors"]
-                    rules.append({**rule, "resources": others})
-                    verbs = [v for v in rule["verbs"] if v != "patch"]
-                    rules.append({**rule, "resources": ["resourceflavors"], "verbs": verbs})
-                else:
-                    rules.append(rule)
-            obj["rules"] = rules
-        if obj["kind"] == "ClusterRoleBinding":
-            obj["roleRef"]["name"] = "arbiter-lacking"
-            obj["subjects"][0]["name"] = "arbiter-lacking"
-        lacking.append(obj)
-    kube_chart.install_rbac(client, lacking)
-    yield kube_chart.mint_token(client, "arbiter-lacking")
-    for obj in lacking:
+    made: list[dict[str, Any]] = []
+
+    def make(resource: str, verb: str) -> str:
+        for obj in copy.deepcopy(kube_chart.chart_rbac(helm)):
+            obj["metadata"]["name"] = "arbiter-lacking"
+            if obj["kind"] == "ClusterRole":
+                obj["rules"] = _without(obj["rules"], resource, verb)
+            if obj["kind"] == "ClusterRoleBinding":
+                obj["roleRef"]["name"] = "arbiter-lacking"
+                obj["subjects"][0]["name"] = "arbiter-lacking"
+            made.append(obj)
+        kube_chart.install_rbac(client, made)
+        return kube_chart.mint_token(client, "arbiter-lacking")
+
+    yield make
+    for obj in made:
         client.request("DELETE", kube_chart.object_path(obj))
     client.close()
 
 
-def test_a_sync_lacking_a_permission_names_the_verb_and_the_resource(
-    org, kube, tmp_path, lacking_token
-):
+def test_a_sync_lacking_a_permission_names_the_verb_and_the_resource(org, kube, tmp_path, lacking):
     org.project("vision")
-    connection = kube.connection(tmp_path, token=lacking_token)
+    connection = kube.connection(tmp_path, token=lacking("resourceflavors", "patch"))
     run = services.sync_now(
         cluster=org.cluster, user=org.ops, backend=KueueBackend(connection=connection)
     )
     assert run.status == SyncStatus.FAILED
     assert "lacks a permission: it may not patch resourceflavors.kueue.x-k8s.io" in run.error
     assert "system:serviceaccount:arbiter-system:arbiter-lacking" in run.error
+
+
+def test_a_drift_check_lacking_a_permission_names_it(org, kube, tmp_path, lacking):
+    """The Jobs a drift check lists (to warn about one waiting in an ungoverned namespace):
+    without ``list`` on them the check says so instead of staying silent."""
+    org.project("vision")
+    assert (
+        services.sync_now(
+            cluster=org.cluster,
+            user=org.ops,
+            backend=KueueBackend(connection=kube.sync_connection(tmp_path)),
+        ).status
+        == SyncStatus.SUCCEEDED
+    )
+    connection = kube.connection(tmp_path, token=lacking("jobs", "list"))
+    state = services.drift_check(cluster=org.cluster, backend=KueueBackend(connection=connection))
+    assert "it may not list jobs.batch" in state.drift_error
+    assert state.drift == []
 
 
 # --- The README's commands ("On Kubernetes (Helm)"), as written, against the lab ---------
