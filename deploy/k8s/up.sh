@@ -85,7 +85,8 @@ if [[ ! -x $BIN || ! -x $KCM || ! -x $ETCD || ! -x $KUEUE || ! -d $KUEUE_MODULE 
     say "building what is missing in $CACHE/bin (about 17 minutes on two shared cores)"
     mkdir -p "$CACHE/logs"
     ARBITER_K8S_VERSION=$K8S_VERSION ARBITER_ETCD_VERSION=$ETCD_VERSION \
-        ARBITER_KUEUE_VERSION=$KUEUE_VERSION bash "$HERE/build.sh" >"$CACHE/logs/build.log" 2>&1 ||
+        ARBITER_KUEUE_VERSION=$KUEUE_VERSION bash "$HERE/build.sh" kube-apiserver kube-controller-manager \
+        etcd kueue >"$CACHE/logs/build.log" 2>&1 ||
         { tail -n 40 "$CACHE/logs/build.log" >&2; die "the build failed (log: $CACHE/logs/build.log)"; }
 fi
 if ! command -v openssl >/dev/null || ! command -v curl >/dev/null || ! python3 -c "import yaml" 2>/dev/null; then

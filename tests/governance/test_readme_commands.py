@@ -44,6 +44,17 @@ NOT_RUN_HERE = {
         "installs the pull agent on a Slurm controller host (as root); the same agent runs "
         "against a live server in tests/queues/test_submit_table_pull.py"
     ),
+    "kubectl create namespace arbiter": (
+        "installs the Helm chart on a Kubernetes cluster: run as written against the lab's API "
+        "server in tests/queues/test_helm_chart.py (marker k8s)"
+    ),
+    (
+        "helm upgrade arbiter deploy/helm/arbiter --namespace arbiter --reuse-values "
+        "--set image.tag=1.1"
+    ): (
+        "upgrades the Helm release: run as written against the lab's API server in "
+        "tests/queues/test_helm_chart.py (marker k8s)"
+    ),
     "DATABASE_URL=postgres://arbiter:secret@db:5432/arbiter bash deploy/backup.sh arbiter.dump": (
         "names a site's database; deploy/backup.sh and deploy/restore.sh run on PostgreSQL in "
         "tests/governance/test_upgrade_and_restore.py"

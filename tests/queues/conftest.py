@@ -36,6 +36,7 @@ from queues.services import SchedulerError
 from queues.services.kueue import KubeClient, KueueConnection
 from queues.services.kueue.schema import SHIPPED_CRDS, load_crds
 from tests.conftest import REASON, require_service
+from tests.queues import kube_chart
 
 SLURM_CLUSTER = "arbiter"
 
@@ -323,16 +324,32 @@ class KubeServer:
     api_server: str
     ca_bundle: str
     token: str
+    # The token syncs use: the chart's ServiceAccount's under ARBITER_K8S_SYNC_AS=chart
+    # (tests/queues/kube_chart.py), else the administrator's.
+    sync_token: str = ""
 
-    def connection(self, directory: Path, namespace_template: str = "{project}") -> KueueConnection:
-        token_file = directory / "token"
-        token_file.write_text(self.token + "\n")
+    def connection(
+        self, directory: Path, namespace_template: str = "{project}", *, token: str = ""
+    ) -> KueueConnection:
+        """The administrator's connection (the tests' own calls)."""
+        token_file = directory / ("sync-token" if token else "token")
+        token_file.write_text((token or self.token) + "\n")
         return KueueConnection(
             api_server=self.api_server,
             ca_bundle=self.ca_bundle,
             credentials_path=str(token_file),
             namespace_template=namespace_template,
         )
+
+    def sync_connection(
+        self, directory: Path, namespace_template: str = "{project}"
+    ) -> KueueConnection:
+        """The connection a sync uses (see ``sync_token``)."""
+        return self.connection(directory, namespace_template, token=self.sync_as)
+
+    @property
+    def sync_as(self) -> str:
+        return self.sync_token or self.token
 
 
 def _kube_answers(env: dict[str, str]) -> tuple[bool, str]:
@@ -391,8 +408,17 @@ def kube_server() -> Iterator[KubeServer]:
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.5)
+        if os.environ.get("ARBITER_K8S_SYNC_AS", "") == "chart":
+            server.sync_token = _chart_token(client)
         client.close()
     yield server
+
+
+def _chart_token(client: KubeClient) -> str:
+    """A token of the Helm chart's ServiceAccount, its ClusterRole installed."""
+    helm, why = kube_chart.helm_binary()
+    require_service("helm", bool(helm), why)
+    return kube_chart.service_account_token(client, helm)
 
 
 @pytest.fixture

@@ -180,7 +180,7 @@ def truth(org, kube, tmp_path):
     template = f"t{run_id}-{{project}}"
 
     def sync():
-        backend = KueueBackend(connection=kube.connection(tmp_path, template))
+        backend = KueueBackend(connection=kube.sync_connection(tmp_path, template))
         return services.sync_now(cluster=cluster, user=org.ops, backend=backend, dry_run=False)
 
     client = KubeClient(kube.connection(tmp_path))
@@ -189,6 +189,8 @@ def truth(org, kube, tmp_path):
     lab = Cluster(client, {p: f"t{run_id}-{p}" for p in ("vision", "nlp", "serving")}, sync)
     lab.cluster = cluster
     lab.template = template
+    # What a sync connects with (the chart's ServiceAccount under ARBITER_K8S_SYNC_AS=chart).
+    lab.sync_connection = kube.sync_connection(tmp_path)
     yield lab
     lab.cleanup()
     client.close()
@@ -354,7 +356,7 @@ def test_a_stop_policy_set_by_hand_on_a_governed_queue_is_drift(truth):
         content_type="application/merge-patch+json",
     )
     assert status == 200, body
-    backend = KueueBackend(connection=truth.client.connection)
+    backend = KueueBackend(connection=truth.sync_connection)
     state = services.drift_check(cluster=truth.cluster, backend=backend)
     assert state.drift_error == ""
     found = [
@@ -498,7 +500,7 @@ def test_where_mutating_policies_are_not_served_a_job_naming_no_tier_is_refused(
     nlp = Project.objects.get(slug="nlp")
     exploratory = PriorityTier.objects.get(slug="exploratory")
     rules.project_update(project=nlp, user=org.ops, reason=REASON, data={"tier": exploratory})
-    connection = replace(truth.client.connection, namespace_template=truth.template)
+    connection = replace(truth.sync_connection, namespace_template=truth.template)
     backend = KueueBackend(connection=connection, mutating=False)
     run = services.sync_now(cluster=truth.cluster, user=org.ops, backend=backend)
     assert run.status == SyncStatus.SUCCEEDED, run.error

@@ -263,7 +263,7 @@ def test_each_hand_edit_is_restored_by_a_plain_sync(truth, capsys):
             content_type="application/merge-patch+json",
         )
         assert status == 200, (kind, key, body)
-    backend = KueueBackend(connection=client.connection)
+    backend = KueueBackend(connection=truth.sync_connection)
     state = services.drift_check(cluster=truth.cluster, backend=backend)
     seen = {(item["kind"], item["name"], item["field"].split(" [")[0]) for item in state.drift}
     assert {
@@ -339,7 +339,7 @@ def test_a_queue_name_job_in_an_ungoverned_namespace_is_told_why_it_waits(truth)
     jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs"
     status, body = client.request("POST", jobs, body=job("waits", 1, queue="truth"))
     assert status == 201, body
-    backend = KueueBackend(connection=client.connection)
+    backend = KueueBackend(connection=truth.sync_connection)
     events = f"/api/v1/namespaces/{namespace}/events"
 
     def why() -> list[dict[str, Any]]:
@@ -362,7 +362,9 @@ def test_the_dry_run_enforcement_table_matches_what_the_cluster_does(truth, org,
     """Row by row: every row of the enforcement table a dry run prints is checked against what
     the lab does (a row no check covers fails the test)."""
     client = truth.client
-    backend = KueueBackend(connection=replace(client.connection, namespace_template=truth.template))
+    backend = KueueBackend(
+        connection=replace(truth.sync_connection, namespace_template=truth.template)
+    )
     run = services.sync_now(cluster=truth.cluster, user=org.ops, backend=backend, dry_run=True)
     assert run.status == SyncStatus.SUCCEEDED, run.error
     rows = run.result["enforcement"]

@@ -33,7 +33,9 @@ NOMINAL = "spec.resourceGroups[0].flavors[a100].resources[nvidia.com/gpu].nomina
 
 
 def sync(org, kube, tmp_path, *, force=False, dry_run=False, template="{project}"):
-    backend = KueueBackend(connection=kube.connection(tmp_path, template), force_conflicts=force)
+    backend = KueueBackend(
+        connection=kube.sync_connection(tmp_path, template), force_conflicts=force
+    )
     run = services.sync_now(cluster=org.cluster, user=org.ops, backend=backend, dry_run=dry_run)
     return run, backend
 
@@ -212,7 +214,7 @@ def test_a_hand_made_change_is_drift_and_a_plain_sync_takes_it_back(org, kube, t
     assert status == 200, body
     client.close()
 
-    backend = KueueBackend(connection=kube.connection(tmp_path))
+    backend = KueueBackend(connection=kube.sync_connection(tmp_path))
     state = services.drift_check(cluster=org.cluster, backend=backend)
     assert state.drift_error == ""
     assert state.drift == [
@@ -240,7 +242,7 @@ def test_a_hand_made_change_is_drift_and_a_plain_sync_takes_it_back(org, kube, t
     assert "arbiter" in managers
     again, _b = sync(org, kube, tmp_path)
     assert writes_of(again) == set()
-    backend = KueueBackend(connection=kube.connection(tmp_path))
+    backend = KueueBackend(connection=kube.sync_connection(tmp_path))
     assert services.drift_check(cluster=org.cluster, backend=backend).drift == []
 
 
@@ -361,7 +363,7 @@ def test_a_kubeconfig_file_works_as_credentials(org, kube, tmp_path):
                 },
             }
         ],
-        "users": [{"name": "arbiter", "user": {"token": kube.token}}],
+        "users": [{"name": "arbiter", "user": {"token": kube.sync_as}}],
         "contexts": [{"name": "test", "context": {"cluster": "test", "user": "arbiter"}}],
         "current-context": "test",
     }
@@ -383,7 +385,7 @@ def test_a_kubeconfig_file_works_as_credentials(org, kube, tmp_path):
 )
 def test_bad_connection_settings_are_clear_errors(org, kube, tmp_path, change, message):
     org.project("vision")
-    connection = kube.connection(tmp_path)
+    connection = kube.sync_connection(tmp_path)
     if "token" in change:
         Path(connection.credentials_path).write_text(change["token"])
         change = {}

@@ -6,7 +6,8 @@ allow-listed directory ``ARBITER_KUBE_CREDENTIALS_DIR``, and the rule that names
 namespace. ``KubeClient`` makes the few calls the sync needs with the official
 ``kubernetes`` client's ``ApiClient``: API discovery of kinds, list, server-side apply (field
 manager ``arbiter``, optionally as a server dry run or forcing conflicts) and delete, counting
-calls and writes.
+calls and writes. A call RBAC refuses raises ``PermissionMissing``, naming the verb and the
+resource (the Helm chart's ClusterRole in deploy/helm/arbiter grants exactly these calls).
 """
 
 from __future__ import annotations
@@ -70,6 +71,42 @@ class ApplyConflict(SchedulerError):
 
 class ServerRejected(SchedulerError):
     """The API server refused an object (400/403/422/500 with its message)."""
+
+
+class PermissionMissing(SchedulerError):
+    """RBAC refused a call (403): Arbiter's account lacks the verb on the resource, both
+    named in the message."""
+
+
+# How the API server's RBAC authorizer words a refusal (an admission policy's or webhook's
+# 403 reads otherwise, and stays a ServerRejected of the object).
+RBAC_FORBIDDEN = re.compile(
+    r'User "(?P<user>[^"]*)" cannot (?P<verb>[a-z]+) resource "(?P<resource>[^"]+)" '
+    r'in API group "(?P<group>[^"]*)"(?P<scope>.*)$'
+)
+
+
+def permission_missing(body: dict[str, Any]) -> PermissionMissing | None:
+    """The error naming the verb and resource RBAC refused, or ``None`` when a 403 is not
+    RBAC's."""
+    found = RBAC_FORBIDDEN.search(str(body.get("message", "")))
+    if found is None:
+        return None
+    group = found["group"]
+    return PermissionMissing(
+        _(
+            "Arbiter's Kubernetes account %(user)s lacks a permission: it may not %(verb)s "
+            "%(resource)s (API group “%(group)s”)%(scope)s. Grant the verb “%(verb)s” on "
+            "“%(resource)s” in its ClusterRole (the Helm chart's grants every call of the sync)."
+        )
+        % {
+            "user": found["user"],
+            "verb": found["verb"],
+            "resource": f"{found['resource']}.{group}" if group else found["resource"],
+            "group": group or "core",
+            "scope": found["scope"].rstrip(". "),
+        }
+    )
 
 
 @dataclass(frozen=True)
@@ -246,6 +283,8 @@ class KubeClient:
                 _("The Kubernetes API server refused Arbiter's credentials (%(status)s): %(msg)s")
                 % {"status": response.status, "msg": decoded.get("message", "")}
             )
+        if response.status == 403 and (missing := permission_missing(decoded)) is not None:
+            raise missing
         if response.status >= 500 and response.status != 500:
             raise SchedulerUnavailable(
                 _("The Kubernetes API server failed (%(status)s): %(msg)s")

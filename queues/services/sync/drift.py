@@ -47,7 +47,10 @@ def drift_check(*, cluster: Cluster, backend: SchedulerBackend | None = None) ->
         ]
         # Kueue: tell a Job waiting in a namespace Arbiter does not govern why (an Event).
         if backend.offers(Ability.FLAG_UNGOVERNED_JOBS):
-            backend.flag_ungoverned_jobs(live=live)
+            try:
+                backend.flag_ungoverned_jobs(live=live)
+            except SchedulerError as error:  # e.g. a permission the account lacks, named
+                state.drift_error = str(error)
         # Drift in Arbiter's own objects makes the cluster due: the next sync restores them.
         # (Hand-made objects beside them are shown, never removed, so they do not.)
         own = {(k, n) for k, objects in (state.applied_state or {}).items() for n in objects}
