@@ -16,6 +16,7 @@ from governance.models import ApiToken, TokenScope
 from governance.selectors import signed_in_user
 from governance.toolkit.api import NOT_FOUND
 from governance.toolkit.changes import BAD_INPUT
+from governance.toolkit.client import client_address
 from queues import selectors, services
 from queues.models import SyncTrigger
 
@@ -83,7 +84,8 @@ class SyncRunDetailApi(APIView):
 class SubmitTableApi(APIView):
     """The cluster's job_submit table for its pull agent (deploy/slurm-agent): the bytes the
     sync renders, as they are, with an ETag; ``If-None-Match`` with the table the agent holds
-    answers 304. Each fetch is recorded (the cluster page shows the agent's last one)."""
+    answers 304. Each fetch is recorded (the cluster page shows the agent's last one). Only a
+    token bound to the cluster gets its table (``manage.py agent_token_create``)."""
 
     required_scope = TokenScope.SYNC  # a token needs "sync", and a session is refused
 
@@ -122,6 +124,10 @@ class SubmitTableApi(APIView):
         if not isinstance(request.auth, ApiToken):
             raise PermissionDenied(_("Only an API token with the “sync” scope fetches the table."))
         cluster = selectors.cluster_get(user=request.user, name=name)
+        # A token bound to this cluster only (ClusterAgentToken): one per controller.
+        problem = selectors.agent_token_problem(token=request.auth, cluster=cluster)
+        if problem:
+            raise PermissionDenied(problem)
         etag = request.headers.get("If-None-Match", "")
         current = selectors.sync_state(cluster).submit_table
         unchanged = bool(current) and etag == services.table_etag(current)
@@ -130,6 +136,7 @@ class SubmitTableApi(APIView):
                 cluster=cluster,
                 host=request.headers.get("X-Arbiter-Agent-Host", ""),
                 plugin_version=request.headers.get("X-Arbiter-Plugin-Version", ""),
+                address=client_address(request) or "",
                 status=304 if unchanged else 200,
             )
         except ValidationError as error:
