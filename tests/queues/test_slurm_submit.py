@@ -6,7 +6,8 @@ there, or, for a controller on another host, the sync writes nothing and only th
 agent (deploy/slurm-agent) puts it there, fetched over HTTP from a live Arbiter. Jobs are
 ``sbatch --wrap 'sleep N'`` as root on the lab node (4 A100 + 4 H100). The truth test samples
 the running jobs every second for its whole length: no project ever holds more GPUs than its
-rules allow, for every QOS a member can use and every request form Slurm 22.05 has (``--tres-per-job`` is not an sbatch option there).
+rules allow, for every QOS a member can use and every request form Slurm 22.05 has
+(``--tres-per-job`` is not an sbatch option there).
 """
 
 import subprocess
