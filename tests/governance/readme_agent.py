@@ -90,13 +90,14 @@ def run_pull_agent_blocks(
 
     # systemd's own check of the units, against the system's units copied into the root.
     if shutil.which("systemd-analyze") and Path("/usr/lib/systemd/system").is_dir():
-        shutil.copytree("/usr/lib/systemd/system", root / "usr/lib/systemd/system")
+        shutil.copytree("/usr/lib/systemd/system", root / "usr/lib/systemd/system", symlinks=True)
         done = subprocess.run(
             ["systemd-analyze", "verify", f"--root={root}",
              f"{UNITS}arbiter-table-agent.service", f"{UNITS}arbiter-table-agent.timer"],
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
-        assert done.returncode == 0 and not done.stderr.strip(), done.stderr
+        ours = [line for line in done.stderr.splitlines() if "arbiter-table-agent" in line]
+        assert done.returncode == 0 and not ours, done.stderr
 
     # What the timer starts: the service's command line with its environment file (the
     # scratch root's token file and table directory instead of the host's).
