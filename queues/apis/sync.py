@@ -18,9 +18,16 @@ from governance.toolkit.api import NOT_FOUND
 from governance.toolkit.changes import BAD_INPUT
 from governance.toolkit.client import client_address
 from queues import selectors, services
-from queues.models import SyncTrigger
+from queues.models import Cluster, SyncTrigger
 
 from .clusters import FORBIDDEN, SYNC_RUN_EXAMPLE, SyncRunOutputSerializer
+
+
+def _refuse_other_agents(request: Request, cluster: Cluster) -> None:
+    """A token bound to another cluster's pull agent acts on that cluster only."""
+    problem = selectors.agent_token_elsewhere(token=request.auth, cluster=cluster)
+    if problem:
+        raise PermissionDenied(problem)
 
 
 class ClusterSyncApi(APIView):
@@ -54,6 +61,7 @@ class ClusterSyncApi(APIView):
     )
     def post(self, request: Request, name: str) -> Response:
         cluster = selectors.cluster_get(user=request.user, name=name)
+        _refuse_other_agents(request, cluster)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         if serializer.validated_data["dry_run"]:
@@ -77,6 +85,7 @@ class SyncRunDetailApi(APIView):
     )
     def get(self, request: Request, name: str, pk: int) -> Response:
         cluster = selectors.cluster_get(user=request.user, name=name)
+        _refuse_other_agents(request, cluster)
         run = selectors.sync_run_get(user=request.user, cluster=cluster, pk=pk)
         return Response(SyncRunOutputSerializer(run).data)
 

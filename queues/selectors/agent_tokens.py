@@ -24,6 +24,20 @@ def agent_token_problem(*, token: ApiToken, cluster: Cluster) -> str:
     return ""
 
 
+def agent_token_elsewhere(*, token: object, cluster: Cluster) -> str:
+    """For the other sync APIs: a token bound to another cluster's agent may not act on
+    ``cluster`` ("" when it may: not a token, a token bound to no cluster, or to this one)."""
+    if not isinstance(token, ApiToken):
+        return ""
+    binding = ClusterAgentToken.objects.filter(token=token).select_related("cluster").first()
+    if binding is None or binding.cluster_id == cluster.pk:
+        return ""
+    return _("This token is bound to cluster %(bound)s: it cannot act on cluster %(cluster)s.") % {
+        "bound": binding.cluster.name,
+        "cluster": cluster.name,
+    }
+
+
 def agent_tokens_of(cluster: Cluster) -> list[ClusterAgentToken]:
     """The tokens bound to ``cluster``'s pull agent, newest first (for its page)."""
     return list(

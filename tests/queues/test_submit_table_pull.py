@@ -134,6 +134,10 @@ def test_only_a_sync_token_bound_to_the_cluster_gets_its_table(world, member):
         "This token is bound to cluster hpc2: it cannot fetch the table of cluster hpc."
     )
     assert ClusterSyncState.objects.get(cluster=cluster).agent_fetched_at is None
+    # Nor may it sync cluster hpc (it may sync its own).
+    response = client.post(f"/api/v1/clusters/{cluster.name}/sync/", {"dry_run": True})
+    assert response.status_code == 403
+    assert "bound to cluster hpc2: it cannot act on cluster hpc" in response.json()["detail"]
 
     client.credentials(HTTP_AUTHORIZATION=agent_token(cluster, world.ops))
     assert client.get("/api/v1/clusters/nowhere/submit-table/").status_code == 404
