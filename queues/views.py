@@ -22,7 +22,7 @@ from governance.selectors import signed_in_user
 from governance.toolkit.client import client_address
 from governance.toolkit.web import posted, propose
 from queues import forms, selectors, services
-from queues.models import SyncTrigger
+from queues.models import SubmitTableDelivery, SyncTrigger
 from queues.selectors import my_jobs
 
 
@@ -159,6 +159,12 @@ def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
             "slurm_conf": selectors.slurm_conf_suggestion(),
             "submit_instructions": submit_instructions(),
             "pools": cluster.pools.all(),
+            # A pulled table: the tokens bound to the cluster's agent (one query, only then).
+            "agent_tokens": (
+                selectors.agent_tokens_of(cluster)
+                if cluster.submit_table_delivery == SubmitTableDelivery.PULL
+                else []
+            ),
             "can_edit": True,
         },
     )

@@ -16,10 +16,18 @@ from governance.models import ApiToken, TokenScope
 from governance.selectors import signed_in_user
 from governance.toolkit.api import NOT_FOUND
 from governance.toolkit.changes import BAD_INPUT
+from governance.toolkit.client import client_address
 from queues import selectors, services
-from queues.models import SyncTrigger
+from queues.models import Cluster, SyncTrigger
 
 from .clusters import FORBIDDEN, SYNC_RUN_EXAMPLE, SyncRunOutputSerializer
+
+
+def _refuse_other_agents(request: Request, cluster: Cluster) -> None:
+    """A token bound to another cluster's pull agent acts on that cluster only."""
+    problem = selectors.agent_token_elsewhere(token=request.auth, cluster=cluster)
+    if problem:
+        raise PermissionDenied(problem)
 
 
 class ClusterSyncApi(APIView):
@@ -53,6 +61,7 @@ class ClusterSyncApi(APIView):
     )
     def post(self, request: Request, name: str) -> Response:
         cluster = selectors.cluster_get(user=request.user, name=name)
+        _refuse_other_agents(request, cluster)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         if serializer.validated_data["dry_run"]:
@@ -76,6 +85,7 @@ class SyncRunDetailApi(APIView):
     )
     def get(self, request: Request, name: str, pk: int) -> Response:
         cluster = selectors.cluster_get(user=request.user, name=name)
+        _refuse_other_agents(request, cluster)
         run = selectors.sync_run_get(user=request.user, cluster=cluster, pk=pk)
         return Response(SyncRunOutputSerializer(run).data)
 
@@ -83,7 +93,8 @@ class SyncRunDetailApi(APIView):
 class SubmitTableApi(APIView):
     """The cluster's job_submit table for its pull agent (deploy/slurm-agent): the bytes the
     sync renders, as they are, with an ETag; ``If-None-Match`` with the table the agent holds
-    answers 304. Each fetch is recorded (the cluster page shows the agent's last one)."""
+    answers 304. Each fetch is recorded (the cluster page shows the agent's last one). Only a
+    token bound to the cluster gets its table (``manage.py agent_token_create``)."""
 
     required_scope = TokenScope.SYNC  # a token needs "sync", and a session is refused
 
@@ -122,6 +133,10 @@ class SubmitTableApi(APIView):
         if not isinstance(request.auth, ApiToken):
             raise PermissionDenied(_("Only an API token with the “sync” scope fetches the table."))
         cluster = selectors.cluster_get(user=request.user, name=name)
+        # A token bound to this cluster only (ClusterAgentToken): one per controller.
+        problem = selectors.agent_token_problem(token=request.auth, cluster=cluster)
+        if problem:
+            raise PermissionDenied(problem)
         etag = request.headers.get("If-None-Match", "")
         current = selectors.sync_state(cluster).submit_table
         unchanged = bool(current) and etag == services.table_etag(current)
@@ -130,6 +145,7 @@ class SubmitTableApi(APIView):
                 cluster=cluster,
                 host=request.headers.get("X-Arbiter-Agent-Host", ""),
                 plugin_version=request.headers.get("X-Arbiter-Plugin-Version", ""),
+                address=client_address(request) or "",
                 status=304 if unchanged else 200,
             )
         except ValidationError as error:

@@ -12,6 +12,7 @@ check, and the lease that lets one sync at a time run. ``SyncRun`` records each 
 run: trigger, plan, result, error, timing and progress.
 """
 
+from .agent import ClusterAgentToken
 from .alerts import (
     Alert,
     AlertKind,
@@ -88,6 +89,7 @@ __all__ = [
     "AlertRecipient",
     "ChangeReplay",
     "Cluster",
+    "ClusterAgentToken",
     "ClusterBackend",
     "ClusterSyncState",
     "CollectorState",

@@ -4,6 +4,7 @@ replay), ``workload`` (jobs and why they wait), ``definitions`` and ``diagnosis`
 terms and its explanation), ``metrics``. The views, APIs, services and reports read them
 through this package (``selectors.cluster_get``); this file only re-exports."""
 
+from .agent_tokens import agent_token_elsewhere, agent_token_problem, agent_tokens_of
 from .alerts import ALERT_BODIES, ALERT_SUBJECTS, RULE_TEXTS, alert_list, alert_text
 from .clusters import (
     LiveStatus,
@@ -42,6 +43,9 @@ __all__ = [
     "ALERT_SUBJECTS",
     "RULE_TEXTS",
     "LiveStatus",
+    "agent_token_elsewhere",
+    "agent_token_problem",
+    "agent_tokens_of",
     "alert_list",
     "alert_text",
     "applied_summary",

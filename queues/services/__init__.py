@@ -15,6 +15,7 @@ from queues.schedulers.backends import (
     State,
 )
 
+from .agent_tokens import cluster_agent_token_bind, cluster_agent_token_create
 from .alerts import alert_close, alert_mail_send, alert_raise, alerts_mark_read
 from .clusters import (
     cluster_check,
@@ -89,6 +90,8 @@ __all__ = [
     "change_replay_start",
     "change_replay_start_problem",
     "change_replay_window",
+    "cluster_agent_token_bind",
+    "cluster_agent_token_create",
     "cluster_check",
     "cluster_check_enqueue",
     "cluster_create",

@@ -53,6 +53,7 @@ def submit_table_fetch(
     host: str,
     plugin_version: str,
     status: int,
+    address: str = "",
     now: datetime | None = None,
 ) -> ClusterSyncState:
     """Record a fetch of ``cluster``'s table by its pull agent, and return the sync state
@@ -79,6 +80,7 @@ def submit_table_fetch(
     state.agent_fetched_at = now
     state.agent_fetch = {
         "host": _clean(host),
+        "address": _clean(address),
         "plugin_version": _clean(plugin_version),
         "status": status,
         "fingerprint": fingerprint,

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.core.management import call_command
 
 from approvals.models import RequestKind, UpgradeRequest
+from tests.governance.readme_agent import run_pull_agent_blocks
 from tests.governance.test_ci_pipelines_doc import database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,10 +40,6 @@ NOT_RUN_HERE = {
     "bash deploy/containers/base-image.sh": (
         "builds the local container base (debootstrap, podman, as root); the image built on it "
         "runs in tests/governance/test_container_image.py (marker containers)"
-    ),
-    "install -m 0755 deploy/slurm-agent/arbiter-table-agent /usr/local/sbin/": (
-        "installs the pull agent on a Slurm controller host (as root); the same agent runs "
-        "against a live server in tests/queues/test_submit_table_pull.py"
     ),
     "kubectl create namespace arbiter": (
         "installs the Helm chart on a Kubernetes cluster: run as written against the lab's API "
@@ -132,6 +129,10 @@ def test_every_block_and_command_is_run_or_said_where(env, tmp_path):
         name = line.split("=", 1)[0].strip()
         assert re.search(rf"^#?\s*{name}=", example, re.M), name
     ran.add(first_line(oidc))
+
+    # A Slurm controller on another host: the agent's token, and the agent installed in a
+    # scratch root (see readme_agent.py for what is not run: a running systemd).
+    ran |= run_pull_agent_blocks(blocks, env, tmp_path, run)
 
     seen = {first_line(block) for block in blocks} | set(inline_commands())
     assert seen - ran - set(NOT_RUN_HERE) == set(), "run it here or say where it runs"

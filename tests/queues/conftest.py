@@ -31,12 +31,14 @@ from governance.models import (
     User,
 )
 from queues import services
-from queues.models import Cluster
+from queues.models import Cluster, SubmitTableDelivery, SyncRun, SyncStatus
 from queues.services import SchedulerError
 from queues.services.kueue import KubeClient, KueueConnection
 from queues.services.kueue.schema import SHIPPED_CRDS, load_crds
+from queues.services.slurm.submit import TABLE_NAME
 from tests.conftest import REASON, require_service
 from tests.queues import kube_chart
+from tests.queues.pull_agent import agent_token, run_agent
 
 SLURM_CLUSTER = "arbiter"
 
@@ -300,6 +302,88 @@ def lab(ops, slurm) -> Lab:
 
 
 # --- Kubernetes / Kueue ---------------------------------------------------------------------
+
+
+# How the job_submit table reaches slurmctld: "write" (the sync writes it beside slurm.conf)
+# or "agent" (no shared file system: the cluster's table is pulled, the sync writes nothing,
+# and the real pull agent fetches it over HTTP from a live Arbiter and renames it in place).
+DELIVERIES = ["write", "agent"]
+
+
+@dataclass
+class Delivery:
+    """Sync the lab cluster and get its table to slurmctld the way ``mode`` says."""
+
+    mode: str
+    lab: Lab
+    slurm: Slurm
+    url: str = ""
+    token: str = ""
+
+    @property
+    def table(self) -> Path:
+        return Path(self.slurm.conf).parent / TABLE_NAME
+
+    def sync(self) -> SyncRun:
+        """A sync; with the agent, the table is removed first and only the agent puts one
+        back (the sync writing one fails the test)."""
+        if self.mode == "agent":
+            self.table.unlink(missing_ok=True)
+        run = services.sync_now(cluster=self.lab.cluster, user=self.lab.ops)
+        assert run.status == SyncStatus.SUCCEEDED, run.error
+        if self.mode == "agent":
+            assert not self.table.exists(), "the sync wrote the table the agent delivers"
+            self.fetch()
+        return run
+
+    def fetch(self, url: str = "") -> subprocess.CompletedProcess | None:
+        """One run of the agent (with the agent; else nothing): it must succeed unless
+        ``url`` (another address for Arbiter) is given."""
+        if self.mode != "agent":
+            return None
+        done = run_agent(
+            url or self.url,
+            self.lab.cluster,
+            self.table.parent,
+            self.token,
+            token_file=Path(self.slurm.workdir) / "agent.token",
+        )
+        if not url:
+            assert done.returncode == 0, done.stderr
+        return done
+
+    def status(self, run: SyncRun) -> dict[str, Any]:
+        """The plugin's status after ``run``: as the sync saw it, or (with the agent) as
+        Arbiter knows it from the agent's fetch since."""
+        if self.mode == "write":
+            return run.result["submit_plugin"]
+        return services.submit_refresh(
+            cluster=self.lab.cluster,
+            backend=services.backend_for(self.lab.cluster),
+            write=False,
+            recheck=False,
+        )
+
+
+def delivery_for(mode: str, lab: Lab, slurm: Slurm, url: str) -> Delivery:
+    if mode == "write":
+        return Delivery(mode=mode, lab=lab, slurm=slurm)
+    services.cluster_update(
+        cluster=lab.cluster,
+        user=lab.ops,
+        reason=REASON,
+        data={"submit_table_delivery": SubmitTableDelivery.PULL},
+    )
+    lab.cluster.refresh_from_db()
+    token = agent_token(lab.cluster, lab.ops)
+    return Delivery(mode=mode, lab=lab, slurm=slurm, url=url, token=token)
+
+
+@pytest.fixture(params=DELIVERIES)
+def delivery(request, lab, slurm, live_server) -> Delivery:
+    """The lab cluster with its table written by the sync, then (second run) delivered by
+    the pull agent only. Transactional (the live server reads what the test commits)."""
+    return delivery_for(request.param, lab, slurm, live_server.url)
 
 
 def kube_env() -> dict[str, str]:

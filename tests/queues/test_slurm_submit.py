@@ -1,10 +1,13 @@
 """Rules checked at submit time on the real Slurm: Arbiter's job_submit plugin and its table.
 
 The lab (deploy/slurm/up.sh) runs the plugin (``JobSubmitPlugins=lua``, job_submit.lua beside
-slurm.conf); each sync writes the table there. Jobs are ``sbatch --wrap 'sleep N'`` as root on
-the lab node (4 A100 + 4 H100). The truth test samples the running jobs every second for its
-whole length: no project ever holds more GPUs than its rules allow, for every QOS a member can
-use and every request form Slurm 22.05 has (``--tres-per-job`` is not an sbatch option there).
+slurm.conf). The table gets there two ways (the ``delivery`` fixture): each sync writes it
+there, or, for a controller on another host, the sync writes nothing and only the real pull
+agent (deploy/slurm-agent) puts it there, fetched over HTTP from a live Arbiter. Jobs are
+``sbatch --wrap 'sleep N'`` as root on the lab node (4 A100 + 4 H100). The truth test samples
+the running jobs every second for its whole length: no project ever holds more GPUs than its
+rules allow, for every QOS a member can use and every request form Slurm 22.05 has
+(``--tres-per-job`` is not an sbatch option there).
 """
 
 import subprocess
@@ -96,8 +99,9 @@ class Sampler:
         return max((sample.get((who, key), 0) for sample in self.samples), default=0)
 
 
+@pytest.mark.django_db(transaction=True)
 def test_the_plugin_rewrites_an_untyped_request_and_refuses_with_the_rule_quota_and_remedy(
-    lab, slurm, settings
+    lab, slurm, delivery, settings
 ):
     rules.tier_update(tier=lab.regular, user=lab.ops, reason=REASON, data={"max_gpus_per_job": 2})
     alpha, _quota = lab.project("alpha", tier=lab.regular, guarantee=1, borrow=2)  # A100 max 3
@@ -112,9 +116,8 @@ def test_the_plugin_rewrites_an_untyped_request_and_refuses_with_the_rule_quota_
         borrow_limit=2,
         preemption_class=lab.allowed,
     )
-    run = services.sync_now(cluster=lab.cluster, user=lab.ops)
-    assert run.status == SyncStatus.SUCCEEDED, run.error
-    status = run.result["submit_plugin"]
+    run = delivery.sync()
+    status = delivery.status(run)
     assert status["installed"] and status["current"] and status["table_current"], status
     assert status["installed_version"] == plugin_version()
     account = lab.account(alpha)
@@ -179,22 +182,28 @@ def test_the_plugin_rewrites_an_untyped_request_and_refuses_with_the_rule_quota_
     job, said = _sbatch(slurm, "--gres=gpu:a100:1", account=account, qos="regular")
     assert not job and "is missing" in said
     backend = services.backend_for(lab.cluster)
-    status = services.submit_refresh(cluster=lab.cluster, backend=backend, write=False)
-    assert status["installed"] and not status["table_current"]
-    # The guard's minute renews it while the cluster is in sync.
+    if delivery.mode == "write":  # Arbiter reads the file beside slurm.conf
+        status = services.submit_refresh(cluster=lab.cluster, backend=backend, write=False)
+        assert status["installed"] and not status["table_current"]
+    # The guard's minute renews it while the cluster is in sync (and the agent's next run
+    # fetches it: the file it finds missing is no table it holds, so it gets a 200).
     services.guard_check(cluster=lab.cluster)
+    delivery.fetch()
     job, said = _sbatch(slurm, "--gres=gpu:a100:1", account=account, qos="regular")
     assert job, said
+    services.submit_refresh(cluster=lab.cluster, backend=backend, write=False, recheck=False)
     lab.cluster.sync_state.refresh_from_db()
     assert lab.cluster.sync_state.submit_plugin["table_current"]
 
 
-def test_no_project_ever_runs_more_gpus_than_its_rules_allow_in_any_qos_or_request_form(lab, slurm):
+@pytest.mark.django_db(transaction=True)
+def test_no_project_ever_runs_more_gpus_than_its_rules_allow_in_any_qos_or_request_form(
+    lab, slurm, delivery
+):
     rules.tier_update(tier=lab.key, user=lab.ops, reason=REASON, data={"max_gpus_total": 3})
     alpha, _quota = lab.project("alpha", tier=lab.key, guarantee=1, borrow=1)  # A100 max 2
     beta, _quota = lab.project("beta", tier=lab.key, borrow=4, flavor=lab.h100)  # H100 max 4
-    run = services.sync_now(cluster=lab.cluster, user=lab.ops)
-    assert run.status == SyncStatus.SUCCEEDED, run.error
+    delivery.sync()
     alpha_account, beta_account = lab.account(alpha), lab.account(beta)
     qos_of_alpha = ["key", "regular", "exploratory", "lab.alpha.guarantee", "lab.borrow"]
     unexpected = []
