@@ -13,8 +13,8 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from governance import services as governance_services
 from governance.models import ApiToken, SiteRole, TokenScope, User
+from governance.services import personal_token_create
 from queues.models import Cluster, ClusterAgentToken, ClusterBackend
 
 
@@ -66,7 +66,7 @@ def cluster_agent_token_create(
     is on the returned token (``key``) this once."""
     if user.site_role != SiteRole.OPS or user.is_service_account:
         raise PermissionDenied(_("Only ops bind a token to a cluster's pull agent."))
-    token = governance_services.personal_token_create(
+    token = personal_token_create(
         user=user,
         name=name or _("pull agent of %(cluster)s") % {"cluster": cluster.name},
         scopes=[TokenScope.SYNC],
