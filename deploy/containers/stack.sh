@@ -70,7 +70,15 @@ build_one() {  # TAG FILE: one image, with its size and build time
 }
 
 build() {
-    local started=$SECONDS
+    local started=$SECONDS missing=()
+    # A fresh CI machine (as root, Debian 12): podman, runc and debootstrap from Debian.
+    command -v podman >/dev/null || missing+=(podman)
+    command -v runc >/dev/null || missing+=(runc)
+    command -v debootstrap >/dev/null || missing+=(debootstrap)
+    if ((${#missing[@]})); then
+        log "installing ${missing[*]} from Debian's packages"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+    fi
     bash deploy/containers/base-image.sh
     build_one "$ARBITER_IMAGE" deploy/Dockerfile
     build_one "$ARBITER_POSTGRES_IMAGE" deploy/containers/postgres.Containerfile

@@ -17,6 +17,8 @@ class Form:
     action: str
     method: str
     fields: dict[str, str] = field(default_factory=dict)
+    # Each button's formaction (where it sends the form instead of ``action``).
+    formactions: list[str] = field(default_factory=list)
     buttons: list[tuple[str, str]] = field(default_factory=list)
 
 
@@ -45,8 +47,11 @@ class _Forms(HTMLParser):
                 form.buttons.append((name, a.get("value", "")))
             else:
                 form.fields[name] = a.get("value", "")
-        elif tag == "button" and name:
-            form.buttons.append((name, a.get("value", "")))
+        elif tag == "button":
+            if name:
+                form.buttons.append((name, a.get("value", "")))
+            if a.get("formaction"):
+                form.formactions.append(a["formaction"])
         elif tag == "select":
             self._select, self._first_option = name, None
         elif tag == "option" and self._select:
@@ -67,9 +72,9 @@ class _Forms(HTMLParser):
 
     def handle_data(self, data: str) -> None:
         if self._textarea and self.forms:
-            self.forms[-1].fields[self._textarea] += data.lstrip("\n") if not (
-                self.forms[-1].fields[self._textarea]
-            ) else data
+            self.forms[-1].fields[self._textarea] += (
+                data.lstrip("\n") if not (self.forms[-1].fields[self._textarea]) else data
+            )
 
 
 def forms(html: str) -> list[Form]:
@@ -95,8 +100,11 @@ class Page:
         for form in forms(self.text):
             if containing and containing not in form.fields:
                 continue
-            if action and not form.action.endswith(action):
-                continue
+            if action:
+                found = [a for a in [form.action, *form.formactions] if a.endswith(action)]
+                if not found:
+                    continue
+                return Form(found[0], form.method, dict(form.fields), form.formactions)
             return form
         raise AssertionError(f"no form with {containing or action!r} on {self.url}")
 

@@ -1,4 +1,5 @@
-"""docker-compose.yml run with podman (deploy/containers/stack.sh): PostgreSQL, Redis, the
+"""docker-compose.yml run with podman (deploy/containers/stack.sh, the README's commands in
+"Running in production", each run here): PostgreSQL, Redis, the
 migration, two web servers behind nginx, a Celery worker and beat, all healthy. Over HTTP
 only, as a person would: the README's walk-through (``ops`` proposes a quota change, ``ops2``
 approves and applies it), a replay of the change run by the worker container, the session of
@@ -28,7 +29,9 @@ from tests.governance.stack_http import Browser
 
 pytestmark = pytest.mark.containers
 
-STACK = settings.BASE_DIR / "deploy" / "containers" / "stack.sh"
+README = settings.BASE_DIR / "README.md"
+STACK_SCRIPT = "deploy/containers/stack.sh"
+RAN: set[str] = set()
 PROJECT = "arbiter-test"
 PORTS = {
     "POSTGRES_PORT": os.environ.get("POSTGRES_PORT", "15432"),
@@ -44,7 +47,23 @@ SERVICES = ["postgres", "redis", "migrate", "web", "web2", "worker", "beat", "pr
 REASON = "Model v3 needs more A100 until March"
 
 
-def _stack(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+def readme_stack_block() -> list[str]:
+    """The README's commands for the stack ("Running in production"), comments dropped."""
+    blocks = re.findall(r"```sh\n(.*?)```", README.read_text(), flags=re.DOTALL)
+    (block,) = [block for block in blocks if block.startswith(f"bash {STACK_SCRIPT} build")]
+    return [line.split("  #")[0].strip() for line in block.splitlines()]
+
+
+def _readme(verb: str) -> subprocess.CompletedProcess:
+    """Run the README's line ``bash deploy/containers/stack.sh <verb> ...``."""
+    (line,) = [
+        line for line in readme_stack_block() if line.startswith(f"bash {STACK_SCRIPT} {verb}")
+    ]
+    RAN.add(line)
+    return _stack(line)
+
+
+def _stack(command: str, timeout: int = 900) -> subprocess.CompletedProcess:
     env = {
         **os.environ,
         **PORTS,
@@ -53,14 +72,15 @@ def _stack(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
         "ARBITER_IMAGE": os.environ["ARBITER_CONTAINER_IMAGE"],
     }
     done = subprocess.run(
-        ["bash", str(STACK), *args],
+        ["bash", "-eo", "pipefail", "-c", command],
         capture_output=True,
         text=True,
         timeout=timeout,
         env=env,
+        cwd=settings.BASE_DIR,
         check=False,
     )
-    assert done.returncode == 0, f"stack.sh {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+    assert done.returncode == 0, f"{command}:\n{done.stdout}\n{done.stderr}"
     return done
 
 
@@ -98,12 +118,13 @@ def stack() -> Iterator[None]:
         bool(image) and shutil.which("podman") is not None,
         "set ARBITER_CONTAINER_IMAGE (deploy/containers/stack.sh build) and install podman",
     )
-    _stack("destroy")
-    _stack("up")
-    _podman("exec", _container("web"), "python", "manage.py", "seed_demo")
+    _readme("build")  # cached: .ci/run has built the images already
+    _stack(f"bash {STACK_SCRIPT} destroy")  # from empty volumes
+    _readme("up")
+    _readme("compose exec -T web python manage.py seed_demo")
     yield
     if not os.environ.get("ARBITER_STACK_KEEP"):
-        _stack("destroy")
+        _stack(f"bash {STACK_SCRIPT} destroy")
 
 
 def test_every_service_runs_and_is_healthy(stack):
@@ -182,11 +203,12 @@ def test_the_walkthrough_over_http_a_task_in_the_worker_and_a_restart(stack):
 
     rows = _rows()
     assert int(rows["governance_rulechange"].split()[0]) >= 1
-    _stack("down")
+    _readme("down")
     assert PROJECT + "_web_1" not in _podman("ps", "-a", "--format", "{{.Names}}")
-    _stack("up")
+    _readme("up")
     assert _rows() == rows
     again = Browser(PROXY)
     again.sign_in("ops2", DEMO_PASSWORD)
     assert _guarantee(again, pk) == before + 4
     assert "applied" in again.request(f"/api/v1/changes/{change}/").json()["status"]
+    assert set(readme_stack_block()) == RAN, "every line of the README's block runs here"
