@@ -1,10 +1,10 @@
 """The image of deploy/Dockerfile, run with podman: non-root, no secret, a web container
 ready against PostgreSQL and Redis, a worker container running a task sent from here.
 
-Marked ``containers``; runs when ``ARBITER_CONTAINER_IMAGE`` names a built image (e.g. built
-on deploy/containers/base-image.sh's local Debian base, see README). Not part of CI yet: the
-compose stack needs PostgreSQL and Redis images, which no registry here provides.
-The containers use the host's network, and the test's own databases.
+Marked ``containers``; runs when ``ARBITER_CONTAINER_IMAGE`` names a built image (``.ci/run``
+builds it on deploy/containers/base-image.sh's local Debian base: deploy/containers/stack.sh
+build); skips without it, and fails in CI. The containers use the host's network, and the
+test's own databases. The whole compose stack runs in test_container_stack.py.
 """
 
 import os
@@ -20,6 +20,7 @@ from celery.exceptions import TimeoutError as CeleryTimeoutError
 
 from governance.celery import app
 from governance.tasks import grants_transition
+from tests.conftest import require_service
 from tests.governance.test_worker import _test_database_url
 
 pytestmark = [pytest.mark.containers, pytest.mark.django_db(transaction=True)]
@@ -29,8 +30,11 @@ IMAGE = os.environ.get("ARBITER_CONTAINER_IMAGE", "")
 
 @pytest.fixture
 def image() -> str:
-    if not IMAGE or shutil.which("podman") is None:
-        pytest.skip("set ARBITER_CONTAINER_IMAGE to an image built from deploy/Dockerfile")
+    require_service(
+        "the container image",
+        bool(IMAGE) and shutil.which("podman") is not None,
+        "set ARBITER_CONTAINER_IMAGE to an image built from deploy/Dockerfile",
+    )
     if not (app.conf.broker_url or "").startswith("redis://"):
         pytest.skip("the containers need a Redis broker (CELERY_BROKER_URL=redis://...)")
     if not _test_database_url().startswith("postgres"):

@@ -28,7 +28,10 @@ README = settings.BASE_DIR / "README.md"
 NOT_RUN_HERE = {
     "make run": "the demo server itself; its loaders run in test_readme_walkthrough.py",
     "sudo deploy/slurm/up.sh": "as root with the Slurm lab (.ci/run); tests/queues slurm tests",
-    "cp .env.example .env": "needs a container engine (none where the tests run)",
+    "cp .env.example .env": (
+        "needs Docker (none where the tests run); the same docker-compose.yml runs with podman "
+        "in tests/governance/test_container_stack.py (marker containers)"
+    ),
     ".venv/bin/python manage.py ...": "a placeholder for the commands below it",
     ".venv/bin/python manage.py sync_scheduler [--cluster NAME] [--dry-run]": (
         "needs a reachable cluster: tests/queues/test_sync_slurm.py (marker slurm)"
@@ -37,9 +40,9 @@ NOT_RUN_HERE = {
         "needs a Kueue cluster's settings: tests/queues/test_sync_kueue.py"
     ),
     # Running in production (issue 35 has these left to run in a test of their own).
-    "bash deploy/containers/base-image.sh": (
-        "builds the local container base (debootstrap, podman, as root); the image built on it "
-        "runs in tests/governance/test_container_image.py (marker containers)"
+    "bash deploy/containers/stack.sh build": (
+        "builds images and runs the compose stack with podman (as root): every line of the block "
+        "runs in tests/governance/test_container_stack.py (marker containers)"
     ),
     "kubectl create namespace arbiter": (
         "installs the Helm chart on a Kubernetes cluster: run as written against the lab's API "
