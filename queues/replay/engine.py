@@ -58,8 +58,12 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .rules import CAUTIOUS, FORBIDDEN, ClassRule, Job, QuotaRule, Rules, TierRule
+
+if TYPE_CHECKING:
+    from .slurm_model import SchedulerModel
 
 EPS = 1e-9
 DAY = 86400.0
@@ -857,7 +861,13 @@ class Replay:
 
 
 def replay(
-    jobs: Sequence[Job], timeline: Sequence[tuple[float, Rules]], until: float | None = None
+    jobs: Sequence[Job],
+    timeline: Sequence[tuple[float, Rules]],
+    until: float | None = None,
+    model: SchedulerModel | None = None,
 ) -> Result:
-    """Replay ``jobs`` under the rules of ``timeline`` (``[(from, Rules), ...]``)."""
+    """Replay ``jobs`` under the rules of ``timeline`` (``[(from, Rules), ...]``); ``model``
+    (``queues.replay.slurm_model.SchedulerModel``) picks the cluster's scheduler's model."""
+    if model is not None:
+        return model.replay(jobs, timeline, until)
     return Replay(jobs, timeline).run(until=until)

@@ -1,0 +1,174 @@
+"""Benchmark: how close the replay comes to the real scheduler, on seeded mixed workloads.
+
+Run on demand against the lab (not part of the test suite), from the repository root:
+
+    deploy/slurm/up.sh
+    .venv/bin/python bench/replay_fidelity.py [--seeds 10] [--first-seed 1] [--jobs 18]
+
+Per seed, ``queues.replay.mixes.mixed_workload(seed)`` (three tiers, one project each, 1–4
+GPUs of either type, 5–20 s runs, bursts, half the jobs with a time limit) is submitted to
+the lab's Slurm (``bench/fidelity_slurm.py``: one QOS per tier, ``sbatch`` of sleep jobs at
+the workload's offsets), and the same jobs — Slurm's submit times, the runs they took — are
+replayed under the same rules twice: with the Slurm model (``queues.replay.slurm_model``,
+settings read from the lab's ``slurm.conf``) and with the engine's Kueue order (the replay
+before the Slurm model, for comparison). Per tier it prints the median start delay on Slurm
+and replayed, the error in seconds and in % of Slurm's, whether it is within the goal (15 %
+or 10 s) and whether the tiers are in the same order (``mixes.order_agrees``); then the
+distribution of the errors over all seeds, and writes everything to
+``bench/results/replay_fidelity-<time>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.fidelity_slurm import (  # noqa: E402
+    Ran,
+    SlurmLab,
+    lab_conf,
+    lab_rules,
+    lab_settings,
+    replay_inputs,
+)
+from queues.replay import replay  # noqa: E402
+from queues.replay.mixes import compare, mixed_workload, order_agrees, tier_medians  # noqa: E402
+from queues.replay.slurm_model import SchedulerModel  # noqa: E402
+
+
+def _delays(ran: list[Ran], starts: list[float] | None = None) -> dict[str, float]:
+    by_tier: dict[str, list[float]] = {}
+    for i, r in enumerate(ran):
+        start = r.start if starts is None else starts[i]
+        by_tier.setdefault(r.job.tier, []).append(start - r.submit)
+    return tier_medians(by_tier)
+
+
+def seed_figures(lab: SlurmLab, seed: int, jobs: int) -> dict[str, Any]:
+    workload = mixed_workload(seed, jobs=jobs, seconds=(5, 20))
+    ran = lab.submit(workload)
+    inputs = replay_inputs(ran)
+    timeline = [(min(job.arrival for job in inputs), lab_rules())]
+    model = SchedulerModel("slurm", lab_settings(lab))
+    real = _delays(ran)
+    out: dict[str, Any] = {"seed": seed, "jobs": len(ran), "slurm": real}
+    for name, result in (
+        ("slurm_model", replay(inputs, timeline, model=model)),
+        ("kueue_order", replay(inputs, timeline)),
+    ):
+        replayed = _delays(ran, result.start)
+        errors = compare(real, replayed)
+        out[name] = {
+            "medians": replayed,
+            "errors": {
+                e.tier: {"seconds": e.error, "percent": e.percent, "within": e.within()}
+                for e in errors
+            },
+            "order_agrees": order_agrees(real, replayed),
+            "goal_met": order_agrees(real, replayed) and all(e.within() for e in errors),
+        }
+    out["runs"] = [
+        {"id": r.slurm_id, "tier": r.job.tier, "type": r.job.gpu_type, "gpus": r.job.gpus,
+         "limit_min": r.job.time_limit_minutes, "submit": r.submit, "start": r.start,
+         "end": r.end}
+        for r in ran
+    ]
+    return out
+
+
+def _print_seed(fig: dict[str, Any]) -> None:
+    print(f"seed {fig['seed']} ({fig['jobs']} jobs)")
+    for tier, real in fig["slurm"].items():
+        cells = [f"  {tier:<12} Slurm {real:6.1f} s"]
+        for name in ("slurm_model", "kueue_order"):
+            e = fig[name]["errors"][tier]
+            pct = "  n/a" if e["percent"] is None else f"{e['percent']:+5.0f}%"
+            mark = "ok" if e["within"] else "--"
+            cells.append(f"{name} {fig[name]['medians'][tier]:6.1f} s ({e['seconds']:+6.1f} s {pct} {mark})")
+        print(" | ".join(cells))
+    for name in ("slurm_model", "kueue_order"):
+        print(f"  {name}: tier order agrees {fig[name]['order_agrees']}, goal met {fig[name]['goal_met']}")
+
+
+def summary(figs: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in ("slurm_model", "kueue_order"):
+        errs = [abs(e["seconds"]) for f in figs for e in f[name]["errors"].values()]
+        pcts = [abs(e["percent"]) for f in figs for e in f[name]["errors"].values() if e["percent"] is not None]
+        out[name] = {
+            "seeds": len(figs),
+            "seeds_goal_met": sum(f[name]["goal_met"] for f in figs),
+            "seeds_order_agrees": sum(f[name]["order_agrees"] for f in figs),
+            "tiers_within": sum(e["within"] for f in figs for e in f[name]["errors"].values()),
+            "tiers": len(errs),
+            "abs_error_seconds": _spread(errs),
+            "abs_error_percent": _spread(pcts),
+        }
+    return out
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    ordered = sorted(values)
+    return {
+        "median": statistics.median(ordered),
+        "p90": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
+        "max": ordered[-1],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--first-seed", type=int, default=1)
+    parser.add_argument("--jobs", type=int, default=18)
+    args = parser.parse_args()
+    lab = SlurmLab(lab_conf(ROOT))
+    if not lab.conf or not lab.answers():
+        print("no lab Slurm answers (start it with deploy/slurm/up.sh; SLURM_CONF)", file=sys.stderr)
+        return 1
+    lab.setup()
+    figs = []
+    began = time.monotonic()
+    try:
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            fig = seed_figures(lab, seed, args.jobs)
+            _print_seed(fig)
+            figs.append(fig)
+    finally:
+        lab.teardown()
+    total = summary(figs)
+    for name, row in total.items():
+        print(
+            f"{name}: goal met on {row['seeds_goal_met']}/{row['seeds']} seeds, tier order on "
+            f"{row['seeds_order_agrees']}/{row['seeds']}, tiers within 15 %/10 s "
+            f"{row['tiers_within']}/{row['tiers']}; |error| s {row['abs_error_seconds']}, "
+            f"% {row['abs_error_percent']}"
+        )
+    results = ROOT / "bench" / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = results / f"replay_fidelity-{stamp}.json"
+    path.write_text(
+        json.dumps(
+            {"scheduler": "slurm", "measured_at": stamp, "wall_seconds": time.monotonic() - began,
+             "summary": total, "seeds": figs},
+            indent=1,
+        )
+    )
+    print(f"wrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

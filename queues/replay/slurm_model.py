@@ -1,0 +1,509 @@
+"""A replay that schedules as Slurm does: ``slurm_replay(jobs, timeline, settings)``.
+
+The engine (``queues.replay.engine``) orders work as Kueue admits it; a cluster run by Slurm
+is replayed by this model instead (``SchedulerModel``), with the settings of the cluster's
+``slurm.conf`` (``queues.replay.slurm_conf.SlurmSettings``). What it follows:
+
+- **Priority**: multifactor (age, Fair Tree fair share of the job's project, QOS = the tier),
+  computed at submission and again every ``PriorityCalcPeriod``; ties go to the earlier job.
+  Fair-share usage is one CPU-second per second run (the lab bills CPUs, one per job),
+  decayed with ``PriorityDecayHalfLife``.
+- **Main scheduler**: after each submission and each end (``event_delay`` later) the pending
+  jobs are tried in priority order; jobs held by a limit are skipped (QOS ``GrpTRES`` =
+  tier cap, ``MaxTRESPerJob``, ``MaxTRESPerUser``, association ``GrpTRES`` = the project's
+  guarantee + borrow limit per GPU type); the first job that does not fit stops the pass
+  (the partition is blocked: later jobs wait on ``Priority``).
+- **Backfill** (``sched/backfill``, every ``bf_interval``): pending jobs in priority order
+  (at most ``bf_max_job_test``) start now when they fit and end (by their time limit) before
+  the resources reserved for every higher job that does not fit; a job that does not fit gets
+  a reservation at the earliest time its GPUs are free by the running jobs' time limits, if
+  that is within ``bf_window`` (times rounded up to ``bf_resolution``). A job without a time
+  limit (``MaxTime=INFINITE``) holds its GPUs for ever in the plan, so no reservation falls
+  in the window and backfill starts whatever fits.
+- **Nodes**: the cluster's nodes with their typed GPUs (``Gres=gpu:<type>:<n>``); a job runs
+  on one node (first fit in node order) with GPUs of its flavor's type (the flavor key's part
+  after ``/``). Without nodes in the settings each flavor is one node of its capacity.
+- **Time limits**: a job runs its duration, or is ended at its time limit.
+- **Preemption** (``preempt/qos``): a job of a tier that may preempt, that does not fit, takes
+  a node's GPUs from running jobs of the tiers it lists (lowest QOS priority, youngest first),
+  never from forbidden-class work nor before a cautious class's minimum runtime
+  (``PreemptExemptTime``); with ``PreemptMode=REQUEUE`` the victims are requeued and may
+  start again ``requeue_delay`` later (``cred_expire`` + 1 s), having lost their work.
+
+Not modelled: reservations of the guarantee QOS (work is placed by its tier's QOS; a
+project's guarantee only bounds nothing but its maximum), ``GraceTime``, job size,
+partition and association priority factors, multi-node jobs, ``bf_continue`` and backfill's
+own preemption, fractional GPUs (a fraction counts as itself), rule periods (the first
+period's rules hold for the whole replay).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from bisect import insort
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .engine import JOB_CAP, PRIORITY, PROJECT_MAX, RESOURCES, TIER_CAP, USER_CAP, Result
+from .rules import CAUTIOUS, FORBIDDEN, ClassRule, Job, Rules, TierRule
+from .slurm_conf import INFINITE, Node, SlurmSettings, decay, fair_tree, priority
+
+EPS = 1e-9
+_END, _ELIGIBLE, _ARRIVE, _MAIN, _BACKFILL = range(5)
+
+
+@dataclass(frozen=True)
+class SchedulerModel:
+    """Which scheduler a replay models: the engine (Kueue's admission) or Slurm's."""
+
+    scheduler: str = "kueue"
+    slurm: SlurmSettings | None = None
+
+    def replay(
+        self, jobs: Sequence[Job], timeline: Sequence[tuple[float, Rules]], until: float | None
+    ) -> Result:
+        if self.scheduler == "slurm":
+            return SlurmReplay(jobs, timeline, self.slurm or SlurmSettings()).run(until)
+        from .engine import Replay
+
+        return Replay(jobs, timeline).run(until=until)
+
+
+def gres_type(flavor: str) -> str:
+    return flavor.rsplit("/", 1)[-1]
+
+
+class SlurmReplay:
+    def __init__(
+        self, jobs: Sequence[Job], timeline: Sequence[tuple[float, Rules]], settings: SlurmSettings
+    ) -> None:
+        if not timeline:
+            raise ValueError("a replay needs rules")
+        self.jobs = jobs
+        self.rules = rules = timeline[0][1]
+        rules.check()
+        self.s = settings
+        self.tiers = {tier.slug: tier for tier in rules.tiers}
+        self.classes = {cls.slug: cls for cls in rules.classes}
+        self.type_of = {flavor: gres_type(flavor) for flavor in rules.capacity}
+        nodes = list(settings.nodes) or [
+            Node(name=flavor, gpus={gres_type(flavor): cap}) for flavor, cap in rules.capacity.items()
+        ]
+        self.nodes = nodes
+        self.free = [dict(node.gpus) for node in nodes]
+        for job in jobs:
+            if job.flavor not in self.type_of:
+                raise ValueError(f"job {job.name!r} asks for unknown flavor {job.flavor!r}")
+        n = len(jobs)
+        self.start = [math.nan] * n
+        self.end = [math.nan] * n
+        self.preemptions = [0] * n
+        self.lost = [0.0] * n
+        self.run_start = [0.0] * n
+        self.node = [-1] * n
+        self.token = [0] * n
+        self.reason: list[str | None] = [None] * n
+        self.reasons: list[tuple[int, float, str]] = []
+        self.runs: list[tuple[int, float, float]] = []
+        self.preempted_by: list[tuple[int, int, float, str]] = []
+        self.remaining = [job.duration for job in jobs]
+        self.tier = [self._tier(job) for job in jobs]
+        self.cls = [self._class(job) for job in jobs]
+        self.eligible = [job.arrival for job in jobs]
+        self.prio = [0.0] * n
+        self.pending: list[tuple[float, float, int]] = []  # (-priority, eligible, job), sorted
+        self.is_pending = [False] * n
+        self.running: set[int] = set()
+        self.heap: list[tuple[float, int, int, int, int]] = []
+        self.seq = 0
+        self.queued: set[tuple[float, int]] = set()
+        self.tier_use: dict[str, float] = {}
+        self.user_use: dict[tuple[str, str], float] = {}
+        self.project_use: dict[tuple[str, str], float] = {}
+        self.limits = {(q.project, q.flavor): q for q in rules.quotas}
+        self.shares: dict[str, float] = {}
+        for quota in rules.quotas:
+            self.shares[quota.project] = self.shares.get(quota.project, 0.0) + quota.fair_share_weight
+        for job in jobs:
+            self.shares.setdefault(job.project, 1.0)
+        self.usage = dict.fromkeys(self.shares, 0.0)
+        self.fs = dict.fromkeys(self.shares, 1.0)
+        self.last_calc = -INFINITE
+        self.last_decay = math.nan
+        self.used: dict[tuple[str, str], float] = {}
+        self.borrowed: dict[tuple[str, str], float] = {}
+        self.use_since: dict[tuple[str, str], float] = {}
+        self.idle: dict[str, float] = dict.fromkeys(rules.capacity, 0.0)
+        self.idle_since = 0.0
+        self.now = 0.0
+
+    # --- rules -------------------------------------------------------------------------------
+
+    def _tier(self, job: Job) -> TierRule:
+        rules = self.rules
+        low = min(rules.tiers, key=lambda tier: tier.score)
+        top = self.tiers.get(rules.project_tiers.get(job.project, ""), None)
+        top = top or self.tiers.get(rules.default_tier, low)
+        tier = self.tiers.get(job.tier, top) if job.tier else top
+        if tier.score > top.score:
+            tier = top
+        raised = rules.job_tiers.get(job.name)
+        if raised is not None and self.tiers[raised].score > tier.score:
+            tier = self.tiers[raised]
+        return tier
+
+    def _class(self, job: Job) -> ClassRule:
+        rules = self.rules
+        quota = next((q for q in rules.quotas if q.project == job.project and q.flavor == job.flavor), None)
+        slug = rules.job_classes.get(job.name) or (quota.preemption_class if quota else "")
+        slug = slug or rules.default_class
+        return self.classes.get(slug, ClassRule(slug="", kind="allowed"))
+
+    def _held(self, j: int) -> str | None:
+        """The limit that holds ``j`` now (a Slurm reason token), or None."""
+        job, tier = self.jobs[j], self.tier[j]
+        if tier.max_gpus_per_job is not None and job.gpus > tier.max_gpus_per_job + EPS:
+            return JOB_CAP
+        if tier.max_gpus_total is not None:
+            if self.tier_use.get(tier.slug, 0.0) + job.gpus > tier.max_gpus_total + EPS:
+                return TIER_CAP
+        if tier.max_gpus_per_user is not None:
+            used = self.user_use.get((tier.slug, job.user), 0.0)
+            if used + job.gpus > tier.max_gpus_per_user + EPS:
+                return USER_CAP
+        quota = self.limits.get((job.project, job.flavor))
+        if quota is not None and quota.maximum is not None:
+            if self.project_use.get((job.project, job.flavor), 0.0) + job.gpus > quota.maximum + EPS:
+                return PROJECT_MAX
+        return None
+
+    # --- bookkeeping -------------------------------------------------------------------------
+
+    def _say(self, j: int, token: str, t: float) -> None:
+        if self.reason[j] != token:
+            self.reason[j] = token
+            self.reasons.append((j, t, token))
+
+    def _push(self, t: float, kind: int, j: int = -1, token: int = 0) -> None:
+        if kind in (_MAIN, _BACKFILL):
+            if (t, kind) in self.queued:
+                return
+            self.queued.add((t, kind))
+        self.seq += 1
+        heapq.heappush(self.heap, (t, kind, self.seq, j, token))
+
+    def _trigger(self, t: float) -> None:
+        self._push(t + self.s.event_delay, _MAIN)
+        if self.s.backfill:
+            step = self.s.bf_interval or 1.0
+            self._push(math.ceil((t + EPS) / step) * step, _BACKFILL)
+
+    def _account(self, t: float) -> None:
+        """Integrate use and idle GPUs up to ``t``."""
+        for key, since in self.use_since.items():
+            used = self.project_use.get(key, 0.0)
+            if used > 0 and t > since:
+                self.used[key] = self.used.get(key, 0.0) + (t - since) * used
+                quota = self.limits.get(key)
+                over = used - (quota.guarantee if quota else 0.0)
+                if over > 0:
+                    self.borrowed[key] = self.borrowed.get(key, 0.0) + (t - since) * over
+            self.use_since[key] = t
+        if t > self.idle_since:
+            for flavor, kind in self.type_of.items():
+                free = sum(f.get(kind, 0.0) for f in self.free)
+                self.idle[flavor] += (t - self.idle_since) * free
+            self.idle_since = t
+
+    def _use(self, j: int, delta: float, t: float) -> None:
+        job, tier = self.jobs[j], self.tier[j]
+        self._account(t)
+        key = (job.project, job.flavor)
+        self.use_since.setdefault(key, t)
+        self.project_use[key] = self.project_use.get(key, 0.0) + delta
+        self.tier_use[tier.slug] = self.tier_use.get(tier.slug, 0.0) + delta
+        user = (tier.slug, job.user)
+        self.user_use[user] = self.user_use.get(user, 0.0) + delta
+        self.free[self.node[j]][self.type_of[job.flavor]] -= delta
+
+    # --- priority ----------------------------------------------------------------------------
+
+    def _recalc(self, t: float) -> None:
+        """Every ``PriorityCalcPeriod``: decay usage, rank fair share, recompute priorities."""
+        s = self.s
+        if t < self.last_calc + s.calc_period:
+            return
+        if not math.isnan(self.last_decay):
+            elapsed = t - self.last_decay
+            for project in self.usage:
+                self.usage[project] = decay(self.usage[project], elapsed, s.decay_half_life)
+            for j in self.running:
+                project = self.jobs[j].project
+                self.usage[project] += t - max(self.run_start[j], self.last_decay)
+        self.last_decay = t
+        self.last_calc = t if math.isinf(self.last_calc) else self.last_calc + s.calc_period * (
+            (t - self.last_calc) // s.calc_period
+        )
+        self.fs = fair_tree(self.shares, self.usage)
+        for _neg, _el, j in self.pending:
+            if self.is_pending[j]:
+                self.prio[j] = self._priority(j, t)
+        self._sort()
+
+    def _priority(self, j: int, t: float) -> float:
+        tier = self.tier[j]
+        return priority(
+            self.s,
+            waited=t - self.eligible[j],
+            fairshare=self.fs.get(self.jobs[j].project, 0.0),
+            qos=self.s.qos_factor(tier.slug, tier.score),
+        )
+
+    def _sort(self) -> None:
+        self.pending = sorted(
+            (-self.prio[j], self.eligible[j], j) for _n, _e, j in self.pending if self.is_pending[j]
+        )
+
+    def _enqueue(self, j: int, t: float) -> None:
+        self.is_pending[j] = True
+        self.prio[j] = self._priority(j, t)
+        insort(self.pending, (-self.prio[j], self.eligible[j], j))
+
+    # --- placement ---------------------------------------------------------------------------
+
+    def _fit(self, j: int, free: list[dict[str, float]] | None = None) -> int:
+        job = self.jobs[j]
+        kind = self.type_of[job.flavor]
+        for i, node in enumerate(free or self.free):
+            if node.get(kind, 0.0) + EPS >= job.gpus:
+                return i
+        return -1
+
+    def _begin(self, j: int, node: int, t: float) -> None:
+        self.is_pending[j] = False
+        self.node[j] = node
+        self.running.add(j)
+        self.run_start[j] = t
+        if math.isnan(self.start[j]):
+            self.start[j] = t
+        self.reason[j] = None
+        self._use(j, self.jobs[j].gpus, t)
+        limit = self.s.time_limit(self.jobs[j].time_limit)
+        self.seq += 1
+        self.token[j] += 1
+        heapq.heappush(self.heap, (t + min(self.remaining[j], limit), _END, self.seq, j, self.token[j]))
+
+    def _stop(self, j: int, t: float) -> None:
+        self._use(j, -self.jobs[j].gpus, t)
+        self.running.discard(j)
+        self.runs.append((j, self.run_start[j], t))
+        self._trigger(t)
+
+    def limit_end(self, j: int) -> float:
+        """When the plan expects a running job to end: its start plus its time limit."""
+        return self.run_start[j] + self.s.time_limit(self.jobs[j].time_limit)
+
+    # --- preemption --------------------------------------------------------------------------
+
+    def _try_preempt(self, j: int, t: float) -> bool:
+        tier = self.tier[j]
+        if not (self.s.preempt and tier.may_preempt and tier.preemptible):
+            return False
+        job = self.jobs[j]
+        kind = self.type_of[job.flavor]
+        for i, free in enumerate(self.free):
+            have = free.get(kind, 0.0)
+            candidates = [
+                v
+                for v in self.running
+                if self.node[v] == i
+                and self.type_of[self.jobs[v].flavor] == kind
+                and self.tier[v].slug in tier.preemptible
+                and self.cls[v].kind != FORBIDDEN
+                and not (self.cls[v].kind == CAUTIOUS and t - self.run_start[v] < self.cls[v].min_runtime)
+            ]
+            candidates.sort(key=lambda v: (self.prio[v], -self.run_start[v], -v))
+            chosen = []
+            for v in candidates:
+                if have + EPS >= job.gpus:
+                    break
+                chosen.append(v)
+                have += self.jobs[v].gpus
+            if have + EPS >= job.gpus and chosen:
+                for v in chosen:
+                    self._preempt(v, j, t)
+                return True
+        return False
+
+    def _preempt(self, v: int, by: int, t: float) -> None:
+        self.token[v] += 1
+        self._stop(v, t)
+        ran = t - self.run_start[v]
+        cls = self.cls[v]
+        lost = ran if cls.checkpoint_interval is None else ran % cls.checkpoint_interval
+        self.remaining[v] += lost - ran
+        self.lost[v] += lost * self.jobs[v].gpus
+        self.preemptions[v] += 1
+        self.preempted_by.append((v, by, t, "tier"))
+        if self.s.preempt_requeue:
+            self.eligible[v] = t + self.s.requeue_delay
+            self._push(self.eligible[v], _ELIGIBLE, v)
+        else:
+            self.end[v] = t
+
+    # --- passes ------------------------------------------------------------------------------
+
+    def _main(self, t: float) -> None:
+        self._recalc(t)
+        blocked = False
+        for _neg, _el, j in list(self.pending):
+            if not self.is_pending[j]:
+                continue
+            held = self._held(j)
+            if held is not None:
+                self._say(j, held, t)
+                continue
+            if blocked:
+                self._say(j, PRIORITY, t)
+                continue
+            node = self._fit(j)
+            if node >= 0:
+                self._begin(j, node, t)
+                continue
+            self._try_preempt(j, t)
+            self._say(j, RESOURCES, t)
+            blocked = True
+        self._sort()
+
+    def _backfill(self, t: float) -> None:
+        if not any(v > EPS for free in self.free for v in free.values()):
+            return
+        self._recalc(t)
+        s = self.s
+        horizon = t + s.bf_window
+        # Per node: the running jobs' (type, GPUs, planned end) and the reserved windows. A
+        # reservation holds the whole node (Slurm's backfill plans nodes, not GPUs).
+        running: list[list[tuple[str, float, float]]] = [[] for _ in self.nodes]
+        for j in self.running:
+            running[self.node[j]].append(
+                (self.type_of[self.jobs[j].flavor], self.jobs[j].gpus, self.limit_end(j))
+            )
+        reserved: list[list[tuple[float, float]]] = [[] for _ in self.nodes]
+        tested = 0
+        for _neg, _el, j in list(self.pending):
+            if tested >= s.bf_max_job_test:
+                break
+            if not self.is_pending[j] or self._held(j) is not None:
+                continue
+            tested += 1
+            limit = s.time_limit(self.jobs[j].time_limit)
+            when, node = self._earliest(j, t, limit, running, reserved, horizon)
+            if node < 0:
+                continue
+            if when <= t + EPS:
+                self._begin(j, node, t)
+                running[node].append((self.type_of[self.jobs[j].flavor], self.jobs[j].gpus, t + limit))
+            else:
+                reserved[node].append((when, when + limit))
+        self._sort()
+
+    def _earliest(
+        self,
+        j: int,
+        t: float,
+        limit: float,
+        running: list[list[tuple[str, float, float]]],
+        reserved: list[list[tuple[float, float]]],
+        horizon: float,
+    ) -> tuple[float, int]:
+        """The earliest time within the window ``j`` fits for its whole time limit on a node
+        no higher job has reserved for that time, and the node; (inf, -1) if none."""
+        job = self.jobs[j]
+        kind = self.type_of[job.flavor]
+        best, where = INFINITE, -1
+        for i, node in enumerate(self.nodes):
+            cap = node.gpus.get(kind, 0.0)
+            if cap + EPS < job.gpus:
+                continue
+            mine = [(g, end) for k, g, end in running[i] if k == kind]
+            times = sorted({t} | {end for _g, end in mine if t < end} | {b for _a, b in reserved[i]})
+            for start in times:
+                if start > horizon or start >= best:
+                    break
+                if cap - sum(g for g, end in mine if end > start + EPS) + EPS < job.gpus:
+                    continue
+                # The pass runs a moment after the second it is stamped with (``bf_lag``): a
+                # window that only touches a reservation overlaps it.
+                finish = start + limit + self.s.bf_lag
+                if any(a < finish - EPS and start < b - EPS for a, b in reserved[i]):
+                    continue
+                best, where = start, i
+                break
+        return best, where
+
+    # --- the loop ----------------------------------------------------------------------------
+
+    def run(self, until: float | None = None) -> Result:
+        jobs = self.jobs
+        order = sorted(range(len(jobs)), key=lambda j: (jobs[j].arrival, j))
+        begin = min([jobs[order[0]].arrival] if order else [0.0])
+        self.idle_since = begin
+        self.now = begin
+        for j in order:
+            self._push(jobs[j].arrival, _ARRIVE, j)
+        heap = self.heap
+        while heap:
+            t, kind, _seq, j, token = heapq.heappop(heap)
+            if until is not None and t > until:
+                heapq.heappush(heap, (t, kind, _seq, j, token))
+                break
+            self.now = t
+            if kind == _END:
+                if token == self.token[j] and j in self.running:
+                    self._stop(j, t)
+                    self.remaining[j] = 0.0
+                    self.end[j] = t
+            elif kind == _ARRIVE:
+                self._enqueue(j, t)
+                self._trigger(t)
+            elif kind == _ELIGIBLE:
+                self._enqueue(j, t)
+                self._trigger(t)
+            elif kind == _MAIN:
+                self.queued.discard((t, kind))
+                self._main(t)
+            else:
+                self.queued.discard((t, kind))
+                if any(self.is_pending[p] for _n, _e, p in self.pending[:1]) or self.pending:
+                    self._backfill(t)
+        horizon = self.now if until is None else until
+        self._account(horizon)
+        runs = list(self.runs) + [(j, self.run_start[j], horizon) for j in sorted(self.running)]
+        return Result(
+            jobs=jobs,
+            start=self.start,
+            end=self.end,
+            preemptions=self.preemptions,
+            lost_gpu_seconds=self.lost,
+            tiers=[tier.slug for tier in self.tier],
+            reasons=self.reasons,
+            runs=runs,
+            used_gpu_seconds=dict(self.used),
+            borrowed_gpu_seconds=dict(self.borrowed),
+            idle_gpu_seconds=dict(self.idle),
+            begin=begin,
+            horizon=horizon,
+            preempted_by=self.preempted_by,
+            classes=[cls.slug for cls in self.cls],
+        )
+
+
+def slurm_replay(
+    jobs: Sequence[Job],
+    timeline: Sequence[tuple[float, Rules]],
+    settings: SlurmSettings,
+    until: float | None = None,
+) -> Result:
+    """Replay ``jobs`` as Slurm with ``settings`` would schedule them (the first period's rules)."""
+    return SlurmReplay(jobs, timeline, settings).run(until)
