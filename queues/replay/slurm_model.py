@@ -92,6 +92,9 @@ class SlurmReplay:
         ]
         self.nodes = nodes
         self.free = [dict(node.gpus) for node in nodes]
+        # Nodes with a free GPU, and per node and type the running jobs' planned ends.
+        self.free_nodes = set(range(len(nodes)))
+        self.ends: list[dict[str, list[tuple[float, float, int]]]] = [{} for _ in nodes]
         for job in jobs:
             if job.flavor not in self.type_of:
                 raise ValueError(f"job {job.name!r} asks for unknown flavor {job.flavor!r}")
@@ -114,6 +117,7 @@ class SlurmReplay:
         self.prio = [0.0] * n
         self.pending: list[tuple[float, float, int]] = []  # (-priority, eligible, job), sorted
         self.is_pending = [False] * n
+        self.dead = 0
         self.running: set[int] = set()
         self.heap: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
@@ -225,7 +229,13 @@ class SlurmReplay:
         self.tier_use[tier.slug] = self.tier_use.get(tier.slug, 0.0) + delta
         user = (tier.slug, job.user)
         self.user_use[user] = self.user_use.get(user, 0.0) + delta
-        self.free[self.node[j]][self.type_of[job.flavor]] -= delta
+        node = self.node[j]
+        free = self.free[node]
+        free[self.type_of[job.flavor]] -= delta
+        if any(v > EPS for v in free.values()):
+            self.free_nodes.add(node)
+        else:
+            self.free_nodes.discard(node)
 
     # --- priority ----------------------------------------------------------------------------
 
@@ -264,11 +274,13 @@ class SlurmReplay:
         self.pending = sorted(
             (-self.prio[j], self.eligible[j], j) for _n, _e, j in self.pending if self.is_pending[j]
         )
+        self.dead = 0
 
     def _enqueue(self, j: int, t: float) -> None:
         self.is_pending[j] = True
         self.prio[j] = self._priority(j, t)
         insort(self.pending, (-self.prio[j], self.eligible[j], j))
+        self._say(j, PRIORITY, t)
 
     # --- placement ---------------------------------------------------------------------------
 
@@ -282,6 +294,7 @@ class SlurmReplay:
 
     def _begin(self, j: int, node: int, t: float) -> None:
         self.is_pending[j] = False
+        self.dead += 1
         self.node[j] = node
         self.running.add(j)
         self.run_start[j] = t
@@ -290,12 +303,16 @@ class SlurmReplay:
         self.reason[j] = None
         self._use(j, self.jobs[j].gpus, t)
         limit = self.s.time_limit(self.jobs[j].time_limit)
+        kind = self.type_of[self.jobs[j].flavor]
+        insort(self.ends[node].setdefault(kind, []), (t + limit, self.jobs[j].gpus, j))
         self.seq += 1
         self.token[j] += 1
         heapq.heappush(self.heap, (t + min(self.remaining[j], limit), _END, self.seq, j, self.token[j]))
 
     def _stop(self, j: int, t: float) -> None:
         self._use(j, -self.jobs[j].gpus, t)
+        planned = self.ends[self.node[j]][self.type_of[self.jobs[j].flavor]]
+        planned.remove((self.limit_end(j), self.jobs[j].gpus, j))
         self.running.discard(j)
         self.runs.append((j, self.run_start[j], t))
         self._trigger(t)
@@ -312,18 +329,19 @@ class SlurmReplay:
             return False
         job = self.jobs[j]
         kind = self.type_of[job.flavor]
-        for i, free in enumerate(self.free):
-            have = free.get(kind, 0.0)
-            candidates = [
-                v
-                for v in self.running
-                if self.node[v] == i
+        by_node: dict[int, list[int]] = {}
+        for v in self.running:
+            cls = self.cls[v]
+            if (
+                self.tier[v].slug in tier.preemptible
                 and self.type_of[self.jobs[v].flavor] == kind
-                and self.tier[v].slug in tier.preemptible
-                and self.cls[v].kind != FORBIDDEN
-                and not (self.cls[v].kind == CAUTIOUS and t - self.run_start[v] < self.cls[v].min_runtime)
-            ]
-            candidates.sort(key=lambda v: (self.prio[v], -self.run_start[v], -v))
+                and cls.kind != FORBIDDEN
+                and not (cls.kind == CAUTIOUS and t - self.run_start[v] < cls.min_runtime)
+            ):
+                by_node.setdefault(self.node[v], []).append(v)
+        for i in sorted(by_node):
+            have = self.free[i].get(kind, 0.0)
+            candidates = sorted(by_node[i], key=lambda v: (self.prio[v], -self.run_start[v], -v))
             chosen = []
             for v in candidates:
                 if have + EPS >= job.gpus:
@@ -354,18 +372,21 @@ class SlurmReplay:
 
     # --- passes ------------------------------------------------------------------------------
 
+    def _live(self) -> list[tuple[float, float, int]]:
+        """The pending jobs in priority order (started ones dropped)."""
+        if self.dead * 2 > len(self.pending):
+            self.pending = [entry for entry in self.pending if self.is_pending[entry[2]]]
+            self.dead = 0
+        return self.pending
+
     def _main(self, t: float) -> None:
         self._recalc(t)
-        blocked = False
-        for _neg, _el, j in list(self.pending):
+        for _neg, _el, j in self._live():
             if not self.is_pending[j]:
                 continue
             held = self._held(j)
             if held is not None:
                 self._say(j, held, t)
-                continue
-            if blocked:
-                self._say(j, PRIORITY, t)
                 continue
             node = self._fit(j)
             if node >= 0:
@@ -373,70 +394,72 @@ class SlurmReplay:
                 continue
             self._try_preempt(j, t)
             self._say(j, RESOURCES, t)
-            blocked = True
-        self._sort()
+            break  # the partition is blocked: the later jobs wait on Priority
 
     def _backfill(self, t: float) -> None:
-        if not any(v > EPS for free in self.free for v in free.values()):
+        if not self.free_nodes:
             return
         self._recalc(t)
         s = self.s
         horizon = t + s.bf_window
-        # Per node: the running jobs' (type, GPUs, planned end) and the reserved windows. A
-        # reservation holds the whole node (Slurm's backfill plans nodes, not GPUs).
-        running: list[list[tuple[str, float, float]]] = [[] for _ in self.nodes]
-        for j in self.running:
-            running[self.node[j]].append(
-                (self.type_of[self.jobs[j].flavor], self.jobs[j].gpus, self.limit_end(j))
-            )
-        reserved: list[list[tuple[float, float]]] = [[] for _ in self.nodes]
+        # The windows reserved for higher jobs, per node: a reservation holds the whole node
+        # (Slurm's backfill plans nodes). Only nodes with a free GPU are planned: nothing
+        # starts on the others in this pass (so a reservation Slurm would place on a busy node
+        # that frees sooner is placed on a free one here: on a cluster of many nodes the model
+        # holds free nodes back a little more than Slurm).
+        reserved: dict[int, list[tuple[float, float]]] = {}
         tested = 0
-        for _neg, _el, j in list(self.pending):
-            if tested >= s.bf_max_job_test:
+        for _neg, _el, j in self._live():
+            if tested >= s.bf_max_job_test or not self.free_nodes:
                 break
             if not self.is_pending[j] or self._held(j) is not None:
                 continue
             tested += 1
-            limit = s.time_limit(self.jobs[j].time_limit)
-            when, node = self._earliest(j, t, limit, running, reserved, horizon)
-            if node < 0:
-                continue
-            if when <= t + EPS:
+            job = self.jobs[j]
+            kind = self.type_of[job.flavor]
+            limit = s.time_limit(job.time_limit)
+            finish = t + limit + s.bf_lag
+            node = next(
+                (i for i in sorted(self.free_nodes) if self.free[i].get(kind, 0.0) + EPS >= job.gpus
+                 and not any(a < finish - EPS for a, _b in reserved.get(i, ()))),
+                -1,
+            )
+            if node >= 0:
                 self._begin(j, node, t)
-                running[node].append((self.type_of[self.jobs[j].flavor], self.jobs[j].gpus, t + limit))
-            else:
-                reserved[node].append((when, when + limit))
-        self._sort()
+                continue
+            when, node = self._earliest(j, t, reserved, horizon)
+            if node >= 0:
+                reserved.setdefault(node, []).append((when, when + limit))
 
     def _earliest(
-        self,
-        j: int,
-        t: float,
-        limit: float,
-        running: list[list[tuple[str, float, float]]],
-        reserved: list[list[tuple[float, float]]],
-        horizon: float,
+        self, j: int, t: float, reserved: dict[int, list[tuple[float, float]]], horizon: float
     ) -> tuple[float, int]:
         """The earliest time within the window ``j`` fits for its whole time limit on a node
-        no higher job has reserved for that time, and the node; (inf, -1) if none."""
+        with a free GPU that no higher job has reserved for that time; (inf, -1) if none."""
         job = self.jobs[j]
         kind = self.type_of[job.flavor]
+        limit = self.s.time_limit(job.time_limit) + self.s.bf_lag
         best, where = INFINITE, -1
-        for i, node in enumerate(self.nodes):
-            cap = node.gpus.get(kind, 0.0)
+        for i in sorted(self.free_nodes):
+            cap = self.nodes[i].gpus.get(kind, 0.0)
             if cap + EPS < job.gpus:
                 continue
-            mine = [(g, end) for k, g, end in running[i] if k == kind]
-            times = sorted({t} | {end for _g, end in mine if t < end} | {b for _a, b in reserved[i]})
-            for start in times:
+            need = job.gpus - self.free[i].get(kind, 0.0)
+            first = t
+            for end, g, _k in self.ends[i].get(kind, ()):
+                if end >= best or end > horizon:
+                    break
+                need -= g
+                if need <= EPS:
+                    first = max(t, end)
+                    break
+            if need > EPS:
+                continue
+            mine = reserved.get(i, ())
+            for start in [first] + sorted(b for _a, b in mine if b > first):
                 if start > horizon or start >= best:
                     break
-                if cap - sum(g for g, end in mine if end > start + EPS) + EPS < job.gpus:
-                    continue
-                # The pass runs a moment after the second it is stamped with (``bf_lag``): a
-                # window that only touches a reservation overlaps it.
-                finish = start + limit + self.s.bf_lag
-                if any(a < finish - EPS and start < b - EPS for a, b in reserved[i]):
+                if any(a < start + limit - EPS and start < b - EPS for a, b in mine):
                     continue
                 best, where = start, i
                 break
@@ -475,7 +498,7 @@ class SlurmReplay:
                 self._main(t)
             else:
                 self.queued.discard((t, kind))
-                if any(self.is_pending[p] for _n, _e, p in self.pending[:1]) or self.pending:
+                if len(self.pending) > self.dead:
                     self._backfill(t)
         horizon = self.now if until is None else until
         self._account(horizon)
