@@ -3,7 +3,8 @@
 Used by ``bench/replay_fidelity.py`` and ``tests/queues/test_replay_fidelity.py``. No Django:
 the lab is driven with Slurm's own commands. ``SlurmLab.setup`` makes one QOS per tier
 (``fid-<tier>``, its ``Priority`` the tier's), an account per project under ``fid``
-(``fid_<project>``: no dot, so Arbiter's job_submit plugin does not take it for one of its own; ``Organization=fidelity``) and root's associations; ``teardown`` removes them. Jobs sleep
+(``fid_<project>``: no dot, so Arbiter's job_submit plugin does not take it for one of its
+own; ``Organization=fidelity``) and root's associations; ``teardown`` removes them. Jobs sleep
 for their run (``sbatch --wrap 'sleep N'``) with typed GPUs (``--gres=gpu:<type>:<n>``).
 """
 
@@ -133,9 +134,18 @@ class SlurmLab:
             options = ["--time", str(job.time_limit_minutes)] if job.time_limit_minutes else []
             ids.append(
                 self.run(
-                    "sbatch", "--parsable", "-o", "/dev/null", "-A", f"{PREFIX}_{job.project}",
-                    "-q", f"{PREFIX}-{job.tier}", f"--gres=gpu:{job.gpu_type}:{job.gpus}",
-                    *options, "--wrap", f"sleep {job.seconds}",
+                    "sbatch",
+                    "--parsable",
+                    "-o",
+                    "/dev/null",
+                    "-A",
+                    f"{PREFIX}_{job.project}",
+                    "-q",
+                    f"{PREFIX}-{job.tier}",
+                    f"--gres=gpu:{job.gpu_type}:{job.gpus}",
+                    *options,
+                    "--wrap",
+                    f"sleep {job.seconds}",
                 ).strip()
             )
 
@@ -149,8 +159,13 @@ class SlurmLab:
         for slurm_id, job in zip(ids, workload, strict=True):
             shown = self.run("scontrol", "show", "job", slurm_id)
             ran.append(
-                Ran(job, slurm_id, _when(shown, "SubmitTime"), _when(shown, "StartTime"),
-                    _when(shown, "EndTime"))
+                Ran(
+                    job,
+                    slurm_id,
+                    _when(shown, "SubmitTime"),
+                    _when(shown, "StartTime"),
+                    _when(shown, "EndTime"),
+                )
             )
         return ran
 
@@ -191,7 +206,9 @@ def lab_rules(priorities: Mapping[str, int] = PRIORITIES) -> Rules:
     )
 
 
-def lab_settings(lab: SlurmLab, priorities: Mapping[str, int] = PRIORITIES, **kw: float) -> SlurmSettings:
+def lab_settings(
+    lab: SlurmLab, priorities: Mapping[str, int] = PRIORITIES, **kw: float
+) -> SlurmSettings:
     """The model's settings: the lab's ``slurm.conf``, and every QOS's priority (Slurm
     normalises the QOS factor by the highest one)."""
     qos = lab.qos_priorities()

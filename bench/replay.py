@@ -161,8 +161,13 @@ def main() -> None:
     if args.model == "slurm":
         nodes = tuple(Node(f"n{i:03d}", {"h100": 8.0}) for i in range(int(CAPACITY) // 8))
         settings = SlurmSettings(
-            weight_age=1000, weight_fairshare=10000, weight_qos=100000, calc_period=300,
-            nodes=nodes, preempt=True, max_time=3 * 86400.0,
+            weight_age=1000,
+            weight_fairshare=10000,
+            weight_qos=100000,
+            calc_period=300,
+            nodes=nodes,
+            preempt=True,
+            max_time=3 * 86400.0,
         )
         model = SchedulerModel("slurm", settings)
     sizes = [int(size) for size in args.sizes.split(",")]

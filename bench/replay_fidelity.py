@@ -25,6 +25,7 @@ import json
 import statistics
 import sys
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.fidelity_kueue import KueueLab, kueue_inputs, kueue_rules, lab_env  # noqa: E402
 from bench.fidelity_slurm import (  # noqa: E402
     Ran,
     SlurmLab,
@@ -40,7 +42,7 @@ from bench.fidelity_slurm import (  # noqa: E402
     lab_settings,
     replay_inputs,
 )
-from queues.replay import replay  # noqa: E402
+from queues.replay import Job, Rules, replay  # noqa: E402
 from queues.replay.mixes import compare, mixed_workload, order_agrees, tier_medians  # noqa: E402
 from queues.replay.slurm_model import SchedulerModel  # noqa: E402
 
@@ -53,57 +55,89 @@ def _delays(ran: list[Ran], starts: list[float] | None = None) -> dict[str, floa
     return tier_medians(by_tier)
 
 
-def seed_figures(lab: SlurmLab, seed: int, jobs: int) -> dict[str, Any]:
-    workload = mixed_workload(seed, jobs=jobs, seconds=(5, 20))
-    ran = lab.submit(workload)
-    inputs = replay_inputs(ran)
-    timeline = [(min(job.arrival for job in inputs), lab_rules())]
-    model = SchedulerModel("slurm", lab_settings(lab))
+def seed_figures(
+    ran: list[Ran], inputs: list[Job], rules: Rules, models: dict[str, SchedulerModel]
+) -> dict[str, Any]:
+    """The real delays per tier and, per model, the replayed ones and their errors."""
+    timeline = [(min(job.arrival for job in inputs), rules)]
     real = _delays(ran)
-    out: dict[str, Any] = {"seed": seed, "jobs": len(ran), "slurm": real}
-    for name, result in (
-        ("slurm_model", replay(inputs, timeline, model=model)),
-        ("kueue_order", replay(inputs, timeline)),
-    ):
-        replayed = _delays(ran, result.start)
+    out: dict[str, Any] = {"jobs": len(ran), "real": real}
+    for name, model in models.items():
+        replayed = _delays(ran, replay(inputs, timeline, model=model).start)
         errors = compare(real, replayed)
+        agrees = order_agrees(real, replayed)
         out[name] = {
             "medians": replayed,
             "errors": {
                 e.tier: {"seconds": e.error, "percent": e.percent, "within": e.within()}
                 for e in errors
             },
-            "order_agrees": order_agrees(real, replayed),
-            "goal_met": order_agrees(real, replayed) and all(e.within() for e in errors),
+            "order_agrees": agrees,
+            "goal_met": agrees and all(e.within() for e in errors),
         }
     out["runs"] = [
-        {"id": r.slurm_id, "tier": r.job.tier, "type": r.job.gpu_type, "gpus": r.job.gpus,
-         "limit_min": r.job.time_limit_minutes, "submit": r.submit, "start": r.start,
-         "end": r.end}
+        {
+            "id": r.slurm_id,
+            "tier": r.job.tier,
+            "type": r.job.gpu_type,
+            "gpus": r.job.gpus,
+            "seconds": r.job.seconds,
+            "limit_min": r.job.time_limit_minutes,
+            "submit": r.submit,
+            "start": r.start,
+            "end": r.end,
+        }
         for r in ran
     ]
     return out
 
 
+def run_seed(lab: SlurmLab | KueueLab, seed: int, args: argparse.Namespace) -> dict[str, Any]:
+    low, high = (int(v) for v in args.run_seconds.split("-"))
+    workload = mixed_workload(seed, jobs=args.jobs, seconds=(low, high))
+    if isinstance(lab, SlurmLab):
+        ran = lab.submit(workload)
+        models = {
+            "slurm_model": SchedulerModel("slurm", lab_settings(lab)),
+            "strict_order": SchedulerModel("strict"),
+        }
+        fig = seed_figures(ran, replay_inputs(ran), lab_rules(), models)
+    else:
+        # Kueue has no time limits: every job asks for none.
+        ran = lab.submit([replace(job, time_limit_minutes=None) for job in workload])
+        models = {"kueue_model": SchedulerModel("kueue"), "strict_order": SchedulerModel("strict")}
+        fig = seed_figures(ran, kueue_inputs(ran), kueue_rules(), models)
+    return {"seed": seed, **fig}
+
+
 def _print_seed(fig: dict[str, Any]) -> None:
     print(f"seed {fig['seed']} ({fig['jobs']} jobs)")
-    for tier, real in fig["slurm"].items():
-        cells = [f"  {tier:<12} Slurm {real:6.1f} s"]
-        for name in ("slurm_model", "kueue_order"):
+    names = [name for name in fig if name.endswith(("_model", "_order"))]
+    for tier, real in fig["real"].items():
+        cells = [f"  {tier:<12} real {real:6.1f} s"]
+        for name in names:
             e = fig[name]["errors"][tier]
             pct = "  n/a" if e["percent"] is None else f"{e['percent']:+5.0f}%"
             mark = "ok" if e["within"] else "--"
-            cells.append(f"{name} {fig[name]['medians'][tier]:6.1f} s ({e['seconds']:+6.1f} s {pct} {mark})")
+            cells.append(
+                f"{name} {fig[name]['medians'][tier]:6.1f} s ({e['seconds']:+6.1f} s {pct} {mark})"
+            )
         print(" | ".join(cells))
-    for name in ("slurm_model", "kueue_order"):
-        print(f"  {name}: tier order agrees {fig[name]['order_agrees']}, goal met {fig[name]['goal_met']}")
+    for name in names:
+        row = fig[name]
+        print(f"  {name}: tier order agrees {row['order_agrees']}, goal met {row['goal_met']}")
 
 
 def summary(figs: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name in ("slurm_model", "kueue_order"):
+    for name in [name for name in figs[0] if name.endswith(("_model", "_order"))] if figs else []:
         errs = [abs(e["seconds"]) for f in figs for e in f[name]["errors"].values()]
-        pcts = [abs(e["percent"]) for f in figs for e in f[name]["errors"].values() if e["percent"] is not None]
+        pcts = [
+            abs(e["percent"])
+            for f in figs
+            for e in f[name]["errors"].values()
+            if e["percent"] is not None
+        ]
         out[name] = {
             "seeds": len(figs),
             "seeds_goal_met": sum(f[name]["goal_met"] for f in figs),
@@ -132,17 +166,32 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=18)
+    parser.add_argument("--run-seconds", default="5-20", help="runs drawn from LOW-HIGH seconds")
+    parser.add_argument("--scheduler", choices=("slurm", "kueue"), default="slurm")
     args = parser.parse_args()
-    lab = SlurmLab(lab_conf(ROOT))
-    if not lab.conf or not lab.answers():
-        print("no lab Slurm answers (start it with deploy/slurm/up.sh; SLURM_CONF)", file=sys.stderr)
+    lab: SlurmLab | KueueLab
+    if args.scheduler == "slurm":
+        lab = SlurmLab(lab_conf(ROOT))
+        why = "no lab Slurm answers (start it with deploy/slurm/up.sh; SLURM_CONF)"
+        up = bool(lab.conf) and lab.answers()
+    else:
+        env = lab_env(ROOT)
+        lab = KueueLab(
+            env.get("KUBE_API_SERVER", ""),
+            env.get("KUBE_CA_FILE", ""),
+            env.get("KUBE_TOKEN_FILE", ""),
+        )
+        why = "no lab Kueue answers (start it with deploy/k8s/up.sh)"
+        up = bool(lab.server) and lab.answers()
+    if not up:
+        print(why, file=sys.stderr)
         return 1
     lab.setup()
     figs = []
     began = time.monotonic()
     try:
         for seed in range(args.first_seed, args.first_seed + args.seeds):
-            fig = seed_figures(lab, seed, args.jobs)
+            fig = run_seed(lab, seed, args)
             _print_seed(fig)
             figs.append(fig)
     finally:
@@ -158,11 +207,18 @@ def main() -> int:
     results = ROOT / "bench" / "results"
     results.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = results / f"replay_fidelity-{stamp}.json"
+    path = results / f"replay_fidelity-{args.scheduler}-{stamp}.json"
     path.write_text(
         json.dumps(
-            {"scheduler": "slurm", "measured_at": stamp, "wall_seconds": time.monotonic() - began,
-             "summary": total, "seeds": figs},
+            {
+                "scheduler": args.scheduler,
+                "jobs_per_seed": args.jobs,
+                "run_seconds": args.run_seconds,
+                "measured_at": stamp,
+                "wall_seconds": time.monotonic() - began,
+                "summary": total,
+                "seeds": figs,
+            },
             indent=1,
         )
     )

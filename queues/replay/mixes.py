@@ -92,7 +92,9 @@ def tier_medians(delays: Mapping[str, Sequence[float]]) -> dict[str, float]:
     return {tier: statistics.median(values) for tier, values in delays.items() if values}
 
 
-def order_agrees(real: Mapping[str, float], replayed: Mapping[str, float], tie: float = 2.0) -> bool:
+def order_agrees(
+    real: Mapping[str, float], replayed: Mapping[str, float], tie: float = 2.0
+) -> bool:
     """No two tiers in opposite order: a pair counts as ordered only beyond ``tie`` seconds
     (Slurm stamps whole seconds and schedules every second or two)."""
     names = sorted(set(real) & set(replayed))

@@ -198,9 +198,7 @@ def decay(usage: float, elapsed: float, half_life: float) -> float:
     return usage * 0.5 ** (elapsed / half_life)
 
 
-def priority(
-    settings: SlurmSettings, *, waited: float, fairshare: float, qos: float
-) -> float:
+def priority(settings: SlurmSettings, *, waited: float, fairshare: float, qos: float) -> float:
     """Slurm's multifactor priority (truncated to an integer, as Slurm stores it)."""
     return float(
         int(

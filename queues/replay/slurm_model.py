@@ -55,7 +55,9 @@ _END, _ELIGIBLE, _ARRIVE, _MAIN, _BACKFILL = range(5)
 
 @dataclass(frozen=True)
 class SchedulerModel:
-    """Which scheduler a replay models: the engine (Kueue's admission) or Slurm's."""
+    """Which scheduler a replay models: ``slurm`` (``SlurmReplay``), ``kueue``
+    (``kueue_model.KueueReplay``: Kueue's order, BestEffortFIFO) or ``strict`` (the engine:
+    Kueue's order kept strictly, what ``replay`` does without a model)."""
 
     scheduler: str = "kueue"
     slurm: SlurmSettings | None = None
@@ -65,6 +67,12 @@ class SchedulerModel:
     ) -> Result:
         if self.scheduler == "slurm":
             return SlurmReplay(jobs, timeline, self.slurm or SlurmSettings()).run(until)
+        if self.scheduler == "kueue":
+            from .kueue_model import KueueReplay
+
+            return KueueReplay(jobs, timeline).run(until=until)
+        if self.scheduler != "strict":
+            raise ValueError(f"no replay model for scheduler {self.scheduler!r}")
         from .engine import Replay
 
         return Replay(jobs, timeline).run(until=until)
@@ -88,7 +96,8 @@ class SlurmReplay:
         self.classes = {cls.slug: cls for cls in rules.classes}
         self.type_of = {flavor: gres_type(flavor) for flavor in rules.capacity}
         nodes = list(settings.nodes) or [
-            Node(name=flavor, gpus={gres_type(flavor): cap}) for flavor, cap in rules.capacity.items()
+            Node(name=flavor, gpus={gres_type(flavor): cap})
+            for flavor, cap in rules.capacity.items()
         ]
         self.nodes = nodes
         self.free = [dict(node.gpus) for node in nodes]
@@ -128,7 +137,9 @@ class SlurmReplay:
         self.limits = {(q.project, q.flavor): q for q in rules.quotas}
         self.shares: dict[str, float] = {}
         for quota in rules.quotas:
-            self.shares[quota.project] = self.shares.get(quota.project, 0.0) + quota.fair_share_weight
+            self.shares[quota.project] = (
+                self.shares.get(quota.project, 0.0) + quota.fair_share_weight
+            )
         for job in jobs:
             self.shares.setdefault(job.project, 1.0)
         self.usage = dict.fromkeys(self.shares, 0.0)
@@ -159,7 +170,9 @@ class SlurmReplay:
 
     def _class(self, job: Job) -> ClassRule:
         rules = self.rules
-        quota = next((q for q in rules.quotas if q.project == job.project and q.flavor == job.flavor), None)
+        quota = next(
+            (q for q in rules.quotas if q.project == job.project and q.flavor == job.flavor), None
+        )
         slug = rules.job_classes.get(job.name) or (quota.preemption_class if quota else "")
         slug = slug or rules.default_class
         return self.classes.get(slug, ClassRule(slug="", kind="allowed"))
@@ -169,17 +182,23 @@ class SlurmReplay:
         job, tier = self.jobs[j], self.tier[j]
         if tier.max_gpus_per_job is not None and job.gpus > tier.max_gpus_per_job + EPS:
             return JOB_CAP
-        if tier.max_gpus_total is not None:
-            if self.tier_use.get(tier.slug, 0.0) + job.gpus > tier.max_gpus_total + EPS:
-                return TIER_CAP
+        total = tier.max_gpus_total
+        if total is not None and self.tier_use.get(tier.slug, 0.0) + job.gpus > total + EPS:
+            return TIER_CAP
         if tier.max_gpus_per_user is not None:
             used = self.user_use.get((tier.slug, job.user), 0.0)
             if used + job.gpus > tier.max_gpus_per_user + EPS:
                 return USER_CAP
         quota = self.limits.get((job.project, job.flavor))
-        if quota is not None and quota.maximum is not None:
-            if self.project_use.get((job.project, job.flavor), 0.0) + job.gpus > quota.maximum + EPS:
-                return PROJECT_MAX
+        if (
+            quota is not None
+            and quota.maximum is not None
+            and (
+                self.project_use.get((job.project, job.flavor), 0.0) + job.gpus
+                > quota.maximum + EPS
+            )
+        ):
+            return PROJECT_MAX
         return None
 
     # --- bookkeeping -------------------------------------------------------------------------
@@ -252,8 +271,10 @@ class SlurmReplay:
                 project = self.jobs[j].project
                 self.usage[project] += t - max(self.run_start[j], self.last_decay)
         self.last_decay = t
-        self.last_calc = t if math.isinf(self.last_calc) else self.last_calc + s.calc_period * (
-            (t - self.last_calc) // s.calc_period
+        self.last_calc = (
+            t
+            if math.isinf(self.last_calc)
+            else self.last_calc + s.calc_period * ((t - self.last_calc) // s.calc_period)
         )
         self.fs = fair_tree(self.shares, self.usage)
         for _neg, _el, j in self.pending:
@@ -307,7 +328,9 @@ class SlurmReplay:
         insort(self.ends[node].setdefault(kind, []), (t + limit, self.jobs[j].gpus, j))
         self.seq += 1
         self.token[j] += 1
-        heapq.heappush(self.heap, (t + min(self.remaining[j], limit), _END, self.seq, j, self.token[j]))
+        heapq.heappush(
+            self.heap, (t + min(self.remaining[j], limit), _END, self.seq, j, self.token[j])
+        )
 
     def _stop(self, j: int, t: float) -> None:
         self._use(j, -self.jobs[j].gpus, t)
@@ -420,8 +443,12 @@ class SlurmReplay:
             limit = s.time_limit(job.time_limit)
             finish = t + limit + s.bf_lag
             node = next(
-                (i for i in sorted(self.free_nodes) if self.free[i].get(kind, 0.0) + EPS >= job.gpus
-                 and not any(a < finish - EPS for a, _b in reserved.get(i, ()))),
+                (
+                    i
+                    for i in sorted(self.free_nodes)
+                    if self.free[i].get(kind, 0.0) + EPS >= job.gpus
+                    and not any(a < finish - EPS for a, _b in reserved.get(i, ()))
+                ),
                 -1,
             )
             if node >= 0:
@@ -456,7 +483,7 @@ class SlurmReplay:
             if need > EPS:
                 continue
             mine = reserved.get(i, ())
-            for start in [first] + sorted(b for _a, b in mine if b > first):
+            for start in [first, *sorted(b for _a, b in mine if b > first)]:
                 if start > horizon or start >= best:
                     break
                 if any(a < start + limit - EPS and start < b - EPS for a, b in mine):
@@ -487,10 +514,7 @@ class SlurmReplay:
                     self._stop(j, t)
                     self.remaining[j] = 0.0
                     self.end[j] = t
-            elif kind == _ARRIVE:
-                self._enqueue(j, t)
-                self._trigger(t)
-            elif kind == _ELIGIBLE:
+            elif kind in (_ARRIVE, _ELIGIBLE):
                 self._enqueue(j, t)
                 self._trigger(t)
             elif kind == _MAIN:

@@ -86,8 +86,14 @@ def test_the_lab_conf_is_read_as_slurm_reads_it():
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("5", 300), ("1:30", 90), ("2:00:00", 7200), ("1-0", 86400), ("1-2:30", 95400),
-     ("INFINITE", math.inf)],
+    [
+        ("5", 300),
+        ("1:30", 90),
+        ("2:00:00", 7200),
+        ("1-0", 86400),
+        ("1-2:30", 95400),
+        ("INFINITE", math.inf),
+    ],
 )
 def test_slurm_times(text, seconds):
     assert slurm_minutes(text) == seconds
@@ -172,7 +178,9 @@ def test_jobs_pack_nodes_by_gpu_type():
 
 
 def test_a_job_is_ended_at_its_time_limit():
-    result = slurm_replay([_job("x", 0, 1, 300, "low", time_limit=60.0)], [(0.0, _rules())], _settings())
+    result = slurm_replay(
+        [_job("x", 0, 1, 300, "low", time_limit=60.0)], [(0.0, _rules())], _settings()
+    )
     assert result.end == [60.0]
 
 

@@ -1,0 +1,43 @@
+"""The Slurm model against the real Slurm: a small seeded mixed workload
+(``queues.replay.mixes``: three tiers, both GPU types, 1–4 GPUs, bursts, half the jobs with
+a time limit) runs on the lab (``bench/fidelity_slurm.py``), and is replayed with the model
+under the lab's ``slurm.conf``. Per tier the median start delay must be within 10 s or 15 %
+of Slurm's (the issue's goal; on the lab the model comes within 4 s on the benchmark's ten
+seeds) and the tiers in the same order. The engine's Kueue order misses on this seed (its
+exploratory median is twice Slurm's): Slurm's backfill is what the model adds.
+"""
+
+from bench.fidelity_slurm import SlurmLab, lab_rules, lab_settings, replay_inputs
+from queues.replay import replay
+from queues.replay.mixes import compare, mixed_workload, order_agrees, tier_medians
+from queues.replay.slurm_model import SchedulerModel
+
+SEED = 3
+
+
+def _medians(ran, starts):
+    delays: dict[str, list[float]] = {}
+    for r, start in zip(ran, starts, strict=True):
+        delays.setdefault(r.job.tier, []).append(start - r.submit)
+    return tier_medians(delays)
+
+
+def test_the_slurm_model_predicts_the_lab_slurm_on_a_seeded_mixed_workload(slurm):
+    lab = SlurmLab(conf=slurm.conf)
+    lab.setup()
+    try:
+        ran = lab.submit(mixed_workload(SEED, jobs=18, seconds=(5, 20)))
+        jobs = replay_inputs(ran)
+        timeline = [(min(job.arrival for job in jobs), lab_rules())]
+        model = SchedulerModel("slurm", lab_settings(lab))
+        modelled = replay(jobs, timeline, model=model)
+    finally:
+        lab.teardown()
+    real = _medians(ran, [r.start for r in ran])
+    replayed = _medians(ran, modelled.start)
+    errors = compare(real, replayed)
+    for e in errors:
+        print(f"{e.tier}: Slurm {e.real:.1f} s, model {e.replayed:.1f} s, error {e.error:+.1f} s")
+    assert len(real) == 3
+    assert all(e.within(share=0.15, seconds=10.0) for e in errors), errors
+    assert order_agrees(real, replayed)
