@@ -1,15 +1,16 @@
 """Run a seeded mixed workload (``queues.replay.mixes``) on the lab's Kueue, and replay it.
 
 The lab (``deploy/k8s/up.sh``) has no scheduler and no kubelet: Pods never run. What Kueue
-decides is observable all the same — when it admits a Job's Workload (``status.admission``,
-the ``Admitted`` condition's time) — and the driver plays the run itself: it deletes the Job
-(and so its Workload, which gives its quota back) ``seconds`` after the admission it saw.
-No Django: plain HTTPS calls with the lab's token. ``KueueLab.setup`` makes ResourceFlavors
-``a100`` and ``h100``, a Cohort ``fid`` holding the lab's 4 + 4 GPUs, per tier a
-WorkloadPriorityClass ``fid-<tier>`` (value: the tier's priority) and per project a namespace
-(labelled as Arbiter's, so Kueue manages its Jobs), a ClusterQueue in the cohort (no
-guarantee: everything is borrowed from the cohort, as a project without a guarantee does)
-and a LocalQueue; ``teardown`` removes them.
+decides is observable all the same — when it reserves quota for (admits) a Job's Workload,
+its ``QuotaReserved`` condition's time, in whole seconds — and the driver plays the run
+itself: it deletes the Job (and so its Workload, which gives its quota back) ``seconds``
+after the admission it saw. No Django: plain HTTPS calls with the lab's token.
+``KueueLab.setup`` makes ResourceFlavors ``fid-a100`` and ``fid-h100`` (node label
+``gpu-type``, which each Job selects), a Cohort ``fid`` holding the lab's 4 + 4 GPUs, per
+tier a WorkloadPriorityClass ``fid-<tier>`` (value: the tier's priority) and per project a
+namespace (labelled as Arbiter's, so Kueue manages its Jobs), a ClusterQueue in the cohort
+(no guarantee: everything is borrowed from the cohort, as a project without a guarantee
+does; fair-sharing weight 1) and a LocalQueue; ``teardown`` removes them.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ class KueueLab:
         self.teardown()
         for flavor in FLAVORS:
             spec = {"nodeLabels": {"gpu-type": flavor}}
-            self.create(f"{K}/resourceflavors", _obj("ResourceFlavor", flavor, spec))
+            self.create(f"{K}/resourceflavors", _obj("ResourceFlavor", f"fid-{flavor}", spec))
         self.create(f"{K}/cohorts", _obj("Cohort", "fid", {"resourceGroups": _group(4)}))
         for tier, value in priorities.items():
             self.create(
@@ -196,7 +197,7 @@ def _group(gpus: int) -> list[dict[str, Any]]:
         {
             "coveredResources": [GPU],
             "flavors": [
-                {"name": flavor, "resources": [{"name": GPU, "nominalQuota": str(gpus)}]}
+                {"name": f"fid-{flavor}", "resources": [{"name": GPU, "nominalQuota": str(gpus)}]}
                 for flavor in FLAVORS
             ],
         }

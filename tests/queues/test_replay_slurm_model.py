@@ -215,4 +215,8 @@ def test_the_cluster_scheduler_picks_the_model():
     slurm = replay(jobs, timeline, model=SchedulerModel("slurm", _settings()))
     assert engine.start[2] == 70  # the engine's strict order: no backfill
     assert slurm.start[2] == 2
-    assert replay(jobs, timeline, model=SchedulerModel("kueue")).start == engine.start
+    assert replay(jobs, timeline, model=SchedulerModel("strict")).start == engine.start
+    # Kueue's BestEffortFIFO admits the small job past the head that does not fit, too.
+    assert replay(jobs, timeline, model=SchedulerModel("kueue")).start[2] == 2
+    with pytest.raises(ValueError, match="no replay model"):
+        replay(jobs, timeline, model=SchedulerModel("lsf"))
