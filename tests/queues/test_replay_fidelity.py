@@ -24,6 +24,7 @@ from bench.fidelity_slurm import SlurmLab, lab_rules, lab_settings, replay_input
 from queues.replay import replay
 from queues.replay.mixes import compare, mixed_workload, order_agrees, tier_medians
 from queues.replay.slurm_model import SchedulerModel
+from tests.queues.conftest import kube_env
 
 SEED = 3
 
@@ -58,8 +59,6 @@ def test_the_slurm_model_predicts_the_lab_slurm_on_a_seeded_mixed_workload(slurm
 
 @pytest.mark.k8s
 def test_the_kueue_model_predicts_the_lab_kueue_on_a_seeded_mixed_workload(kube_server):
-    from tests.queues.conftest import kube_env
-
     env = kube_env()
     lab = KueueLab(env["KUBE_API_SERVER"], env["KUBE_CA_FILE"], env["KUBE_TOKEN_FILE"])
     assert Path(lab.token_file).exists()
