@@ -38,8 +38,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from queues.replay import ClassRule, QuotaRule, Rules, TierRule, replay
+from queues.replay.scheduler_model import SchedulerModel
 from queues.replay.slurm_conf import Node, SlurmSettings
-from queues.replay.slurm_model import SchedulerModel
 from queues.replay.workload import (
     ProjectLoad,
     generate,

@@ -44,7 +44,7 @@ from bench.fidelity_slurm import (  # noqa: E402
 )
 from queues.replay import Job, Rules, replay  # noqa: E402
 from queues.replay.mixes import compare, mixed_workload, order_agrees, tier_medians  # noqa: E402
-from queues.replay.slurm_model import SchedulerModel  # noqa: E402
+from queues.replay.scheduler_model import SchedulerModel  # noqa: E402
 
 
 def _delays(ran: list[Ran], starts: list[float] | None = None) -> dict[str, float]:

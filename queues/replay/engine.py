@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING
 from .rules import CAUTIOUS, FORBIDDEN, ClassRule, Job, QuotaRule, Rules, TierRule
 
 if TYPE_CHECKING:
-    from .slurm_model import SchedulerModel
+    from .scheduler_model import SchedulerModel
 
 EPS = 1e-9
 DAY = 86400.0
@@ -867,7 +867,7 @@ def replay(
     model: SchedulerModel | None = None,
 ) -> Result:
     """Replay ``jobs`` under the rules of ``timeline`` (``[(from, Rules), ...]``); ``model``
-    (``queues.replay.slurm_model.SchedulerModel``) picks the cluster's scheduler's model."""
+    (``queues.replay.scheduler_model.SchedulerModel``) picks the cluster's scheduler's model."""
     if model is not None:
         return model.replay(jobs, timeline, until)
     return Replay(jobs, timeline).run(until=until)

@@ -1,40 +1,13 @@
 """A replay that schedules as Slurm does: ``slurm_replay(jobs, timeline, settings)``.
 
-The engine (``queues.replay.engine``) orders work as Kueue admits it; a cluster run by Slurm
-is replayed by this model instead (``SchedulerModel``), with the settings of the cluster's
-``slurm.conf`` (``queues.replay.slurm_conf.SlurmSettings``). What it follows:
-
-- **Priority**: multifactor (age, Fair Tree fair share of the job's project, QOS = the tier),
-  computed at submission and again every ``PriorityCalcPeriod``; ties go to the earlier job.
-  Fair-share usage is one CPU-second per second run (the lab bills CPUs, one per job),
-  decayed with ``PriorityDecayHalfLife``.
-- **Main scheduler**: after each submission and each end (``event_delay`` later) the pending
-  jobs are tried in priority order; jobs held by a limit are skipped (QOS ``GrpTRES`` =
-  tier cap, ``MaxTRESPerJob``, ``MaxTRESPerUser``, association ``GrpTRES`` = the project's
-  guarantee + borrow limit per GPU type); the first job that does not fit stops the pass
-  (the partition is blocked: later jobs wait on ``Priority``).
-- **Backfill** (``sched/backfill``, every ``bf_interval``): pending jobs in priority order
-  (at most ``bf_max_job_test``) start now when they fit and end (by their time limit) before
-  the resources reserved for every higher job that does not fit; a job that does not fit gets
-  a reservation at the earliest time its GPUs are free by the running jobs' time limits, if
-  that is within ``bf_window`` (times rounded up to ``bf_resolution``). A job without a time
-  limit (``MaxTime=INFINITE``) holds its GPUs for ever in the plan, so no reservation falls
-  in the window and backfill starts whatever fits.
-- **Nodes**: the cluster's nodes with their typed GPUs (``Gres=gpu:<type>:<n>``); a job runs
-  on one node (first fit in node order) with GPUs of its flavor's type (the flavor key's part
-  after ``/``). Without nodes in the settings each flavor is one node of its capacity.
-- **Time limits**: a job runs its duration, or is ended at its time limit.
-- **Preemption** (``preempt/qos``): a job of a tier that may preempt, that does not fit, takes
-  a node's GPUs from running jobs of the tiers it lists (lowest QOS priority, youngest first),
-  never from forbidden-class work nor before a cautious class's minimum runtime
-  (``PreemptExemptTime``); with ``PreemptMode=REQUEUE`` the victims are requeued and may
-  start again ``requeue_delay`` later (``cred_expire`` + 1 s), having lost their work.
-
-Not modelled: reservations of the guarantee QOS (work is placed by its tier's QOS; a
-project's guarantee only bounds nothing but its maximum), ``GraceTime``, job size,
-partition and association priority factors, multi-node jobs, ``bf_continue`` and backfill's
-own preemption, fractional GPUs (a fraction counts as itself), rule periods (the first
-period's rules hold for the whole replay).
+Picked for a cluster run by Slurm through ``scheduler_model.SchedulerModel("slurm", ...)``,
+with the settings of its ``slurm.conf`` (``slurm_conf.SlurmSettings``). It follows Slurm
+22.05's multifactor priority (age, Fair Tree fair share, QOS = the tier), the main scheduler
+(after each submission and end: priority order, held jobs skipped, the first job that does
+not fit blocks the partition), backfill every ``bf_interval`` (time limits, whole-node
+reservations within ``bf_window``), nodes with typed GPUs (first fit), time limits and QOS
+preemption with requeue. What it models and what not, and how it was calibrated against the
+lab's Slurm: docs/replay.md, "Scheduler models".
 """
 
 from __future__ import annotations
@@ -43,7 +16,6 @@ import heapq
 import math
 from bisect import insort
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from .engine import JOB_CAP, PRIORITY, PROJECT_MAX, RESOURCES, TIER_CAP, USER_CAP, Result
 from .rules import CAUTIOUS, FORBIDDEN, ClassRule, Job, Rules, TierRule
@@ -51,31 +23,6 @@ from .slurm_conf import INFINITE, Node, SlurmSettings, decay, fair_tree, priorit
 
 EPS = 1e-9
 _END, _ELIGIBLE, _ARRIVE, _MAIN, _BACKFILL = range(5)
-
-
-@dataclass(frozen=True)
-class SchedulerModel:
-    """Which scheduler a replay models: ``slurm`` (``SlurmReplay``), ``kueue``
-    (``kueue_model.KueueReplay``: Kueue's order, BestEffortFIFO) or ``strict`` (the engine:
-    Kueue's order kept strictly, what ``replay`` does without a model)."""
-
-    scheduler: str = "kueue"
-    slurm: SlurmSettings | None = None
-
-    def replay(
-        self, jobs: Sequence[Job], timeline: Sequence[tuple[float, Rules]], until: float | None
-    ) -> Result:
-        if self.scheduler == "slurm":
-            return SlurmReplay(jobs, timeline, self.slurm or SlurmSettings()).run(until)
-        if self.scheduler == "kueue":
-            from .kueue_model import KueueReplay
-
-            return KueueReplay(jobs, timeline).run(until=until)
-        if self.scheduler != "strict":
-            raise ValueError(f"no replay model for scheduler {self.scheduler!r}")
-        from .engine import Replay
-
-        return Replay(jobs, timeline).run(until=until)
 
 
 def gres_type(flavor: str) -> str:
@@ -153,8 +100,6 @@ class SlurmReplay:
         self.idle_since = 0.0
         self.now = 0.0
 
-    # --- rules -------------------------------------------------------------------------------
-
     def _tier(self, job: Job) -> TierRule:
         rules = self.rules
         low = min(rules.tiers, key=lambda tier: tier.score)
@@ -200,8 +145,6 @@ class SlurmReplay:
         ):
             return PROJECT_MAX
         return None
-
-    # --- bookkeeping -------------------------------------------------------------------------
 
     def _say(self, j: int, token: str, t: float) -> None:
         if self.reason[j] != token:
@@ -256,8 +199,6 @@ class SlurmReplay:
         else:
             self.free_nodes.discard(node)
 
-    # --- priority ----------------------------------------------------------------------------
-
     def _recalc(self, t: float) -> None:
         """Every ``PriorityCalcPeriod``: decay usage, rank fair share, recompute priorities."""
         s = self.s
@@ -303,8 +244,6 @@ class SlurmReplay:
         insort(self.pending, (-self.prio[j], self.eligible[j], j))
         self._say(j, PRIORITY, t)
 
-    # --- placement ---------------------------------------------------------------------------
-
     def _fit(self, j: int, free: list[dict[str, float]] | None = None) -> int:
         job = self.jobs[j]
         kind = self.type_of[job.flavor]
@@ -343,8 +282,6 @@ class SlurmReplay:
     def limit_end(self, j: int) -> float:
         """When the plan expects a running job to end: its start plus its time limit."""
         return self.run_start[j] + self.s.time_limit(self.jobs[j].time_limit)
-
-    # --- preemption --------------------------------------------------------------------------
 
     def _try_preempt(self, j: int, t: float) -> bool:
         tier = self.tier[j]
@@ -392,8 +329,6 @@ class SlurmReplay:
             self._push(self.eligible[v], _ELIGIBLE, v)
         else:
             self.end[v] = t
-
-    # --- passes ------------------------------------------------------------------------------
 
     def _live(self) -> list[tuple[float, float, int]]:
         """The pending jobs in priority order (started ones dropped)."""
@@ -491,8 +426,6 @@ class SlurmReplay:
                 best, where = start, i
                 break
         return best, where
-
-    # --- the loop ----------------------------------------------------------------------------
 
     def run(self, until: float | None = None) -> Result:
         jobs = self.jobs

@@ -23,7 +23,7 @@ from bench.fidelity_kueue import KueueLab, kueue_inputs, kueue_rules
 from bench.fidelity_slurm import SlurmLab, lab_rules, lab_settings, replay_inputs
 from queues.replay import replay
 from queues.replay.mixes import compare, mixed_workload, order_agrees, tier_medians
-from queues.replay.slurm_model import SchedulerModel
+from queues.replay.scheduler_model import SchedulerModel
 from tests.queues.conftest import kube_env
 
 SEED = 3

@@ -3,7 +3,7 @@
 fair sharing ordering the cohort's queues before priority, as the lab's Kueue 0.17 does."""
 
 from queues.replay import Job, QuotaRule, Rules, TierRule, replay
-from queues.replay.slurm_model import SchedulerModel
+from queues.replay.scheduler_model import SchedulerModel
 
 A100 = "lab/a100"
 H100 = "lab/h100"

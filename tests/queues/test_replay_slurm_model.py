@@ -7,6 +7,7 @@ import math
 import pytest
 
 from queues.replay import ClassRule, Job, QuotaRule, Rules, TierRule, replay
+from queues.replay.scheduler_model import SchedulerModel
 from queues.replay.slurm_conf import (
     Node,
     SlurmSettings,
@@ -15,7 +16,7 @@ from queues.replay.slurm_conf import (
     priority,
     slurm_minutes,
 )
-from queues.replay.slurm_model import SchedulerModel, slurm_replay
+from queues.replay.slurm_model import slurm_replay
 
 LAB_CONF = """
 SchedulerType=sched/backfill
