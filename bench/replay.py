@@ -167,6 +167,7 @@ def main() -> None:
             calc_period=300,
             nodes=nodes,
             preempt=True,
+            preempt_requeue=True,
             max_time=3 * 86400.0,
         )
         model = SchedulerModel("slurm", settings)

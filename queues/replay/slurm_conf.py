@@ -76,7 +76,7 @@ class SlurmSettings:
     bf_resolution: float = 60.0
     bf_max_job_test: int = 500
     preempt: bool = False  # preempt/qos
-    preempt_requeue: bool = True  # PreemptMode=REQUEUE (else CANCEL)
+    preempt_requeue: bool = False  # PreemptMode=REQUEUE (else the victim is cancelled)
     requeue_delay: float = 121.0  # cred_expire + 1
     default_time: float = INFINITE
     max_time: float = INFINITE

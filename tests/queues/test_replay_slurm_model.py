@@ -3,10 +3,12 @@ priority, Fair Tree, ``slurm.conf`` parsing, the main scheduler's blocked partit
 with time limits and whole-node reservations, node packing by GPU type, QOS preemption."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
 
 from queues.replay import ClassRule, Job, QuotaRule, Rules, TierRule, replay
+from queues.replay.adapt import scheduler_model
 from queues.replay.scheduler_model import SchedulerModel
 from queues.replay.slurm_conf import (
     Node,
@@ -221,3 +223,15 @@ def test_the_cluster_scheduler_picks_the_model():
     assert replay(jobs, timeline, model=SchedulerModel("kueue")).start[2] == 2
     with pytest.raises(ValueError, match="no replay model"):
         replay(jobs, timeline, model=SchedulerModel("lsf"))
+
+
+@pytest.mark.django_db
+def test_a_cluster_picks_its_schedulers_model(tmp_path):
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(LAB_CONF)
+    slurm = scheduler_model(SimpleNamespace(backend="slurm", slurm_conf=str(conf)))
+    assert slurm.scheduler == "slurm" and slurm.slurm is not None
+    assert slurm.slurm.weight_qos == 100000 and slurm.slurm.nodes[0].name == "gpu01"
+    unreadable = scheduler_model(SimpleNamespace(backend="slurm", slurm_conf=str(tmp_path / "x")))
+    assert unreadable.slurm == SlurmSettings(qos_priority=unreadable.slurm.qos_priority)
+    assert scheduler_model(SimpleNamespace(backend="kueue", slurm_conf="")).scheduler == "kueue"
