@@ -5,9 +5,8 @@ with the settings of its ``slurm.conf`` (``slurm_conf.SlurmSettings``). It follo
 22.05's multifactor priority (age, Fair Tree fair share, QOS = the tier), the main scheduler
 (after each submission and end: priority order, held jobs skipped, the first job that does
 not fit blocks the partition), backfill every ``bf_interval`` (time limits, whole-node
-reservations within ``bf_window``), nodes with typed GPUs (first fit), time limits and QOS
-preemption with requeue. What it models and what not, and how it was calibrated against the
-lab's Slurm: docs/replay.md, "Scheduler models".
+reservations within ``bf_window``), nodes with typed GPUs (first fit), time limits, QOS
+preemption with requeue. What it models and not, its calibration: docs/replay.md.
 """
 
 from __future__ import annotations
@@ -50,6 +49,10 @@ class SlurmReplay:
         self.free = [dict(node.gpus) for node in nodes]
         # Nodes with a free GPU, and per node and type the running jobs' planned ends.
         self.free_nodes = set(range(len(nodes)))
+        self.type_free: dict[str, float] = {}
+        for node in nodes:
+            for kind, gpus in node.gpus.items():
+                self.type_free[kind] = self.type_free.get(kind, 0.0) + gpus
         self.ends: list[dict[str, list[tuple[float, float, int]]]] = [{} for _ in nodes]
         for job in jobs:
             if job.flavor not in self.type_of:
@@ -178,7 +181,7 @@ class SlurmReplay:
             self.use_since[key] = t
         if t > self.idle_since:
             for flavor, kind in self.type_of.items():
-                free = sum(f.get(kind, 0.0) for f in self.free)
+                free = self.type_free.get(kind, 0.0)
                 self.idle[flavor] += (t - self.idle_since) * free
             self.idle_since = t
 
@@ -194,6 +197,7 @@ class SlurmReplay:
         node = self.node[j]
         free = self.free[node]
         free[self.type_of[job.flavor]] -= delta
+        self.type_free[self.type_of[job.flavor]] -= delta
         if any(v > EPS for v in free.values()):
             self.free_nodes.add(node)
         else:
@@ -366,6 +370,7 @@ class SlurmReplay:
         # that frees sooner is placed on a free one here: on a cluster of many nodes the model
         # holds free nodes back a little more than Slurm).
         reserved: dict[int, list[tuple[float, float]]] = {}
+        order = sorted(self.free_nodes)  # a node filled in this pass stays; its free GPUs say
         tested = 0
         for _neg, _el, j in self._live():
             if tested >= s.bf_max_job_test or not self.free_nodes:
@@ -380,7 +385,7 @@ class SlurmReplay:
             node = next(
                 (
                     i
-                    for i in sorted(self.free_nodes)
+                    for i in order
                     if self.free[i].get(kind, 0.0) + EPS >= job.gpus
                     and not any(a < finish - EPS for a, _b in reserved.get(i, ()))
                 ),
@@ -389,12 +394,17 @@ class SlurmReplay:
             if node >= 0:
                 self._begin(j, node, t)
                 continue
-            when, node = self._earliest(j, t, reserved, horizon)
+            when, node = self._earliest(j, t, reserved, horizon, order)
             if node >= 0:
                 reserved.setdefault(node, []).append((when, when + limit))
 
     def _earliest(
-        self, j: int, t: float, reserved: dict[int, list[tuple[float, float]]], horizon: float
+        self,
+        j: int,
+        t: float,
+        reserved: dict[int, list[tuple[float, float]]],
+        horizon: float,
+        order: list[int],
     ) -> tuple[float, int]:
         """The earliest time within the window ``j`` fits for its whole time limit on a node
         with a free GPU that no higher job has reserved for that time; (inf, -1) if none."""
@@ -402,7 +412,7 @@ class SlurmReplay:
         kind = self.type_of[job.flavor]
         limit = self.s.time_limit(job.time_limit) + self.s.bf_lag
         best, where = INFINITE, -1
-        for i in sorted(self.free_nodes):
+        for i in order:
             cap = self.nodes[i].gpus.get(kind, 0.0)
             if cap + EPS < job.gpus:
                 continue
