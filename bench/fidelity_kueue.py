@@ -134,6 +134,7 @@ class KueueLab:
         submitted: dict[str, float] = {}
         admitted: dict[str, float] = {}
         ended: dict[str, float] = {}
+        workloads: dict[str, str] = {}
         pending = list(zip(names, workload, strict=True))
         deadline = began + 900
         while len(ended) < len(workload) and time.monotonic() < deadline:
@@ -143,19 +144,23 @@ class KueueLab:
                 self.create(f"/apis/batch/v1/namespaces/fid-{job.project}/jobs", _job(name, job))
                 submitted[name] = time.time()
             if len(admitted) < len(submitted):
-                admitted.update(
-                    {n: at for n, at in self._admissions(workload).items() if n not in admitted}
-                )
+                for n, (at, wl) in self._admissions(workload).items():
+                    if n not in admitted:
+                        admitted[n] = at
+                        workloads[n] = wl
             for name, job in zip(names, workload, strict=True):
                 if (
                     name in admitted
                     and name not in ended
                     and time.time() >= admitted[name] + job.seconds
                 ):
+                    # The Workload first: its quota is free at once (the Job's deletion
+                    # reaches it only through the garbage collector, a second or so later).
+                    ns = f"fid-{job.project}"
+                    self.call("DELETE", f"{K}/namespaces/{ns}/workloads/{workloads[name]}")
                     self.call(
                         "DELETE",
-                        f"/apis/batch/v1/namespaces/fid-{job.project}/jobs/{name}"
-                        "?propagationPolicy=Background",
+                        f"/apis/batch/v1/namespaces/{ns}/jobs/{name}?propagationPolicy=Background",
                     )
                     ended[name] = time.time()
             time.sleep(0.2)
@@ -170,8 +175,9 @@ class KueueLab:
             for name, job in zip(names, workload, strict=True)
         ]
 
-    def _admissions(self, workload: Sequence[LabJob]) -> dict[str, float]:
-        """Per Job name, when Kueue reserved quota for its Workload (admitted it)."""
+    def _admissions(self, workload: Sequence[LabJob]) -> dict[str, tuple[float, str]]:
+        """Per Job name, when Kueue reserved quota for its Workload (admitted it), and the
+        Workload's name."""
         out = {}
         for project in sorted({job.project for job in workload}):
             status, body = self.call("GET", f"{K}/namespaces/fid-{project}/workloads")
@@ -181,7 +187,8 @@ class KueueLab:
                 owners = [o.get("name") for o in item["metadata"].get("ownerReferences", [])]
                 for cond in item.get("status", {}).get("conditions", []):
                     if cond["type"] == "QuotaReserved" and cond["status"] == "True" and owners:
-                        out[owners[0]] = _stamp(cond["lastTransitionTime"])
+                        at = _stamp(cond["lastTransitionTime"])
+                        out[owners[0]] = (at, item["metadata"]["name"])
         return out
 
 

@@ -126,6 +126,16 @@ class SlurmLab:
             time.sleep(0.5)
         raise RuntimeError(f"timed out after {timeout:.0f} s")
 
+    def _times(self, slurm_id: str) -> tuple[float, float, float]:
+        """Submit, start and end of a job: slurmctld's, or the accounting's once slurmctld
+        has forgotten it (``MinJobAge``, 300 s on the lab)."""
+        shown = self.run("scontrol", "show", "job", slurm_id, check=False)
+        if "SubmitTime=" in shown:
+            return tuple(_when(shown, f) for f in ("SubmitTime", "StartTime", "EndTime"))  # type: ignore[return-value]
+        row = self.run("sacct", "-X", "-n", "-P", "-j", slurm_id, "-o", "Submit,Start,End")
+        submit, start, end = (row.strip().splitlines() or ["||"])[0].split("|")[:3]
+        return _sacct_time(submit), _sacct_time(start), _sacct_time(end)
+
     def submit(self, workload: Sequence[LabJob]) -> list[Ran]:
         began = time.monotonic()
         ids = []
@@ -157,17 +167,16 @@ class SlurmLab:
         time.sleep(1.0)
         ran = []
         for slurm_id, job in zip(ids, workload, strict=True):
-            shown = self.run("scontrol", "show", "job", slurm_id)
-            ran.append(
-                Ran(
-                    job,
-                    slurm_id,
-                    _when(shown, "SubmitTime"),
-                    _when(shown, "StartTime"),
-                    _when(shown, "EndTime"),
-                )
-            )
+            ran.append(Ran(job, slurm_id, *self._times(slurm_id)))
         return ran
+
+
+def _sacct_time(text: str) -> float:
+    return (
+        float("nan")
+        if text in {"", "Unknown", "None"}
+        else datetime.fromisoformat(text).timestamp()
+    )
 
 
 def replay_inputs(ran: Sequence[Ran]) -> list[Job]:

@@ -41,6 +41,13 @@ class KueueReplay(Replay):
         drs = int(DRS_SCALE * borrowed / lendable / weight) if lendable and weight > 0 else 0
         return (borrowing, drs, float(score), arrival, j)
 
+    def _use(self, flavor: _Flavor, name: str, project: str, delta: float, t: float) -> None:
+        super()._use(flavor, name, project, delta, t)
+        # The share counts every flavor: the project's queues of the others are ordered anew.
+        for other in self.flavors.values():
+            if other is not flavor and project in other.by_project:
+                other.stale |= other.by_project[project]
+
     def _pass(self, name: str, t: float) -> None:
         flavor = self.flavors[name]
         if t >= flavor.next_expiry:
