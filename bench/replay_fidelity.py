@@ -35,6 +35,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.fidelity_kueue import KueueLab, kueue_inputs, kueue_rules, lab_env  # noqa: E402
 from bench.fidelity_slurm import (  # noqa: E402
+    LAB_END_DELAY,
+    PRIORITIES,
     Ran,
     SlurmLab,
     lab_conf,
@@ -43,8 +45,9 @@ from bench.fidelity_slurm import (  # noqa: E402
     replay_inputs,
 )
 from queues.replay import Job, Rules, replay  # noqa: E402
-from queues.replay.mixes import compare, mixed_workload, order_agrees, tier_medians  # noqa: E402
+from queues.replay.mixes import LabJob, compare, mixed_workload, order_agrees, tier_medians  # noqa: E402
 from queues.replay.scheduler_model import SchedulerModel  # noqa: E402
+from queues.replay.slurm_conf import SlurmSettings  # noqa: E402
 
 
 def _delays(ran: list[Ran], starts: list[float] | None = None) -> dict[str, float]:
@@ -161,6 +164,58 @@ def _spread(values: list[float]) -> dict[str, float]:
     }
 
 
+def rescore(path: Path, scheduler: str) -> int:
+    """The figures of an earlier run's jobs, replayed with today's models."""
+    stored = json.loads(path.read_text())
+    figs = []
+    for fig in stored["seeds"]:
+        ran = [
+            Ran(
+                LabJob(0.0, r["gpus"], r.get("seconds", 0), r["tier"], r["type"], r["limit_min"]),
+                r["id"],
+                r["submit"],
+                r["start"],
+                r["end"],
+            )
+            for r in fig["runs"]
+        ]
+        if scheduler == "slurm":
+            lab = SlurmLab(lab_conf(ROOT))
+            settings = SlurmSettings.from_conf(
+                Path(lab.conf).read_text(),
+                qos_priority={**PRIORITIES, "qos:normal": 0},
+                end_delay=LAB_END_DELAY,
+            )
+            models = {
+                "slurm_model": SchedulerModel("slurm", settings),
+                "strict_order": SchedulerModel("strict"),
+            }
+            figs.append(
+                {"seed": fig["seed"], **seed_figures(ran, replay_inputs(ran), lab_rules(), models)}
+            )
+        else:
+            models = {
+                "kueue_model": SchedulerModel("kueue"),
+                "strict_order": SchedulerModel("strict"),
+            }
+            figs.append(
+                {"seed": fig["seed"], **seed_figures(ran, kueue_inputs(ran), kueue_rules(), models)}
+            )
+        _print_seed(figs[-1])
+    _print_summary(summary(figs))
+    return 0
+
+
+def _print_summary(total: dict[str, Any]) -> None:
+    for name, row in total.items():
+        print(
+            f"{name}: goal met on {row['seeds_goal_met']}/{row['seeds']} seeds, tier order on "
+            f"{row['seeds_order_agrees']}/{row['seeds']}, tiers within 15 %/10 s "
+            f"{row['tiers_within']}/{row['tiers']}; |error| s {row['abs_error_seconds']}, "
+            f"% {row['abs_error_percent']}"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
@@ -168,7 +223,15 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=18)
     parser.add_argument("--run-seconds", default="5-20", help="runs drawn from LOW-HIGH seconds")
     parser.add_argument("--scheduler", choices=("slurm", "kueue"), default="slurm")
+    parser.add_argument(
+        "--rescore",
+        metavar="FILE",
+        help="replay the runs of an earlier results file again with the models as they are now "
+        "(no lab needed; the lab's slurm.conf is read for the Slurm model)",
+    )
     args = parser.parse_args()
+    if args.rescore:
+        return rescore(Path(args.rescore), args.scheduler)
     lab: SlurmLab | KueueLab
     if args.scheduler == "slurm":
         lab = SlurmLab(lab_conf(ROOT))
@@ -197,13 +260,7 @@ def main() -> int:
     finally:
         lab.teardown()
     total = summary(figs)
-    for name, row in total.items():
-        print(
-            f"{name}: goal met on {row['seeds_goal_met']}/{row['seeds']} seeds, tier order on "
-            f"{row['seeds_order_agrees']}/{row['seeds']}, tiers within 15 %/10 s "
-            f"{row['tiers_within']}/{row['tiers']}; |error| s {row['abs_error_seconds']}, "
-            f"% {row['abs_error_percent']}"
-        )
+    _print_summary(total)
     results = ROOT / "bench" / "results"
     results.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")

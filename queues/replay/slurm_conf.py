@@ -86,6 +86,9 @@ class SlurmSettings:
     qos_priority: Mapping[str, float] = field(default_factory=dict)
     # Calibrated latencies (seconds): a pass runs this long after the event that triggers it.
     event_delay: float = 0.0
+    # An ended job's GPUs are free this much later (slurmd reports, the epilog runs: about a
+    # second on the lab, where a job freed by an end starts in the next second).
+    end_delay: float = 0.0
     # Backfill plans from a moment after the second it is stamped with: a job started then
     # ends (by its limit) this much later than its start + limit as the plan counts it.
     bf_lag: float = 0.5

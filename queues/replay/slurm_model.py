@@ -21,7 +21,7 @@ from .rules import CAUTIOUS, FORBIDDEN, ClassRule, Job, Rules, TierRule
 from .slurm_conf import INFINITE, Node, SlurmSettings, decay, fair_tree, priority
 
 EPS = 1e-9
-_END, _ELIGIBLE, _ARRIVE, _MAIN, _BACKFILL = range(5)
+_RELEASE, _END, _ELIGIBLE, _ARRIVE, _MAIN, _BACKFILL = range(-1, 5)
 
 
 def gres_type(flavor: str) -> str:
@@ -454,9 +454,13 @@ class SlurmReplay:
             self.now = t
             if kind == _END:
                 if token == self.token[j] and j in self.running:
-                    self._stop(j, t)
                     self.remaining[j] = 0.0
                     self.end[j] = t
+                    self.token[j] += 1  # its GPUs come back ``end_delay`` later
+                    self._push(t + self.s.end_delay, _RELEASE, j, self.token[j])
+            elif kind == _RELEASE:
+                if token == self.token[j] and j in self.running:
+                    self._stop(j, t)
             elif kind in (_ARRIVE, _ELIGIBLE):
                 self._enqueue(j, t)
                 self._trigger(t)
