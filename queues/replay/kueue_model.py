@@ -60,6 +60,7 @@ class KueueReplay(Replay):
             flavor.held = set()
         entries = flavor.entries
         passed: set[tuple[str, str]] = set()
+        deferred: dict[tuple[str, str], int] = {}
         while True:
             if flavor.stale:
                 stale = sorted(flavor.stale - passed)
@@ -68,7 +69,17 @@ class KueueReplay(Replay):
                     self._candidate(name, flavor, key, t)
             live = [value for key, value in entries.items() if key not in passed]
             if not live:
-                break
+                # A cycle takes one head per queue: only once every head was looked at do
+                # the queues whose head did not fit offer their next job (one per round).
+                started = False
+                for key, pos in sorted(deferred.items()):
+                    other = self._next_fitting(flavor, key, pos)
+                    if other is not None:
+                        self._begin(other, flavor, name, t)
+                        started = True
+                if not started:
+                    break
+                continue
             entry, key, pos = min(live)
             j = flavor.groups[key][pos]
             lending = self._lending(j, flavor)
@@ -87,10 +98,7 @@ class KueueReplay(Replay):
                 continue
             self._say(j, RESOURCES, t)
             passed.add(key)
-            other = self._next_fitting(flavor, key, pos)
-            if other is not None:
-                self._begin(other, flavor, name, t)
-                passed.discard(key)
+            deferred[key] = pos
         flavor.stale |= passed
         flavor.unswept = set()
         flavor.blocker = None
