@@ -67,3 +67,19 @@ def test_fair_sharing_orders_the_cohorts_queues_before_priority():
     assert starts["regular"] == 40
     # The engine orders by tier first.
     assert _starts(jobs, model=None)["regular"] == 30
+
+
+def test_a_queue_whose_head_does_not_fit_waits_for_the_other_heads_of_the_cycle():
+    # At 2 two A100s are free. The regular queue's head (3 GPUs) does not fit; its next job
+    # (2) would, and the regular project borrows less — but a cycle takes one head per
+    # queue: the exploratory head is admitted first, as the lab's Kueue did.
+    jobs = [
+        _job("holder", 0, 2, 20, "key"),
+        _job("h100", 0, 2, 100, "exploratory", flavor=H100),
+        _job("big", 1, 3, 10, "regular"),
+        _job("small", 2, 2, 10, "regular"),
+        _job("exploratory", 2, 2, 10, "exploratory"),
+    ]
+    starts = _starts(jobs)
+    assert starts["exploratory"] == 2
+    assert starts["small"] > 2
