@@ -151,13 +151,14 @@ def main() -> None:
     parser.add_argument("--load", type=float, default=0.9)
     parser.add_argument(
         "--model",
-        choices=("kueue", "slurm"),
-        default="kueue",
-        help="the engine (Kueue's order, the default) or the Slurm model (125 nodes of 8 GPUs, "
-        "the lab's priority weights, backfill every 30 s)",
+        choices=("engine", "kueue", "slurm"),
+        default="engine",
+        help="the engine (Kueue's order kept strictly, the default), the Kueue model "
+        "(BestEffortFIFO, fair sharing) or the Slurm model (125 nodes of 8 GPUs, the lab's "
+        "priority weights, backfill every 30 s, 3-day MaxTime)",
     )
     args = parser.parse_args()
-    model = None
+    model = SchedulerModel("kueue") if args.model == "kueue" else None
     if args.model == "slurm":
         nodes = tuple(Node(f"n{i:03d}", {"h100": 8.0}) for i in range(int(CAPACITY) // 8))
         settings = SlurmSettings(
@@ -221,7 +222,7 @@ def main() -> None:
             flush=True,
         )
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    name = "replay" if args.model == "kueue" else f"replay-{args.model}"
+    name = "replay" if args.model == "engine" else f"replay-{args.model}"
     out = Path(__file__).resolve().parent / "results" / f"{name}-{stamp}.json"
     out.write_text(
         json.dumps(

@@ -67,8 +67,7 @@ class KueueReplay(Replay):
                 flavor.stale = set()
                 for key in stale:
                     self._candidate(name, flavor, key, t)
-            live = [value for key, value in entries.items() if key not in passed]
-            if not live:
+            if not entries:
                 # A cycle takes one head per queue: only once every head was looked at do
                 # the queues whose head did not fit offer their next job (one per round).
                 started = False
@@ -80,7 +79,7 @@ class KueueReplay(Replay):
                 if not started:
                     break
                 continue
-            entry, key, pos = min(live)
+            entry, key, pos = min(entries.values())
             j = flavor.groups[key][pos]
             lending = self._lending(j, flavor)
             if lending == LENDING:
@@ -97,6 +96,7 @@ class KueueReplay(Replay):
                 self._begin(j, flavor, name, t)
                 continue
             self._say(j, RESOURCES, t)
+            del entries[key]  # looked at again at the next pass (stale below)
             passed.add(key)
             deferred[key] = pos
         flavor.stale |= passed
