@@ -21,6 +21,8 @@ the earlier. Within a project's queue the tier orders, as in the engine.
 
 from __future__ import annotations
 
+from itertools import islice
+
 from .engine import EPS, LENDING, QUEUE_DEPTH, RESOURCES, Replay, _Flavor
 
 DRS_SCALE = 1000  # Kueue's dominant resource share is an integer in thousandths
@@ -117,7 +119,7 @@ class KueueReplay(Replay):
             left = min(left, tier.max_gpus_total - self.tier_use.get(tier.slug, 0.0))
         if quota.maximum is not None:
             left = min(left, quota.maximum - used)
-        for j in list(group)[pos + 1 : QUEUE_DEPTH]:
+        for j in islice(group, pos + 1, QUEUE_DEPTH):
             gpus = jobs[j].gpus
             if gpus > left + EPS:
                 continue
