@@ -63,6 +63,9 @@ class KueueReplay(Replay):
         entries = flavor.entries
         passed: set[tuple[str, str]] = set()
         deferred: dict[tuple[str, str], int] = {}
+        aside: dict[
+            tuple[str, str], tuple[tuple[int, int, float, float, int], tuple[str, str], int]
+        ] = {}
         while True:
             if flavor.stale:
                 stale = sorted(flavor.stale - passed)
@@ -98,10 +101,15 @@ class KueueReplay(Replay):
                 self._begin(j, flavor, name, t)
                 continue
             self._say(j, RESOURCES, t)
-            del entries[key]  # looked at again at the next pass (stale below)
+            aside[key] = entries.pop(key)  # back in the entries at the next pass
             passed.add(key)
             deferred[key] = pos
-        flavor.stale |= passed
+        # The heads set aside are looked at again at the next pass: as they were, unless
+        # their queue changed meanwhile (then it is stale and found again).
+        for key, value in aside.items():
+            if key in flavor.stale or key not in flavor.groups:
+                continue
+            entries[key] = value
         flavor.unswept = set()
         flavor.blocker = None
 
