@@ -7,10 +7,11 @@ Kueue's ``BestEffortFIFO`` queues (Arbiter's LocalQueues and ClusterQueues use t
 do not: a head that does not fit and cannot preempt is set aside (inadmissible) and the next
 workload is tried, in its own ClusterQueue and in the others of the cohort, so smaller or
 lower work is admitted past it — as measured on the lab's Kueue (``bench/replay_fidelity.py
---kueue``). ``KueueReplay`` is the engine with that one difference: a job that neither fits
-nor preempts nor reclaims is passed over for this scheduling pass, and the next job of its
-queue that fits (within its caps and what the cohort lends) is admitted instead; the
-passed-over queues are looked at again at the next pass (an end, an arrival).
+--scheduler kueue``). ``KueueReplay`` is the engine with that difference: a job that neither
+fits nor preempts nor reclaims is passed over for this scheduling pass and, once every other
+queue's head was looked at (a cycle takes one head per queue), the next job of its queue that
+fits (within its caps and what the cohort lends) is admitted instead; the passed-over heads
+are looked at again at the next pass (an end, an arrival).
 
 And fair sharing (on in Arbiter's Kueue configuration) orders the cohort's queues before
 priority does: of the heads of the cohort's ClusterQueues, the one whose queue would have the
