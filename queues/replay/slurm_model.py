@@ -70,6 +70,7 @@ class SlurmReplay:
         self.runs: list[tuple[int, float, float]] = []
         self.preempted_by: list[tuple[int, int, float, str]] = []
         self.remaining = [job.duration for job in jobs]
+        self.limits = {(q.project, q.flavor): q for q in rules.quotas}
         self.tier = [self._tier(job) for job in jobs]
         self.cls = [self._class(job) for job in jobs]
         self.eligible = [job.arrival for job in jobs]
@@ -84,7 +85,6 @@ class SlurmReplay:
         self.tier_use: dict[str, float] = {}
         self.user_use: dict[tuple[str, str], float] = {}
         self.project_use: dict[tuple[str, str], float] = {}
-        self.limits = {(q.project, q.flavor): q for q in rules.quotas}
         self.shares: dict[str, float] = {}
         for quota in rules.quotas:
             self.shares[quota.project] = (
@@ -117,12 +117,9 @@ class SlurmReplay:
         return tier
 
     def _class(self, job: Job) -> ClassRule:
-        rules = self.rules
-        quota = next(
-            (q for q in rules.quotas if q.project == job.project and q.flavor == job.flavor), None
-        )
-        slug = rules.job_classes.get(job.name) or (quota.preemption_class if quota else "")
-        slug = slug or rules.default_class
+        quota = self.limits.get((job.project, job.flavor))
+        slug = self.rules.job_classes.get(job.name) or (quota.preemption_class if quota else "")
+        slug = slug or self.rules.default_class
         return self.classes.get(slug, ClassRule(slug="", kind="allowed"))
 
     def _held(self, j: int) -> str | None:
@@ -283,8 +280,7 @@ class SlurmReplay:
         self.runs.append((j, self.run_start[j], t))
         self._trigger(t)
 
-    def limit_end(self, j: int) -> float:
-        """When the plan expects a running job to end: its start plus its time limit."""
+    def limit_end(self, j: int) -> float:  # when the plan expects a running job to end
         return self.run_start[j] + self.s.time_limit(self.jobs[j].time_limit)
 
     def _try_preempt(self, j: int, t: float) -> bool:
