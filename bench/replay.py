@@ -38,6 +38,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from queues.replay import ClassRule, QuotaRule, Rules, TierRule, replay
+from queues.replay.scheduler_model import SchedulerModel
+from queues.replay.slurm_conf import Node, SlurmSettings
 from queues.replay.workload import (
     ProjectLoad,
     generate,
@@ -147,7 +149,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="10000,30000,100000,300000,1000000")
     parser.add_argument("--load", type=float, default=0.9)
+    parser.add_argument(
+        "--model",
+        choices=("engine", "kueue", "slurm"),
+        default="engine",
+        help="the engine (Kueue's order kept strictly, the default), the Kueue model "
+        "(BestEffortFIFO, fair sharing) or the Slurm model (125 nodes of 8 GPUs, the lab's "
+        "priority weights, backfill every 30 s, 3-day MaxTime)",
+    )
     args = parser.parse_args()
+    model = SchedulerModel("kueue") if args.model == "kueue" else None
+    if args.model == "slurm":
+        nodes = tuple(Node(f"n{i:03d}", {"h100": 8.0}) for i in range(int(CAPACITY) // 8))
+        settings = SlurmSettings(
+            weight_age=1000,
+            weight_fairshare=10000,
+            weight_qos=100000,
+            calc_period=300,
+            nodes=nodes,
+            preempt=True,
+            preempt_requeue=True,
+            max_time=3 * 86400.0,
+        )
+        model = SchedulerModel("slurm", settings)
     sizes = [int(size) for size in args.sizes.split(",")]
     rules = bench_rules()
     rows = []
@@ -160,7 +184,7 @@ def main() -> None:
         sched = _schedstat()
         began = time.perf_counter()
         cpu = time.process_time()
-        result = replay(jobs, [(START, rules)])
+        result = replay(jobs, [(START, rules)], model=model)
         seconds = time.perf_counter() - began
         cpu = time.process_time() - cpu
         after = _schedstat()
@@ -198,11 +222,13 @@ def main() -> None:
             flush=True,
         )
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    out = Path(__file__).resolve().parent / "results" / f"replay-{stamp}.json"
+    name = "replay" if args.model == "engine" else f"replay-{args.model}"
+    out = Path(__file__).resolve().parent / "results" / f"{name}-{stamp}.json"
     out.write_text(
         json.dumps(
             {
                 "benchmark": "replay",
+                "model": args.model,
                 "at": stamp,
                 "python": platform.python_version(),
                 "cpus": os.cpu_count(),

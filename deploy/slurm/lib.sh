@@ -21,9 +21,13 @@ DB_MARK=$STATE_DIR/.db-initialised # up.sh created the database and user below
 CLUSTER=arbiter
 NODE=gpu01
 PARTITION=gpu
-# A second cluster on one host (a second work tree) needs its own database and user too.
+# A second cluster on one host (a second work tree) needs its own database and user too: the
+# user's password is each state directory's own (etc/db.pass), so two clusters sharing one user
+# reset each other's password and the first slurmdbd loses its database. A database other than
+# the default one therefore gets its own user by default.
 DB_NAME=${ARBITER_SLURM_DB_NAME:-slurm_acct_db}
-DB_USER=${ARBITER_SLURM_DB_USER:-slurm}
+if [[ $DB_NAME == slurm_acct_db ]]; then DEFAULT_DB_USER=slurm; else DEFAULT_DB_USER=${DB_NAME}_user; fi
+DB_USER=${ARBITER_SLURM_DB_USER:-$DEFAULT_DB_USER}
 # MariaDB to use, or to start privately when nothing answers there.
 DB_PORT=${ARBITER_SLURM_DB_PORT:-3306}
 

@@ -15,7 +15,7 @@
 #   ARBITER_SLURM_PORT_BASE  slurmctld port; slurmd and slurmdbd use the next two (default 6817)
 #   ARBITER_SLURM_DB_PORT    MariaDB port on 127.0.0.1 (default 3306)
 #   ARBITER_SLURM_DB_NAME    accounting database (default slurm_acct_db)
-#   ARBITER_SLURM_DB_USER    its MariaDB user (default slurm)
+#   ARBITER_SLURM_DB_USER    its MariaDB user (default slurm; <db name>_user for another database)
 #   ARBITER_SLURM_TIMEOUT    seconds to wait for each daemon (default 90)
 set -euo pipefail
 SLURM_STEP=up

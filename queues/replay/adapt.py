@@ -24,6 +24,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from django.db.models import Q
@@ -47,6 +48,8 @@ from queues.selectors.definitions import job_pool_id, pool_maps
 
 from .keys import flavor_key
 from .rules import ALLOWED, ClassRule, Job, QuotaRule, Rules, TierRule
+from .scheduler_model import SchedulerModel
+from .slurm_conf import SlurmSettings
 
 MINUTE = 60.0
 
@@ -364,3 +367,18 @@ def _class_changes(field: str, value: Any) -> dict[str, Any]:
     if name == "max_per_day":
         return {name: value or None}
     return {name: value}
+
+
+def scheduler_model(cluster: Any) -> SchedulerModel:
+    """The replay model of ``cluster``'s scheduler: Slurm's with the settings of its
+    ``slurm.conf`` (read from the path the cluster names; the tiers' scheduler values as
+    their QOS priorities), or Kueue's. A ``slurm.conf`` that cannot be read gives Slurm's
+    defaults with the nodes left to the rules' capacities (each flavor one node)."""
+    if cluster.backend != "slurm":
+        return SchedulerModel("kueue")
+    qos = {tier.slug: float(tier.scheduler_value) for tier in PriorityTier.objects.all()}
+    try:
+        text = Path(cluster.slurm_conf).read_text() if cluster.slurm_conf else ""
+    except OSError:
+        text = ""
+    return SchedulerModel("slurm", SlurmSettings.from_conf(text, qos_priority=qos))

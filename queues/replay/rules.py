@@ -141,3 +141,6 @@ class Job:
     user: str = ""
     # The user cancels it if it has not started this many seconds after arrival (None: never).
     patience: float | None = None
+    # The time limit it asked for (Slurm ``--time``; None: the partition's default). Only the
+    # Slurm model reads it: backfill plans with it and a job is ended at it.
+    time_limit: float | None = None

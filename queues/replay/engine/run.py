@@ -5,6 +5,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Sequence
+from typing import Protocol
 
 from ..rules import Job, Rules
 from .preemption import _Preemption
@@ -17,6 +18,14 @@ from .vocabulary import (
     RESOURCES,
     Result,
 )
+
+
+class SchedulerReplay(Protocol):
+    """A scheduler's model of the replay (``queues.replay.scheduler_model.SchedulerModel``)."""
+
+    def replay(
+        self, jobs: Sequence[Job], timeline: Sequence[tuple[float, Rules]], until: float | None
+    ) -> Result: ...
 
 
 class Replay(_Preemption):
@@ -180,7 +189,13 @@ class Replay(_Preemption):
 
 
 def replay(
-    jobs: Sequence[Job], timeline: Sequence[tuple[float, Rules]], until: float | None = None
+    jobs: Sequence[Job],
+    timeline: Sequence[tuple[float, Rules]],
+    until: float | None = None,
+    model: SchedulerReplay | None = None,
 ) -> Result:
-    """Replay ``jobs`` under the rules of ``timeline`` (``[(from, Rules), ...]``)."""
+    """Replay ``jobs`` under the rules of ``timeline`` (``[(from, Rules), ...]``); ``model``
+    (``queues.replay.scheduler_model.SchedulerModel``) picks the cluster's scheduler's model."""
+    if model is not None:
+        return model.replay(jobs, timeline, until)
     return Replay(jobs, timeline).run(until=until)

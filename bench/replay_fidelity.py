@@ -1,0 +1,287 @@
+"""Benchmark: how close the replay comes to the real scheduler, on seeded mixed workloads.
+
+Run on demand against the lab (not part of the test suite), from the repository root:
+
+    deploy/slurm/up.sh
+    .venv/bin/python bench/replay_fidelity.py [--seeds 10] [--first-seed 1] [--jobs 18]
+
+Per seed, ``queues.replay.mixes.mixed_workload(seed)`` (three tiers, one project each, 1–4
+GPUs of either type, 5–20 s runs, bursts, half the jobs with a time limit) is submitted to
+the lab's Slurm (``bench/fidelity_slurm.py``: one QOS per tier, ``sbatch`` of sleep jobs at
+the workload's offsets), and the same jobs — Slurm's submit times, the runs they took — are
+replayed under the same rules twice: with the Slurm model (``queues.replay.slurm_model``,
+settings read from the lab's ``slurm.conf``) and with the engine's Kueue order (the replay
+before the Slurm model, for comparison). Per tier it prints the median start delay on Slurm
+and replayed, the error in seconds and in % of Slurm's, whether it is within the goal (15 %
+or 10 s) and whether the tiers are in the same order (``mixes.order_agrees``); then the
+distribution of the errors over all seeds, and writes everything to
+``bench/results/replay_fidelity-<time>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.fidelity_kueue import KueueLab, kueue_inputs, kueue_rules, lab_env  # noqa: E402
+from bench.fidelity_slurm import (  # noqa: E402
+    LAB_END_DELAY,
+    PRIORITIES,
+    Ran,
+    SlurmLab,
+    lab_conf,
+    lab_rules,
+    lab_settings,
+    replay_inputs,
+)
+from queues.replay import Job, Rules, replay  # noqa: E402
+from queues.replay.mixes import LabJob, compare, mixed_workload, order_agrees, tier_medians  # noqa: E402
+from queues.replay.scheduler_model import SchedulerModel  # noqa: E402
+from queues.replay.slurm_conf import SlurmSettings  # noqa: E402
+
+
+def _delays(ran: list[Ran], starts: list[float] | None = None) -> dict[str, float]:
+    by_tier: dict[str, list[float]] = {}
+    for i, r in enumerate(ran):
+        start = r.start if starts is None else starts[i]
+        by_tier.setdefault(r.job.tier, []).append(start - r.submit)
+    return tier_medians(by_tier)
+
+
+def seed_figures(
+    ran: list[Ran], inputs: list[Job], rules: Rules, models: dict[str, SchedulerModel]
+) -> dict[str, Any]:
+    """The real delays per tier and, per model, the replayed ones and their errors."""
+    timeline = [(min(job.arrival for job in inputs), rules)]
+    real = _delays(ran)
+    out: dict[str, Any] = {"jobs": len(ran), "real": real}
+    for name, model in models.items():
+        replayed = _delays(ran, replay(inputs, timeline, model=model).start)
+        errors = compare(real, replayed)
+        agrees = order_agrees(real, replayed)
+        out[name] = {
+            "medians": replayed,
+            "errors": {
+                e.tier: {"seconds": e.error, "percent": e.percent, "within": e.within()}
+                for e in errors
+            },
+            "order_agrees": agrees,
+            "goal_met": agrees and all(e.within() for e in errors),
+        }
+    out["runs"] = [
+        {
+            "id": r.slurm_id,
+            "tier": r.job.tier,
+            "type": r.job.gpu_type,
+            "gpus": r.job.gpus,
+            "seconds": r.job.seconds,
+            "limit_min": r.job.time_limit_minutes,
+            "submit": r.submit,
+            "start": r.start,
+            "end": r.end,
+        }
+        for r in ran
+    ]
+    return out
+
+
+def run_seed(lab: SlurmLab | KueueLab, seed: int, args: argparse.Namespace) -> dict[str, Any]:
+    low, high = (int(v) for v in args.run_seconds.split("-"))
+    workload = mixed_workload(seed, jobs=args.jobs, seconds=(low, high))
+    if isinstance(lab, SlurmLab):
+        ran = lab.submit(workload)
+        models = {
+            "slurm_model": SchedulerModel("slurm", lab_settings(lab)),
+            "strict_order": SchedulerModel("strict"),
+        }
+        fig = seed_figures(ran, replay_inputs(ran), lab_rules(), models)
+    else:
+        # Kueue has no time limits: every job asks for none.
+        ran = lab.submit([replace(job, time_limit_minutes=None) for job in workload])
+        models = {"kueue_model": SchedulerModel("kueue"), "strict_order": SchedulerModel("strict")}
+        fig = seed_figures(ran, kueue_inputs(ran), kueue_rules(), models)
+    return {"seed": seed, **fig}
+
+
+def _print_seed(fig: dict[str, Any]) -> None:
+    print(f"seed {fig['seed']} ({fig['jobs']} jobs)")
+    names = [name for name in fig if name.endswith(("_model", "_order"))]
+    for tier, real in fig["real"].items():
+        cells = [f"  {tier:<12} real {real:6.1f} s"]
+        for name in names:
+            e = fig[name]["errors"][tier]
+            pct = "  n/a" if e["percent"] is None else f"{e['percent']:+5.0f}%"
+            mark = "ok" if e["within"] else "--"
+            cells.append(
+                f"{name} {fig[name]['medians'][tier]:6.1f} s ({e['seconds']:+6.1f} s {pct} {mark})"
+            )
+        print(" | ".join(cells))
+    for name in names:
+        row = fig[name]
+        print(f"  {name}: tier order agrees {row['order_agrees']}, goal met {row['goal_met']}")
+
+
+def summary(figs: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in [name for name in figs[0] if name.endswith(("_model", "_order"))] if figs else []:
+        errs = [abs(e["seconds"]) for f in figs for e in f[name]["errors"].values()]
+        pcts = [
+            abs(e["percent"])
+            for f in figs
+            for e in f[name]["errors"].values()
+            if e["percent"] is not None
+        ]
+        out[name] = {
+            "seeds": len(figs),
+            "seeds_goal_met": sum(f[name]["goal_met"] for f in figs),
+            "seeds_order_agrees": sum(f[name]["order_agrees"] for f in figs),
+            "tiers_within": sum(e["within"] for f in figs for e in f[name]["errors"].values()),
+            "tiers": len(errs),
+            "abs_error_seconds": _spread(errs),
+            "abs_error_percent": _spread(pcts),
+        }
+    return out
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    ordered = sorted(values)
+    return {
+        "median": statistics.median(ordered),
+        "p90": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
+        "max": ordered[-1],
+    }
+
+
+def rescore(path: Path, scheduler: str) -> int:
+    """The figures of an earlier run's jobs, replayed with today's models."""
+    stored = json.loads(path.read_text())
+    figs = []
+    for fig in stored["seeds"]:
+        ran = [
+            Ran(
+                LabJob(0.0, r["gpus"], r.get("seconds", 0), r["tier"], r["type"], r["limit_min"]),
+                r["id"],
+                r["submit"],
+                r["start"],
+                r["end"],
+            )
+            for r in fig["runs"]
+        ]
+        if scheduler == "slurm":
+            lab = SlurmLab(lab_conf(ROOT))
+            settings = SlurmSettings.from_conf(
+                Path(lab.conf).read_text(),
+                qos_priority={**PRIORITIES, "qos:normal": 0},
+                end_delay=LAB_END_DELAY,
+            )
+            models = {
+                "slurm_model": SchedulerModel("slurm", settings),
+                "strict_order": SchedulerModel("strict"),
+            }
+            figs.append(
+                {"seed": fig["seed"], **seed_figures(ran, replay_inputs(ran), lab_rules(), models)}
+            )
+        else:
+            models = {
+                "kueue_model": SchedulerModel("kueue"),
+                "strict_order": SchedulerModel("strict"),
+            }
+            figs.append(
+                {"seed": fig["seed"], **seed_figures(ran, kueue_inputs(ran), kueue_rules(), models)}
+            )
+        _print_seed(figs[-1])
+    _print_summary(summary(figs))
+    return 0
+
+
+def _print_summary(total: dict[str, Any]) -> None:
+    for name, row in total.items():
+        print(
+            f"{name}: goal met on {row['seeds_goal_met']}/{row['seeds']} seeds, tier order on "
+            f"{row['seeds_order_agrees']}/{row['seeds']}, tiers within 15 %/10 s "
+            f"{row['tiers_within']}/{row['tiers']}; |error| s {row['abs_error_seconds']}, "
+            f"% {row['abs_error_percent']}"
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--first-seed", type=int, default=1)
+    parser.add_argument("--jobs", type=int, default=18)
+    parser.add_argument("--run-seconds", default="5-20", help="runs drawn from LOW-HIGH seconds")
+    parser.add_argument("--scheduler", choices=("slurm", "kueue"), default="slurm")
+    parser.add_argument(
+        "--rescore",
+        metavar="FILE",
+        help="replay the runs of an earlier results file again with the models as they are now "
+        "(no lab needed; the lab's slurm.conf is read for the Slurm model)",
+    )
+    args = parser.parse_args()
+    if args.rescore:
+        return rescore(Path(args.rescore), args.scheduler)
+    lab: SlurmLab | KueueLab
+    if args.scheduler == "slurm":
+        lab = SlurmLab(lab_conf(ROOT))
+        why = "no lab Slurm answers (start it with deploy/slurm/up.sh; SLURM_CONF)"
+        up = bool(lab.conf) and lab.answers()
+    else:
+        env = lab_env(ROOT)
+        lab = KueueLab(
+            env.get("KUBE_API_SERVER", ""),
+            env.get("KUBE_CA_FILE", ""),
+            env.get("KUBE_TOKEN_FILE", ""),
+        )
+        why = "no lab Kueue answers (start it with deploy/k8s/up.sh)"
+        up = bool(lab.server) and lab.answers()
+    if not up:
+        print(why, file=sys.stderr)
+        return 1
+    lab.setup()
+    figs = []
+    began = time.monotonic()
+    try:
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            fig = run_seed(lab, seed, args)
+            _print_seed(fig)
+            figs.append(fig)
+    finally:
+        lab.teardown()
+    total = summary(figs)
+    _print_summary(total)
+    results = ROOT / "bench" / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = results / f"replay_fidelity-{args.scheduler}-{stamp}.json"
+    path.write_text(
+        json.dumps(
+            {
+                "scheduler": args.scheduler,
+                "jobs_per_seed": args.jobs,
+                "run_seconds": args.run_seconds,
+                "measured_at": stamp,
+                "wall_seconds": time.monotonic() - began,
+                "summary": total,
+                "seeds": figs,
+            },
+            indent=1,
+        )
+    )
+    print(f"wrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
