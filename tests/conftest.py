@@ -399,10 +399,52 @@ POSTGRES_MODULES = {
 }
 
 
+# Modules that share something outside their test database: the Redis broker and its Celery
+# workers, the beat lock, files in the work tree or the var/ folder, commands run in a
+# subprocess against a database of their own. Under pytest-xdist (``make test`` runs two
+# processes) each group below runs in one process, one test after another; everything else
+# is spread over the processes. The labs and the container stack are a group each (one Slurm
+# lab, one Kubernetes lab and one podman stack serve the run).
+SHARED_STATE_MODULES = {
+    "test_beat_single.py",
+    "test_ci_pipelines_doc.py",
+    "test_container_image.py",
+    "test_health_probes.py",
+    "test_readme_commands.py",
+    "test_readme_walkthrough.py",
+    "test_review_worker.py",
+    "test_settings.py",
+    "test_task_delivery.py",
+    "test_throttle_concurrency.py",
+    "test_translations.py",
+    "test_upgrade_and_restore.py",
+    "test_worker.py",
+    "test_worker_lost.py",
+}
+
+
+def xdist_group(item: pytest.Item) -> str | None:
+    """The group whose tests must run in one process, or None for a test that runs anywhere."""
+    if item.get_closest_marker("slurm"):
+        return "slurm"
+    if item.get_closest_marker("k8s"):
+        return "k8s"
+    if item.get_closest_marker("containers"):  # podman's images and the stack's ports
+        return "containers"
+    if item.get_closest_marker("worker") or item.path.name in SHARED_STATE_MODULES:
+        return "shared-state"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the tests that need a service, so that ``-m slurm`` / ``-m "not slurm"`` select."""
+    """Mark the tests that need a service, so that ``-m slurm`` / ``-m "not slurm"`` select,
+    and keep the tests that share one service in one pytest-xdist process."""
     for item in items:
         if "slurm" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slurm)
         if item.path.name in POSTGRES_MODULES:
             item.add_marker(pytest.mark.postgres)
+        group = xdist_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
