@@ -416,6 +416,18 @@ class RuleChangeMetaForm(ServiceErrorsMixin, forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text=_("When should this change be rolled back? E.g. “critical waits over 10 min”."),
     )
+    rollback_trigger = forms.CharField(
+        label=_("Rollback trigger"),
+        max_length=200,
+        required=False,
+        help_text=_(
+            "The condition in a form the replay evaluates: metric (p50, p90, p95, p99, mean, "
+            "preemptions, lost), scope (all, tier <slug>, project <slug>, pool <slug>), "
+            "comparison (>, >=, <, <=, rises by) and threshold (minutes for waits; % after "
+            "“rises by”). E.g. “p90 wait tier training > 30 min”, “p95 project vision rises "
+            "by 20 %”."
+        ),
+    )
     confirmation_reason = forms.CharField(
         label=_("Confirmation"),
         required=False,

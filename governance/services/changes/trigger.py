@@ -1,0 +1,31 @@
+"""A proposed change's rollback trigger, checked: it parses and names a tier, project or pool
+that exists (``governance.models.triggers``); stored in its canonical form."""
+
+from django.core.exceptions import ValidationError
+from django.utils.translation import gettext as _
+
+from governance.models import Pool, PriorityTier, Project, TriggerScope, parse_trigger
+
+
+def rollback_trigger_clean(text: str) -> str:
+    """The canonical form of ``text`` ("" when empty); ``ValidationError`` on the
+    ``rollback_trigger`` field when it does not parse or names nothing that exists."""
+    if not (text or "").strip():
+        return ""
+    try:
+        trigger = parse_trigger(text)
+    except ValidationError as error:
+        raise ValidationError({"rollback_trigger": error.messages}) from error
+    model = {
+        TriggerScope.TIER: PriorityTier,
+        TriggerScope.PROJECT: Project,
+        TriggerScope.POOL: Pool,
+    }.get(TriggerScope(trigger.scope))
+    if model is not None and not model.objects.filter(slug=trigger.target).exists():
+        raise ValidationError(
+            {
+                "rollback_trigger": _("No %(scope)s has the slug “%(slug)s”.")
+                % {"scope": TriggerScope(trigger.scope).label, "slug": trigger.target}
+            }
+        )
+    return trigger.text
