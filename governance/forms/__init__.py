@@ -25,6 +25,7 @@ from governance.models import (
     Quota,
     ReviewOutcome,
     User,
+    parse_trigger,
 )
 from governance.models.limits import whole_number_max, whole_number_message
 from governance.services import REASON_MAX_LENGTH
@@ -438,6 +439,12 @@ class RuleChangeMetaForm(ServiceErrorsMixin, forms.Form):
             "window of an earlier change): why it should go ahead anyway."
         ),
     )
+
+    def clean_rollback_trigger(self) -> str:
+        text = self.cleaned_data.get("rollback_trigger") or ""
+        if text.strip():
+            return parse_trigger(text).text  # ValidationError: what is wrong, on the field
+        return ""
 
     def service_data(self) -> dict[str, Any]:
         data = dict(self.cleaned_data)
