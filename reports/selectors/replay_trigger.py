@@ -41,6 +41,28 @@ class TriggerVerdict:
         """How far from the threshold, either way (the page says past it or short of it)."""
         return None if self.margin is None else abs(self.margin)
 
+    def _text(self, value: float | None) -> str | None:
+        """A figure as the page shows it: a wait in minutes in hours and minutes."""
+        if value is None:
+            return None
+        if self.unit == "min":
+            from .change_replay import hours_minutes  # the page's own way (no import cycle)
+
+            return hours_minutes(value)
+        return f"{value:,.2f}".rstrip("0").rstrip(".") + (f" {self.unit}" if self.unit else "")
+
+    @property
+    def before_text(self) -> str | None:
+        return self._text(self.before)
+
+    @property
+    def after_text(self) -> str | None:
+        return self._text(self.after)
+
+    @property
+    def distance_text(self) -> str | None:
+        return self._text(self.distance)
+
 
 _WAIT_SETS = {
     TriggerScope.TIER: ("by_tier", "tier"),

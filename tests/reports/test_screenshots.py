@@ -19,6 +19,7 @@ from governance.models import ChangeStatus, RuleChange, User
 from queues.models import ReplayStatus
 from queues.services import change_replay_start
 from queues.services.replay import change_replay_run
+from queues.services.workload.rollup import workload_hours_roll_up
 from tests.governance.test_browser_flows import (  # noqa: F401 (fixtures)
     browser,
     csp_violations,
@@ -34,6 +35,7 @@ WIDTH = 1280
 def demo(db):
     rules.demo_seed(password="pw")
     call_command("seed_demo_workload", "--days", "45", stdout=StringIO())
+    workload_hours_roll_up()  # as the beat does: this month's figures read the rollup
     change = RuleChange.objects.get(status=ChangeStatus.PROPOSED)
     run, _queued = change_replay_start(change=change, user=User.objects.get(username="ops"))
     run = change_replay_run(replay_id=run.pk)
