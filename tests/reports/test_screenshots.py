@@ -25,6 +25,7 @@ from tests.governance.test_browser_flows import (  # noqa: F401 (fixtures)
     csp_violations,
     page,
 )
+from tests.reports.test_review_browser import assert_tables_fit
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -94,3 +95,6 @@ def test_the_replay_and_this_months_review_in_both_languages(
                 assert ("Would have triggered" if language == "en" else "是否会触发") in main
             else:
                 assert ("Started jobs only" if language == "en" else "仅已开始的作业") in main
+                # Both kinds side by side, and still no table scrolls sideways at 1,280 px.
+                assert page.locator("#table-waits_by_tier").count() == 1
+                assert_tables_fit(page)

@@ -1,7 +1,10 @@
 """A proposed change's rollback trigger, checked: it parses and names a tier, project or pool
 that exists (``governance.models.triggers``); stored in its canonical form."""
 
+from typing import Any
+
 from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
 from django.utils.translation import gettext as _
 
 from governance.models import Pool, PriorityTier, Project, TriggerScope, parse_trigger
@@ -16,12 +19,12 @@ def rollback_trigger_clean(text: str) -> str:
         trigger = parse_trigger(text)
     except ValidationError as error:
         raise ValidationError({"rollback_trigger": error.messages}) from error
-    model = {
-        TriggerScope.TIER: PriorityTier,
-        TriggerScope.PROJECT: Project,
-        TriggerScope.POOL: Pool,
+    named: QuerySet[Any] | None = {
+        TriggerScope.TIER: PriorityTier.objects.all(),
+        TriggerScope.PROJECT: Project.objects.all(),
+        TriggerScope.POOL: Pool.objects.all(),
     }.get(TriggerScope(trigger.scope))
-    if model is not None and not model.objects.filter(slug=trigger.target).exists():
+    if named is not None and not named.filter(slug=trigger.target).exists():
         raise ValidationError(
             {
                 "rollback_trigger": _("No %(scope)s has the slug “%(slug)s”.")
