@@ -423,7 +423,7 @@ class RuleChangeMetaForm(ServiceErrorsMixin, forms.Form):
         required=False,
         help_text=_(
             "The condition in a form the replay evaluates: metric (p50, p90, p95, p99, mean, "
-            "preemptions, lost), scope (all, tier <slug>, project <slug>, pool <slug>), "
+            "preempted, lost), scope (all, tier <slug>, project <slug>, pool <slug>), "
             "comparison (>, >=, <, <=, rises by) and threshold (minutes for waits; % after "
             "“rises by”). E.g. “p90 wait tier training > 30 min”, “p95 project vision rises "
             "by 20 %”."

@@ -7,7 +7,8 @@ triggered: yes/no, by how much"):
     <metric> <scope> <comparison> <threshold> [<unit>]
 
 - ``metric``: ``p50``, ``p90``, ``p95``, ``p99`` or ``mean`` (a wait, in minutes; the word
-  ``wait`` may follow), ``preemptions`` (a count) or ``lost`` (GPU-hours lost to preemption);
+  ``wait`` may follow), ``preempted`` (preemptions, a count) or ``lost`` (GPU-hours lost to
+  preemption);
 - ``scope``: ``all``, or ``tier <slug>``, ``project <slug>`` (``pool <slug>`` for waits);
 - ``comparison``: ``>``, ``>=``, ``<``, ``<=`` (the figure with the change against the
   threshold), or ``rises by`` (with the change minus in force, more than the threshold; with
@@ -16,7 +17,7 @@ triggered: yes/no, by how much"):
   ``rises by``.
 
 Examples: ``p90 wait tier training > 30 min``, ``p95 project vision rises by 20 %``,
-``preemptions all >= 50``. ``parse_trigger`` reads one (or raises ``ValidationError`` with
+``preempted all >= 50``. ``parse_trigger`` reads one (or raises ``ValidationError`` with
 what is wrong); ``Trigger.text`` writes its canonical form, which is what is stored.
 """
 
@@ -24,35 +25,41 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 
 from django.core.exceptions import ValidationError
-from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 
-class TriggerMetric(models.TextChoices):
-    P50 = "p50", _("p50 wait")
-    P90 = "p90", _("p90 wait")
-    P95 = "p95", _("p95 wait")
-    P99 = "p99", _("p99 wait")
-    MEAN = "mean", _("mean wait")
-    PREEMPTIONS = "preemptions", _("preemptions")
-    LOST = "lost", _("GPU-hours lost")
+# The language's keywords. Plain constants, not TextChoices: they are typed in this form in
+# any language (a trigger is code, not prose), so they are no words of the pages' vocabulary.
+class TriggerMetric(StrEnum):
+    P50 = "p50"
+    P90 = "p90"
+    P95 = "p95"
+    P99 = "p99"
+    MEAN = "mean"
+    PREEMPTED = "preempted"  # preemptions (a count)
+    LOST = "lost"  # GPU-hours lost to preemption
 
 
-class TriggerScope(models.TextChoices):
-    ALL = "all", _("all jobs")
-    TIER = "tier", _("tier")
-    PROJECT = "project", _("project")
-    POOL = "pool", _("pool")
+class TriggerScope(StrEnum):
+    ALL = "all"
+    TIER = "tier"
+    PROJECT = "project"
+    POOL = "pool"
 
 
-class TriggerComparison(models.TextChoices):
-    ABOVE = ">", _("above")
-    AT_LEAST = ">=", _("at least")
-    BELOW = "<", _("below")
-    AT_MOST = "<=", _("at most")
-    RISES_BY = "rises by", _("rises by more than")
+class TriggerComparison(StrEnum):
+    ABOVE = ">"
+    AT_LEAST = ">="
+    BELOW = "<"
+    AT_MOST = "<="
+    RISES_BY = "rises by"
+
+
+def _values(kind: type[StrEnum]) -> list[str]:
+    return [item.value for item in kind]
 
 
 WAIT_METRICS = frozenset({"p50", "p90", "p95", "p99", "mean"})
@@ -98,10 +105,10 @@ def _metric(tokens: list[str]) -> str:
     if not tokens:
         raise ValidationError(_("Empty: give a metric, a scope, a comparison and a threshold."))
     word = tokens.pop(0)
-    if word not in TriggerMetric.values:
+    if word not in _values(TriggerMetric):
         raise ValidationError(
             _("Unknown metric “%(word)s”: use one of %(metrics)s.")
-            % {"word": word, "metrics": ", ".join(TriggerMetric.values)}
+            % {"word": word, "metrics": ", ".join(_values(TriggerMetric))}
         )
     if tokens and tokens[0] == "wait":
         if word not in WAIT_METRICS:
@@ -118,7 +125,7 @@ def _scope(tokens: list[str], metric: str) -> tuple[str, str]:
     word = tokens.pop(0)
     if word == TriggerScope.ALL:
         return word, ""
-    if word not in TriggerScope.values:
+    if word not in _values(TriggerScope):
         raise ValidationError(
             _("Unknown scope “%(word)s”: use all, tier <slug>, project <slug> or pool <slug>.")
             % {"word": word}
@@ -140,7 +147,7 @@ def _comparison(tokens: list[str]) -> str:
         if not tokens or tokens.pop(0) != "by":
             raise ValidationError(_("Write “rises by” followed by a number."))
         return TriggerComparison.RISES_BY.value
-    if word not in TriggerComparison.values:
+    if word not in _values(TriggerComparison):
         raise ValidationError(
             _("Unknown comparison “%(word)s”: use >, >=, <, <= or “rises by”.") % {"word": word}
         )

@@ -17,7 +17,14 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
 
-from governance.models import RuleChange, Trigger, TriggerComparison, TriggerScope, parse_trigger
+from governance.models import (
+    RuleChange,
+    Trigger,
+    TriggerComparison,
+    TriggerMetric,
+    TriggerScope,
+    parse_trigger,
+)
 
 
 @dataclass
@@ -98,7 +105,7 @@ def _figures(page: Any, trigger: Trigger) -> tuple[float | None, float | None]:
             _wait_figure(page.waits.get("in_force", {}), trigger),
             _wait_figure(page.waits.get("with_change", {}), trigger),
         )
-    key = "preemptions" if trigger.metric == "preemptions" else "gpu_hours_lost"
+    key = "preemptions" if trigger.metric == TriggerMetric.PREEMPTED else "gpu_hours_lost"
     groups = {
         TriggerScope.ALL: page.overall,
         TriggerScope.TIER: page.tiers,

@@ -9,6 +9,12 @@ from django.utils.translation import gettext as _
 
 from governance.models import Pool, PriorityTier, Project, TriggerScope, parse_trigger
 
+_SCOPE_NAMES = {
+    TriggerScope.TIER: lambda: _("tier"),
+    TriggerScope.PROJECT: lambda: _("project"),
+    TriggerScope.POOL: lambda: _("pool"),
+}
+
 
 def rollback_trigger_clean(text: str) -> str:
     """The canonical form of ``text`` ("" when empty); ``ValidationError`` on the
@@ -28,7 +34,7 @@ def rollback_trigger_clean(text: str) -> str:
         raise ValidationError(
             {
                 "rollback_trigger": _("No %(scope)s has the slug “%(slug)s”.")
-                % {"scope": TriggerScope(trigger.scope).label, "slug": trigger.target}
+                % {"scope": _SCOPE_NAMES[TriggerScope(trigger.scope)](), "slug": trigger.target}
             }
         )
     return trigger.text
