@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from governance.selectors import rule_change_get
 from governance.toolkit.api import NOT_FOUND
 from reports.selectors.change_replay import change_replay_page
+from reports.selectors.replay_trigger import verdict_json
 from reports.selectors.stored_reviews import review_csv_rows, review_get, review_tables
 from reports.views import csv_response
 
@@ -200,6 +201,16 @@ class ChangeReplayFiguresApi(APIView):
                 "the review's own queries."
             ),
         )
+        rollback = serializers.DictField(
+            allow_null=True,
+            help_text=gettext_lazy(
+                "The change's own rollback trigger evaluated on this replay: the trigger, "
+                "whether it would have fired (triggered; null with a problem when it cannot "
+                "be evaluated), the figure in force and with the change, the value compared, "
+                "the threshold, its unit and the margin past it (negative: short of it); null "
+                "when the change has no rollback trigger."
+            ),
+        )
 
         class Meta:
             ref_name = "ChangeReplayFigures"
@@ -237,6 +248,7 @@ class ChangeReplayFiguresApi(APIView):
                         ],
                     },
                     "waits": {"in_force": {}, "with_change": {}},
+                    "rollback": None,
                 },
                 response_only=True,
             )
@@ -279,5 +291,6 @@ class ChangeReplayFiguresApi(APIView):
                 "projects": groups(page.projects),
             },
             "waits": page.waits,
+            "rollback": verdict_json(page.rollback),
         }
         return Response(self.OutputSerializer(data).data)

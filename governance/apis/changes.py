@@ -194,6 +194,7 @@ class RuleChangeProposeApi(APIView):
         ticket = serializers.CharField(required=False, allow_blank=True, max_length=300)
         observation_days = serializers.IntegerField(required=False, min_value=0, max_value=366)
         rollback_condition = serializers.CharField(required=False, allow_blank=True)
+        rollback_trigger = serializers.CharField(required=False, allow_blank=True, max_length=200)
         confirmation_reason = serializers.CharField(
             required=False,
             allow_blank=True,

@@ -56,6 +56,7 @@ META_FIELDS = (
     "ticket",
     "observation_days",
     "rollback_condition",
+    "rollback_trigger",
     "confirmation_reason",
 )
 
@@ -77,6 +78,16 @@ def _meta_fields() -> dict[str, serializers.Field]:
         ),
         "rollback_condition": serializers.CharField(
             max_length=2000, required=False, allow_blank=True, default=""
+        ),
+        "rollback_trigger": serializers.CharField(
+            max_length=200,
+            required=False,
+            allow_blank=True,
+            default="",
+            help_text=_(
+                "The rollback condition as a replay evaluates it, e.g. "
+                "“p90 wait tier training > 30 min” (docs/replay.md)."
+            ),
         ),
         "confirmation_reason": serializers.CharField(
             max_length=1000,

@@ -25,6 +25,7 @@ from governance.models import (
     Quota,
     ReviewOutcome,
     User,
+    parse_trigger,
 )
 from governance.models.limits import whole_number_max, whole_number_message
 from governance.services import REASON_MAX_LENGTH
@@ -416,6 +417,18 @@ class RuleChangeMetaForm(ServiceErrorsMixin, forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text=_("When should this change be rolled back? E.g. “critical waits over 10 min”."),
     )
+    rollback_trigger = forms.CharField(
+        label=_("Rollback trigger"),
+        max_length=200,
+        required=False,
+        help_text=_(
+            "The condition in a form the replay evaluates: metric (p50, p90, p95, p99, mean, "
+            "preempted, lost), scope (all, tier <slug>, project <slug>, pool <slug>), "
+            "comparison (>, >=, <, <=, rises by) and threshold (minutes for waits; % after "
+            "“rises by”). E.g. “p90 wait tier training > 30 min”, “p95 project vision rises "
+            "by 20 %”."
+        ),
+    )
     confirmation_reason = forms.CharField(
         label=_("Confirmation"),
         required=False,
@@ -426,6 +439,12 @@ class RuleChangeMetaForm(ServiceErrorsMixin, forms.Form):
             "window of an earlier change): why it should go ahead anyway."
         ),
     )
+
+    def clean_rollback_trigger(self) -> str:
+        text = self.cleaned_data.get("rollback_trigger") or ""
+        if text.strip():
+            return parse_trigger(text).text  # ValidationError: what is wrong, on the field
+        return ""
 
     def service_data(self) -> dict[str, Any]:
         data = dict(self.cleaned_data)

@@ -40,6 +40,7 @@ from .quotas import Quota
 from .resources import LABEL_KEY_RE, LABEL_VALUE_RE, GpuFlavor, Pool, PoolCapacity, TaintEffect
 from .tiers import PreemptionClass, PreemptionKind, PriorityTier, ReminderKind, ReviewReminder
 from .tokens import ApiToken, ApiTokenUsage, ApiWrite, ServiceAccount, TokenScope
+from .triggers import Trigger, TriggerComparison, TriggerMetric, TriggerScope, parse_trigger
 from .users import SiteRole, User
 
 __all__ = [
@@ -86,8 +87,13 @@ __all__ = [
     "TaintEffect",
     "Terms",
     "TokenScope",
+    "Trigger",
+    "TriggerComparison",
+    "TriggerMetric",
+    "TriggerScope",
     "User",
     "applying_change",
     "grant_in_force",
     "grant_in_force_q",
+    "parse_trigger",
 ]

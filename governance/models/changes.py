@@ -24,6 +24,7 @@ from simple_history.models import HistoricalRecords
 from simple_history.signals import pre_create_historical_record
 
 from .texts import message_text, stored_text
+from .triggers import validate_rollback_trigger
 
 
 class ChangeStatus(models.TextChoices):
@@ -101,6 +102,17 @@ class RuleChange(models.Model):
     )
     rollback_condition = models.TextField(
         _("rollback condition"), blank=True, help_text=_("When to roll this change back.")
+    )
+    # The condition in a form a replay evaluates (``governance.models.triggers``; canonical).
+    rollback_trigger = models.CharField(
+        _("rollback trigger"),
+        max_length=200,
+        blank=True,
+        validators=[validate_rollback_trigger],
+        help_text=_(
+            "The rollback condition as a replay evaluates it: metric, scope, comparison and "
+            "threshold, e.g. “p90 wait tier training > 30 min”."
+        ),
     )
     warnings = models.JSONField(
         _("warnings"),

@@ -63,6 +63,7 @@ class ChangeOutputSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=ChangeStatus.choices)
     observation_days = serializers.IntegerField()
     rollback_condition = serializers.CharField()
+    rollback_trigger = serializers.CharField()
     warnings = serializers.ListField(child=serializers.CharField(), source="display_warnings")
     confirmation_reason = serializers.CharField()
     rollback_of = serializers.IntegerField(source="rollback_of_id", allow_null=True)

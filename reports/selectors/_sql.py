@@ -94,6 +94,7 @@ def _percentile_sets_postgres(
     extra: Sequence[str],
     ordered: bool,
     percentiles: Sequence[float] = PERCENTILES,
+    subset: str | None = None,
 ) -> str:
     all_keys: list[str] = []
     for _name, keys in sets:
@@ -118,6 +119,7 @@ def _percentile_sets_postgres(
     keys_out = f"{picks[0]} AS k1_, {picks[1]} AS k2_, {picks[2]} AS k3_"
     extras = "".join(f", x{i}_" for i in range(len(extra)))
     if not ordered:
+        only = f" FILTER (WHERE {subset} = 1)"
         columns += [
             "COUNT(*) AS n_",
             *(
@@ -126,6 +128,16 @@ def _percentile_sets_postgres(
             ),
             f"MAX({value}) AS max_",
         ]
+        if subset is not None:
+            columns += [
+                f"COUNT(*){only} AS sn_",
+                *(
+                    f"percentile_cont({p}) WITHIN GROUP (ORDER BY {value}){only} AS sp{i}_"
+                    for i, p in enumerate(percentiles)
+                ),
+                f"MAX({value}){only} AS smax_",
+            ]
+            extras += ", sn_, " + "".join(f"sp{i}_, " for i in range(len(percentiles))) + "smax_"
         ranks = ", ".join(f"p{i}_" for i in range(len(percentiles)))
         return (
             f"SELECT gs_, {keys_out}, n_, {ranks}, max_{extras} FROM "
@@ -135,10 +147,20 @@ def _percentile_sets_postgres(
     # Each group's values in ascending order; the count and the maximum come with the array
     # (its length, its last value).
     columns.append(f"array_agg({value}) AS arr_")
+    counts = "COALESCE(cardinality(arr_), 0) AS n_"
+    if subset is not None:
+        # The subset's values in the same pass, in the same order (a second array per group).
+        columns.append(f"array_agg({value}) FILTER (WHERE {subset} = 1) AS sarr_")
+        counts += ", COALESCE(cardinality(sarr_), 0) AS sn_"
+        extras += (
+            ", sn_, "
+            + "".join(f"{_interpolated(p, 'sarr_', 'sn_')}, " for p in percentiles)
+            + "CASE WHEN sn_ > 0 THEN sarr_[sn_] END"
+        )
     ranks = ", ".join(_interpolated(p, "arr_", "n_") for p in percentiles)
     return (
         f"SELECT gs_, {keys_out}, n_, {ranks}, CASE WHEN n_ > 0 THEN arr_[n_] END"
-        f"{extras} FROM (SELECT grouped_.*, COALESCE(cardinality(arr_), 0) AS n_ FROM "
+        f"{extras} FROM (SELECT grouped_.*, {counts} FROM "
         f"(SELECT {', '.join(columns)} FROM (SELECT * FROM {source} ORDER BY {value}) "
         f"AS sorted_ GROUP BY GROUPING SETS ({grouping})) AS grouped_) AS counted_"
     )
@@ -152,6 +174,7 @@ def percentile_sets(
     extra: Sequence[str] = (),
     ordered: bool = False,
     percentiles: Sequence[float] = PERCENTILES,
+    subset: str | None = None,
 ) -> str:
     """One query over ``source`` (a subquery or CTE name) giving, for each grouping set
     ``(name, keys)`` (at most three keys; no two sets of the same keys), rows ``(set, k1,
@@ -160,6 +183,10 @@ def percentile_sets(
 
     ``extra`` are further aggregates over the source's columns (e.g. ``SUM(x)``). Keys come
     back as text (the sets' keys have different types); ``key_id`` reads an id.
+
+    ``subset``: a column of the source holding 1 for the rows of a subset (else 0); each row
+    then ends, after the extras, with the subset's own count, percentiles and maximum (the
+    same formula over the subset's values alone; NULL percentiles for an empty subset).
 
     On PostgreSQL every set comes from one scan, with ``GROUPING SETS``: ``ordered=False``
     uses ``percentile_cont`` (one sort per set and group); ``ordered=True`` sorts the source
@@ -177,30 +204,66 @@ def percentile_sets(
             extra=extra,
             ordered=ordered,
             percentiles=percentiles,
+            subset=subset,
         )
+    return _percentile_sets_sqlite(
+        source=source, value=value, sets=sets, extra=extra, percentiles=percentiles, subset=subset
+    )
+
+
+def _interpolated_sqlite(p: float, value: str, n: str, rank: str, where: str = "") -> str:
+    pos = f"({p} * ({n} - 1))"
+    lo = f"CAST({pos} AS INTEGER)"
+    return (
+        f"SUM(CASE WHEN {where}{rank} = {lo} + 1 THEN ({value}) * (1.0 - ({pos} - {lo})) "
+        f"WHEN {where}{rank} = {lo} + 2 THEN ({value}) * ({pos} - {lo}) ELSE 0 END)"
+    )
+
+
+def _percentile_sets_sqlite(
+    *,
+    source: str,
+    value: str,
+    sets: Sequence[tuple[str, Sequence[str]]],
+    extra: Sequence[str],
+    percentiles: Sequence[float],
+    subset: str | None,
+) -> str:
     parts = []
     extras = "".join(f", {expression}" for expression in extra)
     for name, keys in sets:
         partition = f"PARTITION BY {', '.join(keys)}" if keys else ""
         columns = ", ".join(f"{key} AS k{i + 1}_" for i, key in enumerate(keys))
+        ranked = ""
+        subset_out = ""
+        if subset is not None:
+            # The subset's own ranks and count (its rows ranked apart from the others).
+            by_subset = f"PARTITION BY {', '.join([*keys, subset])}"
+            ranked = (
+                f", ROW_NUMBER() OVER ({by_subset} ORDER BY {value}) AS srn_, "
+                f"SUM({subset}) OVER ({partition}) AS sn_"
+            )
+            where = f"{subset} = 1 AND "
+            subset_out = (
+                f", SUM({subset}), "
+                + "".join(
+                    f"CASE WHEN SUM({subset}) > 0 THEN "
+                    f"{_interpolated_sqlite(p, value, 'sn_', 'srn_', where)} END, "
+                    for p in percentiles
+                )
+                + f"MAX(CASE WHEN {subset} = 1 THEN {value} END)"
+            )
         inner = (
             f"SELECT *{', ' + columns if columns else ''}, "
             f"ROW_NUMBER() OVER ({partition} ORDER BY {value}) AS rn_, "
-            f"COUNT(*) OVER ({partition}) AS n_ FROM {source}"
+            f"COUNT(*) OVER ({partition}) AS n_{ranked} FROM {source}"
         )
-        interpolated = []
-        for p in percentiles:
-            pos = f"({p} * (n_ - 1))"
-            lo = f"CAST({pos} AS INTEGER)"
-            interpolated.append(
-                f"SUM(CASE WHEN rn_ = {lo} + 1 THEN ({value}) * (1.0 - ({pos} - {lo})) "
-                f"WHEN rn_ = {lo} + 2 THEN ({value}) * ({pos} - {lo}) ELSE 0 END)"
-            )
+        interpolated = [_interpolated_sqlite(p, value, "n_", "rn_") for p in percentiles]
         outs = [f"CAST(k{i + 1}_ AS TEXT)" if len(keys) > i else "NULL" for i in range(3)]
         parts.append(
             f"SELECT '{name}' AS gs_, {', '.join(outs)}, COUNT(*) AS n_, "
             + ", ".join(interpolated)
-            + f", MAX({value}){extras} FROM ({inner}) AS ranked_ "
+            + f", MAX({value}){extras}{subset_out} FROM ({inner}) AS ranked_ "
             + (f"GROUP BY {', '.join(f'k{i + 1}_' for i in range(len(keys)))}" if keys else "")
         )
     return " UNION ALL ".join(parts)

@@ -40,6 +40,7 @@ from queues.selectors import change_replay_latest
 from queues.services import RESULT_FORMAT
 
 from .replay_tables import given_rules, quota_table, replay_tables
+from .replay_trigger import trigger_verdict
 from .review._common import Names, Scope
 from .review.preemptions import preemptions
 from .review.service import service_and_capacity
@@ -235,9 +236,9 @@ def _wait_cells(before: dict[str, Any] | None, after: dict[str, Any] | None) -> 
     """The review's wait columns of one row (its table builder's labels, values and units),
     before and after: every wait figure is a wait or a count of jobs that waited, so lower is
     better; the number of jobs is neutral."""
-    labels = [label for label, _numeric in wait_columns("")][1:]
-    b_row = wait_row(before, "")[1:] if before else [None] * len(labels)
-    a_row = wait_row(after, "")[1:] if after else [None] * len(labels)
+    labels = [label for label, _numeric in wait_columns("", both=False)][1:]
+    b_row = wait_row(before, "", both=False)[1:] if before else [None] * len(labels)
+    a_row = wait_row(after, "", both=False)[1:] if after else [None] * len(labels)
     # The columns that count jobs; every other wait column is a wait in minutes.
     counts = {_("Jobs"), _("Never started"), _("Still waiting at the end"), _("Over the threshold")}
     cells = []
@@ -302,6 +303,8 @@ class ReplayPage:
     current_revision: int | None = None
     # The tiers and projects the change edits (``_change_focus``): they lead the page.
     focus: dict[str, set[str]] = field(default_factory=lambda: {"tiers": set(), "projects": set()})
+    # The change's own rollback trigger evaluated on this run (``replay_trigger``).
+    rollback: Any = None
 
     def _split(self, groups: list[Group], kind: str, lead: bool) -> list[Group]:
         return [group for group in groups if (group.slug in self.focus[kind]) == lead]
@@ -370,6 +373,7 @@ def change_replay_page(*, change: RuleChange) -> ReplayPage:
         current_revision=current_revision,
     )
     page.figures = replay_figures(page)
+    page.rollback = trigger_verdict(change=change, page=page)
     return page
 
 

@@ -138,10 +138,12 @@ def test_each_figure_and_the_whole_review_download_as_csv(ops, lead, built):
         "Jobs",
         "Never started",
         "Still waiting at the end",
-        "p50 wait (min)",
-        "p90 wait (min)",
+        "p50 wait, all jobs (min)",
+        "p90 wait, all jobs (min)",
     ]
     assert rows[1][:6] == ["Key project", "100", "0", "0", "5.0", "120.0"]
+    # The started jobs' own percentiles beside every job's, each labelled with its kind.
+    assert "p50 wait, started jobs only (min)" in rows[0]
     trend = _csv(client.get(reverse("report_table_csv", args=[built.pk, "waits_trend"])))
     assert trend[0][:3] == ["Month", "Tier", "Jobs"] and len(trend) > 1
     whole = _csv(client.get(reverse("report_csv", args=[built.pk])))

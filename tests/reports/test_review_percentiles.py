@@ -10,6 +10,7 @@ import pytest
 from django.db import connection
 
 from reports.selectors import _sql
+from reports.selectors.review import _settings as review_settings
 
 SETS = (("all", ()), ("g", ("g",)), ("h", ("h",)), ("hg", ("h", "g")))
 
@@ -115,3 +116,49 @@ def _sort(*children: dict) -> dict:
 )
 def test_the_plan_check_accepts_only_plans_that_read_the_sorted_values_in_order(plan, in_order):
     assert _sql.plan_reads_in_order(plan) is in_order
+
+
+def test_a_subsets_percentiles_come_from_the_same_pass(values):
+    """``subset``: each row ends with the subset's own count, percentiles and maximum (the
+    started jobs' figures of the review), the same on every backend and either way."""
+    with connection.cursor() as cursor:  # a table, as the review's source is
+        cursor.execute(
+            "CREATE TEMPORARY TABLE review_subset AS "
+            "SELECT g, h, v, CASE WHEN h = 1 THEN 0 ELSE 1 END AS s_ FROM review_values"
+        )
+    source = "review_subset"
+    fractions = (0.5, 0.9, 0.95, 0.99)
+
+    def got(ordered: bool) -> dict[tuple, tuple]:
+        sql = _sql.percentile_sets(source=source, value="v", sets=SETS, extra=("SUM(g)",),
+                                   ordered=ordered, percentiles=fractions, subset="s_")  # fmt: skip
+        if ordered:
+            review_settings()  # the review's memory for its hashed groups (two arrays each)
+            assert _sql.hashed_in_order(sql, {})
+        return {
+            tuple(row[:4]): tuple(None if x is None else round(float(x), 6) for x in row[-6:])
+            for row in _sql.fetch(sql, {})
+        }
+
+    want: dict[tuple, tuple] = {}
+    for name, keys in SETS:
+        groups: dict[tuple, list[float]] = defaultdict(list)
+        for g, h, v in values:
+            members = groups[tuple(g if key == "g" else h for key in keys)]
+            if h != 1:
+                members.append(v)
+        for g, h, _v in values:  # every group, those with no value of the subset too
+            groups.setdefault(tuple(g if key == "g" else h for key in keys), [])
+        for key, subset in groups.items():
+            padded = (name, *(str(part) for part in key), *([None] * (3 - len(key))))
+            want[padded] = (
+                len(subset),
+                *(round(percentile(subset, p), 6) if subset else None for p in fractions),
+                max(subset) if subset else None,
+            )
+    unordered = got(ordered=False)
+    assert set(unordered) == set(want)
+    for key, figures in want.items():
+        assert unordered[key] == pytest.approx(figures, abs=1e-6), key
+    if _sql.is_postgres():
+        assert got(ordered=True) == unordered

@@ -35,6 +35,7 @@ from .._history import governed_save, require_reason
 from ._state import lock_change, require_action
 from .apply import apply_edits
 from .spec import TITLE_MAX_LENGTH, EditSpec, value_clean
+from .trigger import rollback_trigger_clean
 
 
 def _owns(user: User, target: models.Model) -> bool:
@@ -179,6 +180,7 @@ def rule_change_create(
     ticket: str = "",
     observation_days: int | None = None,
     rollback_condition: str = "",
+    rollback_trigger: str = "",
     confirmation_reason: str = "",
     rollback_of: RuleChange | None = None,
     submit: bool = True,
@@ -195,6 +197,7 @@ def rule_change_create(
         ticket=(ticket or "").strip(),
         author=user,
         rollback_condition=(rollback_condition or "").strip(),
+        rollback_trigger=rollback_trigger_clean(rollback_trigger),
         rollback_of=rollback_of,
     )
     if observation_days is not None:

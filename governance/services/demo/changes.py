@@ -61,6 +61,7 @@ def changes_ensure(
                 ticket=spec["ticket"],
                 observation_days=spec["observation_days"],
                 rollback_condition=spec["rollback_condition"],
+                rollback_trigger=spec.get("rollback_trigger", ""),
                 now=proposed,
             )
         made[spec["key"]] = change
@@ -146,6 +147,8 @@ DEMO_CHANGES: list[dict[str, Any]] = [
         "observation_days": 14,
         "rollback_condition": "Other projects' A100 waits in training (p90) rise by more than "
         "an hour.",
+        # The same, as its replay evaluates it: the training pool's p90 wait.
+        "rollback_trigger": "p90 wait pool training rises by 60 min",
         "days_ago": 2,
         "author": "ops",
         "approver": "ops2",

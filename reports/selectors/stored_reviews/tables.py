@@ -44,23 +44,57 @@ def _table(key: str, title: str, columns: list[tuple[str, bool]], rows: list[lis
     )
 
 
-def wait_columns(first: str) -> list[tuple[str, bool]]:
+def wait_columns(first: str, *, both: bool = True) -> list[tuple[str, bool]]:
+    """A waits table's columns: every job's figures (never-started and still-waiting jobs
+    included), then (``both``) the started jobs' own (``started_columns``), side by side.
+    Without ``both`` (the replay, which replays started jobs only): one kind, unqualified."""
+    if not both:
+        percentiles = [
+            (_("p50 wait (min)"), True),
+            (_("p90 wait (min)"), True),
+            (_("p95 wait (min)"), True),
+            (_("p99 wait (min)"), True),
+        ]
+    else:
+        percentiles = [
+            (_("p50 wait, all jobs (min)"), True),
+            (_("p90 wait, all jobs (min)"), True),
+            (_("p95 wait, all jobs (min)"), True),
+            (_("p99 wait, all jobs (min)"), True),
+        ]
     return [
         (first, False),
         (_("Jobs"), True),
         (_("Never started"), True),
         (_("Still waiting at the end"), True),
-        (_("p50 wait (min)"), True),
-        (_("p90 wait (min)"), True),
-        (_("p95 wait (min)"), True),
-        (_("p99 wait (min)"), True),
+        *percentiles,
         (_("Mean wait (min)"), True),
         (_("Longest wait (min)"), True),
         (_("Over the threshold"), True),
+        *(started_columns() if both else []),
     ]
 
 
-def wait_row(row: dict[str, Any], label: str) -> list[Any]:
+def started_columns() -> list[tuple[str, bool]]:
+    """The started-only figures' columns: the jobs that started before the window's end."""
+    return [
+        (_("Started jobs"), True),
+        (_("p50 wait, started jobs only (min)"), True),
+        (_("p90 wait, started jobs only (min)"), True),
+        (_("p95 wait, started jobs only (min)"), True),
+        (_("p99 wait, started jobs only (min)"), True),
+    ]
+
+
+def started_cells(
+    row: dict[str, Any], *, quantiles: tuple[str, ...] = ("p50", "p90", "p95", "p99")
+) -> list[Any]:
+    """The started-only cells (none, "–", in a review built before they existed)."""
+    started = row.get("started_only") or {}
+    return [started.get("jobs"), *(minutes(started.get(key)) for key in quantiles)]
+
+
+def wait_row(row: dict[str, Any], label: str, *, both: bool = True) -> list[Any]:
     return [
         label,
         row["jobs"],
@@ -74,6 +108,7 @@ def wait_row(row: dict[str, Any], label: str) -> list[Any]:
         minutes(row.get("mean")),
         minutes(row["max"]),
         row["over_threshold"],
+        *(started_cells(row) if both else []),
     ]
 
 
@@ -111,9 +146,13 @@ def _waits_daily(metrics: dict[str, Any], *, project: str | None, human: bool) -
             (_("Day"), False),
             (_("Tier"), False),
             (_("Jobs"), True),
-            (_("p50 wait (min)"), True),
-            (_("p90 wait (min)"), True),
-            (_("p99 wait (min)"), True),
+            (_("p50 wait, all jobs (min)"), True),
+            (_("p90 wait, all jobs (min)"), True),
+            (_("p99 wait, all jobs (min)"), True),
+            (_("Started jobs"), True),
+            (_("p50 wait, started jobs only (min)"), True),
+            (_("p90 wait, started jobs only (min)"), True),
+            (_("p99 wait, started jobs only (min)"), True),
         ],
         [
             [
@@ -123,6 +162,7 @@ def _waits_daily(metrics: dict[str, Any], *, project: str | None, human: bool) -
                 minutes(row["p50"]),
                 minutes(row["p90"]),
                 minutes(row["p99"]),
+                *started_cells(row, quantiles=("p50", "p90", "p99")),
             ]
             for row in metrics["waits"]["daily_by_tier"]
         ],

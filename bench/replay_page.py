@@ -1,0 +1,122 @@
+"""Benchmark: the replay page of the demo's proposed change (target: under a second).
+
+Run on demand (not part of the test suite), from the repository root:
+
+    DATABASE_URL=postgres://USER@HOST:5432/DB DJANGO_DEBUG=1 nice .venv/bin/python \\
+        bench/replay_page.py [--days 45] [--rounds 7]
+
+In a throwaway database (``<DB>_replay_page``) it loads the demo (``demo_seed``), ``--days``
+of its workload (``demo_workload_seed``), replays the demo's proposed change (Medical imaging
+guaranteed 16 A100s), analyses the database (as autovacuum keeps a live one) and then,
+signed in as ops through Django's test client, asks for its replay page
+(``/changes/<id>/replay/``) and its API figures ``--rounds`` times after a warm-up: the
+median and fastest wall-clock time, this process's CPU time, the SQL queries and their time,
+the size of the page, with the load average (the machine may be shared). It prints the
+figures and writes them to ``bench/results/replay-page-<timestamp>.json``.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governance.settings")
+os.environ.setdefault("DJANGO_DEBUG", "1")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test import Client  # noqa: E402
+from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
+
+from governance import services as rules  # noqa: E402
+from governance.models import ChangeStatus, RuleChange, User  # noqa: E402
+from queues.models import ReplayStatus  # noqa: E402
+from queues.services import change_replay_start  # noqa: E402
+from queues.services.replay import change_replay_run  # noqa: E402
+from queues.services.workload.demo import demo_workload_seed  # noqa: E402
+
+
+def prepare(days: int) -> RuleChange:
+    rules.demo_seed(password="pw")
+    demo_workload_seed(days=days)
+    change = RuleChange.objects.get(status=ChangeStatus.PROPOSED)
+    run, _queued = change_replay_start(change=change, user=User.objects.get(username="ops"))
+    began = time.perf_counter()
+    done = change_replay_run(replay_id=run.pk)
+    print(f"replayed in {time.perf_counter() - began:.1f} s", flush=True)
+    if done is None or done.status != ReplayStatus.DONE:
+        sys.exit(f"The replay did not finish: {done and done.error}")
+    if connection.vendor == "postgresql":
+        # As autovacuum keeps a live database: the replay's fresh rows analysed (without
+        # statistics the planner may not hash the review's groups and falls back to a slower
+        # plan, which the first reads after a replay would otherwise measure).
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+    return change
+
+
+def measure(client: Client, url: str, rounds: int) -> dict[str, Any]:
+    client.get(url)  # warm-up: the session, the caches
+    walls, cpus = [], []
+    for _ in range(rounds):
+        cpu = time.process_time()
+        began = time.perf_counter()
+        response = client.get(url)
+        walls.append(time.perf_counter() - began)
+        cpus.append(time.process_time() - cpu)
+        assert response.status_code == 200, response.status_code
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url)
+    query_seconds = sum(float(q["time"]) for q in queries.captured_queries)
+    return {
+        "seconds_median": round(statistics.median(walls), 3),
+        "seconds_min": round(min(walls), 3),
+        "process_cpu_seconds_median": round(statistics.median(cpus), 3),
+        "queries": len(queries),
+        "query_seconds": round(query_seconds, 3),
+        "bytes": len(response.content),
+        "load_average_1min": round(os.getloadavg()[0], 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--days", type=int, default=45)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    name = f"{settings.DATABASES['default']['NAME']}_replay_page"
+    settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = name
+    setup_test_environment()
+    test_db = connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    results: dict[str, Any] = {"database": connection.vendor, "days": args.days}
+    try:
+        change = prepare(args.days)
+        client = Client()
+        client.force_login(User.objects.get(username="ops"))
+        results["page"] = measure(client, f"/changes/{change.pk}/replay/", args.rounds)
+        print("page", json.dumps(results["page"]), flush=True)
+        results["api"] = measure(
+            client, f"/api/v1/changes/{change.pk}/replay/figures/", args.rounds
+        )
+        print("api", json.dumps(results["api"]), flush=True)
+    finally:
+        connection.creation.destroy_test_db(test_db, verbosity=0)
+    out = ROOT / "bench" / "results" / f"replay-page-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"written to {out.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
