@@ -49,9 +49,9 @@ typecheck: $(INSTALLED)
 migrations-check: $(INSTALLED)
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
-# Two processes (pytest-xdist); tests that share a service or a lab stay in one process
+# Three processes (pytest-xdist); tests that share a service or a lab stay in one process
 # (tests/conftest.py: xdist_group). PYTEST_WORKERS=0 runs the suite in this process.
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 3
 pytest: $(INSTALLED)
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
 

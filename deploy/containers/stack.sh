@@ -23,7 +23,7 @@
 # Settings (environment): POSTGRES_PORT (15432), REDIS_PORT (16379), ARBITER_WEB_PORT (18000),
 # ARBITER_WEB2_PORT (18001), ARBITER_PROXY_PORT (18080), ARBITER_STACK_PROJECT (arbiter-stack),
 # ARBITER_STACK_DIR (var/containers: the generated secrets and the stack's environment file),
-# ARBITER_STACK_TIMEOUT (seconds to wait for health, 300), ARBITER_SLURM_CONF_FILE and
+# ARBITER_STACK_TIMEOUT (seconds to wait for health, 600), ARBITER_SLURM_CONF_FILE and
 # ARBITER_MUNGE_KEY_FILE (a cluster's slurm.conf and munge key for the worker; default: empty
 # files, the worker then reports Slurm unreachable).
 set -euo pipefail
@@ -43,7 +43,7 @@ export ARBITER_WEB2_PORT=${ARBITER_WEB2_PORT:-18001}
 export ARBITER_PROXY_PORT=${ARBITER_PROXY_PORT:-18080}
 PROJECT=${ARBITER_STACK_PROJECT:-arbiter-stack}
 STATE=$(mkdir -p "${ARBITER_STACK_DIR:-var/containers}" && cd "${ARBITER_STACK_DIR:-var/containers}" && pwd)
-TIMEOUT=${ARBITER_STACK_TIMEOUT:-300}
+TIMEOUT=${ARBITER_STACK_TIMEOUT:-600}
 export ARBITER_COMPOSE_ENV_FILE="$STATE/stack.env"
 export ARBITER_PROXY_CONF="$STATE/nginx.conf"
 
