@@ -13,9 +13,11 @@ again). The rollup's state is set as a run at the month's end leaves it, and the
 the busiest project (a hundredth of the month's jobs) is read for the 30 days to the month's
 end, ``--rounds`` times after a warm-up: the median and fastest CPU time of this process
 (``time.process_time``: what the load of a shared machine inflates least), the median wall
-time and the database's part of it, and the queries; then the same figures from the raw jobs
+time and the database's part of it (its wall time, and the CPU time of the database's
+backend, read from ``/proc``: the server runs on this machine), and the queries; then the same figures from the raw jobs
 (``recent_waits`` and ``usage_over``, the former read), and whether both agree. It prints the
-figures and writes them to ``bench/results/evidence-<timestamp>.json``. Target: under 50 ms.
+figures and writes them to ``bench/results/evidence-<timestamp>.json``. Target: under 50 ms
+(this process's CPU and the database's together).
 """
 
 import argparse
@@ -89,10 +91,25 @@ def prepare(name: str, month_jobs: int, *, rebuild: bool) -> None:
     print(f"{name}: generated {month_jobs} jobs in {time.perf_counter() - began:.0f} s", flush=True)
 
 
-def timed(fn: Callable[[], object], rounds: int) -> dict[str, float]:
-    """``fn`` ``rounds`` times after a warm-up: CPU (this process), wall and database time."""
+def _backend_cpu() -> float | None:
+    """CPU seconds this connection's database backend has used (when on this machine)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(fn: Callable[[], object], rounds: int) -> dict[str, float | None]:
+    """``fn`` ``rounds`` times after a warm-up: CPU (this process), wall and database time
+    (the queries' wall time, and the database backend's CPU time over all rounds, per round:
+    clock ticks, so a mean)."""
     fn()
     cpu, wall, db = [], [], []
+    backend = _backend_cpu()
     for _ in range(rounds):
         with CaptureQueriesContext(connection) as queries:
             began, cpu_began = time.perf_counter(), time.process_time()
@@ -100,11 +117,17 @@ def timed(fn: Callable[[], object], rounds: int) -> dict[str, float]:
             cpu.append(time.process_time() - cpu_began)
             wall.append(time.perf_counter() - began)
         db.append(sum(float(query["time"]) for query in queries.captured_queries))
+    backend_after = _backend_cpu()
     return {
         "cpu_ms_median": round(1000 * statistics.median(cpu), 1),
         "cpu_ms_min": round(1000 * min(cpu), 1),
         "wall_ms_median": round(1000 * statistics.median(wall), 1),
         "database_ms_median": round(1000 * statistics.median(db), 1),
+        "database_cpu_ms_mean": (
+            None
+            if backend is None or backend_after is None
+            else round(1000 * (backend_after - backend) / rounds, 1)
+        ),
         "queries": len(queries),
     }
 
@@ -162,9 +185,11 @@ def main() -> None:
     connection.close()
     figures = results["summary_from_rollup"]
     print(json.dumps(results, indent=2))
-    verdict = "yes" if figures["cpu_ms_median"] + figures["database_ms_median"] < TARGET_MS else "NO"
-    print(f"summary: {figures['cpu_ms_median']} ms CPU + {figures['database_ms_median']} ms "
-          f"database, {figures['queries']} queries; under {TARGET_MS} ms: {verdict}")  # fmt: skip
+    cpu = figures["cpu_ms_median"] or 0.0
+    database_cpu = figures["database_cpu_ms_mean"]
+    verdict = "yes" if database_cpu is not None and cpu + database_cpu < TARGET_MS else "NO"
+    print(f"summary: {cpu} ms CPU + {database_cpu} ms database CPU ({figures['database_ms_median']} "
+          f"ms of queries' wall), {figures['queries']} queries; under {TARGET_MS} ms: {verdict}")  # fmt: skip
     out = ROOT / "bench" / "results" / f"evidence-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"written to {out.relative_to(ROOT)}")
