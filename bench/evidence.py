@@ -14,10 +14,11 @@ the busiest project (a hundredth of the month's jobs) is read for the 30 days to
 end, ``--rounds`` times after a warm-up: the median and fastest CPU time of this process
 (``time.process_time``: what the load of a shared machine inflates least), the median wall
 time and the database's part of it (its wall time, and the CPU time of the database's
-backend, read from ``/proc``: the server runs on this machine), and the queries; then the same figures from the raw jobs
-(``recent_waits`` and ``usage_over``, the former read), and whether both agree. It prints the
-figures and writes them to ``bench/results/evidence-<timestamp>.json``. Target: under 50 ms
-(this process's CPU and the database's together).
+backend, read from ``/proc``: the server runs on this machine), and the queries; then the
+same figures from the raw jobs (``recent_waits`` and ``usage_over``, the former read), and
+whether both agree. It prints the figures and writes them to
+``bench/results/evidence-<timestamp>.json``. Target: under 50 ms (this process's CPU and the
+database's together).
 """
 
 import argparse
@@ -40,7 +41,6 @@ import django  # noqa: E402
 
 django.setup()
 
-from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import DEFAULT_DB_ALIAS, connection, connections  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
@@ -188,8 +188,11 @@ def main() -> None:
     cpu = figures["cpu_ms_median"] or 0.0
     database_cpu = figures["database_cpu_ms_mean"]
     verdict = "yes" if database_cpu is not None and cpu + database_cpu < TARGET_MS else "NO"
-    print(f"summary: {cpu} ms CPU + {database_cpu} ms database CPU ({figures['database_ms_median']} "
-          f"ms of queries' wall), {figures['queries']} queries; under {TARGET_MS} ms: {verdict}")  # fmt: skip
+    print(
+        f"summary: {cpu} ms CPU + {database_cpu} ms database CPU "
+        f"({figures['database_ms_median']} ms of queries' wall), {figures['queries']} queries; "
+        f"under {TARGET_MS} ms: {verdict}"
+    )
     out = ROOT / "bench" / "results" / f"evidence-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"written to {out.relative_to(ROOT)}")

@@ -2,7 +2,6 @@
 
 import gzip
 import html
-import json
 from datetime import timedelta
 
 import plotly
@@ -205,8 +204,8 @@ HOME_QUERIES_OPS = 3
 def test_the_ops_home_page_costs_a_fixed_number_of_queries(ops, world, today):
     """Pinned. Read afresh: session, user, the fingerprint, the pools' capacities and
     guarantees (2), the tiers ops own, the tiers due (read once: ops' own due tiers are among
-    them), memberships, the latest review, the inbox and its approvals; more projects, quotas and tiers due
-    cost no more. Kept (nothing changed since): session, user, the fingerprint."""
+    them), memberships, the latest review, the inbox and its approvals; more projects, quotas
+    and tiers due cost no more. Kept (nothing changed since): session, user, the fingerprint."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -250,9 +249,7 @@ def test_the_kept_home_page_is_read_again_after_any_change_it_shows(ops, lead, w
     client = login(ops)
     before = html.unescape(client.get(reverse("home")).content.decode())
     assert "Key project" not in before.split('id="reviews-due"')[1].split("</section>")[0]
-    services.quota_update(
-        quota=world.vision_a100, user=ops, reason=REASON, data={"guarantee": 33}
-    )
+    services.quota_update(quota=world.vision_a100, user=ops, reason=REASON, data={"guarantee": 33})
     services.tier_update(
         tier=world.key,
         user=ops,
