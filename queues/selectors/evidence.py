@@ -225,7 +225,7 @@ def project_workload_summary(
     read = rollup_read_until()
     waits = waits_from_rollup(project=project, since=since, now=now, read=read)
     # The pending and running entries of the (project, state) index only, not every job.
-    counts = dict.fromkeys((JobState.PENDING, JobState.RUNNING), 0)
+    counts: dict[str, int] = dict.fromkeys((JobState.PENDING.value, JobState.RUNNING.value), 0)
     for state, total in (
         WorkloadJob.objects.filter(project=project, state__in=list(counts))
         .order_by()
@@ -252,6 +252,6 @@ def project_workload_summary(
             for c in WaitCategory
             if c.value in waits
         ],
-        "pending_jobs": counts[JobState.PENDING],
-        "running_jobs": counts[JobState.RUNNING],
+        "pending_jobs": counts[JobState.PENDING.value],
+        "running_jobs": counts[JobState.RUNNING.value],
     }
