@@ -51,6 +51,20 @@ class ListPage:
         return self.count > 0
 
 
+class _FirstRead(Paginator):
+    """A paginator whose first page was read already (counted as usual)."""
+
+    def __init__(self, rows: Any, size: int, first: list[Any]) -> None:
+        super().__init__(rows, size)
+        self._first = first
+
+    def page(self, number: Any) -> Page:
+        number = self.validate_number(number)
+        if number == 1:
+            return Page(self._first[: self.per_page], number, self)
+        return super().page(number)
+
+
 def page_size(request: HttpRequest, default: int = DEFAULT_PAGE_SIZE) -> int:
     size = request.GET.get("size", "")
     return int(size) if size in {str(choice) for choice in PAGE_SIZES} else default
@@ -74,13 +88,14 @@ def paginate(
     the page number when a page shows several lists)."""
     size = page_size(request, default_size)
     number = request.GET.get(param)
+    paginator: Paginator
     if isinstance(rows, QuerySet) and number in (None, "", "1"):
         # The first page read with one row more: when that row is missing the page is the
         # whole list, and counting it again would be a query for nothing.
         first = list(rows[: size + 1])
-        if len(first) <= size:
-            rows = first
-    paginator = Paginator(rows, size)
+        paginator = Paginator(first, size) if len(first) <= size else _FirstRead(rows, size, first)
+    else:
+        paginator = Paginator(rows, size)
     page = paginator.get_page(number)
     query = request.GET.copy()
     query.pop(param, None)
