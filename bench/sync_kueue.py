@@ -158,7 +158,7 @@ def _best(fn: Callable[[], T], runs: int = 3) -> tuple[T, float]:
     return value, round(min(times), 3)
 
 
-def offline(size: int, *, from_pages: bool = False) -> dict[str, Any]:
+def offline(size: int, *, from_pages: bool = False, base: str = "") -> dict[str, Any]:
     """The export's steps before any call to the cluster, at ``size`` projects (see the
     module's docstring), in a throwaway test database (``from_pages``: in the database
     ``bench/pages.py`` keeps for that size, built by it when missing, and kept)."""
@@ -172,7 +172,10 @@ def offline(size: int, *, from_pages: bool = False) -> dict[str, Any]:
     test_db = None
     began = time.perf_counter()
     if from_pages:
-        pages_build(size, f"{connection.settings_dict['NAME']}_{size}", rebuild=False)
+        # ``base``: the database named by DATABASE_URL (the default connection is switched
+        # to each size's database in turn).
+        name = base or connection.settings_dict["NAME"]
+        pages_build(size, f"{name}_{size}", rebuild=False)
     else:
         test_db = connection.creation.create_test_db(verbosity=0, autoclobber=True)
     try:
@@ -234,10 +237,11 @@ def offline(size: int, *, from_pages: bool = False) -> dict[str, Any]:
 
 
 def main_offline(sizes: list[int], *, from_pages: bool) -> None:
+    base = connection.settings_dict["NAME"]
     setup_test_environment()
     results = []
     for size in sizes:
-        row = offline(size, from_pages=from_pages)
+        row = offline(size, from_pages=from_pages, base=base)
         print(json.dumps(row), flush=True)
         results.append(row)
     report = {
