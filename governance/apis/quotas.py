@@ -13,13 +13,13 @@ from governance.toolkit.api import (
     BAD_FILTER,
     NOT_FOUND,
     ETagMixin,
-    HistoryCountedPagination,
     captured_example,
     get_paginated_response,
     parse_filters,
     slug_filter,
     sort_filter,
 )
+from governance.toolkit.counting import HistoryCountedPagination
 
 from .proposals import propose_create, propose_delete, propose_edit
 
