@@ -5,6 +5,7 @@ from reports import apis, views
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("home/pool-usage.json", views.home_pool_usage, name="home_pool_usage"),
     path("vendor/plotly-<str:version>.min.js", views.plotly_js, name="plotly_js"),
     path("changes/<int:pk>/replay/", views.change_replay, name="change_replay"),
     path(

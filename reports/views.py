@@ -2,6 +2,7 @@
 
 import csv
 import gzip
+from datetime import date
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -9,23 +10,28 @@ from typing import Any
 import plotly
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.cache import cache as django_cache
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
 from approvals import selectors as approval_selectors
 from approvals.models import RequestState
 from governance import selectors as governance
+from governance.models import ProjectRole
 from governance.toolkit.paging import paginate
 from queues.services import REPLAYABLE, change_replay_start, change_replay_start_problem
 from reports import selectors, services
 from reports.forms import CompareForm, ReviewRequestForm
 from reports.models import MonthlyReview
 from reports.selectors import change_replay as replay_selectors
+from reports.selectors import home_cache
 from reports.selectors import stored_reviews as review_selectors
 from reports.selectors.month_to_date import month_to_date_review
 
@@ -35,41 +41,70 @@ PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 PLOTLY_VERSION = plotly.__version__
 # Rows of each list on the home page (the list's own page has the rest).
 HOME_ROWS = 10
+# How long the home page's kept parts live at most (a changed fingerprint replaces them first).
+HOME_CACHE_SECONDS = 3600
 
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
+    """What needs the reader's attention first. The parts read from the rules, requests and
+    reviews are rendered once and kept until any of them changes (``home_cache``); a
+    project's jobs and the grants in force are read on every request."""
     user = governance.signed_in_user(request)
     today = timezone.localdate()
-    context: dict = {"today": today}
+    key = home_cache.home_cache_key(
+        user_id=user.pk,
+        language=get_language() or "",
+        today=today,
+        fingerprint=home_cache.home_fingerprint(),
+    )
+    kept = django_cache.get(key)
+    if kept is None:
+        kept = _home_attention(request, user, today)
+        django_cache.set(key, kept, HOME_CACHE_SECONDS)
+    summaries = selectors.project_summaries(user=user, memberships=kept["memberships"])
+    led = [summary for summary in summaries if summary.is_lead]
+    return render(
+        request,
+        "reports/home.html",
+        {
+            **kept,
+            "led_projects": led,
+            "member_projects": [summary for summary in summaries if not summary.is_lead],
+            "latest_review": kept["latest_review"] if kept["is_ops"] or led else None,
+        },
+    )
+
+
+def _home_attention(request: HttpRequest, user: Any, today: date) -> dict[str, Any]:
+    """The home page's parts read from the rules, requests and reviews: its first sections
+    rendered (``reports/includes/home_attention.html``), and what the rest needs of them."""
+    context: dict[str, Any] = {"today": today, "is_ops": False}
     if governance.user_can_edit_rules(user):
         usage = governance.pool_usage()
         context.update(
             is_ops=True,
             usage=usage,
-            usage_figure=selectors.pool_usage_figure(usage=usage) if usage else None,
             plotly_src=reverse("plotly_js", args=[PLOTLY_VERSION]),
             due_tiers=list(governance.tiers_due_for_review(today=today)),
         )
     owned_tiers = list(governance.tier_list().filter(owner=user))
-    if owned_tiers or user.is_approver:
+    context["show_owned_tiers"] = bool(owned_tiers or user.is_approver)
+    if context["show_owned_tiers"]:
         # Ops have read every tier due: theirs are among them (one query fewer).
         due = context.get("due_tiers")
         context.update(
             owned_tiers=owned_tiers,
-            show_owned_tiers=True,
             owned_due=(
                 [tier for tier in due if tier.owner_id == user.pk]
                 if due is not None
                 else list(governance.tiers_due_for_review(today=today).filter(owner=user))
             ),
         )
-    summaries = selectors.project_summaries(user=user)
-    if context.get("is_ops") or any(summary.is_lead for summary in summaries):
-        context["latest_review"] = review_selectors.latest_review()
-    context.update(
-        led_projects=[summary for summary in summaries if summary.is_lead],
-        member_projects=[summary for summary in summaries if not summary.is_lead],
+    memberships = list(governance.user_memberships(user=user))
+    led = [m.project for m in memberships if m.role == ProjectRole.LEAD]
+    context["latest_review"] = (
+        review_selectors.latest_review() if context["is_ops"] or led else None
     )
     # Requests waiting for this person's decision (approvers, tier owners, ops) and, for a
     # lead, their projects' requests waiting for someone else's.
@@ -78,14 +113,32 @@ def home(request: HttpRequest) -> HttpResponse:
     context["inbox_count"] = (
         waiting.count() if len(context["inbox"]) == HOME_ROWS else len(context["inbox"])
     )
-    led = [summary.project for summary in context["led_projects"]]
     if led:
         context["led_waiting"] = list(
             approval_selectors.request_list_for(user=user, state=RequestState.SUBMITTED)
             .filter(project__in=led)
             .order_by("submitted_at", "pk")[:HOME_ROWS]
         )
-    return render(request, "reports/home.html", context)
+    attention = render_to_string("reports/includes/home_attention.html", context, request)
+    return {
+        "attention": attention,
+        "is_ops": context["is_ops"],
+        "show_owned_tiers": context["show_owned_tiers"],
+        "latest_review": context["latest_review"],
+        "memberships": memberships,
+    }
+
+
+@login_required
+@require_GET
+def home_pool_usage(request: HttpRequest) -> JsonResponse:
+    """The home page's chart of pool capacity against guarantees, loaded when it is shown
+    (ops only; the same figures as the table beside it)."""
+    user = governance.signed_in_user(request)
+    if not governance.user_can_edit_rules(user):
+        raise PermissionDenied
+    usage = governance.pool_usage()
+    return JsonResponse(selectors.pool_usage_figure(usage=usage))
 
 
 @cache

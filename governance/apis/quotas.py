@@ -13,20 +13,21 @@ from governance.toolkit.api import (
     BAD_FILTER,
     NOT_FOUND,
     ETagMixin,
-    LimitOffsetPagination,
     captured_example,
     get_paginated_response,
     parse_filters,
     slug_filter,
     sort_filter,
 )
+from governance.toolkit.counting import HistoryCountedPagination
 
 from .proposals import propose_create, propose_delete, propose_edit
 
 
 class QuotaListApi(ETagMixin, APIView):
     post = propose_create(Quota, tag="quotas")
-    pagination_class = LimitOffsetPagination
+    # Counted once while the quotas are unchanged: the count of every quota grows with them.
+    pagination_class = HistoryCountedPagination
 
     class FilterSerializer(serializers.Serializer):
         project = slug_filter(Project.objects.all(), _("Quotas of this project."))

@@ -3,13 +3,15 @@
 ``paginate`` reads ``page`` and ``size`` from the query string (a bad page number shows the
 nearest page; a size not offered is the default) and returns a ``ListPage`` that the template
 ``includes/pagination.html`` renders. The list pages pass their selector's queryset: the
-paginator counts it and reads one page, so a page costs the same whatever the rows.
+paginator counts it and reads one page, so a page costs the same whatever the rows (a first
+page that holds the whole list is read alone, one row more than the page, and not counted).
 """
 
 from dataclasses import dataclass
 from typing import Any
 
 from django.core.paginator import Page, Paginator
+from django.db.models import QuerySet
 from django.http import HttpRequest, QueryDict
 
 PAGE_SIZES = (25, 50, 100)
@@ -49,6 +51,20 @@ class ListPage:
         return self.count > 0
 
 
+class _FirstRead(Paginator):
+    """A paginator whose first page was read already (counted as usual)."""
+
+    def __init__(self, rows: Any, size: int, first: list[Any]) -> None:
+        super().__init__(rows, size)
+        self._first = first
+
+    def page(self, number: Any) -> Page:
+        number = self.validate_number(number)
+        if number == 1:
+            return Page(self._first[: self.per_page], number, self)
+        return super().page(number)
+
+
 def page_size(request: HttpRequest, default: int = DEFAULT_PAGE_SIZE) -> int:
     size = request.GET.get("size", "")
     return int(size) if size in {str(choice) for choice in PAGE_SIZES} else default
@@ -71,8 +87,16 @@ def paginate(
     """One page of ``rows`` (a queryset or a list) as ``?page=&size=`` ask (``param`` names
     the page number when a page shows several lists)."""
     size = page_size(request, default_size)
-    paginator = Paginator(rows, size)
-    page = paginator.get_page(request.GET.get(param))
+    number = request.GET.get(param)
+    paginator: Paginator
+    if isinstance(rows, QuerySet) and number in (None, "", "1"):
+        # The first page read with one row more: when that row is missing the page is the
+        # whole list, and counting it again would be a query for nothing.
+        first = list(rows[: size + 1])
+        paginator = Paginator(first, size) if len(first) <= size else _FirstRead(rows, size, first)
+    else:
+        paginator = Paginator(rows, size)
+    page = paginator.get_page(number)
     query = request.GET.copy()
     query.pop(param, None)
     numbers = [

@@ -206,7 +206,7 @@ class WorkloadWait(models.Model):
             # queues.selectors.evidence): an index-only range of its rows.
             models.Index(
                 fields=["project", "submitted_at"],
-                include=["category", "wait_end", "censored", "started"],
+                include=["category", "wait_end", "censored", "started", "job"],
                 name="workload_wait_project",
             ),
         ]

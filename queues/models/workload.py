@@ -190,6 +190,8 @@ class WorkloadJob(models.Model):
             models.Index(fields=["submitted_at"], name="job_submitted"),
             # The hourly rollup rereads the jobs changed since its watermark.
             models.Index(fields=["last_event_at"], name="job_last_event"),
+            # The approver's evidence: a project's jobs changed since the rollup's watermark.
+            models.Index(fields=["project", "last_event_at"], name="job_project_last_event"),
             models.Index(fields=["source", "job_id"], name="job_source_job_id"),
             # The review's count of the jobs whose waits were not recorded: a small partial
             # index instead of a scan of the window's jobs.

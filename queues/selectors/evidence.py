@@ -26,7 +26,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Sum
 from django.utils import timezone
 
 from governance.models import Project
@@ -151,17 +151,22 @@ def _fresh_jobs(
                 window.filter(state__in=ACTIVE_STATES).values("pk"),
             )
         )
-        chosen = WorkloadJob.objects.filter(pk__in=ids)
+        chosen = WorkloadJob.objects.filter(pk__in=ids).order_by()
     return list(chosen.only(*definitions.WAIT_FIELDS))
 
 
 def waits_from_rollup(
-    *, project: Project, since: datetime, now: datetime
+    *,
+    project: Project,
+    since: datetime,
+    now: datetime,
+    read: tuple[datetime | None, int] | None = None,
 ) -> dict[str, dict[str, int]]:
     """Per category: the jobs of ``project`` submitted in [``since``, ``now``] that waited for
     that reason, their mean wait in minutes, how many never started and how many still wait
-    (``recent_waits``' figures; see the module's docstring)."""
-    read_until, last_id = rollup_read_until()
+    (``recent_waits``' figures; see the module's docstring). ``read``: ``rollup_read_until()``
+    when the caller has it."""
+    read_until, last_id = read or rollup_read_until()
     jobs = _fresh_jobs(
         project=project, since=since, now=now, read_until=read_until, last_id=last_id
     )
@@ -186,11 +191,18 @@ def waits_from_rollup(
     }
 
 
-def usage_from_rollup(*, project: Project, since: datetime, until: datetime) -> dict[str, float]:
+def usage_from_rollup(
+    *,
+    project: Project,
+    since: datetime,
+    until: datetime,
+    read: tuple[datetime | None, int] | None = None,
+) -> dict[str, float]:
     """``usage_over``'s figures for a window starting at a whole hour: the hours the rollup
     has read from ``WorkloadHour``, the rest from the jobs that ran then. (The hour rows
-    hold whole seconds, and replay a preempted job's runs, as the review counts them.)"""
-    read_until, _last = rollup_read_until()
+    hold whole seconds, and replay a preempted job's runs, as the review counts them.)
+    ``read``: ``rollup_read_until()`` when the caller has it."""
+    read_until, _last = read or rollup_read_until()
     if read_until is None or since != _floor_hour(since):
         return usage_over(project=project, since=since, until=until)
     split = min(max(_floor_hour(read_until), since), until)
@@ -210,11 +222,18 @@ def project_workload_summary(
     now = at or timezone.now()
     since = _floor_hour(now) - timedelta(days=days)
     use = project_flavor_use(project, at=now)
-    waits = waits_from_rollup(project=project, since=since, now=now)
-    counts = WorkloadJob.objects.filter(project=project).aggregate(
-        pending=Count("pk", filter=Q(state=JobState.PENDING)),
-        running=Count("pk", filter=Q(state=JobState.RUNNING)),
-    )
+    read = rollup_read_until()
+    waits = waits_from_rollup(project=project, since=since, now=now, read=read)
+    # The pending and running entries of the (project, state) index only, not every job.
+    counts: dict[str, int] = dict.fromkeys((JobState.PENDING.value, JobState.RUNNING.value), 0)
+    for state, total in (
+        WorkloadJob.objects.filter(project=project, state__in=list(counts))
+        .order_by()
+        .values("state")
+        .annotate(total=Count("*"))
+        .values_list("state", "total")
+    ):
+        counts[state] = total
     return {
         "days": days,
         "flavors": [
@@ -227,12 +246,12 @@ def project_workload_summary(
             }
             for u in use
         ],
-        "usage": usage_from_rollup(project=project, since=since, until=now),
+        "usage": usage_from_rollup(project=project, since=since, until=now, read=read),
         "waits": [
             {"category": c.value, "label": str(c.label), **waits[c.value]}
             for c in WaitCategory
             if c.value in waits
         ],
-        "pending_jobs": counts["pending"],
-        "running_jobs": counts["running"],
+        "pending_jobs": counts[JobState.PENDING.value],
+        "running_jobs": counts[JobState.RUNNING.value],
     }

@@ -35,9 +35,13 @@ class ProjectSummary:
         return self.membership.role == ProjectRole.LEAD
 
 
-def project_summaries(*, user: User) -> list[ProjectSummary]:
-    """One summary per project ``user`` belongs to (a fixed number of queries)."""
-    memberships = list(governance.user_memberships(user=user))
+def project_summaries(
+    *, user: User, memberships: list[Membership] | None = None
+) -> list[ProjectSummary]:
+    """One summary per project ``user`` belongs to (a fixed number of queries; one fewer
+    given ``user``'s ``memberships`` as ``governance.user_memberships`` reads them)."""
+    if memberships is None:
+        memberships = list(governance.user_memberships(user=user))
     if not memberships:
         return []
     rules = governance.effective_rules(

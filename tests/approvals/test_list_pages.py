@@ -16,7 +16,7 @@ from tests.conftest import login, token_for
         # session, user, the project, its grants, the requests that made them
         ("project_grants", ["vision"], "ops", 5),
         # session, user, whether the member leads a project (the header's "Lead" badge),
-        # the paginator's count, a page of notifications
+        # the paginator's count (not while the first page holds them all), a page of them
         ("notification_list", [], "lead", 5),
     ],
 )
@@ -26,7 +26,8 @@ def test_grant_and_notification_pages_cost_a_fixed_number_of_queries(
     client = login(request.getfixturevalue(persona))
     _many(world, lead, ops, 1)
     client.get(reverse(name, args=args))
-    with django_assert_num_queries(queries):
+    # A paginated first page that holds the whole list is not counted (one query fewer).
+    with django_assert_num_queries(queries - (name == "notification_list")):
         first = client.get(reverse(name, args=args), {"size": 25})
     _many(world, lead, ops, 14)
     with django_assert_num_queries(queries):

@@ -195,7 +195,8 @@ def test_lists_embedded_in_detail_pages_are_paginated_and_flat(
     url = reverse(name, args=[slug])
     _projects(world, 1)
     client.get(url)  # fills the content type cache, as any earlier request would
-    with django_assert_num_queries(queries):
+    # A first page that holds the whole list is not counted again: one query fewer.
+    with django_assert_num_queries(queries - 1):
         first = client.get(url, {"size": 25})
     _projects(world, 30, start=1)
     with django_assert_num_queries(queries):

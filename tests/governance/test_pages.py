@@ -157,16 +157,17 @@ def test_detail_and_history_share_a_tab_bar(member, world):
 
 LIST_PAGES = [name for name, _args in READ_PAGES if name.endswith("_list")]
 
-# Queries per list page: session, user, the paginator's count, then the page's own (see each
-# selector) and the menus of its filter form (short lists: tiers, pools, flavors, classes; the
-# long ones, projects and users, search as you type and cost nothing here).
+# Queries per list page: session, user (the paginator's count only when the first page does
+# not hold the whole list, as here it does), then the page's own (see each selector) and the
+# menus of its filter form (short lists: tiers, pools, flavors, classes; the long ones,
+# projects and users, search as you type and cost nothing here).
 LIST_QUERIES = {
-    "project_list": 7,  # projects, lead memberships, the default tier, the tier menu
-    "flavor_list": 4,
-    "pool_list": 6,  # pools, their capacities with flavors, the parent menu
-    "tier_list": 5,  # tiers, the tiers each may preempt
-    "preemption_class_list": 4,
-    "quota_list": 7,  # quotas, the pool, flavor and preemption class menus
+    "project_list": 6,  # projects, lead memberships, the default tier, the tier menu
+    "flavor_list": 3,
+    "pool_list": 5,  # pools, their capacities with flavors, the parent menu
+    "tier_list": 4,  # tiers, the tiers each may preempt
+    "preemption_class_list": 3,
+    "quota_list": 6,  # quotas, the pool, flavor and preemption class menus
 }
 
 

@@ -75,6 +75,9 @@ def compile_check(schema: Any, cls: Any) -> Check:
         return _never
     if set(schema) - _IGNORED - set(_KEYWORDS):
         return _never  # a keyword this compiler does not know: jsonschema decides
+    fast = _fast_shape(schema, cls)
+    if fast is not None:
+        return fast
     checks = [
         check
         for keyword in _KEYWORDS
@@ -83,6 +86,93 @@ def compile_check(schema: Any, cls: Any) -> Check:
         if check is not None
     ]
     return _all(checks)
+
+
+# The shapes most of a manifest is made of, each checked by one function instead of one per
+# keyword (the same answers: these are the keyword checks below, inlined).
+_OBJECT_KEYS = frozenset({"type", "properties", "required", "additionalProperties"})
+_STRING_KEYS = frozenset({"type", "pattern", "maxLength", "minLength", "enum"})
+
+
+def _fast_shape(schema: dict[str, Any], cls: Any) -> Check | None:
+    keys = set(schema) - _IGNORED
+    if schema.get("type") == "object" and keys <= _OBJECT_KEYS:
+        return _object_shape(schema, cls)
+    if schema.get("type") == "string" and keys <= _STRING_KEYS:
+        return _string_shape(schema)
+    if schema.get("type") == "array" and keys <= {"type", "items"}:
+        items = schema.get("items", True)
+        if isinstance(items, list):
+            return None
+        sub = compile_check(items, cls)
+
+        def array(x: Any) -> bool:
+            if not isinstance(x, list):
+                return False
+            for item in x:  # noqa: SIM110 (a loop: no generator per call, a hot path)
+                if not sub(item):
+                    return False
+            return True
+
+        return array
+    return None
+
+
+def _object_shape(schema: dict[str, Any], cls: Any) -> Check:
+    """``type: object`` with ``properties``, ``required`` and ``additionalProperties``."""
+    subs = {name: compile_check(sub, cls) for name, sub in schema.get("properties", {}).items()}
+    required = tuple(schema.get("required", ()))
+    extra = (
+        compile_check(schema["additionalProperties"], cls)
+        if "additionalProperties" in (schema)
+        else None
+    )
+    get = subs.get
+
+    def check(x: Any) -> bool:
+        if not isinstance(x, dict):
+            return False
+        for name in required:
+            if name not in x:
+                return False
+        for name, item in x.items():  # an object has few of its schema's many properties
+            sub = get(name)
+            if sub is None:
+                if extra is not None and not extra(item):
+                    return False
+            elif not sub(item):
+                return False
+        return True
+
+    return check
+
+
+def _string_shape(schema: dict[str, Any]) -> Check | None:
+    """``type: string`` with ``pattern``, ``maxLength``, ``minLength`` and ``enum``."""
+    if "enum" in schema and not (
+        isinstance(schema["enum"], list) and all(isinstance(v, str) for v in schema["enum"])
+    ):
+        return None
+    bounds = [schema.get("minLength", 0), schema.get("maxLength", 0)]
+    if any(not isinstance(b, int) or isinstance(b, bool) for b in bounds):
+        return None
+    pattern = re.compile(schema["pattern"]).search if "pattern" in schema else None
+    shortest = schema.get("minLength")
+    longest = schema.get("maxLength")
+    allowed = frozenset(schema["enum"]) if "enum" in schema else None
+
+    def check(x: Any) -> bool:
+        if not isinstance(x, str):
+            return False
+        if allowed is not None and x not in allowed:
+            return False
+        if (shortest is not None and len(x) < shortest) or (
+            longest is not None and len(x) > longest
+        ):
+            return False
+        return pattern is None or pattern(x) is not None
+
+    return check
 
 
 def _type(value: Any, schema: dict[str, Any], cls: Any) -> Check:

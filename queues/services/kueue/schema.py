@@ -387,27 +387,41 @@ def _metadata_violations(manifest: dict[str, Any]) -> Iterator[tuple[str, str]]:
     if kind not in NAMESPACED and namespace:
         yield "metadata.namespace", _("must be empty for a cluster-scoped object")
     for key, value in (meta.get("labels") or {}).items():
+        if (key, value) in _VALID_LABELS:
+            continue  # the same few labels on every object: each pair checked once
         if not LABEL_KEY_RE.match(str(key)) or not LABEL_VALUE_RE.match(str(value)):
             yield f"metadata.labels.{key}", _("“%(value)s” is not a valid label") % {"value": value}
+        elif isinstance(key, str) and isinstance(value, str) and len(_VALID_LABELS) < 10_000:
+            _VALID_LABELS.add((key, value))
+
+
+# Label pairs found valid (bounded: a sync's objects share a handful).
+_VALID_LABELS: set[tuple[str, str]] = set()
 
 
 def object_violations(
     manifest: dict[str, Any], directory: Path | None = None
 ) -> list[tuple[str, str]]:
     """``(path, message)`` of everything wrong with one object on its own."""
-    kind = manifest.get("kind", "")
     where = str(directory or crds_dir())
-    checks = _validators(where)
+    return _object_violations(manifest, _validators(where), _compiled(where))
+
+
+def _object_violations(
+    manifest: dict[str, Any], checks: dict[str, Any], compiled: dict[str, Check]
+) -> list[tuple[str, str]]:
+    kind = manifest.get("kind", "")
     if kind not in checks:
         return [("kind", _("Arbiter does not generate %(kind)s objects") % {"kind": kind})]
     found = list(_metadata_violations(manifest))
     # The compiled check passes what jsonschema passes, at a fraction of the cost; what it
     # does not pass, jsonschema validates again for the messages.
-    errors = [] if _compiled(where)[kind](manifest) else checks[kind].iter_errors(manifest)
-    for error in sorted(errors, key=lambda e: list(e.absolute_path)):
-        if list(error.absolute_path)[:1] == ["metadata"] and error.validator != "type":
-            continue
-        found.append((_path(error.absolute_path, manifest), error.message))
+    if not compiled[kind](manifest):
+        errors = checks[kind].iter_errors(manifest)
+        for error in sorted(errors, key=lambda e: list(e.absolute_path)):
+            if list(error.absolute_path)[:1] == ["metadata"] and error.validator != "type":
+                continue
+            found.append((_path(error.absolute_path, manifest), error.message))
     if kind in RULES and isinstance(manifest.get("spec", {}), dict):
         found.extend(RULES[kind](manifest))
     return found
@@ -423,9 +437,13 @@ def validate(objects: DesiredObjects, directory: Path | None = None) -> list[Vio
 
     names: dict[str, set[str]] = {kind: set() for kind in API_VERSIONS}
     defaults = []
+    where = str(directory or crds_dir())
+    checks, compiled = _validators(where), _compiled(where)
+    manifest_keys = []
     for manifest in objects.manifests:
         kind = manifest.get("kind", "")
         key = manifest_key(manifest)
+        manifest_keys.append(key)
         keys[(kind, key)] = keys.get((kind, key), 0) + 1
         if keys[(kind, key)] == 2:
             others = sorted(
@@ -438,7 +456,7 @@ def validate(objects: DesiredObjects, directory: Path | None = None) -> list[Vio
                 _("two rules produce the same name (%(rules)s)") % {"rules": ", ".join(others)},
             )
         names.setdefault(kind, set()).add(key)
-        for path, message in object_violations(manifest, directory):
+        for path, message in _object_violations(manifest, checks, compiled):
             report(kind, key, path, str(message))
         if kind == PRIORITY_CLASS and manifest.get("globalDefault"):
             defaults.append(key)
@@ -451,9 +469,8 @@ def validate(objects: DesiredObjects, directory: Path | None = None) -> list[Vio
                 _("only one PriorityClass may be the global default (also %(other)s)")
                 % {"other": defaults[0]},
             )
-    for manifest in objects.manifests:
+    for manifest, key in zip(objects.manifests, manifest_keys, strict=True):
         kind = manifest["kind"]
-        key = manifest_key(manifest)
         spec = manifest.get("spec") or {}
         if kind == CLUSTER_QUEUE:
             for g, group in enumerate(spec.get("resourceGroups") or []):
