@@ -40,7 +40,7 @@ from queues.selectors import change_replay_latest
 from queues.services import RESULT_FORMAT
 
 from .replay_tables import given_rules, quota_table, replay_tables
-from .replay_trigger import trigger_verdict
+from .replay_trigger import hours_minutes, trigger_verdict
 from .review._common import Names, Scope
 from .review.preemptions import preemptions
 from .review.service import service_and_capacity
@@ -209,20 +209,6 @@ class Cell:
     @property
     def change_text(self) -> Any:
         return self._shown(self.change, signed=True)
-
-
-def hours_minutes(minutes: float, *, signed: bool = False) -> str:
-    """A wait given in minutes, as a reader says it: "2 h 05 min", "7 min", "40 s"."""
-    sign = "−" if minutes < 0 else ("+" if signed and minutes > 0 else "")
-    seconds = round(abs(minutes) * 60)
-    if seconds < 60:
-        text = _("%(s)d s") % {"s": seconds}
-    elif seconds < 3600:
-        text = _("%(m)d min") % {"m": round(seconds / 60)}
-    else:
-        whole = round(seconds / 60)
-        text = _("%(h)d h %(m)02d min") % {"h": whole // 60, "m": whole % 60}
-    return sign + text
 
 
 @dataclass

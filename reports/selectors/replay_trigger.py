@@ -27,6 +27,20 @@ from governance.models import (
 )
 
 
+def hours_minutes(minutes: float, *, signed: bool = False) -> str:
+    """A wait given in minutes, as a reader says it: "2 h 05 min", "7 min", "40 s"."""
+    sign = "−" if minutes < 0 else ("+" if signed and minutes > 0 else "")
+    seconds = round(abs(minutes) * 60)
+    if seconds < 60:
+        text = _("%(s)d s") % {"s": seconds}
+    elif seconds < 3600:
+        text = _("%(m)d min") % {"m": round(seconds / 60)}
+    else:
+        whole = round(seconds / 60)
+        text = _("%(h)d h %(m)02d min") % {"h": whole // 60, "m": whole % 60}
+    return sign + text
+
+
 @dataclass
 class TriggerVerdict:
     trigger: Trigger
@@ -53,8 +67,6 @@ class TriggerVerdict:
         if value is None:
             return None
         if self.unit == "min":
-            from .change_replay import hours_minutes  # the page's own way (no import cycle)
-
             return hours_minutes(value)
         return f"{value:,.2f}".rstrip("0").rstrip(".") + (f" {self.unit}" if self.unit else "")
 

@@ -176,7 +176,9 @@ def test_waits_count_censored_jobs_and_interpolate_percentiles(history):
     # p99: pos 6.93 → 7200 + 0.93 × 7200 = 13896; mean 32400 / 8 = 4050.
     # Over threshold: F (14400 > 3600, Key), C (7200 > 5400, Regular) = 2. Never started: H
     # (cancelled while pending; F and G still wait at the end).
-    assert waits["overall"] == {
+    overall = dict(waits["overall"])
+    started = overall.pop("started_only")
+    assert overall == {
         "jobs": 8,
         "never_started": 1,
         "waiting_at_end": 2,
@@ -188,9 +190,24 @@ def test_waits_count_censored_jobs_and_interpolate_percentiles(history):
         "max": 14400.0,
         "over_threshold": 2,
     }
+    # Started jobs only (started before W's end): A 3600, C 7200, D 1800, E 0, J 600 (n = 5):
+    # p50 pos 2 → 1800; p90 pos 3.6 → 3600 + 0.6 × 3600 = 5760; p95 pos 3.8 → 6480;
+    # p99 pos 3.96 → 7056; mean 13200 / 5 = 2640.
+    assert {k: started[k] for k in ("jobs", "p50", "p90", "p95", "p99", "mean", "max")} == {
+        "jobs": 5,
+        "p50": 1800.0,
+        "p90": 5760.0,
+        "p95": 6480.0,
+        "p99": 7056.0,
+        "mean": 2640.0,
+        "max": 7200.0,
+    }
     # Tier rank order: Key (70), Regular (40), Exploratory (10).
     assert [row["tier"] for row in waits["by_tier"]] == ["key", "regular", "exploratory"]
-    key, regular, exploratory = waits["by_tier"]
+    key, regular, exploratory = (dict(row) for row in waits["by_tier"])
+    # Of Key's jobs only A started (F and G still wait at W's end).
+    key_started = key.pop("started_only")
+    assert (key_started["jobs"], key_started["p50"]) == (1, 3600.0)
     # Key: 3600, 3600, 14400: p50 pos 1 → 3600; p90 pos 1.8 → 3600 + 0.8 × 10800 = 12240;
     # p95 pos 1.9 → 3600 + 0.9 × 10800 = 13320; p99 pos 1.98 → 3600 + 0.98 × 10800 = 14184;
     # mean 21600 / 3 = 7200.
