@@ -304,6 +304,7 @@ class TierForm(RuleForm):
             "aging_after_minutes",
             "aging_step",
             "aging_cap",
+            "after_grant",
             "review_cycle_days",
             "wait_alert_minutes",
             "last_reviewed_on",

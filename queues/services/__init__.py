@@ -26,6 +26,7 @@ from .clusters import (
     cluster_propose_update,
     cluster_update,
 )
+from .kueue.enforce import kueue_enforce, kueue_enforce_all
 from .replay import (
     change_replay_run,
     change_replay_start,
@@ -103,6 +104,8 @@ __all__ = [
     "guard_check",
     "guard_check_all",
     "job_live_wait",
+    "kueue_enforce",
+    "kueue_enforce_all",
     "lease_acquire",
     "lease_release",
     "out_of_sync_check",
