@@ -275,9 +275,7 @@ def test_the_enforcers_rows_of_the_dry_run_table_match_what_the_lab_did(truth, o
     """Every row the enforcer holds (how "arbiter") and the reclaim grace row, with the rules
     of the tests above, against what those tests observed (the other rows are compared in
     ``test_kueue_truth_workloads``)."""
-    if not {"aging", "minimum runtime", "daily maximum", "GPU caps", "grant end"} <= set(
-        OBSERVED
-    ):
+    if not {"aging", "minimum runtime", "daily maximum", "GPU caps", "grant end"} <= set(OBSERVED):
         pytest.fail(f"run the file whole: the rows are compared with its tests ({OBSERVED})")
     kw = {"user": org.ops, "reason": REASON}
     aging(org)
