@@ -202,3 +202,23 @@ def test_the_grant_end_rule_is_a_governed_tier_field_shown_on_the_project_page(o
     )
     page = client.get(reverse("project_detail", args=["nlp"]), HTTP_ACCEPT_LANGUAGE="zh-hans")
     assert "结束时，授权期间准入的作业降到项目自己的层级" in page.content.decode()
+
+
+def test_the_cluster_page_shows_the_enforcers_last_pass_and_changes(org, client):
+    from queues.models import ClusterSyncState
+
+    state, _created = ClusterSyncState.objects.get_or_create(cluster=org.cluster)
+    state.enforced_at = NOW
+    state.enforcer = {
+        "log": [{"at": NOW.isoformat(), "what": "nlp/job-aged: priority 100 → 200; aging"}],
+        "errors": [],
+    }
+    state.save()
+    client.force_login(org.ops)
+    page = client.get(reverse("cluster_detail", args=[org.cluster.name])).content.decode()
+    assert "Arbiter&#x27;s enforcer" in page
+    assert "nlp/job-aged: priority 100 → 200; aging" in page
+    zh = client.get(
+        reverse("cluster_detail", args=[org.cluster.name]), HTTP_ACCEPT_LANGUAGE="zh-hans"
+    ).content.decode()
+    assert "Arbiter 的执行器" in zh
