@@ -222,3 +222,14 @@ def test_the_cluster_page_shows_the_enforcers_last_pass_and_changes(org, client)
         reverse("cluster_detail", args=[org.cluster.name]), HTTP_ACCEPT_LANGUAGE="zh-hans"
     ).content.decode()
     assert "Arbiter 的执行器" in zh
+
+
+def test_the_beat_task_passes_over_synced_kueue_clusters_every_30_seconds(org, settings):
+    from governance.settings import CELERY_BEAT_SCHEDULE
+    from queues import tasks
+
+    entry = CELERY_BEAT_SCHEDULE["kueue-enforce"]
+    assert entry["task"] == "queues.tasks.enforce_kueue_clusters"
+    assert entry["schedule"] == timedelta(seconds=30)
+    assert tasks.enforce_kueue_clusters() == {}  # org's cluster is Slurm's
+    assert tasks.enforce_kueue_cluster(org.cluster.pk + 1000) is None  # gone: skipped

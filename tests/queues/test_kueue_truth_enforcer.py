@@ -183,13 +183,38 @@ def test_a_cautious_job_survives_a_preemptor_until_its_minimum_runtime_then_a_da
     submitted(truth, "vision", job("urgent-2", 8, tier="production"), "pending")
     stays(truth, lambda: truth.state("vision", "long")["state"] == "admitted")
     OBSERVED["daily maximum"] = "arbiter"
-    # Reclaim ignores priority (reclaimWithinCohort Any): the grace cannot be held.
-    OBSERVED["reclaim grace"] = "not_enforced"
     with capsys.disabled():
         print(
             f"\nMinimum runtime: the Production job waited while the cautious one ran; "
             f"{preempted_after:.1f} s after the pass that ended its protection it was "
             "preempted; the daily maximum (1) then kept it from a second Production job"
+        )
+
+
+def test_a_reclaim_takes_a_protected_borrower_at_once_so_no_grace_holds(truth, org, capsys):
+    """What priority cannot hold: vision's cautious job borrows 4 of its 8 GPUs and runs
+    protected (951, its minimum runtime not past); nlp asks its guarantee back and Kueue
+    reclaims at once (reclaimWithinCohort Any), whatever the borrower's priority. So a
+    reclaim grace cannot be held by priority: the table says "not enforced" and why."""
+    rules.preemption_class_update(
+        user=org.ops,
+        reason=REASON,
+        preemption_class=PreemptionClass.objects.get(slug="cautious"),
+        data={"min_runtime_minutes": 30},
+    )
+    submitted(truth, "vision", job("borrower", 8, tier="regular"), "admitted")
+    enforce(truth)
+    assert workload(truth, "vision", "borrower")["spec"]["priority"] == 951
+    started = time.monotonic()
+    submitted(truth, "nlp", job("owner", 2, tier="exploratory"), "admitted")
+    truth.wait(lambda: truth.state("vision", "borrower")["state"] != "admitted")
+    reclaimed_after = time.monotonic() - started
+    assert truth.state("vision", "borrower")["reason"] in ("InCohortReclamation", "Pending", "")
+    OBSERVED["reclaim grace"] = "not_enforced"
+    with capsys.disabled():
+        print(
+            f"\nReclaim: the protected (951) borrower was reclaimed {reclaimed_after:.1f} s "
+            "after the lender's job was submitted (Kueue ignores priority for a reclaim)"
         )
 
 
