@@ -330,7 +330,6 @@ class TierForm(RuleForm):
                 field.queryset = field.queryset.exclude(pk=self.instance.pk)
         self.order_fields([*self.Meta.fields, "is_default", "reason"])
 
-
     def clean_after_grant(self) -> str:
         """Not sent (a page or client from before the rule): the tier keeps its own rule
         (a new tier: work keeps running)."""
