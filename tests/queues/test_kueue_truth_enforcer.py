@@ -118,7 +118,21 @@ def test_aging_raises_a_pending_workloads_priority_up_to_its_cap(truth, org, cap
     stays(truth, lambda: workload(truth, "nlp", "aged")["spec"]["priority"] == 400, 2)
     freed = time.monotonic()
     delete_job(truth, "nlp", "first")
-    truth.wait(lambda: truth.state("nlp", "aged")["state"] == "admitted")
+
+    def aged_admitted() -> bool:
+        # As the beat task would, pass after pass (Kueue's WorkloadPriorityClass controller
+        # writes a class's value back when it reconciles the class).
+        enforce(truth, since + timedelta(minutes=4 * 240 + 1))
+        return truth.state("nlp", "aged")["state"] == "admitted"
+
+    try:
+        truth.wait(aged_admitted)
+    except AssertionError as error:
+        found = {
+            name: (item["spec"].get("priority"), truth.state("nlp", name)["state"])
+            for name, item in truth.workloads("nlp").items()
+        }
+        raise AssertionError(f"{error}: {found}") from error
     admitted_after = time.monotonic() - freed
     assert truth.state("nlp", "later")["state"] == "pending"
     OBSERVED["aging"] = "arbiter"
