@@ -347,6 +347,9 @@ CELERY_TIMEZONE = TIME_ZONE
 # The hourly workload rollup rereads jobs changed this long before its watermark (evidence
 # that arrives late), see queues.services.workload.rollup.
 ARBITER_ROLLUP_LOOKBACK_HOURS = int(os.environ.get("ARBITER_ROLLUP_LOOKBACK_HOURS", "6"))
+# Kueue: seconds between two passes of Arbiter's enforcer (aging, minimum runtime, daily
+# maximum, tier caps, grant ends: queues.services.kueue.enforce).
+KUEUE_ENFORCE_SECONDS = int(os.environ.get("ARBITER_KUEUE_ENFORCE_SECONDS", "30"))
 # Beat: however many processes run, one sends the schedule (a lock in Redis; see
 # governance.celery.SingleBeatScheduler). A lost holder's lock expires after this many seconds,
 # then another beat takes over; each beat checks at least every CELERY_BEAT_MAX_INTERVAL s.
@@ -411,6 +414,12 @@ CELERY_BEAT_SCHEDULE = {
     "scheduler-drift-check": {
         "task": "queues.tasks.drift_check_clusters",
         "schedule": timedelta(minutes=1),
+    },
+    # Kueue: what Kueue cannot hold (aging, a cautious class's minimum runtime and daily
+    # maximum, a tier's GPU caps, a grant's end), Arbiter's enforcer holds on the Workloads.
+    "kueue-enforce": {
+        "task": "queues.tasks.enforce_kueue_clusters",
+        "schedule": timedelta(seconds=KUEUE_ENFORCE_SECONDS),
     },
 }
 

@@ -39,6 +39,23 @@ def drift_check_clusters() -> dict[str, int]:
 
 
 @shared_task
+def enforce_kueue_clusters() -> dict[str, int]:
+    """Periodic: Arbiter's enforcer on every Kueue cluster (the rules Kueue cannot hold);
+    how many Workloads each pass changed."""
+    return {result.cluster: len(result.patched) for result in services.kueue_enforce_all()}
+
+
+@shared_task
+def enforce_kueue_cluster(cluster_id: int) -> int | None:
+    """One pass of the enforcer on one cluster (safe to run twice; a deleted cluster is
+    skipped)."""
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is None:
+        return None
+    return len(services.kueue_enforce(cluster=cluster).patched)
+
+
+@shared_task
 def alert_mail(alert_id: int) -> int:
     """Mail an alert to its recipients not mailed yet (safe to run twice)."""
     return services.alert_mail_send(alert_id=alert_id)

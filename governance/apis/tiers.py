@@ -7,7 +7,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance.models import PriorityTier
+from governance.models import GrantEnd, PriorityTier
 from governance.selectors import TIER_SORTS, tier_get, tier_list
 from governance.toolkit.api import (
     BAD_FILTER,
@@ -57,6 +57,10 @@ class TierListApi(ETagMixin, APIView):
         aging_after_minutes = serializers.IntegerField(allow_null=True)
         aging_step = serializers.IntegerField(allow_null=True)
         aging_cap = serializers.SlugField(source="aging_cap.slug", allow_null=True)
+        after_grant = serializers.ChoiceField(
+            choices=GrantEnd.choices,
+            help_text=_("What happens to work admitted under a grant of it once the grant ends."),
+        )
         review_cycle_days = serializers.IntegerField()
         wait_alert_minutes = serializers.IntegerField(allow_null=True)
         last_reviewed_on = serializers.DateField(allow_null=True)

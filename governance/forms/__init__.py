@@ -16,6 +16,7 @@ from django.utils.translation import gettext_lazy as _
 from governance.models import (
     ConflictChoice,
     GpuFlavor,
+    GrantEnd,
     Membership,
     Pool,
     PreemptionClass,
@@ -305,6 +306,7 @@ class TierForm(RuleForm):
             "aging_after_minutes",
             "aging_step",
             "aging_cap",
+            "after_grant",
             "review_cycle_days",
             "wait_alert_minutes",
             "last_reviewed_on",
@@ -321,12 +323,20 @@ class TierForm(RuleForm):
         super().__init__(*args, **kwargs)
         self.fields["owner"].queryset = active_users()
         self.fields["aging_cap"].empty_label = _("— no aging —")
+        self.fields["after_grant"].required = False
         if self.instance.pk:
             self.fields["is_default"].initial = self.instance.is_default
             for name in ("preemptible_tiers", "aging_cap"):
                 field = self.fields[name]
                 field.queryset = field.queryset.exclude(pk=self.instance.pk)
         self.order_fields([*self.Meta.fields, "is_default", "reason"])
+
+    def clean_after_grant(self) -> str:
+        """Not sent (a page or client from before the rule): the tier keeps its own rule
+        (a new tier: work keeps running)."""
+        return str(
+            self.cleaned_data.get("after_grant") or self.instance.after_grant or GrantEnd.KEEP
+        )
 
 
 class TierCreateForm(TierForm):

@@ -38,7 +38,14 @@ from .identities import ProviderIdentity
 from .projects import Membership, Project, ProjectRole
 from .quotas import Quota
 from .resources import LABEL_KEY_RE, LABEL_VALUE_RE, GpuFlavor, Pool, PoolCapacity, TaintEffect
-from .tiers import PreemptionClass, PreemptionKind, PriorityTier, ReminderKind, ReviewReminder
+from .tiers import (
+    GrantEnd,
+    PreemptionClass,
+    PreemptionKind,
+    PriorityTier,
+    ReminderKind,
+    ReviewReminder,
+)
 from .tokens import ApiToken, ApiTokenUsage, ApiWrite, ServiceAccount, TokenScope
 from .triggers import Trigger, TriggerComparison, TriggerMetric, TriggerScope, parse_trigger
 from .users import SiteRole, User
@@ -61,6 +68,7 @@ __all__ = [
     "EditKind",
     "GpuFlavor",
     "Grant",
+    "GrantEnd",
     "GrantKind",
     "GrantState",
     "GrantTerms",

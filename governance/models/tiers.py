@@ -21,6 +21,14 @@ class PreemptionKind(models.TextChoices):
     FORBIDDEN = "forbidden", _("Forbidden")
 
 
+class GrantEnd(models.TextChoices):
+    """What happens to work admitted at a tier under a grant, once the grant ends."""
+
+    KEEP = "keep", _("keeps running at the granted tier")
+    LOWER = "lower", _("is lowered to the project's own tier")
+    PREEMPT = "preempt", _("is lowered below every tier: preempted first at the next reclaim")
+
+
 class PriorityTier(models.Model):
     slug = models.SlugField(_("slug"), max_length=63, unique=True)
     name = models.CharField(_("name"), max_length=100)
@@ -89,6 +97,16 @@ class PriorityTier(models.Model):
         related_name="+",
         help_text=_("The highest tier aging may raise a job to. Never a tier that may preempt."),
     )
+    after_grant = models.CharField(
+        _("when a grant of it ends"),
+        max_length=16,
+        choices=GrantEnd.choices,
+        default=GrantEnd.KEEP,
+        help_text=_(
+            "What happens to work admitted at this tier under a grant once the grant ends "
+            "(applied by Arbiter on Kueue clusters)."
+        ),
+    )
     review_cycle_days = models.PositiveIntegerField(
         _("review cycle (days)"), validators=[MinValueValidator(1)]
     )
@@ -135,6 +153,9 @@ class PriorityTier(models.Model):
                 name="tier_aging_complete",
             ),
             models.CheckConstraint(condition=~Q(aging_cap=F("id")), name="tier_aging_cap_other"),
+            models.CheckConstraint(
+                condition=Q(after_grant__in=GrantEnd.values), name="tier_after_grant_valid"
+            ),
             models.CheckConstraint(
                 condition=Q(max_gpus_per_job__isnull=True) | Q(max_gpus_per_job__gt=0),
                 name="tier_job_cap_positive",

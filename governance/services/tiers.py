@@ -30,6 +30,7 @@ TIER_EDITABLE = (
     "aging_after_minutes",
     "aging_step",
     "aging_cap",
+    "after_grant",
     "review_cycle_days",
     "wait_alert_minutes",
     "last_reviewed_on",
@@ -185,6 +186,7 @@ def tier_create(
     aging_after_minutes: int | None = None,
     aging_step: int | None = None,
     aging_cap: PriorityTier | None = None,
+    after_grant: str = "keep",
     last_reviewed_on: date | None = None,
     is_default: bool = False,
     wait_alert_minutes: int | None = None,
@@ -207,6 +209,7 @@ def tier_create(
         aging_after_minutes=aging_after_minutes,
         aging_step=aging_step,
         aging_cap=aging_cap,
+        after_grant=after_grant,
         last_reviewed_on=last_reviewed_on,
         is_default=is_default,
         wait_alert_minutes=(

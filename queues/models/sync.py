@@ -46,6 +46,10 @@ class ClusterSyncState(models.Model):
     drift = models.JSONField(_("drift"), default=list, blank=True)
     drift_checked_at = models.DateTimeField(_("drift checked at"), null=True, blank=True)
     drift_error = models.TextField(_("drift check error"), blank=True)
+    # Kueue: Arbiter's enforcer (queues.services.kueue.enforce): its last pass, what it
+    # changed, and the day's preemption counts it keeps per Workload.
+    enforced_at = models.DateTimeField(_("enforcer's last pass"), null=True, blank=True)
+    enforcer = models.JSONField(_("enforcer"), default=dict, blank=True)
     # The last connection check ("Check now", periodic): pages show it with its age and
     # never call the scheduler themselves.
     check_requested_at = models.DateTimeField(_("check requested at"), null=True, blank=True)
@@ -114,6 +118,7 @@ class Enforcement(models.TextChoices):
     NATIVE = "native", _("Enforced by the scheduler")
     SUBMIT = "submit", _("Enforced at submit time by Arbiter's job_submit plugin")
     GUARD = "guard", _("Enforced by Arbiter's guard")
+    ARBITER = "arbiter", _("Enforced by Arbiter's enforcer on the cluster's workloads")
     NOT_ENFORCED = "not_enforced", _("Not enforced on this cluster")
 
 

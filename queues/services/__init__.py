@@ -27,6 +27,7 @@ from .clusters import (
     cluster_propose_update,
     cluster_update,
 )
+from .kueue.enforce import kueue_enforce, kueue_enforce_all
 from .replay import (
     REPLAYABLE,
     RESULT_FORMAT,
@@ -111,6 +112,8 @@ __all__ = [
     "guard_check",
     "guard_check_all",
     "job_live_wait",
+    "kueue_enforce",
+    "kueue_enforce_all",
     "lease_acquire",
     "lease_release",
     "out_of_sync_check",

@@ -11,6 +11,7 @@ from queues.models import Enforcement
 
 NATIVE = Enforcement.NATIVE.value
 NOT_ENFORCED = Enforcement.NOT_ENFORCED.value
+ARBITER = Enforcement.ARBITER.value
 GUARD = Enforcement.GUARD.value
 SUBMIT = Enforcement.SUBMIT.value
 

@@ -46,6 +46,7 @@ def test_detail_shows_every_rule(world, client, today):
         "aging_after_minutes": None,
         "aging_step": None,
         "aging_cap": None,
+        "after_grant": "keep",
         "review_cycle_days": 90,
         "wait_alert_minutes": 10,
         "last_reviewed_on": None,

@@ -595,8 +595,9 @@ def test_compiling_takes_the_same_queries_whatever_the_number_of_projects(org):
 
 
 def test_the_plan_shows_per_rule_how_kueue_enforces_it_never_an_empty_list(org):
-    """Native where a Kueue field holds the rule; otherwise "not enforced" with the reason,
-    like the Slurm backend's table (the facts: tests/queues/test_kueue_truth.py)."""
+    """Native where a Kueue field holds the rule, "arbiter" where Arbiter's enforcer does;
+    otherwise "not enforced" with the reason, like the Slurm backend's table (the facts:
+    tests/queues/test_kueue_truth*.py)."""
     kw = {"user": org.ops, "reason": REASON}
     cautious = rules.preemption_class_create(
         **kw,
@@ -618,10 +619,10 @@ def test_the_plan_shows_per_rule_how_kueue_enforces_it_never_an_empty_list(org):
     assert how["vision in training/a100: guarantee 8, maximum 12"][0] == "native"
     assert how["vision in training/a100: lends at most 2 GPUs"][0] == "native"
     assert how["serving in training/a100: class Forbidden, never preempted"][0] == "native"
-    assert how["vision: class Cautious, 30 minutes before preemption, 0 minutes grace"] == (
-        "not_enforced",
-        "not enforced on this cluster: Kueue preempts a borrower at once, with neither a "
-        "minimum runtime nor a grace period",
-    )
-    assert how["vision: class Cautious, at most 2 preemptions a day"][0] == "not_enforced"
+    # Held by Arbiter's enforcer against preemption by priority; a reclaim is not stopped.
+    runtime = how["vision: class Cautious, 30 minutes before preemption"]
+    assert runtime[0] == "arbiter"
+    assert "reclaimWithinCohort Any" in runtime[1]
+    assert how["vision: class Cautious, at most 2 preemptions a day"][0] == "arbiter"
+    assert not any("grace" in rule for rule in how)  # no grace asked: no row
     assert [h for rule, (h, _d) in how.items() if rule.startswith("vision: tiers ")] == ["native"]

@@ -12,14 +12,14 @@ from collections.abc import Iterable
 
 from django.utils.translation import gettext as _
 
-from governance.models import Pool, PreemptionKind, PriorityTier
+from governance.models import GrantEnd, Pool, PreemptionKind, PriorityTier
 from governance.selectors import EffectiveProject, EffectiveQuota, EffectiveRules
 from queues.schedulers.kueue.desired import cluster_queue_name
 from queues.schedulers.kueue.values import k8s_name
 from queues.services.enforcement import (
+    ARBITER,
     NATIVE,
     NOT_ENFORCED,
-    cautious_rule,
     daily_maximum_rule,
 )
 from queues.services.enforcement import enforcement_row as _row
@@ -28,7 +28,8 @@ from queues.services.enforcement import enforcement_row as _row
 def rule_enforcement(
     *, rules: EffectiveRules, pools: Iterable[Pool], mutating: bool = True
 ) -> list[dict[str, str]]:
-    """One row per rule: ``rule`` (what), ``how`` (native / not_enforced), ``detail``.
+    """One row per rule: ``rule`` (what), ``how`` (native / arbiter / not_enforced),
+    ``detail``; ``arbiter``: held by Arbiter's enforcer (``kueue.enforce``).
     ``mutating``: the API server serves MutatingAdmissionPolicy (``desired.tier_policy``)."""
     pools = sorted(pools, key=lambda pool: pool.slug)
     pool_ids = {pool.pk for pool in pools}
@@ -78,8 +79,16 @@ def _tier_rows(tier: PriorityTier) -> list[dict[str, str]]:
         rows.append(
             _row(
                 _("Tier %(tier)s: GPU caps") % {"tier": tier.name},
-                NOT_ENFORCED,
-                _("not enforced on this cluster: Kueue has no per-priority limits"),
+                ARBITER,
+                _(
+                    "Kueue has no per-priority limits: Arbiter's enforcer holds a Workload "
+                    "asking more than %(job)s GPUs, and those past %(total)s GPUs of the tier "
+                    "across projects (spec.active false, released oldest first when they fit)"
+                )
+                % {
+                    "job": tier.max_gpus_per_job or "∞",
+                    "total": tier.max_gpus_total or "∞",
+                },
             )
         )
     if tier.may_preempt:
@@ -98,13 +107,33 @@ def _tier_rows(tier: PriorityTier) -> list[dict[str, str]]:
             )
         )
     if tier.aging_after_minutes and tier.aging_cap_id:
+        cap = tier.aging_cap
         rows.append(
             _row(
                 _("Tier %(tier)s: aging") % {"tier": tier.name},
-                NOT_ENFORCED,
+                ARBITER,
                 _(
-                    "not enforced on this cluster: Kueue 0.17's priority boost is an alpha "
-                    "feature read from a Workload annotation that nothing sets"
+                    "Kueue has no aging: Arbiter's enforcer raises a pending Workload's "
+                    "spec.priority every %(minutes)d minutes by %(step)d score points (in "
+                    "scheduler values from %(value)d to %(cap)d), never above %(cap)d"
+                )
+                % {
+                    "minutes": tier.aging_after_minutes,
+                    "step": tier.aging_step or 0,
+                    "value": tier.scheduler_value,
+                    "cap": cap.scheduler_value if cap else tier.scheduler_value,
+                },
+            )
+        )
+    if tier.after_grant != GrantEnd.KEEP:
+        rows.append(
+            _row(
+                _("Tier %(tier)s: when a grant of it ends, work admitted under it %(what)s")
+                % {"tier": tier.name, "what": tier.get_after_grant_display()},
+                ARBITER,
+                _(
+                    "Arbiter's enforcer sets the spec.priority of a Workload at a tier its "
+                    "project may no longer use (Kueue keeps the granted value)"
                 ),
             )
         )
@@ -209,27 +238,59 @@ def _class_rows(*, slug: str, quota: EffectiveQuota, where: dict[str, str]) -> l
             )
         )
     elif klass.kind == PreemptionKind.CAUTIOUS:
-        if klass.min_runtime_minutes or quota.quota.reclaim_grace_minutes:
-            rows.append(
-                _row(
-                    cautious_rule(
-                        project=slug,
-                        klass=klass,
-                        grace_minutes=quota.quota.reclaim_grace_minutes,
-                    ),
-                    NOT_ENFORCED,
-                    _(
-                        "not enforced on this cluster: Kueue preempts a borrower at "
-                        "once, with neither a minimum runtime nor a grace period"
-                    ),
+        rows.extend(_cautious_rows(slug=slug, quota=quota))
+    return rows
+
+
+def _cautious_rows(*, slug: str, quota: EffectiveQuota) -> list[dict[str, str]]:
+    """A cautious class's minimum runtime and daily maximum (Arbiter's enforcer, by priority)
+    and the quota's reclaim grace (not held: a reclaim ignores priority)."""
+    rows: list[dict[str, str]] = []
+    klass = quota.preemption_class
+    reclaim = _(
+        "a reclaim of a lent guarantee is not stopped: Kueue reclaims with "
+        "reclaimWithinCohort Any, whatever the borrower's priority, the moment the lender's "
+        "workload is queued"
+    )
+    if klass.min_runtime_minutes:
+        rows.append(
+            _row(
+                _("%(project)s: class %(klass)s, %(minutes)d minutes before preemption")
+                % {"project": slug, "klass": klass.name, "minutes": klass.min_runtime_minutes},
+                ARBITER,
+                _(
+                    "Arbiter's enforcer runs admitted work of the class above every tier "
+                    "(spec.priority) until it has run its minimum, so that no preemption by "
+                    "priority picks it; %(reclaim)s"
                 )
+                % {"reclaim": reclaim},
             )
-        if klass.max_preemptions_per_day:
-            rows.append(
-                _row(
-                    daily_maximum_rule(project=slug, klass=klass),
-                    NOT_ENFORCED,
-                    _("not enforced on this cluster: Kueue does not count preemptions"),
+        )
+    if quota.quota.reclaim_grace_minutes:
+        rows.append(
+            _row(
+                _("%(project)s: %(grace)d minutes of grace before a reclaim")
+                % {"project": slug, "grace": quota.quota.reclaim_grace_minutes},
+                NOT_ENFORCED,
+                _(
+                    "not enforced on this cluster: %(reclaim)s, and Kueue has no grace "
+                    "period (holding every lender's workload instead would delay work that "
+                    "fits in free GPUs)"
                 )
+                % {"reclaim": reclaim},
             )
+        )
+    if klass.max_preemptions_per_day:
+        rows.append(
+            _row(
+                daily_maximum_rule(project=slug, klass=klass),
+                ARBITER,
+                _(
+                    "Arbiter's enforcer counts the class's preemptions today (Kueue's "
+                    "eviction counts) and, at the maximum, runs its admitted work above "
+                    "every tier until the day ends; %(reclaim)s"
+                )
+                % {"reclaim": reclaim},
+            )
+        )
     return rows
