@@ -37,7 +37,8 @@ OBSERVED: dict[str, str] = {}
 
 
 def enforce(truth, at: datetime | None = None) -> EnforceResult:
-    connection = replace(truth.client.connection, namespace_template=truth.template)
+    # The sync's account (the Helm chart's ServiceAccount under ARBITER_K8S_SYNC_AS=chart).
+    connection = replace(truth.sync_connection, namespace_template=truth.template)
     started = time.monotonic()
     result = kueue_enforce(cluster=truth.cluster, connection=connection, at=at)
     OBSERVED.setdefault("pass seconds", f"{time.monotonic() - started:.3f}")
