@@ -1,0 +1,219 @@
+"""The compose stack's worker container syncs the lab Slurm on the host, as a site's would
+sync a controller on another host: the worker (host network) gets only a client
+``slurm.conf`` and the cluster's munge key as mounted files (its own munged, the image's Slurm
+client), the cluster's table delivery is "pull", so the sync writes no table, and the real
+pull agent (deploy/slurm-agent/arbiter-table-agent) on the controller's side fetches it over
+HTTP from the stack's web server with a token bound to the cluster (``manage.py
+agent_token_create`` run in the web container). Then Slurm itself shows the rules: the QOS
+the container made, a GPU request rewritten and one over quota refused at submit.
+
+Marked ``containers`` and needs the Slurm lab (``deploy/slurm/up.sh``, found as the other
+Slurm tests find it): skips without the image (``ARBITER_CONTAINER_IMAGE``), podman or the
+lab, fails in CI. Runs as root (a Slurm administrator for the image's user is added on the
+host, as a site does for Arbiter's account). The stack is the compose project
+``arbiter-slurm-test`` (``ARBITER_SLURM_STACK_PROJECT``) on the ports of the environment or
+stack.sh's; its volumes are removed before and after.
+"""
+
+import json
+import os
+import pwd
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from queues.services.slurm.submit import TABLE_NAME
+from tests.conftest import require_service
+from tests.queues.conftest import SLURM_CLUSTER, Slurm
+from tests.queues.pull_agent import AGENT
+from tests.queues.test_slurm_submit import _sbatch
+
+pytestmark = pytest.mark.containers
+
+STACK_SCRIPT = "deploy/containers/stack.sh"
+PROJECT = os.environ.get("ARBITER_SLURM_STACK_PROJECT", "arbiter-slurm-test")
+STATE = Path(settings.DATA_DIR) / "containers-slurm-test"
+WEB = f"http://127.0.0.1:{os.environ.get('ARBITER_WEB_PORT', '18000')}"
+MUNGE_SOCKET = "/run/munge/munge.socket.2"  # the worker's munged (deploy/start-worker.sh)
+CLUSTER = "lab"
+
+# Run in the worker container (it reaches Slurm): the lab's rules, the cluster with its
+# table pulled, then a sync queued to the Celery worker; prints the run's id.
+SETUP = f"""
+from django.db import transaction
+from governance import services as rules
+from governance.models import ProjectRole, SiteRole, User
+from queues import services
+from queues.models import SubmitTableDelivery, SyncTrigger
+ops = User.objects.create_user(username="ops", password=None, site_role=SiteRole.OPS)
+kw = {{"user": ops, "reason": "Lab rules for the container sync"}}
+a100 = rules.flavor_create(**kw, slug="a100", name="A100", gpu_model="A100", memory_gb=80,
+                           gres_type="a100")
+pool = rules.pool_create(**kw, slug="lab", name="Lab")
+rules.pool_capacity_set(**kw, pool=pool, flavor=a100, gpus=4)
+regular = rules.tier_create(**kw, slug="regular", name="Regular", score=40,
+    scheduler_value=400, is_default=True, eligibility="Any", confirmed_by="Ops",
+    review_cycle_days=90, owner=ops)
+allowed = rules.preemption_class_create(**kw, slug="allowed", name="Allowed",
+    kind="allowed", business_impact="Restartable.")
+alpha = rules.project_create(**kw, slug="alpha", name="Alpha", tier=regular)
+# Jobs run as root (the lab's only submitter), so root is the project's member.
+root = User.objects.create_user(username="root", password=None)
+rules.membership_set(**kw, project=alpha, member=root, role=ProjectRole.LEAD)
+rules.quota_create(**kw, project=alpha, pool=pool, flavor=a100, guarantee=1, borrow_limit=2,
+                   preemption_class=allowed)
+cluster = services.cluster_create(**kw, name="{CLUSTER}", slurm_cluster="{SLURM_CLUSTER}",
+                                  slurm_conf="/etc/slurm/slurm.conf", pools=[pool])
+services.cluster_update(cluster=cluster, **kw,
+                        data={{"submit_table_delivery": SubmitTableDelivery.PULL}})
+with transaction.atomic():
+    run = services.sync_enqueue(cluster=cluster, trigger=SyncTrigger.MANUAL, user=ops)
+print("run", run.pk)
+"""
+
+STATUS = """
+from queues.models import SyncRun
+import json
+run = SyncRun.objects.get(pk={run})
+print(json.dumps({{"status": run.status, "error": run.error}}))
+"""
+
+
+def _stack(*args: str, timeout: int = 900) -> str:
+    env = {
+        **os.environ,
+        "ARBITER_STACK_PROJECT": PROJECT,
+        "ARBITER_STACK_DIR": str(STATE),
+        "ARBITER_IMAGE": os.environ["ARBITER_CONTAINER_IMAGE"],
+        "ARBITER_SLURM_CONF_FILE": str(STATE / "client" / "slurm.conf"),
+        "ARBITER_MUNGE_KEY_FILE": str(STATE / "client" / "munge.key"),
+    }
+    done = subprocess.run(
+        ["bash", STACK_SCRIPT, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=settings.BASE_DIR,
+        check=False,
+    )
+    assert done.returncode == 0, f"{args}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def _in(service: str, code: str) -> str:
+    """Python ``code`` run by ``manage.py shell`` in a container of the stack."""
+    return _stack("compose", "exec", "-T", service, "python", "manage.py", "shell", "-c", code)
+
+
+def _client_files(conf: str) -> None:
+    """What a site gives the worker: the cluster's slurm.conf, its munge socket the worker's
+    own, and the munge key, readable by the image's user (in a directory only root opens)."""
+    client = STATE / "client"
+    client.mkdir(parents=True, exist_ok=True)
+    client.chmod(0o700)
+    text = Path(conf).read_text()
+    host_socket = re.search(r"^AuthInfo=socket=([^,\s]+)", text, flags=re.MULTILINE)
+    assert host_socket, "the lab's slurm.conf names no munge socket"
+    (client / "slurm.conf").write_text(text.replace(host_socket.group(1), MUNGE_SOCKET))
+    key = Path(conf).parent.parent / "munge" / "munge.key"
+    shutil.copyfile(key, client / "munge.key")
+    (client / "munge.key").chmod(0o444)
+
+
+def _slurm_admin(slurm: Slurm, uid: int, name: str) -> None:
+    """The image's user is a Slurm administrator on the controller: slurmdbd knows a client
+    by the uid in its munge credential and sacctmgr by the name the container gives that uid,
+    so the controller host needs that user (made here if missing, as a site would)."""
+    try:
+        known = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--system", "--uid", str(uid), "--no-create-home",
+             "--shell", "/usr/sbin/nologin", name],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        known = name
+    assert known == name, f"uid {uid} is {known} on this host, {name} in the image"
+    slurm.run(
+        "sacctmgr", "-i", "add", "user", name, "account=root", "adminlevel=Administrator",
+        check=False,
+    )  # fmt: skip
+    assert "Administrator" in slurm.sacctmgr("-n", "-P", "show", "user", name, "format=admin")
+
+
+@pytest.fixture
+def stack(slurm: Slurm) -> Iterator[None]:
+    image = os.environ.get("ARBITER_CONTAINER_IMAGE", "")
+    require_service(
+        "the compose stack",
+        bool(image) and shutil.which("podman") is not None,
+        "set ARBITER_CONTAINER_IMAGE (deploy/containers/stack.sh build) and install podman",
+    )
+    _client_files(slurm.conf)
+    _stack("destroy")
+    _stack("up")
+    yield
+    if not os.environ.get("ARBITER_STACK_KEEP"):
+        _stack("destroy")
+
+
+def test_the_worker_container_syncs_the_hosts_slurm_and_the_agent_delivers_the_table(
+    slurm, stack
+):
+    table = Path(slurm.conf).parent / TABLE_NAME
+    table.unlink(missing_ok=True)
+    uid, name = _stack("compose", "exec", "-T", "worker", "sh", "-c", "id -u; id -un").split()[-2:]
+    _slurm_admin(slurm, int(uid), name)
+    started = time.monotonic()
+    run = re.search(r"^run (\d+)$", _in("worker", SETUP), flags=re.MULTILINE)
+    assert run, "no sync queued"
+    deadline = time.monotonic() + 180
+    while True:
+        state = json.loads(_in("web", STATUS.format(run=run.group(1))).strip().splitlines()[-1])
+        if state["status"] not in ("queued", "running", "retrying") or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert state["status"] == "succeeded", state
+    print(f"sync by the worker container: {time.monotonic() - started:.1f} s")
+    # The QOS and the project's account, made by the container's sync.
+    qos = slurm.sacctmgr("-n", "-P", "show", "qos", "format=name,description")
+    assert any(row.startswith("regular|arbiter:") for row in qos.splitlines()), qos
+    account = "lab.alpha"
+    assert account in slurm.sacctmgr("-n", "-P", "show", "account", "format=account").split()
+    # Pull delivery: the sync wrote no table; the agent gets it with a cluster-bound token.
+    assert not table.exists(), "the sync wrote the table the agent delivers"
+    key = _stack("compose", "exec", "-T", "web", "python", "manage.py", "agent_token_create",
+                 "--cluster", CLUSTER, "--user", "ops").strip().splitlines()[-1]  # fmt: skip
+    token_file = STATE / "agent.token"
+    token_file.write_text(key + "\n")
+    token_file.chmod(0o600)
+    fetched = subprocess.run(
+        ["sh", str(AGENT)],
+        env={
+            "PATH": os.environ["PATH"],
+            "ARBITER_URL": WEB,
+            "ARBITER_CLUSTER": CLUSTER,
+            "ARBITER_TOKEN_FILE": str(token_file),
+            "ARBITER_TABLE_DIR": str(table.parent),
+            "ARBITER_TIMEOUT": "20",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert fetched.returncode == 0, fetched.stderr
+    assert table.exists()
+    # Slurm holds the rules at submit: rewritten, refused over the project's maximum.
+    job, said = _sbatch(slurm, "--gres=gpu:1", account=account, qos="regular")
+    assert job and "rewrote the untyped request gpu:1 to gpu:a100:1" in said, said
+    job, said = _sbatch(slurm, "--gres=gpu:a100:4", account=account, qos="regular")
+    assert not job and "rule: project maximum" in said and "at most 3 a100 GPUs" in said, said
+    slurm.cancel_all()
