@@ -164,9 +164,7 @@ def stack(slurm: Slurm) -> Iterator[None]:
         _stack("destroy")
 
 
-def test_the_worker_container_syncs_the_hosts_slurm_and_the_agent_delivers_the_table(
-    slurm, stack
-):
+def test_the_worker_container_syncs_the_hosts_slurm_and_the_agent_delivers_the_table(slurm, stack):
     table = Path(slurm.conf).parent / TABLE_NAME
     table.unlink(missing_ok=True)
     uid, name = _stack("compose", "exec", "-T", "worker", "sh", "-c", "id -u; id -un").split()[-2:]
