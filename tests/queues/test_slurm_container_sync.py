@@ -39,7 +39,16 @@ pytestmark = pytest.mark.containers
 STACK_SCRIPT = "deploy/containers/stack.sh"
 PROJECT = os.environ.get("ARBITER_SLURM_STACK_PROJECT", "arbiter-slurm-test")
 STATE = Path(settings.DATA_DIR) / "containers-slurm-test"
-WEB = f"http://127.0.0.1:{os.environ.get('ARBITER_WEB_PORT', '18000')}"
+# Ports of its own (not test_container_stack.py's): under pytest-xdist this test runs with the
+# Slurm lab's group, beside the containers group's stack.
+PORTS = {
+    "POSTGRES_PORT": os.environ.get("ARBITER_SLURM_STACK_POSTGRES_PORT", "25432"),
+    "REDIS_PORT": os.environ.get("ARBITER_SLURM_STACK_REDIS_PORT", "26379"),
+    "ARBITER_WEB_PORT": os.environ.get("ARBITER_SLURM_STACK_WEB_PORT", "28000"),
+    "ARBITER_WEB2_PORT": os.environ.get("ARBITER_SLURM_STACK_WEB2_PORT", "28001"),
+    "ARBITER_PROXY_PORT": os.environ.get("ARBITER_SLURM_STACK_PROXY_PORT", "28080"),
+}
+WEB = f"http://127.0.0.1:{PORTS['ARBITER_WEB_PORT']}"
 MUNGE_SOCKET = "/run/munge/munge.socket.2"  # the worker's munged (deploy/start-worker.sh)
 CLUSTER = "lab"
 
@@ -88,6 +97,7 @@ print(json.dumps({{"status": run.status, "error": run.error}}))
 def _stack(*args: str, timeout: int = 900) -> str:
     env = {
         **os.environ,
+        **PORTS,
         "ARBITER_STACK_PROJECT": PROJECT,
         "ARBITER_STACK_DIR": str(STATE),
         "ARBITER_IMAGE": os.environ["ARBITER_CONTAINER_IMAGE"],
