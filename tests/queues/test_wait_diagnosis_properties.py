@@ -116,6 +116,12 @@ def total(rows):
     return float(sum(row.gpus for row in rows))
 
 
+def can_ever_start(state, waiting) -> bool:
+    """A job above its tier's per-job cap never starts, so it is ahead of no one."""
+    cap = state.tiers[waiting.tier].max_per_job
+    return cap is None or waiting.gpus <= cap
+
+
 def expected_ahead(state, job):
     score = state.tiers[job.tier].score
     return {
@@ -124,6 +130,7 @@ def expected_ahead(state, job):
         if w.flavor == job.flavor
         and w.pool == job.pool
         and w.reason in ("Priority", "Resources")
+        and can_ever_start(state, w)
         and (
             w.tier_score > score
             or (w.tier_score == score and (w.submitted, w.job_id) < (job.submitted, job.job_id))
