@@ -37,11 +37,12 @@ import zlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.db import connection
 from django.db.models import Min
 from django.utils import timezone
 
 from governance.models import GpuFlavor, PriorityTier, Project
-from queues.models import EventKind, JobState, WorkloadJob
+from queues.models import EventKind, JobState, WorkloadEvent, WorkloadJob, WorkloadWait
 from queues.replay import Job, Rules, replay
 from queues.replay.adapt import rules_timeline
 from queues.replay.rules import FORBIDDEN
@@ -240,4 +241,20 @@ def demo_workload_seed(*, days: int = 90, now: datetime | None = None) -> Ingest
     if first is not None and first < start + timedelta(days=1):
         start = first  # the history already stored: extend the same simulation
     start = start.replace(hour=0, minute=0, second=0, microsecond=0)
-    return events_ingest(events=_history_events(start, now) + _not_the_rules(now))
+    result = events_ingest(events=_history_events(start, now) + _not_the_rules(now))
+    _statistics_refresh()
+    return result
+
+
+def _statistics_refresh() -> None:
+    """PostgreSQL plans the review's queries from its statistics of the workload tables; after
+    the demo's bulk load of a quarter's history (before autovacuum has looked) refresh them, or a
+    review built right after (``seed_demo_reviews``) may get a plan made for empty tables."""
+    if connection.vendor != "postgresql":
+        return
+    tables = ", ".join(
+        connection.ops.quote_name(model._meta.db_table)
+        for model in (WorkloadJob, WorkloadEvent, WorkloadWait)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {tables}")
