@@ -403,8 +403,7 @@ POSTGRES_MODULES = {
 # workers, the beat lock, files in the work tree or the var/ folder, commands run in a
 # subprocess against a database of their own. Under pytest-xdist (``make test`` runs three
 # processes) each group below runs in one process, one test after another; everything else
-# is spread over the processes. The labs and the container stack are a group each (one Slurm
-# lab, one Kubernetes lab and one podman stack serve the run).
+# is spread over the processes.
 SHARED_STATE_MODULES = {
     "test_beat_single.py",
     "test_ci_pipelines_doc.py",
@@ -424,15 +423,18 @@ SHARED_STATE_MODULES = {
 
 
 def xdist_group(item: pytest.Item) -> str | None:
-    """The group whose tests must run in one process, or None for a test that runs anywhere."""
-    if item.get_closest_marker("slurm"):
-        return "slurm"
-    if item.get_closest_marker("k8s"):
-        return "k8s"
-    if item.get_closest_marker("containers"):  # podman's images and the stack's ports
+    """The group whose tests must run in one process, or None for a test that runs anywhere.
+
+    The labs and the shared services are one group: a Celery worker's task or a README
+    command reaches the same Slurm and Kubernetes labs as the lab tests (SLURM_CONF and the
+    lab's env are the run's), so they may not run beside them. The container stack has ports
+    and images of its own."""
+    if item.get_closest_marker("slurm") or item.get_closest_marker("k8s"):
+        return "labs-and-services"
+    if item.get_closest_marker("containers"):
         return "containers"
     if item.get_closest_marker("worker") or item.path.name in SHARED_STATE_MODULES:
-        return "shared-state"
+        return "labs-and-services"
     return None
 
 
