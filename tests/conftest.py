@@ -401,7 +401,7 @@ POSTGRES_MODULES = {
 
 # Modules that share something outside their test database: the Redis broker and its Celery
 # workers, the beat lock, files in the work tree or the var/ folder, commands run in a
-# subprocess against a database of their own. Under pytest-xdist (``make test`` runs three
+# subprocess against a database of their own. Under pytest-xdist (``PYTEST_WORKERS=N make test``
 # processes) each group below runs in one process, one test after another; everything else
 # is spread over the processes.
 SHARED_STATE_MODULES = {
