@@ -51,6 +51,7 @@ from .history import (
     capacity_history_entries,
     history_entries,
     membership_history_entries,
+    newest_row_columns,
 )
 from .lists import Sorts, search_filter, sort_choices, sorted_by
 from .people import (
@@ -151,6 +152,7 @@ __all__ = [
     "is_break_glass",
     "membership_history_entries",
     "model_field",
+    "newest_row_columns",
     "object_key",
     "object_lookup",
     "object_type_of",

@@ -1,11 +1,12 @@
 """Reading the history of governed rows: who changed which field from what to what, when, why."""
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, NamedTuple, TypeVar
 
-from django.db import models
+from django.db import connection, models
 from django.db.models import QuerySet
 from django.utils import formats
 from django.utils.translation import gettext as _
@@ -275,3 +276,19 @@ def _display(field: Any, value: Any, names: dict[type[models.Model], dict[Any, s
     if isinstance(value, str):
         return stored_text(value)  # e.g. a generated change title
     return str(value)
+
+
+def newest_row_columns(
+    governed: Iterable[type[models.Model]] = (), *, tables: Iterable[tuple[str, str]] = ()
+) -> list[str]:
+    """SQL columns, one index lookup each, that change whenever a rule does: the newest
+    history row of each governed model (every write of a governed row adds one), then the
+    newest value of each ``(table, column)``. A fingerprint of what a cache keeps is a
+    ``SELECT`` of these (the home page's parts, the compiled placement, a list's count)."""
+    quote = connection.ops.quote_name
+    pairs = [
+        (model.history.model._meta.db_table, "history_id")  # type: ignore[attr-defined]
+        for model in governed
+    ]
+    pairs += list(tables)
+    return [f"(SELECT MAX({quote(column)}) FROM {quote(table)})" for table, column in pairs]

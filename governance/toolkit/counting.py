@@ -7,6 +7,7 @@ from django.core.cache import cache
 from django.db import connection
 from django.db.models import QuerySet
 
+from governance.selectors import newest_row_columns
 from governance.toolkit.api import LimitOffsetPagination
 
 
@@ -20,9 +21,8 @@ class HistoryCountedPagination(LimitOffsetPagination):
     def get_count(self, queryset: Any) -> int:
         if not isinstance(queryset, QuerySet) or not hasattr(queryset.model, "history"):
             return super().get_count(queryset)
-        table = connection.ops.quote_name(queryset.model.history.model._meta.db_table)
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT MAX({connection.ops.quote_name('history_id')}) FROM {table}")
+            cursor.execute("SELECT " + newest_row_columns([queryset.model])[0])
             newest = cursor.fetchone()[0]
         # The list's filters as asked (the same filters give the same rows: a list whose
         # rows differ by reader must not use this class), not the page's limit and offset.
@@ -35,7 +35,7 @@ class HistoryCountedPagination(LimitOffsetPagination):
             if name not in (self.limit_query_param, self.offset_query_param)
         )
         digest = hashlib.sha1(repr(asked).encode(), usedforsecurity=False).hexdigest()
-        key = f"arbiter:count:{table}:{newest}:{digest}"
+        key = f"arbiter:count:{queryset.model._meta.db_table}:{newest}:{digest}"
         count = cache.get(key)
         if count is None:
             count = super().get_count(queryset)

@@ -40,6 +40,7 @@ from governance.models import (
     RulesRevision,
     User,
 )
+from governance.selectors import newest_row_columns
 from reports.models import MonthlyReview, ReviewStatus
 
 # Governed models whose rows the cached parts show (their history marks every write).
@@ -69,12 +70,10 @@ def _quote(name: str) -> str:
 def fingerprint_sql() -> str:
     """One SELECT of index lookups: the newest history id of each model, the newest approval
     and revision, and the reviews' newest id, newest build and number built."""
-    tables = [
-        (model.history.model._meta.db_table, "history_id")  # type: ignore[attr-defined]
-        for model in FINGERPRINT_MODELS
-    ]
-    tables += [(Approval._meta.db_table, "id"), (RulesRevision._meta.db_table, "id")]
-    columns = [f"(SELECT MAX({_quote(column)}) FROM {_quote(table)})" for table, column in tables]
+    columns = newest_row_columns(
+        FINGERPRINT_MODELS,
+        tables=[(Approval._meta.db_table, "id"), (RulesRevision._meta.db_table, "id")],
+    )
     reviews = _quote(MonthlyReview._meta.db_table)
     done = f"CASE WHEN {_quote('status')} = '{ReviewStatus.DONE.value}' THEN 1 ELSE 0 END"
     for aggregate in (f"MAX({_quote('id')})", f"MAX({_quote('built_at')})", f"SUM({done})"):

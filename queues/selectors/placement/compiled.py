@@ -31,6 +31,7 @@ from governance.selectors import (
     EffectiveProject,
     api_token_lookup,
     effective_rules,
+    newest_row_columns,
     pool_capacities,
 )
 from queues.models import Cluster, ClusterBackend, JobState, WorkloadJob
@@ -136,12 +137,7 @@ def _read_sql() -> dict[str, str]:
     is slow): ``fingerprint`` alone; with the project's jobs ``by_id``, or ``by_slug`` (the
     project found by its slug); ``prepare``, the statement ``by_slug`` prepared on
     PostgreSQL (``$1`` slug, ``$2`` job state, ``$3`` flavor id)."""
-    tables = [
-        (model.history.model._meta.db_table, "history_id")  # type: ignore[attr-defined]
-        for model in FINGERPRINT_MODELS
-    ]
-    tables.append((RulesRevision._meta.db_table, "id"))
-    columns = [f"(SELECT MAX({_quote(column)}) FROM {_quote(table)})" for table, column in tables]
+    columns = newest_row_columns(FINGERPRINT_MODELS, tables=[(RulesRevision._meta.db_table, "id")])
     fingerprint = "SELECT " + ", ".join(columns)
     return {
         "fingerprint": fingerprint,
