@@ -11,6 +11,7 @@ from django.db import connection
 
 from governance.models import PriorityTier, Project, Quota, RuleChange, User
 from governance.services.demo import PEOPLE, PROJECTS, QUOTAS, TIERS
+from tests.conftest import require_service
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,8 +22,11 @@ def fast_passwords(settings):
 
 
 def test_two_seed_demo_runs_at_once_load_the_demo_once():
-    if connection.vendor != "postgresql":
-        pytest.skip("concurrent writers need PostgreSQL (SQLite lets one writer in at a time)")
+    require_service(
+        "PostgreSQL",
+        connection.vendor == "postgresql",
+        "the demo's lock is PostgreSQL's (advisory lock): set DATABASE_URL=postgres://...",
+    )
     start = threading.Barrier(2)
     said: list[str] = []
     failures: list[BaseException] = []
