@@ -8,8 +8,8 @@ row kept.
 
 Marked ``containers``: runs when ``ARBITER_CONTAINER_IMAGE`` names the image the stack uses
 (``.ci/run`` builds the images first; without it the test skips, and fails in CI). The stack
-runs as the compose project ``arbiter-test`` on the ports stack.sh chooses (or those in the
-environment); its volumes are removed before and after.
+runs as the compose project ``arbiter-test`` (or ``ARBITER_STACK_PROJECT``) on the ports
+stack.sh chooses (or those in the environment); its volumes are removed before and after.
 """
 
 import os
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.containers
 README = settings.BASE_DIR / "README.md"
 STACK_SCRIPT = "deploy/containers/stack.sh"
 RAN: set[str] = set()
-PROJECT = "arbiter-test"
+PROJECT = os.environ.get("ARBITER_STACK_PROJECT", "arbiter-test")
 PORTS = {
     "POSTGRES_PORT": os.environ.get("POSTGRES_PORT", "15432"),
     "REDIS_PORT": os.environ.get("REDIS_PORT", "16379"),
