@@ -8,7 +8,7 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
-from queues.models import ChangeReplay
+from queues.models import ChangeReplay, ClusterBackend
 from queues.replay.by_cluster import ENGINE, FALLBACK_LABELS, MODEL_LABELS, not_modelled_label
 
 
@@ -29,6 +29,11 @@ class ReplayModel:
     @property
     def cluster_text(self) -> str:
         return self.cluster or _("(no cluster)")
+
+    @property
+    def scheduler_label(self) -> str:
+        labels = dict(ClusterBackend.choices)
+        return str(labels.get(self.scheduler, self.scheduler))
 
     def as_json(self) -> dict[str, Any]:
         return {

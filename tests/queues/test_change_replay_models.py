@@ -35,13 +35,13 @@ JOBS = (
 )
 
 
-def _record(world, cluster) -> None:
+def _record(world, cluster, jobs=JOBS, *, day: int = 0) -> None:
     tiers = {"exploratory": world.exploratory, "regular": world.regular}
     events = []
-    for name, tier, gpus, after, ran in JOBS:
+    for name, tier, gpus, after, ran in jobs:
         common = {
             "source": "test",
-            "job_id": name,
+            "job_id": f"{name}@{day}",
             "cluster": cluster,
             "project": world.speech,
             "pool": world.training,
@@ -50,10 +50,10 @@ def _record(world, cluster) -> None:
             "tier": tiers[tier],
             "user_name": name,
         }
-        submitted = T0 + after
+        submitted = T0 + timedelta(days=day) + after
         events += [
             JobEvent(
-                event_id=f"{name}:s",
+                event_id=f"{name}@{day}:s",
                 time=submitted,
                 kind=EventKind.SUBMITTED,
                 state=JobState.PENDING,
@@ -61,14 +61,14 @@ def _record(world, cluster) -> None:
                 **common,
             ),
             JobEvent(
-                event_id=f"{name}:r",
+                event_id=f"{name}@{day}:r",
                 time=submitted,
                 kind=EventKind.STARTED,
                 state=JobState.RUNNING,
                 **common,
             ),
             JobEvent(
-                event_id=f"{name}:e",
+                event_id=f"{name}@{day}:e",
                 time=submitted + ran,
                 kind=EventKind.ENDED,
                 state=JobState.COMPLETED,
@@ -78,19 +78,24 @@ def _record(world, cluster) -> None:
     assert events_ingest(events=events).stored == len(events)
 
 
-def _slurm(world):
+def _slurm(world, name: str = "hpc", **settings):
     return queue_services.cluster_create(
-        user=world.ops, reason=REASON, name="hpc", slurm_cluster="hpc", pools=[world.training]
+        user=world.ops,
+        reason=REASON,
+        name=name,
+        slurm_cluster=name,
+        pools=[world.training],
+        **settings,
     )
 
 
-def _kueue(world, settings, tmp_path):
+def _kueue(world, settings, tmp_path, name: str = "k8s"):
     settings.ARBITER_KUBE_CREDENTIALS_DIR = str(tmp_path)
     (tmp_path / "token").write_text("t")
     return queue_services.cluster_create(
         user=world.ops,
         reason=REASON,
-        name="k8s",
+        name=name,
         backend="kueue",
         kube_api_server="https://127.0.0.1:9",
         kube_credentials_file="token",
@@ -129,12 +134,16 @@ def _replay(world, change, django_capture_on_commit_callbacks) -> ChangeReplay:
     return run
 
 
-def _small_wait(run: ChangeReplay, side: str = "in_force") -> float:
-    """The replayed wait of the small exploratory job (the only 4-GPU-tier wait of 4 GPUs is
-    told apart by its submit time)."""
-    row = run.waits.get(side=side, submitted_at=T0 + 2 * MINUTE)
+def _wait(run: ChangeReplay, submitted: datetime, side: str = "in_force") -> float:
+    """The replayed wait of the job submitted at ``submitted`` (each job its own instant)."""
+    row = run.waits.get(side=side, submitted_at=submitted)
     assert row.wait_end is not None
     return (row.wait_end - row.submitted_at).total_seconds()
+
+
+def _small_wait(run: ChangeReplay, side: str = "in_force") -> float:
+    """The replayed wait of the small exploratory job."""
+    return _wait(run, T0 + 2 * MINUTE, side)
 
 
 def test_a_slurm_clusters_jobs_run_through_the_slurm_model_and_backfill(
@@ -243,7 +252,7 @@ def test_the_models_in_chinese(world, django_capture_on_commit_callbacks):
     html = client.get(
         reverse("change_replay", args=[change.pk]), HTTP_ACCEPT_LANGUAGE="zh-hans"
     ).content.decode()
-    for text in ("调度器模型", "通用引擎", "借出上限", "未建模"):
+    for text in ("调度器模型", "通用引擎", "出借上限", "为何运行通用引擎"):
         assert text in html, text
     for text in ("Scheduler model", "generic engine", "lending limits", "Not modelled"):
         assert text not in html, text
@@ -252,4 +261,38 @@ def test_the_models_in_chinese(world, django_capture_on_commit_callbacks):
     html = client.get(
         reverse("change_replay", args=[change.pk]), HTTP_ACCEPT_LANGUAGE="zh-hans"
     ).content.decode()
-    assert "Slurm 模型" in html and "未建模" in html and "每日上限" in html
+    assert "Slurm 模型" in html and "未模拟" in html and "抢占类别的每日上限" in html
+
+
+# The 32 H100s full for an hour; an exploratory job asking for all of them, then a regular
+# one a minute later: which goes first when the GPUs come back is the scheduler's order.
+ORDER = (
+    ("full", "exploratory", 32, 0 * MINUTE, HOUR),
+    ("early", "exploratory", 32, 1 * MINUTE, HOUR),
+    ("late", "regular", 32, 2 * MINUTE, HOUR),
+)
+
+
+def test_each_cluster_is_replayed_in_its_schedulers_order(
+    world, settings, tmp_path, django_capture_on_commit_callbacks
+):
+    """Three clusters in one replay, each its own jobs (a day apart): a Slurm cluster without
+    priority weights in its slurm.conf schedules first come, first served (Slurm's default);
+    one whose slurm.conf weighs the QOS (the tier's scheduler value) and Kueue put the
+    regular job first."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("PriorityType=priority/multifactor\nPriorityWeightQOS=10000\n")
+    _record(world, _slurm(world, "fifo"), ORDER, day=0)
+    _record(world, _slurm(world, "qos", slurm_conf=str(conf)), ORDER, day=1)
+    _record(world, _kueue(world, settings, tmp_path), ORDER, day=2)
+    run = _replay(world, _score_change(world), django_capture_on_commit_callbacks)
+    assert [(g["cluster"], g["model"], g["jobs"]) for g in run.result["models"]] == [
+        ("fifo", "slurm", 3),
+        ("k8s", "kueue", 3),
+        ("qos", "slurm", 3),
+    ]
+    early = {day: _wait(run, T0 + timedelta(days=day) + MINUTE) for day in range(3)}
+    late = {day: _wait(run, T0 + timedelta(days=day) + 2 * MINUTE) for day in range(3)}
+    assert (early[0], late[0]) == (59 * 60, 118 * 60)  # FIFO
+    assert (early[1], late[1]) == (119 * 60, 58 * 60)  # the QOS weighs the tier
+    assert (early[2], late[2]) == (119 * 60, 58 * 60)  # Kueue: the tier first
