@@ -130,7 +130,9 @@ def _in_use(key: str, rules: Rules, flavors: set[str], periods: int) -> bool:
     return False
 
 
-def _edited(edits: Sequence[Sequence[Any]], pools: set[int], quota_pools: dict[int, int]) -> set[str]:
+def _edited(
+    edits: Sequence[Sequence[Any]], pools: set[int], quota_pools: dict[int, int]
+) -> set[str]:
     """The rules (``<model>.<field>``) of ``edits`` that reach the cluster of ``pools``:
     a quota's or a pool's edit only when it is of one of them; tiers and classes always."""
     touched = set()
@@ -176,7 +178,10 @@ def _pick(
     # The rules of the cluster's pools: those its scheduler enforces.
     slugs = {pool.slug for pool in cluster.pools.all()}
     flavors = {
-        key for side in sides for _at, rules in side[:1] for key in rules.capacity
+        key
+        for side in sides
+        for _at, rules in side[:1]
+        for key in rules.capacity
         if flavor_key_split(key)[0] in slugs
     }
     missing = sorted(
