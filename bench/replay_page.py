@@ -3,7 +3,7 @@
 Run on demand (not part of the test suite), from the repository root:
 
     DATABASE_URL=postgres://USER@HOST:5432/DB DJANGO_DEBUG=1 nice .venv/bin/python \\
-        bench/replay_page.py [--days 45] [--rounds 7]
+        bench/replay_page.py [--days 45] [--rounds 7] [--scheduler none|slurm|kueue]
 
 In a throwaway database (``<DB>_replay_page``) it loads the demo (``demo_seed``), ``--days``
 of its workload (``demo_workload_seed``), replays the demo's proposed change (Medical imaging
@@ -13,6 +13,11 @@ signed in as ops through Django's test client, asks for its replay page
 median and fastest wall-clock time, this process's CPU time, the SQL queries and their time,
 the size of the page, with the load average (the machine may be shared). It prints the
 figures and writes them to ``bench/results/replay-page-<timestamp>.json``.
+
+``--scheduler slurm`` or ``kueue`` first adds a cluster of that scheduler serving every pool
+(the demo records none), so the change's replay runs the demo's jobs through that
+scheduler's model (``queues.replay.by_cluster``; a Slurm cluster without a ``slurm.conf``:
+Slurm's defaults); the replay's time and the models it ran are printed and written too.
 """
 
 import argparse
@@ -20,6 +25,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,23 +46,48 @@ from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
 
 from governance import services as rules  # noqa: E402
-from governance.models import ChangeStatus, RuleChange, User  # noqa: E402
+from governance.models import ChangeStatus, Pool, RuleChange, User  # noqa: E402
+from queues import services as queue_services  # noqa: E402
 from queues.models import ReplayStatus  # noqa: E402
 from queues.services import change_replay_start  # noqa: E402
 from queues.services.replay import change_replay_run  # noqa: E402
 from queues.services.workload.demo import demo_workload_seed  # noqa: E402
 
 
-def prepare(days: int) -> RuleChange:
+def add_cluster(scheduler: str) -> None:
+    """A cluster of ``scheduler`` serving every pool of the demo."""
+    ops = User.objects.get(username="ops")
+    kw: dict[str, Any] = {"user": ops, "reason": "Benchmark", "pools": list(Pool.objects.all())}
+    if scheduler == "slurm":
+        queue_services.cluster_create(**kw, name="bench-slurm", slurm_cluster="bench")
+        return
+    folder = tempfile.mkdtemp(prefix="arbiter-bench-")
+    Path(folder, "token").write_text("t")
+    settings.ARBITER_KUBE_CREDENTIALS_DIR = folder
+    queue_services.cluster_create(
+        **kw,
+        name="bench-kueue",
+        backend="kueue",
+        kube_api_server="https://127.0.0.1:9",
+        kube_credentials_file="token",
+    )
+
+
+def prepare(days: int, scheduler: str, results: dict[str, Any]) -> RuleChange:
     rules.demo_seed(password="pw")
     demo_workload_seed(days=days)
+    if scheduler != "none":
+        add_cluster(scheduler)
     change = RuleChange.objects.get(status=ChangeStatus.PROPOSED)
     run, _queued = change_replay_start(change=change, user=User.objects.get(username="ops"))
     began = time.perf_counter()
     done = change_replay_run(replay_id=run.pk)
-    print(f"replayed in {time.perf_counter() - began:.1f} s", flush=True)
+    results["replay_seconds"] = round(time.perf_counter() - began, 1)
+    print(f"replayed in {results['replay_seconds']:.1f} s", flush=True)
     if done is None or done.status != ReplayStatus.DONE:
         sys.exit(f"The replay did not finish: {done and done.error}")
+    results["models"] = (done.result or {}).get("models", [])
+    print("models", json.dumps(results["models"]), flush=True)
     if connection.vendor == "postgresql":
         # As autovacuum keeps a live database: the replay's fresh rows analysed (without
         # statistics the planner may not hash the review's groups and falls back to a slower
@@ -94,14 +125,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=int, default=45)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--scheduler", choices=("none", "slurm", "kueue"), default="none")
     args = parser.parse_args()
     name = f"{settings.DATABASES['default']['NAME']}_replay_page"
     settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = name
     setup_test_environment()
     test_db = connection.creation.create_test_db(verbosity=0, autoclobber=True)
-    results: dict[str, Any] = {"database": connection.vendor, "days": args.days}
+    results: dict[str, Any] = {
+        "database": connection.vendor,
+        "days": args.days,
+        "scheduler": args.scheduler,
+    }
     try:
-        change = prepare(args.days)
+        change = prepare(args.days, args.scheduler, results)
         client = Client()
         client.force_login(User.objects.get(username="ops"))
         results["page"] = measure(client, f"/changes/{change.pk}/replay/", args.rounds)
