@@ -18,6 +18,9 @@ figures and writes them to ``bench/results/replay-page-<timestamp>.json``.
 (the demo records none), so the change's replay runs the demo's jobs through that
 scheduler's model (``queues.replay.by_cluster``; a Slurm cluster without a ``slurm.conf``:
 Slurm's defaults); the replay's time and the models it ran are printed and written too.
+The demo's change edits a guarantee, which the Slurm model does not model (the engine runs
+it, and says why): ``--change tier-score`` replays instead a draft change raising the
+highest tier's score by one, which every model models.
 """
 
 import argparse
@@ -46,7 +49,8 @@ from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
 
 from governance import services as rules  # noqa: E402
-from governance.models import ChangeStatus, Pool, RuleChange, User  # noqa: E402
+from governance.models import ChangeStatus, Pool, PriorityTier, RuleChange, User  # noqa: E402
+from governance.services.changes.spec import EditSpec  # noqa: E402
 from queues import services as queue_services  # noqa: E402
 from queues.models import ReplayStatus  # noqa: E402
 from queues.services import change_replay_start  # noqa: E402
@@ -73,12 +77,28 @@ def add_cluster(scheduler: str) -> None:
     )
 
 
-def prepare(days: int, scheduler: str, results: dict[str, Any]) -> RuleChange:
+def tier_score_change() -> RuleChange:
+    """A draft change raising the highest tier's score by one."""
+    tier = PriorityTier.objects.order_by("-score").first()
+    assert tier is not None
+    return rules.rule_change_create(
+        user=User.objects.get(username="ops"),
+        reason="Benchmark",
+        edits=[EditSpec(target=tier, field="score", value=tier.score + 1)],
+        title="Benchmark: highest tier first",
+        submit=False,
+    )
+
+
+def prepare(days: int, scheduler: str, which: str, results: dict[str, Any]) -> RuleChange:
     rules.demo_seed(password="pw")
     demo_workload_seed(days=days)
     if scheduler != "none":
         add_cluster(scheduler)
-    change = RuleChange.objects.get(status=ChangeStatus.PROPOSED)
+    if which == "tier-score":
+        change = tier_score_change()
+    else:
+        change = RuleChange.objects.get(status=ChangeStatus.PROPOSED)
     run, _queued = change_replay_start(change=change, user=User.objects.get(username="ops"))
     began = time.perf_counter()
     done = change_replay_run(replay_id=run.pk)
@@ -126,6 +146,7 @@ def main() -> None:
     parser.add_argument("--days", type=int, default=45)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--scheduler", choices=("none", "slurm", "kueue"), default="none")
+    parser.add_argument("--change", choices=("demo", "tier-score"), default="demo")
     args = parser.parse_args()
     name = f"{settings.DATABASES['default']['NAME']}_replay_page"
     settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = name
@@ -135,9 +156,10 @@ def main() -> None:
         "database": connection.vendor,
         "days": args.days,
         "scheduler": args.scheduler,
+        "change": args.change,
     }
     try:
-        change = prepare(args.days, args.scheduler, results)
+        change = prepare(args.days, args.scheduler, args.change, results)
         client = Client()
         client.force_login(User.objects.get(username="ops"))
         results["page"] = measure(client, f"/changes/{change.pk}/replay/", args.rounds)
