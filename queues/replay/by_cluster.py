@@ -17,13 +17,14 @@ silently. The labels are here (translatable); the result stores the keys.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.utils.translation import gettext_lazy as _
 
-from governance.models import Quota
+from governance.models import PriorityTier, Quota
 from queues.models import Cluster
 
 from .keys import flavor_key_split
@@ -33,6 +34,8 @@ from .scheduler_model import SchedulerModel
 ENGINE = "engine"
 SLURM = "slurm"
 KUEUE = "kueue"
+WITH_CHANGE = "with_change"  # ``queues.models.ReplaySide.WITH_CHANGE``
+SCHEDULER_VALUE = "prioritytier.scheduler_value"
 
 MODEL_LABELS = {
     SLURM: _("Slurm model (main scheduler and backfill)"),
@@ -83,6 +86,12 @@ NOT_MODELLED: dict[str, dict[str, Any]] = {
 }
 
 
+# Edits a model reads that the engine does not (the result's ``not_modelled`` lists them).
+MODEL_EDIT_LABELS = {
+    SCHEDULER_VALUE: _("a tier's scheduler value (its Slurm QOS priority)"),
+}
+
+
 def not_modelled_label(model: str, key: str) -> Any:
     return NOT_MODELLED.get(model, {}).get(key, key)
 
@@ -99,6 +108,16 @@ class ClusterRun:
     fallback: str = ""  # why the engine ran (NO_CLUSTER, NO_MODEL, LACKS); "" when it did not
     fallback_fields: list[str] = field(default_factory=list)  # the edits the model lacks
     not_modelled: list[str] = field(default_factory=list)  # rules in use the model lacks
+    # The model of the side with the change, when the change edits what the model reads
+    # beside the rules (a tier's scheduler value: its Slurm QOS priority); else the same.
+    changed_model: SchedulerModel | None = None
+    # Edits only this model reads (the engine does not: the result's ``not_modelled``).
+    model_edits: list[str] = field(default_factory=list)
+
+    def model_of(self, side: str) -> SchedulerModel | None:
+        if side == WITH_CHANGE and self.changed_model is not None:
+            return self.changed_model
+        return self.scheduler_model
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -109,6 +128,7 @@ class ClusterRun:
             "fallback": self.fallback,
             "fallback_fields": self.fallback_fields,
             "not_modelled": self.not_modelled,
+            "model_edits": self.model_edits,
         }
 
 
@@ -190,9 +210,32 @@ def _pick(
         if key != CAPACITY
         and any(_in_use(key, side[0][1], flavors, len(side)) for side in sides if side)
     )
-    return ClusterRun(
+    picked = ClusterRun(
         cluster.name, cluster.backend, model.scheduler, model, jobs, not_modelled=missing
     )
+    if model.scheduler == SLURM and model.slurm is not None:
+        _with_scheduler_values(picked, model, edits)
+    return picked
+
+
+def _with_scheduler_values(
+    picked: ClusterRun, model: SchedulerModel, edits: Sequence[Sequence[Any]]
+) -> None:
+    """Slurm orders by the QOS priority the sync writes, the tier's scheduler value (not its
+    score): a change of it is the side with the change's model."""
+    values = {
+        object_id: value
+        for kind, object_id, name, _key, value in edits
+        if f"{kind}.{name}" == SCHEDULER_VALUE and value is not None
+    }
+    if not values or model.slurm is None:
+        return
+    slugs = dict(PriorityTier.objects.filter(pk__in=values).values_list("pk", "slug"))
+    qos = dict(model.slurm.qos_priority)
+    qos.update({slugs[pk]: float(value) for pk, value in values.items() if pk in slugs})
+    settings = dataclasses.replace(model.slurm, qos_priority=qos)
+    picked.changed_model = SchedulerModel(SLURM, settings)
+    picked.model_edits = [SCHEDULER_VALUE]
 
 
 def cluster_runs(

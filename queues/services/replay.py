@@ -303,7 +303,7 @@ def _replay_both(run: ChangeReplay) -> tuple[dict[str, Any], list[Model]]:
         (ReplaySide.WITH_CHANGE, timeline, 90),
     ):
         for group in groups:
-            result = replay(group.jobs, rules, until=until, model=group.scheduler_model)
+            result = replay(group.jobs, rules, until=until, model=group.model_of(side))
             rows += _side_rows(run, side, result, ids)
         _advance(run, progress=progress)
     return {

@@ -9,7 +9,13 @@ from typing import Any
 from django.utils.translation import gettext as _
 
 from queues.models import ChangeReplay, ClusterBackend
-from queues.replay.by_cluster import ENGINE, FALLBACK_LABELS, MODEL_LABELS, not_modelled_label
+from queues.replay.by_cluster import (
+    ENGINE,
+    FALLBACK_LABELS,
+    MODEL_EDIT_LABELS,
+    MODEL_LABELS,
+    not_modelled_label,
+)
 
 
 @dataclass
@@ -25,6 +31,7 @@ class ReplayModel:
     fallback_text: str
     fallback_fields: list[str] = field(default_factory=list)  # the rules, in words
     not_modelled: list[str] = field(default_factory=list)  # rules in use, in words
+    model_edits: list[str] = field(default_factory=list)  # edits only this model reads
 
     @property
     def cluster_text(self) -> str:
@@ -46,6 +53,7 @@ class ReplayModel:
             "fallback_reason": self.fallback_text,
             "fallback_rules": self.fallback_fields,
             "not_modelled": self.not_modelled,
+            "model_edits": self.model_edits,
         }
 
 
@@ -81,6 +89,9 @@ def replay_models(*, run: ChangeReplay | None) -> list[ReplayModel]:
                 fallback_text=str(FALLBACK_LABELS.get(fallback, "")) if fallback else "",
                 fallback_fields=_labels(lacking, list(group.get("fallback_fields", []))),
                 not_modelled=_labels(model, list(group.get("not_modelled", []))),
+                model_edits=[
+                    str(MODEL_EDIT_LABELS.get(key, key)) for key in group.get("model_edits", [])
+                ],
             )
         )
     return shown

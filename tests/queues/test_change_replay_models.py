@@ -296,3 +296,33 @@ def test_each_cluster_is_replayed_in_its_schedulers_order(
     assert (early[0], late[0]) == (59 * 60, 118 * 60)  # FIFO
     assert (early[1], late[1]) == (119 * 60, 58 * 60)  # the QOS weighs the tier
     assert (early[2], late[2]) == (119 * 60, 58 * 60)  # Kueue: the tier first
+
+
+def test_a_change_of_a_tiers_scheduler_value_reorders_the_slurm_model(
+    world, tmp_path, django_capture_on_commit_callbacks
+):
+    """Slurm orders by the QOS priority the sync writes, the tier's scheduler value: raised
+    above the regular tier's, the exploratory job goes first with the change."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("PriorityType=priority/multifactor\nPriorityWeightQOS=10000\n")
+    _record(world, _slurm(world, "qos", slurm_conf=str(conf)), ORDER)
+    change = services.rule_change_create(
+        user=world.ops,
+        reason="Sweeps first",
+        edits=[EditSpec(target=world.exploratory, field="scheduler_value", value=500)],
+        title="Exploratory first in Slurm",
+        submit=False,
+    )
+    run = _replay(world, change, django_capture_on_commit_callbacks)
+    [group] = run.result["models"]
+    assert group["model"] == "slurm" and group["model_edits"] == ["prioritytier.scheduler_value"]
+    # The engine does not read it: the result's edits not modelled still name it.
+    assert run.result["not_modelled"] == ["prioritytier.scheduler_value"]
+    early, late = T0 + MINUTE, T0 + 2 * MINUTE
+    assert (_wait(run, early), _wait(run, late)) == (119 * 60, 58 * 60)
+    assert (_wait(run, early, "with_change"), _wait(run, late, "with_change")) == (
+        59 * 60,
+        118 * 60,
+    )
+    html = login(world.ops).get(reverse("change_replay", args=[change.pk])).content.decode()
+    assert "Edits this model replays (the generic engine does not):" in html
