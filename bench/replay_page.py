@@ -20,7 +20,7 @@ scheduler's model (``queues.replay.by_cluster``; a Slurm cluster without a ``slu
 Slurm's defaults); the replay's time and the models it ran are printed and written too.
 The demo's change edits a guarantee, which the Slurm model does not model (the engine runs
 it, and says why): ``--change tier-score`` replays instead a draft change raising the
-highest tier's score by one, which every model models.
+highest tier's score by one, which no model falls back on.
 """
 
 import argparse
