@@ -34,13 +34,11 @@ KNOWN: dict[str, str] = {
     "queues/services/workload/traces.py": WAITING,
     "queues/services/workload/ingest.py": WAITING,
     "queues/services/workload/slurm.py": WAITING,
-    "queues/schedulers/kueue/desired.py": WAITING,
     "queues/apis/clusters.py": WAITING,
     "queues/selectors/placement/answer.py": WAITING,
     "approvals/apis.py": WAITING,
     "approvals/selectors.py": WAITING,
     "approvals/models.py": WAITING,
-    "reports/selectors/change_replay.py": WAITING,
 }
 
 
