@@ -31,7 +31,6 @@ KNOWN: dict[str, str] = {
     "governance/apis/tokens.py": WAITING,
     "governance/forms/__init__.py": WAITING,
     "queues/services/kueue/backend.py": WAITING,
-    "queues/selectors/placement/answer.py": WAITING,
     "approvals/apis.py": WAITING,
     "approvals/selectors.py": WAITING,
     "approvals/models.py": WAITING,
