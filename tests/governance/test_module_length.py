@@ -32,7 +32,6 @@ KNOWN: dict[str, str] = {
     "governance/forms/__init__.py": WAITING,
     "queues/services/kueue/backend.py": WAITING,
     "approvals/apis.py": WAITING,
-    "approvals/selectors.py": WAITING,
     "approvals/models.py": WAITING,
 }
 
