@@ -29,7 +29,6 @@ KNOWN: dict[str, str] = {
     "governance/services/identity.py": WAITING,
     "governance/forms/__init__.py": WAITING,
     "queues/services/kueue/backend.py": WAITING,
-    "approvals/apis.py": WAITING,
     "approvals/models.py": WAITING,
 }
 
