@@ -27,7 +27,6 @@ KNOWN: dict[str, str] = {
         "setting beside the comment that says what it is for"
     ),
     "queues/services/kueue/backend.py": WAITING,
-    "approvals/models.py": WAITING,
 }
 
 
