@@ -48,10 +48,12 @@ from .effective import (
 from .history import (
     FieldChange,
     HistoryEntry,
+    ObjectHistorySection,
     capacity_history_entries,
     history_entries,
     membership_history_entries,
     newest_row_columns,
+    object_history_sections,
 )
 from .lists import Sorts, search_filter, sort_choices, sorted_by
 from .people import (
@@ -132,6 +134,7 @@ __all__ = [
     "EffectiveRules",
     "FieldChange",
     "HistoryEntry",
+    "ObjectHistorySection",
     "PoolFlavorUse",
     "RollbackRow",
     "Sorts",
@@ -153,6 +156,7 @@ __all__ = [
     "membership_history_entries",
     "model_field",
     "newest_row_columns",
+    "object_history_sections",
     "object_key",
     "object_lookup",
     "object_type_of",

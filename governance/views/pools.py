@@ -3,7 +3,6 @@
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
-from django.utils.translation import gettext as _
 
 from governance import forms, selectors, services
 from governance.toolkit.paging import paginate
@@ -48,14 +47,7 @@ def pool_detail(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def pool_history(request: HttpRequest, slug: str) -> HttpResponse:
     pool = selectors.pool_get(user=request.user, slug=slug)
-    return history_page(
-        request,
-        pool,
-        [
-            (_("Pool"), selectors.history_entries(obj=pool)),
-            (_("Capacity"), selectors.capacity_history_entries(pool=pool)),
-        ],
-    )
+    return history_page(request, pool)
 
 
 @login_required
