@@ -53,6 +53,7 @@ from .history import (
     membership_history_entries,
     newest_row_columns,
 )
+from .kept import rows_fingerprint
 from .lists import Sorts, search_filter, sort_choices, sorted_by
 from .people import (
     PERSON_SORTS,
@@ -153,6 +154,7 @@ __all__ = [
     "membership_history_entries",
     "model_field",
     "newest_row_columns",
+    "rows_fingerprint",
     "object_key",
     "object_lookup",
     "object_type_of",
