@@ -259,9 +259,8 @@ def test_the_pool_list_is_kept_until_a_pool_capacity_or_quota_changes(
     ops_client, world, member, django_assert_num_queries
 ):
     """Read again with the same filters, the pool list costs the session, the user and the
-    fingerprint of its rows; a write of what it shows (a capacity, a pool, a quota) is on
-    the next request (the capacity, the new pool); each filter, and a reader who may not edit,
-    has its own page."""
+    fingerprint of its rows; a write of what it shows (here a capacity, a new pool) is on the
+    next request; each filter, and a reader who may not edit, has its own page."""
     url = reverse("pool_list")
     first = ops_client.get(url)
     with django_assert_num_queries(3):
