@@ -329,9 +329,8 @@ def _validators(directory: str) -> dict[str, Any]:
 @lru_cache(maxsize=4)
 def _compiled(directory: str) -> dict[str, Check]:
     """Each kind's compiled check (see above), built once per CRD directory."""
-    return {
-        kind: generate_check(v.schema, StrictValidator) for kind, v in _validators(directory).items()
-    }
+    validators = _validators(directory)
+    return {kind: generate_check(v.schema, StrictValidator) for kind, v in validators.items()}
 
 
 # --- validating ----------------------------------------------------------------------------------
@@ -490,7 +489,16 @@ def validate(objects: DesiredObjects, directory: Path | None = None) -> list[Vio
                 _("two rules produce the same name (%(rules)s)") % {"rules": ", ".join(others)},
             )
         names.setdefault(kind, set()).add(key)
-        for path, message in _object_violations(manifest, checks, compiled):
+        check, rules = compiled.get(kind), RULES.get(kind)
+        if check is not None and _metadata_fine(manifest, kind) and check(manifest):
+            # The common case, as _object_violations answers it: only the rules may object.
+            spec = manifest.get("spec", {})
+            found: Iterable[tuple[str, str]] = (
+                rules(manifest) if rules is not None and isinstance(spec, dict) else ()
+            )
+        else:
+            found = _object_violations(manifest, checks, compiled)
+        for path, message in found:
             report(kind, key, path, str(message))
         if kind == PRIORITY_CLASS and manifest.get("globalDefault"):
             defaults.append(key)
