@@ -49,10 +49,14 @@ class _Generator:
         body = [f"def {name}(x):", "    if not isinstance(x, dict):", "        return False"]
         required = list(schema.get("required", ()))
         if required:
-            test = " or ".join(f"{name!r} not in x" for name in required)
+            test = " or ".join(f"{field!r} not in x" for field in required)
             body += [f"    if {test}:", "        return False"]
         properties = schema.get("properties", {})
         extra = schema.get("additionalProperties")
+        extra_lines = self.block(extra, "v", depth=0) if extra is not None else []
+        if not properties and not extra_lines:
+            self.functions.append("\n".join([*body, "    return True"]))  # any keys
+            return name
         body.append("    for k, v in x.items():")
         branch = "if"
         for prop, sub in properties.items():
@@ -60,7 +64,6 @@ class _Generator:
             body.append(f"        {branch} k == {prop!r}:")
             body += ["            " + line for line in lines or ["pass"]]
             branch = "elif"
-        extra_lines = self.block(extra, "v", depth=0) if extra is not None else []
         if branch == "if":
             body += ["        " + line for line in extra_lines or ["pass"]]
         else:
