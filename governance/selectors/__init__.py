@@ -55,6 +55,7 @@ from .history import (
     newest_row_columns,
     object_history_sections,
 )
+from .kept import rows_fingerprint
 from .lists import Sorts, search_filter, sort_choices, sorted_by
 from .people import (
     PERSON_SORTS,
@@ -186,6 +187,7 @@ __all__ = [
     "quotas_for_projects",
     "required_scope",
     "rollback_plan",
+    "rows_fingerprint",
     "rule_change_filter",
     "rule_change_get",
     "rule_change_list",
