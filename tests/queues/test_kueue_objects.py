@@ -24,8 +24,8 @@ from queues.schedulers.kueue.values import (
     values_equal,
 )
 from queues.services.kueue import KueueBackend, KueueConnection
-from queues.services.kueue.backend import _owners
 from queues.services.kueue.export import export_objects, file_name
+from queues.services.kueue.ownership import field_owners
 from queues.services.slurm import SlurmBackend
 from queues.services.sync import enforcement_for
 from tests.conftest import REASON
@@ -433,11 +433,11 @@ def test_field_owners_are_found_in_managed_fields():
         }
     }
     field = "spec.resourceGroups[0].flavors[a100].resources[nvidia.com/gpu].nominalQuota"
-    assert _owners(obj, field) == ["kubectl-edit (Update)"]
-    assert _owners(obj, "spec.cohortName") == ["ops-script (Apply)"]
-    assert _owners(obj, "spec.flavors[a100].weight") == ["ops-script (Apply)"]
-    assert _owners(obj, "spec.flavors[h100].weight") == []
-    assert _owners(obj, "spec.fairSharing.weight") == []
+    assert field_owners(obj, field) == ["kubectl-edit (Update)"]
+    assert field_owners(obj, "spec.cohortName") == ["ops-script (Apply)"]
+    assert field_owners(obj, "spec.flavors[a100].weight") == ["ops-script (Apply)"]
+    assert field_owners(obj, "spec.flavors[h100].weight") == []
+    assert field_owners(obj, "spec.fairSharing.weight") == []
 
 
 # --- export ------------------------------------------------------------------------------------

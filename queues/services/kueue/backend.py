@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from governance.models import Pool, RulesRevision
@@ -29,11 +26,8 @@ from queues.schedulers.backends import (
 )
 from queues.schedulers.kueue.desired import DesiredObjects, Manifest, desired_objects
 from queues.schedulers.kueue.values import (
-    FIELD_MANAGER,
     GROUP,
     KINDS,
-    MANAGED_BY,
-    MANAGED_BY_VALUE,
     MUTATING_BINDING,
     MUTATING_POLICY,
     NAMESPACE,
@@ -50,9 +44,15 @@ from queues.schedulers.kueue.values import (
 from .client import ApplyConflict, KubeClient, KueueConnection, ServerRejected
 from .compiled import gc_paused
 from .enforcement import rule_enforcement
-from .schema import KueueValidationError, Violation, validate_or_raise
-
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+from .ownership import (
+    check_default_priority,
+    deletion_blocked,
+    field_owners,
+    leftovers,
+    takeover_note,
+)
+from .schema import validate_or_raise
+from .ungoverned import flag_ungoverned_jobs
 
 
 class KueueBackend(SchedulerBackend):
@@ -235,7 +235,7 @@ class KueueBackend(SchedulerBackend):
         for change in plan_changes(kinds=KINDS, desired=desired, live=live, equal=values_equal):
             if change.kind in NEVER_PRUNED and change.action in (Action.DELETE, Action.CONFLICT):
                 continue  # namespaces are never deleted; an existing one is simply used
-            blocked = _deletion_blocked(live, change.kind, change.name)
+            blocked = deletion_blocked(live, change.kind, change.name)
             if change.action == Action.DELETE and blocked:
                 # Deleted already, held by a finalizer (Kueue's resource-in-use while
                 # workloads use the queue): deleting again changes nothing; say what blocks.
@@ -256,38 +256,8 @@ class KueueBackend(SchedulerBackend):
                     note=str(_("value cannot change in place: deleted and created again")),
                 )
             changes.append(change)
-        self._check_default_priority(desired, live)
+        check_default_priority(desired=desired, live=live, objects=self.objects)
         return self._server_dry_run(changes)
-
-    def _check_default_priority(self, desired: State, live: LiveState) -> None:
-        mine = [
-            k for k, f in desired.get(PRIORITY_CLASS, {}).items() if f["globalDefault"] == "true"
-        ]
-        if not mine:
-            return
-        managed = live.managed.get(PRIORITY_CLASS, set())
-        others = [
-            key
-            for key, fields in live.objects.get(PRIORITY_CLASS, {}).items()
-            if fields.get("globalDefault") == "true" and key not in managed and key not in mine
-        ]
-        if others:
-            source = self.objects.source(PRIORITY_CLASS, mine[0]) if self.objects else ""
-            raise KueueValidationError(
-                [
-                    Violation(
-                        PRIORITY_CLASS,
-                        mine[0],
-                        "globalDefault",
-                        _(
-                            "PriorityClass %(other)s (not Arbiter's) is already the global "
-                            "default: only one default can exist"
-                        )
-                        % {"other": others[0]},
-                        source,
-                    )
-                ]
-            )
 
     def _server_dry_run(self, changes: list[Change]) -> list[Change]:
         manifests = self._manifests()
@@ -330,7 +300,7 @@ class KueueBackend(SchedulerBackend):
                     # takes them back from whoever changed them.
                     result = self.client.apply(manifest, dry_run=True, force=True)
                     self.takeovers[(change.kind, change.name)] = conflict.owners
-                    notes.append(_takeover_note(conflict.owners))
+                    notes.append(takeover_note(conflict.owners))
             except ServerRejected as error:
                 source = self.objects.source(change.kind, change.name) if self.objects else ""
                 rejected.append(
@@ -339,7 +309,7 @@ class KueueBackend(SchedulerBackend):
                     else str(error)
                 )
                 continue
-            patch, removed = _leftovers(manifest, result)
+            patch, removed = leftovers(manifest, result)
             if patch:
                 self.restores[(change.kind, change.name)] = patch
                 notes.append(removed)
@@ -363,7 +333,7 @@ class KueueBackend(SchedulerBackend):
         for item in drift_items(kinds=KINDS, applied=applied, live=live, equal=values_equal):
             if item.kind in NEVER_PRUNED and item.name not in applied.get(item.kind, {}):
                 continue  # a namespace Arbiter once made and keeps: not a change
-            owners = _owners(raw.get(item.kind, {}).get(item.name), item.field)
+            owners = field_owners(raw.get(item.kind, {}).get(item.name), item.field)
             if owners:
                 item = DriftItem(
                     item.kind,
@@ -435,7 +405,7 @@ class KueueBackend(SchedulerBackend):
                 one = LiveState(
                     objects={}, managed={}, extra={"raw": {change.kind: {change.name: obj}}}
                 )
-                blocked = _deletion_blocked(one, change.kind, change.name)
+                blocked = deletion_blocked(one, change.kind, change.name)
                 if blocked:
                     self.held[(change.kind, change.name)] = blocked
         return ApplyResult(
@@ -483,69 +453,13 @@ class KueueBackend(SchedulerBackend):
             and not (change.kind in NEVER_PRUNED and change.action == Action.DELETE)
             # A delete the server accepted but a finalizer holds: the next plan says so.
             and not (
-                change.action == Action.DELETE and _deletion_blocked(live, change.kind, change.name)
+                change.action == Action.DELETE and deletion_blocked(live, change.kind, change.name)
             )
         ]
 
     def flag_ungoverned_jobs(self, *, live: LiveState) -> int:
-        """A suspended Job naming a Kueue queue in a namespace Arbiter does not govern (no
-        label ``app.kubernetes.io/managed-by=arbiter``) waits for good: there is no queue of
-        Arbiter's there and Kueue's ``managedJobsNamespaceSelector`` leaves the namespace
-        alone. Each such Job gets one Warning Event saying why (its name is fixed, so a
-        second check adds none). Returns how many Events were created."""
-        namespaces = live.extra.get("raw", {}).get(NAMESPACE, {})
-        governed = {
-            name
-            for name, obj in namespaces.items()
-            if ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) == MANAGED_BY_VALUE
-        }
-        status, body = self.client.request(
-            "GET", "/apis/batch/v1/jobs", query=[("labelSelector", QUEUE_LABEL)]
-        )
-        if status != 200:
-            return 0
-        created = 0
-        for item in body.get("items") or []:
-            meta = item.get("metadata") or {}
-            namespace = meta.get("namespace", "")
-            if namespace in governed or not (item.get("spec") or {}).get("suspend"):
-                continue
-            queue = (meta.get("labels") or {}).get(QUEUE_LABEL, "")
-            now = timezone.now().strftime("%Y-%m-%dT%H:%M:%SZ")
-            event = {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"name": f"{meta.get('name', '')}.arbiter-not-governed"[:253]},
-                "involvedObject": {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "name": meta.get("name", ""),
-                    "namespace": namespace,
-                    "uid": meta.get("uid", ""),
-                },
-                "reason": "NamespaceNotGoverned",
-                "type": "Warning",
-                "source": {"component": FIELD_MANAGER},
-                "firstTimestamp": now,
-                "lastTimestamp": now,
-                "count": 1,
-                "message": str(
-                    _(
-                        "Arbiter: this Job names the Kueue queue %(queue)s, but namespace "
-                        "%(namespace)s is not governed by Arbiter (no label "
-                        "app.kubernetes.io/managed-by=arbiter): it has no queue of Arbiter's "
-                        "and Kueue does not manage its Jobs, so this Job stays suspended. Run "
-                        "it in your project's namespace, or ask ops to give the project this "
-                        "namespace."
-                    )
-                    % {"queue": queue, "namespace": namespace}
-                ),
-            }
-            status, _body = self.client.request(
-                "POST", f"/api/v1/namespaces/{namespace}/events", body=event
-            )
-            created += status == 201
-        return created
+        """See ``kueue.ungoverned.flag_ungoverned_jobs``."""
+        return flag_ungoverned_jobs(client=self.client, live=live)
 
     def rule_enforcement(
         self, *, rules: EffectiveRules, pools: Iterable[Pool]
@@ -555,125 +469,3 @@ class KueueBackend(SchedulerBackend):
 
     def config_lines(self, *, rules: EffectiveRules) -> list[str]:
         return []
-
-
-def _takeover_note(owners: dict[str, list[str]]) -> str:
-    """What a forced apply takes back, from whom."""
-    taken = [
-        _("%(field)s from %(managers)s") % {"field": field, "managers": ", ".join(managers)}
-        for field, managers in sorted(owners.items())
-    ]
-    return str(
-        _("takes back %(fields)s (fields Arbiter owns, changed by another field manager)")
-        % {"fields": "; ".join(taken[:10]) or "-"}
-    )
-
-
-def _replacing(desired: Any, live: Any) -> Any:
-    """A merge patch value that turns ``live`` into ``desired``: maps key by key, keys only
-    ``live`` has set to null; anything else replaced whole."""
-    if isinstance(desired, dict) and isinstance(live, dict):
-        patch: dict[str, Any] = {key: None for key in live if key not in desired}
-        for key, value in desired.items():
-            patch[key] = _replacing(value, live.get(key))
-        return patch
-    return desired
-
-
-def _leftovers(manifest: Manifest, result: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    """What server-side apply would keep beside Arbiter's values (a value another manager
-    added to a set such as a binding's ``validationActions``, or to a map): a merge patch of
-    the top-level ``spec`` fields concerned, and a note saying what it removes from whom."""
-    if not result:
-        return {}, ""
-    wanted = flatten(manifest)
-    found = flatten({**result, "kind": manifest["kind"]})
-    differing = [
-        path
-        for path, value in wanted.items()
-        if path.startswith("spec.") and not values_equal(path, found.get(path, ""), value)
-    ]
-    if not differing:
-        return {}, ""
-    spec_patch: dict[str, Any] = {}
-    removed = []
-    for path in differing:
-        top = PATH_PART.findall(path)[1][0]
-        if top in spec_patch:
-            continue
-        live_value = (result.get("spec") or {}).get(top)
-        spec_patch[top] = _replacing(manifest.get("spec", {}).get(top), live_value)
-        owners = _owners(result, f"spec.{top}")
-        removed.append(
-            _("spec.%(field)s %(live)s of %(managers)s")
-            % {
-                "field": top,
-                "live": json.dumps(live_value, sort_keys=True)[:200],
-                "managers": ", ".join(owners) or "-",
-            }
-        )
-    return {"spec": spec_patch}, str(
-        _("restores the values others added: %(values)s") % {"values": "; ".join(removed)}
-    )
-
-
-PATH_PART = re.compile(r"([^.\[\]]+)|\[([^\]]+)\]")
-
-
-def _deletion_blocked(live: LiveState, kind: str, name: str) -> str:
-    """Why a deleted object is still there ("" when it is not being deleted): its
-    finalizers, and for a Kueue queue the workloads that still hold it."""
-    obj = live.extra.get("raw", {}).get(kind, {}).get(name) or {}
-    meta = obj.get("metadata") or {}
-    if not meta.get("deletionTimestamp"):
-        return ""
-    status = obj.get("status") or {}
-    counts = [
-        f"{status[field]} {field}"
-        for field in ("admittedWorkloads", "reservingWorkloads", "pendingWorkloads")
-        if status.get(field)
-    ]
-    return str(
-        _(
-            "Deleted, but still held by finalizer %(finalizers)s (%(workloads)s): it goes once "
-            "its workloads finish or are removed; Arbiter does not delete it again."
-        )
-        % {
-            "finalizers": ", ".join(meta.get("finalizers") or []) or "-",
-            "workloads": ", ".join(counts) or _("no workload counted"),
-        }
-    )
-
-
-def _owns(fields: Any, path: str) -> bool:
-    """Whether a ``managedFields`` entry's ``fieldsV1`` covers ``path`` (an atomic list or
-    map owned as a whole covers everything under it)."""
-    node = fields
-    for name, item in PATH_PART.findall(path):
-        if not isinstance(node, dict):
-            return False
-        if node == {}:
-            return True
-        if name:
-            key = f"f:{name}"
-            if key not in node:
-                return False
-            node = node[key]
-        else:
-            wanted = {f'k:{{"name":"{item}"}}', f"i:{item}"}
-            found = next((key for key in node if key in wanted), None)
-            if found is None:
-                return False
-            node = node[found]
-    return True
-
-
-def _owners(obj: dict[str, Any] | None, field: str) -> list[str]:
-    """Managers other than Arbiter whose managed fields cover the field."""
-    if not obj or not field:
-        return []
-    return [
-        f"{entry.get('manager', '')} ({entry.get('operation', '')})"
-        for entry in (obj.get("metadata") or {}).get("managedFields") or []
-        if entry.get("manager") != FIELD_MANAGER and _owns(entry.get("fieldsV1") or {}, field)
-    ]
