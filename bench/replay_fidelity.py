@@ -35,19 +35,18 @@ sys.path.insert(0, str(ROOT))
 
 from bench.fidelity_kueue import KueueLab, kueue_inputs, kueue_rules, lab_env  # noqa: E402
 from bench.fidelity_slurm import (  # noqa: E402
-    LAB_END_DELAY,
     PRIORITIES,
     Ran,
     SlurmLab,
     lab_conf,
     lab_rules,
     lab_settings,
+    model_settings,
     replay_inputs,
 )
 from queues.replay import Job, Rules, replay  # noqa: E402
 from queues.replay.mixes import LabJob, compare, mixed_workload, order_agrees, tier_medians  # noqa: E402
 from queues.replay.scheduler_model import SchedulerModel  # noqa: E402
-from queues.replay.slurm_conf import SlurmSettings  # noqa: E402
 
 
 def _delays(ran: list[Ran], starts: list[float] | None = None) -> dict[str, float]:
@@ -89,6 +88,8 @@ def seed_figures(
             "submit": r.submit,
             "start": r.start,
             "end": r.end,
+            "by": r.started_by,
+            "precise": r.precise,
         }
         for r in ran
     ]
@@ -101,7 +102,7 @@ def run_seed(lab: SlurmLab | KueueLab, seed: int, args: argparse.Namespace) -> d
     if isinstance(lab, SlurmLab):
         ran = lab.submit(workload)
         models = {
-            "slurm_model": SchedulerModel("slurm", lab_settings(lab)),
+            "slurm_model": SchedulerModel("slurm", lab_settings(lab, **_overrides(args))),
             "strict_order": SchedulerModel("strict"),
         }
         fig = seed_figures(ran, replay_inputs(ran), lab_rules(), models)
@@ -164,7 +165,7 @@ def _spread(values: list[float]) -> dict[str, float]:
     }
 
 
-def rescore(path: Path, scheduler: str) -> int:
+def rescore(path: Path, scheduler: str, overrides: dict[str, float]) -> int:
     """The figures of an earlier run's jobs, replayed with today's models."""
     stored = json.loads(path.read_text())
     figs = []
@@ -176,15 +177,15 @@ def rescore(path: Path, scheduler: str) -> int:
                 r["submit"],
                 r["start"],
                 r["end"],
+                r.get("by", ""),
+                r.get("precise", False),
             )
             for r in fig["runs"]
         ]
         if scheduler == "slurm":
             lab = SlurmLab(lab_conf(ROOT))
-            settings = SlurmSettings.from_conf(
-                Path(lab.conf).read_text(),
-                qos_priority={**PRIORITIES, "qos:normal": 0},
-                end_delay=LAB_END_DELAY,
+            settings = model_settings(
+                Path(lab.conf).read_text(), {**PRIORITIES, "qos:normal": 0}, **overrides
             )
             models = {
                 "slurm_model": SchedulerModel("slurm", settings),
@@ -216,6 +217,11 @@ def _print_summary(total: dict[str, Any]) -> None:
         )
 
 
+def _overrides(args: argparse.Namespace) -> dict[str, float]:
+    names = ("end_delay", "sched_phase", "bf_phase")
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
@@ -229,9 +235,15 @@ def main() -> int:
         help="replay the runs of an earlier results file again with the models as they are now "
         "(no lab needed; the lab's slurm.conf is read for the Slurm model)",
     )
+    for name, what in (
+        ("--end-delay", "seconds from a job's end to its GPUs' return (default: the lab's 0.4)"),
+        ("--sched-phase", "where in each sched_interval the main scheduler's pass runs (s)"),
+        ("--bf-phase", "where in each bf_interval backfill runs (s)"),
+    ):
+        parser.add_argument(name, type=float, help=what)
     args = parser.parse_args()
     if args.rescore:
-        return rescore(Path(args.rescore), args.scheduler)
+        return rescore(Path(args.rescore), args.scheduler, _overrides(args))
     lab: SlurmLab | KueueLab
     if args.scheduler == "slurm":
         lab = SlurmLab(lab_conf(ROOT))
