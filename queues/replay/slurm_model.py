@@ -97,6 +97,12 @@ class SlurmReplay:
         self.dead = 0
         self.running: set[int] = set()
         self.running_tier: dict[str, set[int]] = {}
+        # Per project: running jobs, and the sum of when each began to count towards usage
+        # (its start, or the last decay if it ran then); a job's start counts in ``run_epoch``.
+        self.run_count: dict[str, int] = {}
+        self.run_since: dict[str, float] = {}
+        self.run_epoch = [0] * n
+        self.calc_epoch = 0
         self.heap: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
         self.queued: set[tuple[float, int]] = set()
@@ -284,9 +290,13 @@ class SlurmReplay:
             elapsed = t - self.last_decay
             for project in self.usage:
                 self.usage[project] = decay(self.usage[project], elapsed, s.decay_half_life)
-            for j in self.running:
-                project = self.jobs[j].project
-                self.usage[project] += t - max(self.run_start[j], self.last_decay)
+            # The running jobs' time since the last decay (or their start), per project.
+            for project, count in self.run_count.items():
+                if count:
+                    self.usage[project] += count * t - self.run_since[project]
+        for project, count in self.run_count.items():
+            self.run_since[project] = count * t
+        self.calc_epoch += 1
         self.last_decay = t
         self.last_calc = (
             t
@@ -355,6 +365,10 @@ class SlurmReplay:
         self.dead += 1
         self.node[j] = node
         self.running.add(j)
+        project = self.jobs[j].project
+        self.run_count[project] = self.run_count.get(project, 0) + 1
+        self.run_since[project] = self.run_since.get(project, 0.0) + t
+        self.run_epoch[j] = self.calc_epoch
         self.running_tier.setdefault(self.tier[j].slug, set()).add(j)
         self.run_start[j] = t
         if math.isnan(self.start[j]):
@@ -375,6 +389,10 @@ class SlurmReplay:
         planned = self.ends[self.node[j]][self.type_of[self.jobs[j].flavor]]
         planned.remove((self.limit_end(j), self.jobs[j].gpus, j))
         self.running.discard(j)
+        project = self.jobs[j].project
+        self.run_count[project] -= 1
+        since = self.run_start[j] if self.run_epoch[j] == self.calc_epoch else self.last_decay
+        self.run_since[project] -= since
         self.running_tier[self.tier[j].slug].discard(j)
         self.runs.append((j, self.run_start[j], t))
         self._trigger(t, ended=True)
@@ -490,7 +508,7 @@ class SlurmReplay:
                 break
             if not self.is_pending[j]:
                 continue
-            held = self._held(j)
+            held = self._held(j) if self.caps[j] else None
             if held is not None:
                 self._park(j, held, t)
                 continue
@@ -504,7 +522,7 @@ class SlurmReplay:
                 self._begin(j, node, t, by=BACKFILL)
                 plan.changed(node, shape[0])
                 continue
-            if self._try_preempt(j, t):
+            if plan.may_preempt(self.tier[j], shape) and self._try_preempt(j, t):
                 return  # the main scheduler starts it now; the plan changed: next pass
             if node < 0:
                 plan.give_up(shape)
@@ -593,6 +611,20 @@ class _Plan:
         self.frees: dict[tuple[str, float], list[tuple[float, int]]] = {}
         self.whens: dict[tuple[str, float], dict[int, float]] = {}
         self.dead: set[tuple[str, float, float]] = set()
+        self.starts = 0
+        self.failed_preempt: dict[tuple[str, str, float], int] = {}
+
+    def may_preempt(self, tier: TierRule, shape: tuple[str, float, float]) -> bool:
+        """Whether a job of ``tier`` and ``shape`` is worth a preemption attempt: its tier may
+        preempt, and no attempt of the same failed since the last start in this pass (the
+        running jobs it could preempt are the same)."""
+        if not tier.may_preempt:
+            return False
+        key = (tier.slug, shape[0], shape[1])
+        if self.failed_preempt.get(key) == self.starts:
+            return False
+        self.failed_preempt[key] = self.starts  # a success ends the pass
+        return True
 
     def hopeless(self, shape: tuple[str, float, float]) -> bool:
         return shape in self.dead
@@ -602,6 +634,7 @@ class _Plan:
 
     def changed(self, node: int, kind: str) -> None:
         """A job of ``kind`` started on ``node``: its place in the free-up orders moves."""
+        self.starts += 1
         for (of_kind, gpus), frees in self.frees.items():
             if of_kind != kind:
                 continue
