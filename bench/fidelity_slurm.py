@@ -273,9 +273,7 @@ def lab_rules(priorities: Mapping[str, int] = PRIORITIES) -> Rules:
 LAB_END_DELAY = 0.4
 
 
-def model_settings(
-    conf_text: str, priorities: Mapping[str, float], **kw: float
-) -> SlurmSettings:
+def model_settings(conf_text: str, priorities: Mapping[str, float], **kw: float) -> SlurmSettings:
     """The model's settings for the lab: its ``slurm.conf``, every QOS's priority (Slurm
     normalises the QOS factor by the highest one), the lab's end delay; ``kw`` overrides
     (``sched_phase``, ``bf_phase``: where in each second the passes run)."""
@@ -283,11 +281,9 @@ def model_settings(
     return SlurmSettings.from_conf(conf_text, qos_priority=priorities, **kw)  # type: ignore[arg-type]
 
 
-def lab_settings(
-    lab: SlurmLab, priorities: Mapping[str, int] = PRIORITIES, **kw: float
-) -> SlurmSettings:
+def lab_settings(lab: SlurmLab, **kw: float) -> SlurmSettings:
     """The model's settings for the running lab (its QOS priorities read back)."""
     qos = lab.qos_priorities()
-    named = {tier: float(value) for tier, value in priorities.items()}
+    named = {tier: float(value) for tier, value in PRIORITIES.items()}
     named.update({f"qos:{name}": value for name, value in qos.items()})
     return model_settings(Path(lab.conf).read_text(), named, **kw)

@@ -95,6 +95,7 @@ class SlurmSettings:
     # An ended job's GPUs are free (its epilog complete reaches slurmctld, which then runs the
     # main scheduler) this much later: about 0.4 s on the lab.
     end_delay: float = 0.0
+
     @classmethod
     def from_conf(cls, text: str, **overrides: object) -> SlurmSettings:
         conf: dict[str, str] = {}
