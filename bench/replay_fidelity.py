@@ -8,17 +8,18 @@ Run on demand against the lab (not part of the test suite), from the repository 
 Per seed, ``queues.replay.mixes.mixed_workload(seed)`` (three tiers, one project each, 1–4
 GPUs of either type, 5–20 s runs, bursts, half the jobs with a time limit) is submitted to
 the lab's Slurm (``bench/fidelity_slurm.py``: one QOS per tier, ``sbatch`` of sleep jobs at
-the workload's offsets), and the same jobs — Slurm's submit times, the runs they took, to the
-millisecond from slurmctld's log when it has them (else Slurm's whole-second stamps), and
-which scheduler started each — are replayed under the same rules twice: with the Slurm model (``queues.replay.slurm_model``,
-settings read from the lab's ``slurm.conf``) and with the engine's Kueue order (the replay
-before the Slurm model, for comparison). Per tier it prints the median start delay on Slurm
-and replayed, the error in seconds and in % of Slurm's, whether it is within the goal (15 %
-or 10 s) and whether the tiers are in the same order (``mixes.order_agrees``); then the
-distribution of the errors over all seeds, and writes everything to
-``bench/results/replay_fidelity-<time>.json``. ``--rescore FILE`` replays an earlier run's
-jobs with the models as they are now (no lab); ``--bf-phase``, ``--sched-phase`` and
-``--end-delay`` set the Slurm model's pass timing (``SlurmSettings``) for a sensitivity run.
+the workload's offsets), and the same jobs — Slurm's submit times, the runs they took, to
+the millisecond from slurmctld's log when it has them (else Slurm's whole-second stamps),
+and which scheduler started each — are replayed under the same rules twice: with the Slurm
+model (``queues.replay.slurm_model``, settings read from the lab's ``slurm.conf``) and with
+the engine's Kueue order (the replay before the Slurm model, for comparison). Per tier it
+prints the median start delay on Slurm and replayed, the error in seconds and in % of
+Slurm's, whether it is within the goal (15 % or 10 s) and whether the tiers are in the same
+order (``mixes.order_agrees``); then the distribution of the errors over all seeds, and
+writes everything to ``bench/results/replay_fidelity-<time>.json``. ``--rescore FILE``
+replays an earlier run's jobs with the models as they are now (no lab); ``--bf-phase``,
+``--sched-phase`` and ``--end-delay`` set the Slurm model's pass timing (``SlurmSettings``)
+for a sensitivity run.
 """
 
 from __future__ import annotations
