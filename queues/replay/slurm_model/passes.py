@@ -13,27 +13,34 @@ class SlurmPasses(SlurmState):
         tier = self.tier[j]
         if not (self.s.preempt and tier.may_preempt and tier.preemptible):
             return False
-        job = self.jobs[j]
-        kind = self.type_of[job.flavor]
+        kind, gpus, _limit = self.shape[j]
+        shape, classes, run_start = self.shape, self.cls, self.run_start
         by_node: dict[int, list[int]] = {}
-        for v in (v for slug in tier.preemptible for v in self.running_tier.get(slug, ())):
-            cls = self.cls[v]
-            if (
-                self.type_of[self.jobs[v].flavor] == kind
-                and cls.kind != FORBIDDEN
-                and not (cls.kind == CAUTIOUS and t - self.run_start[v] < cls.min_runtime)
-            ):
-                by_node.setdefault(self.node[v], []).append(v)
+        room: dict[int, float] = {}  # per node, the GPUs its victims hold
+        for slug in tier.preemptible:
+            for v in self.running_tier.get(slug, ()):
+                cls = classes[v]
+                if (
+                    shape[v][0] != kind
+                    or cls.kind == FORBIDDEN
+                    or (cls.kind == CAUTIOUS and t - run_start[v] < cls.min_runtime)
+                ):
+                    continue
+                i = self.node[v]
+                by_node.setdefault(i, []).append(v)
+                room[i] = room.get(i, 0.0) + shape[v][1]
         for i in sorted(by_node):
             have = self.free[i].get(kind, 0.0)
+            if have + room[i] + EPS < gpus:
+                continue
             candidates = sorted(by_node[i], key=lambda v: (self.prio[v], -self.run_start[v], -v))
             chosen = []
             for v in candidates:
-                if have + EPS >= job.gpus:
+                if have + EPS >= gpus:
                     break
                 chosen.append(v)
-                have += self.jobs[v].gpus
-            if have + EPS >= job.gpus and chosen:
+                have += shape[v][1]
+            if have + EPS >= gpus and chosen:
                 for v in chosen:
                     self._preempt(v, j, t)
                 return True
@@ -96,7 +103,7 @@ class SlurmPasses(SlurmState):
             tested += 1
             shape = self.shape[j]
             limit = shape[2]
-            if plan.hopeless(shape):
+            if shape in plan.dead:  # no place in the window for this shape in this pass
                 continue
             when, node = plan.earliest(shape)
             if node >= 0 and when <= t:

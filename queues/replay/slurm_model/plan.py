@@ -45,9 +45,6 @@ class BackfillPlan:
         self.failed_preempt[key] = self.starts  # a success ends the pass
         return True
 
-    def hopeless(self, shape: tuple[str, float, float]) -> bool:
-        return shape in self.dead
-
     def give_up(self, shape: tuple[str, float, float]) -> None:
         self.dead.add(shape)
 
