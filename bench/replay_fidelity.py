@@ -51,6 +51,7 @@ from bench.fidelity_slurm import (  # noqa: E402
 from queues.replay import Job, Rules, replay  # noqa: E402
 from queues.replay.mixes import LabJob, compare, mixed_workload, order_agrees, tier_medians  # noqa: E402
 from queues.replay.scheduler_model import SchedulerModel  # noqa: E402
+from queues.replay.slurm_model import SlurmReplay  # noqa: E402
 
 
 def _delays(ran: list[Ran], starts: list[float] | None = None) -> dict[str, float]:
@@ -69,7 +70,14 @@ def seed_figures(
     real = _delays(ran)
     out: dict[str, Any] = {"jobs": len(ran), "real": real}
     for name, model in models.items():
-        replayed = _delays(ran, replay(inputs, timeline, model=model).start)
+        by: list[str] = []
+        if model.scheduler == "slurm" and model.slurm is not None:
+            slurm = SlurmReplay(inputs, timeline, model.slurm)
+            starts = slurm.run().start
+            by = slurm.started_by
+        else:
+            starts = replay(inputs, timeline, model=model).start
+        replayed = _delays(ran, starts)
         errors = compare(real, replayed)
         agrees = order_agrees(real, replayed)
         out[name] = {
@@ -81,6 +89,13 @@ def seed_figures(
             "order_agrees": agrees,
             "goal_met": agrees and all(e.within() for e in errors),
         }
+        if by and all(r.started_by for r in ran):
+            # Which scheduler started each job: Slurm's (its log) and the model's.
+            out[name]["backfill_started"] = {
+                "real": sum(r.started_by == "backfill" for r in ran),
+                "model": by.count("backfill"),
+                "same": sum(r.started_by == b for r, b in zip(ran, by, strict=True)),
+            }
     out["runs"] = [
         {
             "id": r.slurm_id,
@@ -133,7 +148,14 @@ def _print_seed(fig: dict[str, Any]) -> None:
         print(" | ".join(cells))
     for name in names:
         row = fig[name]
-        print(f"  {name}: tier order agrees {row['order_agrees']}, goal met {row['goal_met']}")
+        started = row.get("backfill_started")
+        by = (
+            f"; started by backfill: Slurm {started['real']}, model {started['model']}, "
+            f"same scheduler for {started['same']} of {fig['jobs']} jobs"
+            if started
+            else ""
+        )
+        print(f"  {name}: tier order agrees {row['order_agrees']}, goal met {row['goal_met']}{by}")
 
 
 def summary(figs: list[dict[str, Any]]) -> dict[str, Any]:
