@@ -26,7 +26,6 @@ from approvals.models import (
 )
 from governance.forms import RuleChangeMetaForm
 from governance.selectors import (
-    history_entries,
     project_get,
     signed_in_user,
     user_can_edit_rules,
@@ -37,7 +36,7 @@ from governance.services import (
     rule_object_propose_update,
 )
 from governance.toolkit.paging import paginate
-from governance.toolkit.web import posted, propose
+from governance.toolkit.web import history_section_pages, posted, propose
 
 # --- requests -------------------------------------------------------------------------------
 
@@ -388,5 +387,5 @@ def policy_history(request: HttpRequest, pk: int) -> HttpResponse:
     return render(
         request,
         "approvals/policy_history.html",
-        {"object": policy, "entries": paginate(request, history_entries(obj=policy))},
+        {"object": policy, "sections": history_section_pages(request, policy)},
     )

@@ -3,7 +3,7 @@
 Run on demand (not part of the test suite), from the repository root:
 
     DATABASE_URL=postgres://USER@HOST:5432/DB DJANGO_DEBUG=1 nice .venv/bin/python \\
-        bench/replay_page.py [--days 45] [--rounds 7]
+        bench/replay_page.py [--days 45] [--rounds 7] [--scheduler none|slurm|kueue]
 
 In a throwaway database (``<DB>_replay_page``) it loads the demo (``demo_seed``), ``--days``
 of its workload (``demo_workload_seed``), replays the demo's proposed change (Medical imaging
@@ -13,6 +13,14 @@ signed in as ops through Django's test client, asks for its replay page
 median and fastest wall-clock time, this process's CPU time, the SQL queries and their time,
 the size of the page, with the load average (the machine may be shared). It prints the
 figures and writes them to ``bench/results/replay-page-<timestamp>.json``.
+
+``--scheduler slurm`` or ``kueue`` first adds a cluster of that scheduler serving every pool
+(the demo records none), so the change's replay runs the demo's jobs through that
+scheduler's model (``queues.replay.by_cluster``; a Slurm cluster without a ``slurm.conf``:
+Slurm's defaults); the replay's time and the models it ran are printed and written too.
+The demo's change edits a guarantee, which the Slurm model does not model (the engine runs
+it, and says why): ``--change tier-score`` replays instead a draft change raising the
+highest tier's score by one, which no model falls back on.
 """
 
 import argparse
@@ -20,6 +28,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,23 +49,65 @@ from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
 
 from governance import services as rules  # noqa: E402
-from governance.models import ChangeStatus, RuleChange, User  # noqa: E402
+from governance.models import ChangeStatus, Pool, PriorityTier, RuleChange, User  # noqa: E402
+from governance.services.changes.spec import EditSpec  # noqa: E402
+from queues import services as queue_services  # noqa: E402
 from queues.models import ReplayStatus  # noqa: E402
 from queues.services import change_replay_start  # noqa: E402
 from queues.services.replay import change_replay_run  # noqa: E402
 from queues.services.workload.demo import demo_workload_seed  # noqa: E402
 
 
-def prepare(days: int) -> RuleChange:
+def add_cluster(scheduler: str) -> None:
+    """A cluster of ``scheduler`` serving every pool of the demo."""
+    ops = User.objects.get(username="ops")
+    kw: dict[str, Any] = {"user": ops, "reason": "Benchmark", "pools": list(Pool.objects.all())}
+    if scheduler == "slurm":
+        queue_services.cluster_create(**kw, name="bench-slurm", slurm_cluster="bench")
+        return
+    folder = tempfile.mkdtemp(prefix="arbiter-bench-")
+    Path(folder, "token").write_text("t")
+    settings.ARBITER_KUBE_CREDENTIALS_DIR = folder
+    queue_services.cluster_create(
+        **kw,
+        name="bench-kueue",
+        backend="kueue",
+        kube_api_server="https://127.0.0.1:9",
+        kube_credentials_file="token",
+    )
+
+
+def tier_score_change() -> RuleChange:
+    """A draft change raising the highest tier's score by one."""
+    tier = PriorityTier.objects.order_by("-score").first()
+    assert tier is not None
+    return rules.rule_change_create(
+        user=User.objects.get(username="ops"),
+        reason="Benchmark",
+        edits=[EditSpec(target=tier, field="score", value=tier.score + 1)],
+        title="Benchmark: highest tier first",
+        submit=False,
+    )
+
+
+def prepare(days: int, scheduler: str, which: str, results: dict[str, Any]) -> RuleChange:
     rules.demo_seed(password="pw")
     demo_workload_seed(days=days)
-    change = RuleChange.objects.get(status=ChangeStatus.PROPOSED)
+    if scheduler != "none":
+        add_cluster(scheduler)
+    if which == "tier-score":
+        change = tier_score_change()
+    else:
+        change = RuleChange.objects.get(status=ChangeStatus.PROPOSED)
     run, _queued = change_replay_start(change=change, user=User.objects.get(username="ops"))
     began = time.perf_counter()
     done = change_replay_run(replay_id=run.pk)
-    print(f"replayed in {time.perf_counter() - began:.1f} s", flush=True)
+    results["replay_seconds"] = round(time.perf_counter() - began, 1)
+    print(f"replayed in {results['replay_seconds']:.1f} s", flush=True)
     if done is None or done.status != ReplayStatus.DONE:
         sys.exit(f"The replay did not finish: {done and done.error}")
+    results["models"] = (done.result or {}).get("models", [])
+    print("models", json.dumps(results["models"]), flush=True)
     if connection.vendor == "postgresql":
         # As autovacuum keeps a live database: the replay's fresh rows analysed (without
         # statistics the planner may not hash the review's groups and falls back to a slower
@@ -94,14 +145,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=int, default=45)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--scheduler", choices=("none", "slurm", "kueue"), default="none")
+    parser.add_argument("--change", choices=("demo", "tier-score"), default="demo")
     args = parser.parse_args()
     name = f"{settings.DATABASES['default']['NAME']}_replay_page"
     settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = name
     setup_test_environment()
     test_db = connection.creation.create_test_db(verbosity=0, autoclobber=True)
-    results: dict[str, Any] = {"database": connection.vendor, "days": args.days}
+    results: dict[str, Any] = {
+        "database": connection.vendor,
+        "days": args.days,
+        "scheduler": args.scheduler,
+        "change": args.change,
+    }
     try:
-        change = prepare(args.days)
+        change = prepare(args.days, args.scheduler, args.change, results)
         client = Client()
         client.force_login(User.objects.get(username="ops"))
         results["page"] = measure(client, f"/changes/{change.pk}/replay/", args.rounds)

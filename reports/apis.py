@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from governance.selectors import rule_change_get
 from governance.toolkit.api import NOT_FOUND
 from reports.selectors.change_replay import change_replay_page
+from reports.selectors.replay_models import replay_models
 from reports.selectors.replay_trigger import verdict_json
 from reports.selectors.stored_reviews import review_csv_rows, review_get, review_tables
 from reports.views import csv_response
@@ -211,6 +212,16 @@ class ChangeReplayFiguresApi(APIView):
                 "when the change has no rollback trigger."
             ),
         )
+        models = serializers.ListField(
+            child=serializers.DictField(),
+            help_text=gettext_lazy(
+                "Per cluster, the scheduler model that replayed its jobs: the cluster (empty "
+                "for jobs of no cluster), its scheduler, the model (slurm, kueue or engine), "
+                "the jobs, why the generic engine ran when it did (fallback: no_cluster, "
+                "no_model or lacks, with the reason and the rules the model lacks) and the "
+                "rules in use the model does not model."
+            ),
+        )
 
         class Meta:
             ref_name = "ChangeReplayFigures"
@@ -249,6 +260,19 @@ class ChangeReplayFiguresApi(APIView):
                     },
                     "waits": {"in_force": {}, "with_change": {}},
                     "rollback": None,
+                    "models": [
+                        {
+                            "cluster": "hpc",
+                            "scheduler": "slurm",
+                            "model": "slurm",
+                            "model_label": "Slurm model (main scheduler and backfill)",
+                            "jobs": 1200,
+                            "fallback": "",
+                            "fallback_reason": "",
+                            "fallback_rules": [],
+                            "not_modelled": ["lending limits"],
+                        }
+                    ],
                 },
                 response_only=True,
             )
@@ -292,5 +316,6 @@ class ChangeReplayFiguresApi(APIView):
             },
             "waits": page.waits,
             "rollback": verdict_json(page.rollback),
+            "models": [model.as_json() for model in replay_models(run=page.run)],
         }
         return Response(self.OutputSerializer(data).data)

@@ -34,6 +34,7 @@ from reports.selectors import change_replay as replay_selectors
 from reports.selectors import home_cache
 from reports.selectors import stored_reviews as review_selectors
 from reports.selectors.month_to_date import month_to_date_review
+from reports.selectors.replay_models import replay_models
 
 # plotly.js as the installed plotly package ships it: no CDN, and always the version the
 # Python figures are built for.
@@ -440,6 +441,7 @@ def change_replay(request: HttpRequest, pk: int) -> HttpResponse:
             "change": change,
             "page": page,
             "run": page.run,
+            "models": replay_models(run=page.run),
             "replayable": change.status in REPLAYABLE,
             "may_start": change_replay_start_problem(change=change, user=request.user) is None,
             **_figure_context(),

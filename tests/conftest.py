@@ -396,6 +396,7 @@ POSTGRES_MODULES = {
     "test_change_concurrency.py",
     "test_request_approve_concurrency.py",
     "test_token_mint_concurrency.py",
+    "test_seed_demo_concurrent.py",
 }
 
 

@@ -14,12 +14,11 @@ from rest_framework.views import APIView
 from governance.models import GpuFlavor, Pool, PreemptionClass, PriorityTier, Project, Quota
 from governance.selectors import (
     flavor_get,
-    history_entries,
+    object_history_sections,
     pool_get,
     preemption_class_get,
     project_get,
     quota_get,
-    rule_kind_for,
     tier_get,
 )
 from governance.toolkit.api import (
@@ -86,24 +85,15 @@ EXAMPLE = OpenApiExample(
 )
 
 
-def _sections(obj: models.Model) -> list[tuple[str, list[Any]]]:
-    """The object's own history, then the sections its kind declares (``RuleKind``)."""
-    sections = [(type(obj)._meta.model_name or "", history_entries(obj=obj))]
-    kind = rule_kind_for(type(obj))
-    for name, entries in kind.history_sections if kind is not None else ():
-        sections.append((name, entries(obj)))
-    return sections
-
-
 def _history_api(
     model: type[models.Model], get: Callable[..., models.Model], *, tag: str, key: str
 ) -> type[APIView]:
     def get_history(self: Any, request: Request, **kwargs: Any) -> Response:
         obj = get(user=request.user, **{key: kwargs[key]})
-        rows = [
-            {"entry": entry, "section": section}
-            for section, entries in _sections(obj)
-            for entry in entries
+        rows: list[dict[str, Any]] = [
+            {"entry": entry, "section": section.name}
+            for section in object_history_sections(obj=obj)
+            for entry in section.entries
         ]
         rows.sort(key=lambda row: row["entry"].when, reverse=True)
         return get_paginated_response(

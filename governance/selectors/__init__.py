@@ -48,11 +48,14 @@ from .effective import (
 from .history import (
     FieldChange,
     HistoryEntry,
+    ObjectHistorySection,
     capacity_history_entries,
     history_entries,
     membership_history_entries,
     newest_row_columns,
+    object_history_sections,
 )
+from .kept import rows_fingerprint
 from .lists import Sorts, search_filter, sort_choices, sorted_by
 from .people import (
     PERSON_SORTS,
@@ -132,6 +135,7 @@ __all__ = [
     "EffectiveRules",
     "FieldChange",
     "HistoryEntry",
+    "ObjectHistorySection",
     "PoolFlavorUse",
     "RollbackRow",
     "Sorts",
@@ -153,6 +157,7 @@ __all__ = [
     "membership_history_entries",
     "model_field",
     "newest_row_columns",
+    "object_history_sections",
     "object_key",
     "object_lookup",
     "object_type_of",
@@ -182,6 +187,7 @@ __all__ = [
     "quotas_for_projects",
     "required_scope",
     "rollback_plan",
+    "rows_fingerprint",
     "rule_change_filter",
     "rule_change_get",
     "rule_change_list",

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple, TypeVar
 from django.db import connection, models
 from django.db.models import QuerySet
 from django.utils import formats
+from django.utils.text import capfirst
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
@@ -20,6 +21,8 @@ from governance.models import (
     User,
 )
 from governance.models.texts import message_text, stored_text
+
+from .changes.kinds import HistorySection, rule_kind_for
 
 M = TypeVar("M", bound=models.Model)
 
@@ -79,6 +82,32 @@ def history_entries(*, obj: models.Model) -> list[HistoryEntry]:
     tracked many-to-many field, one per related model whose names are shown.
     """
     return _history_entries(obj.history.all(), model=type(obj))  # type: ignore[attr-defined]
+
+
+class ObjectHistorySection(NamedTuple):
+    """One section of an object's history as its page and API show it."""
+
+    name: str  # the API's ``section``
+    title: Any  # the page's heading (translated)
+    entries: list["HistoryEntry"]
+
+
+def object_history_sections(*, obj: models.Model) -> list[ObjectHistorySection]:
+    """The history of ``obj`` as its history page and API show it: its own rows (named after
+    its model, titled as its kind says), then each section its kind declares
+    (``RuleKind.history_sections``), each newest first. The one place that knows which
+    sections an object's history has: no page or API lists them."""
+    model = type(obj)
+    kind = rule_kind_for(model)
+    title = (kind.history_title if kind is not None else "") or capfirst(
+        model._meta.verbose_name or ""
+    )
+    own = ObjectHistorySection(model._meta.model_name or "", title, history_entries(obj=obj))
+    declared: tuple[HistorySection, ...] = kind.history_sections if kind is not None else ()
+    return [own] + [
+        ObjectHistorySection(section.name, section.title, section.entries(obj))
+        for section in declared
+    ]
 
 
 def membership_history_entries(*, project: Project) -> list[HistoryEntry]:

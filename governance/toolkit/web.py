@@ -1,5 +1,6 @@
-"""What every app's HTML views share: the posted data, and proposing a rule change from a
-form and its change form (the reason, ticket and observation window)."""
+"""What every app's HTML views share: the posted data, proposing a rule change from a form
+and its change form (the reason, ticket and observation window), and the sections of an
+object's history page."""
 
 from collections.abc import Callable
 from typing import Any
@@ -11,7 +12,8 @@ from django.shortcuts import redirect
 from django.utils.translation import gettext as _
 
 from governance.models import RuleChange
-from governance.selectors import signed_in_user
+from governance.selectors import object_history_sections, signed_in_user
+from governance.toolkit.paging import ListPage, paginate
 
 
 def posted(request: HttpRequest) -> QueryDict | None:
@@ -49,3 +51,17 @@ def propose(
         % {"id": change.pk},
     )
     return redirect(change)
+
+
+def history_section_pages(request: HttpRequest, obj: Any) -> list[tuple[Any, ListPage]]:
+    """The sections of ``obj``'s history (``selectors.object_history_sections``: its own rows,
+    then those its kind declares), each with its title and a page of its rows (``?page=``,
+    ``?page2=``...): what every history page renders."""
+    return [
+        (section.title, paginate(request, section.entries, param=_section_param(index)))
+        for index, section in enumerate(object_history_sections(obj=obj))
+    ]
+
+
+def _section_param(index: int) -> str:
+    return "page" if index == 0 else f"page{index + 1}"

@@ -17,7 +17,7 @@ from governance import forms, selectors, services
 from governance.models.texts import stored_text
 from governance.services import REASON_MAX_LENGTH
 from governance.toolkit.paging import DEFAULT_PAGE_SIZE, paginate
-from governance.toolkit.web import posted, propose
+from governance.toolkit.web import history_section_pages, posted, propose
 
 
 def require_ops(user: Any) -> None:
@@ -140,14 +140,10 @@ def create_title(model: type[models.Model]) -> str:
     return _("New %(kind)s") % {"kind": model._meta.verbose_name}
 
 
-def history_page(
-    request: HttpRequest, obj: models.Model, sections: list[tuple[str, list[Any]]]
-) -> HttpResponse:
-    """The object's history, newest first, a page of each section (``?page=``, ``?page2=``)."""
-    paged = [
-        (title, paginate(request, entries, param="page" if index == 0 else f"page{index + 1}"))
-        for index, (title, entries) in enumerate(sections)
-    ]
+def history_page(request: HttpRequest, obj: models.Model) -> HttpResponse:
+    """The object's history, newest first, in the sections its kind declares
+    (``selectors.object_history_sections``), a page of each (``?page=``, ``?page2=``)."""
+    paged = history_section_pages(request, obj)
     return object_page(request, "governance/history.html", obj, "history", sections=paged)
 
 

@@ -2,7 +2,6 @@
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.utils.translation import gettext as _
 
 from governance import forms, selectors
 
@@ -35,7 +34,7 @@ def person_detail(request: HttpRequest, username: str) -> HttpResponse:
 @login_required
 def person_history(request: HttpRequest, username: str) -> HttpResponse:
     person = selectors.person_get(user=request.user, username=username)
-    return history_page(request, person, [(_("Access"), selectors.history_entries(obj=person))])
+    return history_page(request, person)
 
 
 @login_required

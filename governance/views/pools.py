@@ -3,31 +3,35 @@
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
-from django.utils.translation import gettext as _
 
 from governance import forms, selectors, services
+from governance.models import GpuFlavor, Pool, PoolCapacity, Quota
 from governance.toolkit.paging import paginate
 
 from ._common import (
     edit_page,
     history_page,
-    list_page,
     object_page,
     page,
     posted,
     propose_change,
     propose_create_page,
 )
+from ._kept import kept_list_page
 
 
 @login_required
 def pool_list(request: HttpRequest) -> HttpResponse:
-    return list_page(
+    return kept_list_page(
         request,
         "governance/pool_list.html",
-        forms.PoolFilterForm(request.GET),
+        "governance/includes/pool_list_body.html",
+        lambda: forms.PoolFilterForm(request.GET),
         selectors.pool_list,
         name="pools",
+        # What the list shows: pools, their parents and capacities (flavors), the projects
+        # with quotas in each; the filter form's menu of pools.
+        governed=(Pool, PoolCapacity, GpuFlavor, Quota),
     )
 
 
@@ -48,14 +52,7 @@ def pool_detail(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def pool_history(request: HttpRequest, slug: str) -> HttpResponse:
     pool = selectors.pool_get(user=request.user, slug=slug)
-    return history_page(
-        request,
-        pool,
-        [
-            (_("Pool"), selectors.history_entries(obj=pool)),
-            (_("Capacity"), selectors.capacity_history_entries(pool=pool)),
-        ],
-    )
+    return history_page(request, pool)
 
 
 @login_required

@@ -3,7 +3,6 @@
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
-from django.utils.translation import gettext as _
 
 from governance import forms, selectors
 from governance.toolkit.paging import paginate
@@ -43,11 +42,7 @@ def preemption_class_detail(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def preemption_class_history(request: HttpRequest, slug: str) -> HttpResponse:
     preemption_class = selectors.preemption_class_get(user=request.user, slug=slug)
-    return history_page(
-        request,
-        preemption_class,
-        [(_("Preemption class"), selectors.history_entries(obj=preemption_class))],
-    )
+    return history_page(request, preemption_class)
 
 
 @login_required

@@ -4,7 +4,6 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.translation import gettext as _
 
 from governance import forms, selectors, services
 
@@ -52,14 +51,7 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def project_history(request: HttpRequest, slug: str) -> HttpResponse:
     project = selectors.project_get(user=request.user, slug=slug)
-    return history_page(
-        request,
-        project,
-        [
-            (_("Project"), selectors.history_entries(obj=project)),
-            (_("Members"), selectors.membership_history_entries(project=project)),
-        ],
-    )
+    return history_page(request, project)
 
 
 @login_required

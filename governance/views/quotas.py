@@ -3,7 +3,6 @@
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
-from django.utils.translation import gettext as _
 
 from governance import forms, selectors
 
@@ -42,7 +41,7 @@ def quota_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 def quota_history(request: HttpRequest, pk: int) -> HttpResponse:
     quota = selectors.quota_get(user=request.user, pk=pk)
-    return history_page(request, quota, [(_("Quota"), selectors.history_entries(obj=quota))])
+    return history_page(request, quota)
 
 
 @login_required

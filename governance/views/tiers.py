@@ -3,7 +3,6 @@
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
-from django.utils.translation import gettext as _
 
 from governance import forms, selectors
 from governance.toolkit.paging import paginate
@@ -44,7 +43,7 @@ def tier_detail(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def tier_history(request: HttpRequest, slug: str) -> HttpResponse:
     tier = selectors.tier_get(user=request.user, slug=slug)
-    return history_page(request, tier, [(_("Priority tier"), selectors.history_entries(obj=tier))])
+    return history_page(request, tier)
 
 
 @login_required

@@ -20,7 +20,7 @@ from governance.toolkit.client import client_address
 from queues import selectors, services
 from queues.models import Cluster, SyncTrigger
 
-from .clusters import FORBIDDEN, SYNC_RUN_EXAMPLE, SyncRunOutputSerializer
+from .cluster_serializers import FORBIDDEN, SYNC_RUN_EXAMPLE, SyncRunOutputSerializer
 
 
 def _refuse_other_agents(request: Request, cluster: Cluster) -> None:

@@ -178,6 +178,8 @@ class Evidence:
     jobs: list[Job]
     skipped_never_started: int
     skipped_no_flavor: int
+    # Each job's cluster (``WorkloadJob.cluster``; ``None``: not recorded), by index.
+    clusters: list[int | None] = dataclasses.field(default_factory=list)
 
 
 def jobs_from_evidence(*, start: datetime, end: datetime, project: str | None = None) -> Evidence:
@@ -189,6 +191,7 @@ def jobs_from_evidence(*, start: datetime, end: datetime, project: str | None = 
         rows = rows.filter(project__slug=project)
     rows = rows.select_related("project", "tier", "flavor").order_by("submitted_at", "pk")
     jobs: list[Job] = []
+    clusters: list[int | None] = []
     never = no_flavor = 0
     for row in rows.iterator(chunk_size=5000):
         pool = job_pool_id(job=row, maps=maps)
@@ -213,7 +216,10 @@ def jobs_from_evidence(*, start: datetime, end: datetime, project: str | None = 
                 user=row.user_name,
             )
         )
-    return Evidence(jobs=jobs, skipped_never_started=never, skipped_no_flavor=no_flavor)
+        clusters.append(row.cluster_id)
+    return Evidence(
+        jobs=jobs, skipped_never_started=never, skipped_no_flavor=no_flavor, clusters=clusters
+    )
 
 
 # --- a proposed rule change, as the rules it would put in force --------------------------------

@@ -25,7 +25,7 @@ rollup derives with them), so two answers about one job cannot disagree:
 - **GPUs running** (``running_gpus``): the GPUs asked for by the jobs in state ``running``,
   fractions kept (a job on half a GPU holds 0.5), summed per the columns asked for. Every
   page, API, check and placement answer that shows or compares running GPUs reads it; the
-  placement's prepared query sums the same column of the same state in SQL.
+  placement's prepared query embeds the SQL Django compiles from it (``running_gpus_sql``).
 - **A job's pool** (``job_pool_id``): the pool its source names (a trace's ``--pool-map``),
   else the pool of its project's quota for its flavor (the lowest id when the project has
   the flavor in several pools), else its cluster's pool (the lowest id), else none.
@@ -69,13 +69,51 @@ def running_gpus(
 ) -> dict[tuple[Any, ...], float]:
     """GPUs running of ``jobs``, per the values of ``by`` (``("project_id", "flavor_id")`` →
     ``{(project, flavor): 2.5}``), fractions kept; one query."""
-    rows = (
+    rows = _running_rows(jobs, by=by).values_list(*by, "total")
+    return {tuple(row[:-1]): float(row[-1] or 0) for row in rows}
+
+
+def _running_rows(jobs: QuerySet[WorkloadJob], *, by: tuple[str, ...]) -> QuerySet[Any]:
+    return (
         jobs.filter(state=JobState.RUNNING)
         .order_by()
-        .values_list(*by)
+        .values(*by)
         .annotate(total=running_gpus_sum())
     )
-    return {tuple(row[:-1]): float(row[-1] or 0) for row in rows}
+
+
+# Stand-ins for the SQL that ``running_gpus_sql`` puts in the compiled query's place.
+_PROJECT, _FLAVOR = -40_001, -40_002
+
+
+def running_gpus_sql(*, project: str, flavor: str | None) -> str:
+    """GPUs running of one project's jobs of one flavor (``flavor`` ``None``: the jobs without
+    one), as a scalar SQL subquery (``NULL`` when none runs): the query ``running_gpus``
+    makes, compiled by Django, with ``project`` and ``flavor`` (SQL: a placeholder, or a
+    subquery) in place of their values. The placement's prepared query embeds it, so that it
+    cannot count running GPUs in another way than every page."""
+    jobs = WorkloadJob.objects.filter(project_id=_PROJECT)
+    jobs = jobs.filter(flavor_id=_FLAVOR) if flavor is not None else jobs.filter(flavor_id=None)
+    sql, params = _running_rows(jobs, by=("project_id",)).values("total").query.sql_with_params()
+    stand_ins = {_PROJECT: project, **({_FLAVOR: flavor} if flavor is not None else {})}
+    pieces = sql.split("%s")
+    if len(pieces) != len(params) + 1:
+        raise ValueError(f"unexpected placeholders in {sql!r}")
+    out = pieces[0]
+    for param, piece in zip(params, pieces[1:], strict=True):
+        out += (stand_ins[param] if param in stand_ins else _literal(param)) + piece
+    return f"({out})"
+
+
+def _literal(value: Any) -> str:
+    """A constant of the definition (the running state, a default of 0) as SQL."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"no SQL literal for {value!r}")
+    if isinstance(value, str):
+        if not value.replace("_", "").isalnum():
+            raise ValueError(f"no SQL literal for {value!r}")
+        return f"'{value}'"
+    return repr(value)
 
 
 @dataclass(frozen=True)

@@ -34,147 +34,45 @@ categories as the classifier decided them):
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
-
 from queues.models import WaitCategory
 
-UNKNOWN = "unknown"
-AHEAD_SHOWN = 20
-
-
-class Limit:
-    PROJECT_QUOTA = "project_quota"
-    TIER_CAP = "tier_cap"
-    USER_CAP = "user_cap"
-    PER_JOB = "per_job"
-    ASSOCIATION = "association_limit"
-    POOL_CAPACITY = "pool_capacity"
-    JOBS_AHEAD = "jobs_ahead"
-    HOLD = "hold"
-    BEGIN_TIME = "begin_time"
-    DEPENDENCY = "dependency"
-    CONSTRAINT = "constraint"
-    QUEUE_RULE = "queue_rule"
-    NONE = ""
-
-
-HELD = frozenset({"JobHeldAdmin", "JobHeldUser", "JobHoldMaxRequeue"})
-NEVER = frozenset({"BadConstraints", "DependencyNeverSatisfied"})
-ASSOCIATION_COUNTS = frozenset(
-    {"AssocMaxJobsLimit", "AssocMaxSubmitJobLimit", "AssociationJobLimit"}
+from .diagnosis_values import (
+    AHEAD_SHOWN,
+    ASSOCIATION_COUNTS,
+    CAN_START,
+    HELD,
+    NEVER,
+    PER_JOB,
+    TIER_CAP,
+    UNKNOWN,
+    USER_CAP,
+    Asked,
+    Diagnosis,
+    Limit,
+    QueueState,
+    Running,
+    TierRule,
+    Waiting,
+    by_project,
+    gpus_sum,
 )
-TIER_CAP = re.compile(r"^QOSGrp\w+$")
-USER_CAP = re.compile(r"^QOSMax\w*PerUser\w*$")
-PER_JOB = re.compile(r"^((Assoc|QOS)Max\w*Per(Job|Node)\w*|QOSMin\w+|MaxMemPerLimit)$")
-# Reasons of a job that could start as soon as it is its turn (it competes for the GPUs).
-CAN_START = frozenset({"Priority", "Resources", "None", ""})
+from .live_diagnosis import live_diagnose
 
-
-@dataclass(frozen=True)
-class Running:
-    """GPUs running now, of one (project, tier, user, flavor, pool)."""
-
-    project: int | None
-    tier: int | None
-    user: str
-    flavor: int | None
-    pool: int | None
-    gpus: float
-
-
-@dataclass(frozen=True)
-class Waiting:
-    """Another pending job of the same source."""
-
-    job_id: str
-    project: int | None
-    tier: int | None
-    tier_score: int
-    flavor: int | None
-    pool: int | None
-    gpus: float
-    submitted: datetime | None
-    reason: str
-
-
-@dataclass(frozen=True)
-class TierRule:
-    score: int
-    max_total: int | None = None
-    max_per_job: int | None = None
-
-
-@dataclass
-class QueueState:
-    """What the job's source runs and keeps waiting now, and the limits in force."""
-
-    running: list[Running] = field(default_factory=list)
-    waiting: list[Waiting] = field(default_factory=list)
-    # (project, pool, flavor) → the effective maximum (None: up to the pool's capacity).
-    quotas: dict[tuple[int, int, int], int | None] = field(default_factory=dict)
-    tiers: dict[int, TierRule] = field(default_factory=dict)
-    # (pool, flavor) → the declared capacity of the job's pool and its cluster's pools.
-    capacity: dict[tuple[int, int], int] = field(default_factory=dict)
-    # What Slurm holds for the job at this moment (``queues.services.slurm.waits.LiveWait``):
-    # when set, every figure of the answer comes from it, not from Arbiter's records.
-    live: Any = None
-    # The job's GPU type's declared capacity in its pool (to say where it differs).
-    declared: int | None = None
-
-
-@dataclass(frozen=True)
-class Asked:
-    """The pending job."""
-
-    job_id: str
-    project: int | None
-    tier: int | None
-    user: str
-    flavor: int | None
-    pool: int | None
-    gpus: float
-    submitted: datetime | None
-    reason: str  # the scheduler's reason token
-    category: str  # as the classifier decided it
-    constraints: str = ""
-
-
-@dataclass
-class Diagnosis:
-    category: str  # a WaitCategory value, or UNKNOWN
-    limit: str
-    reason: str
-    figures: dict[str, float] = field(default_factory=dict)
-    holders: dict[int | None, float] = field(default_factory=dict)  # project → GPUs
-    ahead: list[Waiting] = field(default_factory=list)  # the first AHEAD_SHOWN
-    ahead_count: int = 0
-    clears_by_itself: bool | None = None
-    can_never_start: bool = False
-    why_unknown: str = ""  # a key of WHY_UNKNOWN (queues.selectors.workload)
-    # Facts in words from the live cluster: ``setting`` (a limit as Slurm holds it, e.g.
-    # ``MaxJobs=0 on root@lab.alpha``), ``submit`` (what to submit instead), ``mismatch``
-    # (Slurm's nodes and Arbiter's declared capacity differ), ``share``, ``dependency``.
-    details: dict[str, str] = field(default_factory=dict)
-    live: bool = False
-
-    @property
-    def known(self) -> bool:
-        return self.category != UNKNOWN
-
-
-def _sum(rows: Iterable[Running]) -> float:
-    return float(sum(row.gpus for row in rows))
-
-
-def _by_project(rows: Iterable[Running]) -> dict[int | None, float]:
-    holders: dict[int | None, float] = {}
-    for row in rows:
-        holders[row.project] = holders.get(row.project, 0.0) + row.gpus
-    return dict(sorted(holders.items(), key=lambda item: -item[1]))
+# The value types and the vocabulary live in ``diagnosis_values`` (``live_diagnosis`` builds
+# them too); they are named here as well, where the answers' readers have always found them.
+__all__ = [
+    "AHEAD_SHOWN",
+    "UNKNOWN",
+    "Asked",
+    "Diagnosis",
+    "Limit",
+    "QueueState",
+    "Running",
+    "TierRule",
+    "Waiting",
+    "diagnose",
+    "jobs_ahead",
+]
 
 
 def _unknown(job: Asked, why: str, **figures: float) -> Diagnosis:
@@ -260,13 +158,13 @@ def _quota(state: QueueState, job: Asked) -> Diagnosis:
             limit=Limit.USER_CAP,
             reason=reason,
             figures={
-                "used": _sum(row for row in in_tier if row.user == job.user),
+                "used": gpus_sum(row for row in in_tier if row.user == job.user),
                 "asked": job.gpus,
             },
             clears_by_itself=None,
         )
     if TIER_CAP.match(reason):
-        used = _sum(in_tier)
+        used = gpus_sum(in_tier)
         if tier is None or tier.max_total is None or used + job.gpus <= tier.max_total:
             return _unknown(
                 job,
@@ -280,7 +178,7 @@ def _quota(state: QueueState, job: Asked) -> Diagnosis:
             limit=Limit.TIER_CAP,
             reason=reason,
             figures={"used": used, "limit": tier.max_total, "asked": job.gpus},
-            holders=_by_project(in_tier),
+            holders=by_project(in_tier),
             clears_by_itself=job.gpus <= tier.max_total,
             can_never_start=job.gpus > tier.max_total,
         )
@@ -293,7 +191,7 @@ def _quota(state: QueueState, job: Asked) -> Diagnosis:
         for row in state.running
         if row.project == job.project and row.pool == job.pool and row.flavor == job.flavor
     ]
-    used = _sum(used_rows)
+    used = gpus_sum(used_rows)
     # No quota of the flavor in the pool: the scheduler's typed limit is 0.
     maximum = state.quotas.get(key, 0)
     if maximum is None:
@@ -311,7 +209,7 @@ def _quota(state: QueueState, job: Asked) -> Diagnosis:
         limit=Limit.PROJECT_QUOTA,
         reason=reason,
         figures={"used": used, "limit": maximum, "asked": job.gpus},
-        holders=_by_project(used_rows),
+        holders=by_project(used_rows),
         clears_by_itself=0 < job.gpus <= maximum,
         can_never_start=job.gpus > maximum,
     )
@@ -324,7 +222,7 @@ def _resource(state: QueueState, job: Asked) -> Diagnosis:
     if capacity is None:
         return _unknown(job, "no_capacity")
     rows = [row for row in state.running if row.pool == job.pool and row.flavor == job.flavor]
-    running = _sum(rows)
+    running = gpus_sum(rows)
     free = max(0.0, capacity - running)
     if free >= job.gpus:
         return _unknown(
@@ -340,7 +238,7 @@ def _resource(state: QueueState, job: Asked) -> Diagnosis:
         limit=Limit.POOL_CAPACITY,
         reason=job.reason,
         figures={"capacity": capacity, "running": running, "free": free, "asked": job.gpus},
-        holders=_by_project(rows),
+        holders=by_project(rows),
         clears_by_itself=job.gpus <= capacity,
         can_never_start=job.gpus > capacity,
     )
@@ -371,8 +269,6 @@ def _queue_rule(state: QueueState, job: Asked) -> Diagnosis:
 def diagnose(state: QueueState, job: Asked) -> Diagnosis:
     """Why ``job`` waits, from ``state`` alone (see the module's docstring)."""
     if state.live is not None:
-        from .live_diagnosis import live_diagnose
-
         found = live_diagnose(state, job)
         if found is not None:
             found.live = True

@@ -1,13 +1,14 @@
 """Why one pending Slurm job waits, every figure as Slurm holds it at the moment of the
 answer (``queues.services.slurm.waits.LiveWait``, in ``QueueState.live``).
 
-The limits are the ones of ``diagnosis`` (same vocabulary, same ``Diagnosis``), read from
-slurmctld instead of Arbiter's records: the account's ``GrpTRES`` and its use, the tier's QOS
-(its cap split over them) and their use, the QOS's per-job and per-user caps, limits set by
-hand on the account or user with their values, the GPUs of each type on the nodes that can run
-jobs, and the pending jobs ahead that could start. A job that asks for a GPU type its account
-has no quota for (``--exclusive`` included: Slurm 22.05 gives it every GPU of the node), or
-more than its QOS's per-job cap, can never start, and the answer says what to submit instead.
+The limits are the ones of ``diagnosis`` (same vocabulary, same ``Diagnosis``, both from
+``diagnosis_values``), read from slurmctld instead of Arbiter's records: the account's
+``GrpTRES`` and its use, the tier's QOS (its cap split over them) and their use, the QOS's
+per-job and per-user caps, limits set by hand on the account or user with their values, the
+GPUs of each type on the nodes that can run jobs, and the pending jobs ahead that could start.
+A job that asks for a GPU type its account has no quota for (``--exclusive`` included: Slurm
+22.05 gives it every GPU of the node), or more than its QOS's per-job cap, can never start,
+and the answer says what to submit instead.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from queues.models import WaitCategory
 
-from .diagnosis import (
+from .diagnosis_values import (
     AHEAD_SHOWN,
     ASSOCIATION_COUNTS,
     HELD,
@@ -30,7 +31,7 @@ from .diagnosis import (
     Limit,
     QueueState,
     Waiting,
-    _by_project,
+    by_project,
 )
 
 
@@ -180,7 +181,7 @@ def _tier_cap(state: QueueState, job: Asked, live: Any, asked: float) -> Diagnos
         Limit.TIER_CAP,
         live.reason,
         figures=figures,
-        holders=_by_project(in_tier),
+        holders=by_project(in_tier),
         clears_by_itself=asked <= limit,
         can_never_start=asked > limit,
         details=details,
@@ -204,7 +205,7 @@ def _account_quota(state: QueueState, job: Asked, live: Any, asked: float) -> Di
         Limit.PROJECT_QUOTA,
         live.reason,
         figures={"used": float(used), "limit": float(limit), "asked": asked},
-        holders=_by_project(used_rows),
+        holders=by_project(used_rows),
         clears_by_itself=0 < asked <= limit,
         can_never_start=asked > limit,
         details={"account": live.account},
@@ -231,7 +232,7 @@ def _resources(state: QueueState, job: Asked, live: Any, asked: float) -> Diagno
             "free": free,
             "asked": asked,
         },
-        holders=_by_project(rows),
+        holders=by_project(rows),
         clears_by_itself=asked <= total,
         can_never_start=asked > total,
         details=details,

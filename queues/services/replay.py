@@ -44,7 +44,7 @@ from queues.replay.keys import ReplayIds, RulesRan
 from queues.replay.results import hour_rows, preemption_rows
 
 WINDOW_DAYS = 30
-RESULT_FORMAT = 3
+RESULT_FORMAT = 4
 ROW_MODELS: tuple[type[Model], ...] = (ReplayWait, ReplayHour, ReplayPreemption)
 REPLAYABLE = (ChangeStatus.DRAFT, ChangeStatus.PROPOSED)
 
@@ -68,7 +68,8 @@ def change_replay_inputs(*, change: RuleChange, now: datetime) -> dict[str, Any]
     return {
         # The result's format: 2 stores the replayed waits as rows (``ReplayWait``) for the
         # review's wait queries; 3 its hours and preemptions too (``ReplayHour``,
-        # ``ReplayPreemption``); a run of an older format is replayed again, not reused.
+        # ``ReplayPreemption``); 4 each cluster's jobs through its scheduler's model (the
+        # result's ``models``); a run of an older format is replayed again, not reused.
         "format": RESULT_FORMAT,
         "rules_revision": revision,
         "change": change.pk,
@@ -276,6 +277,7 @@ def _replay_both(run: ChangeReplay) -> tuple[dict[str, Any], list[Model]]:
     # Here, not at the top: the adapter reads pools through queues.selectors, which imports
     # this package.
     from queues.replay.adapt import jobs_from_evidence, rules_timeline, rules_with_change
+    from queues.replay.by_cluster import cluster_runs
 
     start = datetime.fromisoformat(run.inputs["start"])
     end = datetime.fromisoformat(run.inputs["end"])
@@ -287,13 +289,23 @@ def _replay_both(run: ChangeReplay) -> tuple[dict[str, Any], list[Model]]:
     changed = [(at, rules_with_change(rules, change=change)) for at, rules in in_force]
     ignored = changed[0][1][1] if changed else []
     until = end.timestamp()
-    result = replay(evidence.jobs, in_force, until=until)
-    rows = _side_rows(run, ReplaySide.IN_FORCE, result, ids)
-    _advance(run, progress=55)
     timeline = [(at, rules) for at, (rules, _ignored) in changed]
-    result = replay(evidence.jobs, timeline, until=until)
-    rows += _side_rows(run, ReplaySide.WITH_CHANGE, result, ids)
-    _advance(run, progress=90)
+    # Each cluster's jobs through the model of its scheduler (``queues.replay.by_cluster``).
+    groups = cluster_runs(
+        jobs=evidence.jobs,
+        clusters=evidence.clusters,
+        edits=run.inputs["edits"],
+        sides=(in_force, timeline),
+    )
+    rows: list[Model] = []
+    for side, rules, progress in (
+        (ReplaySide.IN_FORCE, in_force, 55),
+        (ReplaySide.WITH_CHANGE, timeline, 90),
+    ):
+        for group in groups:
+            result = replay(group.jobs, rules, until=until, model=group.model_of(side))
+            rows += _side_rows(run, side, result, ids)
+        _advance(run, progress=progress)
     return {
         "start": run.inputs["start"],
         "end": run.inputs["end"],
@@ -301,6 +313,7 @@ def _replay_both(run: ChangeReplay) -> tuple[dict[str, Any], list[Model]]:
         "skipped_never_started": evidence.skipped_never_started,
         "skipped_no_flavor": evidence.skipped_no_flavor,
         "not_modelled": sorted(set(ignored)),
+        "models": [group.as_json() for group in groups],
         "format": RESULT_FORMAT,
         ReplaySide.IN_FORCE.value: RulesRan.of(in_force).as_json(),
         ReplaySide.WITH_CHANGE.value: RulesRan.of(timeline).as_json(),

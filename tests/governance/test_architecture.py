@@ -226,13 +226,7 @@ def test_public_imports_pass():
 # --- 4. circles -----------------------------------------------------------------------------
 
 # Import circles still standing, each with its reason; an entry that no longer occurs fails.
-KNOWN_CIRCLES: dict[frozenset[str], str] = {
-    frozenset({"queues.selectors.diagnosis", "queues.selectors.live_diagnosis"}): (
-        "diagnose() hands a job with live scheduler facts to live_diagnosis (imported inside "
-        "the function), whose handlers build the diagnosis module's Diagnosis; waiting for "
-        "the dispatcher to move beside its caller"
-    ),
-}
+KNOWN_CIRCLES: dict[frozenset[str], str] = {}
 
 
 def import_graph(

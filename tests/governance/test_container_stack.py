@@ -8,8 +8,8 @@ row kept.
 
 Marked ``containers``: runs when ``ARBITER_CONTAINER_IMAGE`` names the image the stack uses
 (``.ci/run`` builds the images first; without it the test skips, and fails in CI). The stack
-runs as the compose project ``arbiter-test`` on the ports stack.sh chooses (or those in the
-environment); its volumes are removed before and after.
+runs as the compose project ``arbiter-test`` (or ``ARBITER_STACK_PROJECT``) on the ports
+stack.sh chooses (or those in the environment); its volumes are removed before and after.
 """
 
 import os
@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ pytestmark = pytest.mark.containers
 README = settings.BASE_DIR / "README.md"
 STACK_SCRIPT = "deploy/containers/stack.sh"
 RAN: set[str] = set()
-PROJECT = "arbiter-test"
+PROJECT = os.environ.get("ARBITER_STACK_PROJECT", "arbiter-test")
 PORTS = {
     "POSTGRES_PORT": os.environ.get("POSTGRES_PORT", "15432"),
     "REDIS_PORT": os.environ.get("REDIS_PORT", "16379"),
@@ -45,6 +46,7 @@ WEB = f"http://127.0.0.1:{PORTS['ARBITER_WEB_PORT']}"
 WEB2 = f"http://127.0.0.1:{PORTS['ARBITER_WEB2_PORT']}"
 SERVICES = ["postgres", "redis", "migrate", "web", "web2", "worker", "beat", "proxy"]
 REASON = "Model v3 needs more A100 until March"
+SEED = "python manage.py seed_demo"
 
 
 def readme_stack_block() -> list[str]:
@@ -120,7 +122,15 @@ def stack() -> Iterator[None]:
     _readme("build")  # cached: .ci/run has built the images already
     _stack(f"bash {STACK_SCRIPT} destroy")  # from empty volumes
     _readme("up")
-    _readme("compose exec -T web python manage.py seed_demo")
+    # The demo seeded by both web containers at the same moment (a race once seen here): the
+    # demo's lock lets one load it, and the other then finds it loaded.
+    with ThreadPoolExecutor(2) as pool:
+        web2 = pool.submit(_stack, f"bash {STACK_SCRIPT} compose exec -T web2 {SEED}")
+        web = pool.submit(_readme, f"compose exec -T web {SEED}")
+        said = sorted(done.result().stdout.strip().splitlines()[-1] for done in (web, web2))
+    assert said[0].startswith("Demo data already loaded") and said[1].startswith(
+        "Demo data loaded"
+    ), said
     yield
     if not os.environ.get("ARBITER_STACK_KEEP"):
         _stack(f"bash {STACK_SCRIPT} destroy")

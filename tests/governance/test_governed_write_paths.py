@@ -74,8 +74,14 @@ ALLOWED: dict[tuple[str, str], str] = {
     # The identity provider is the source of truth for what it was configured to decide:
     # at sign-in it sets the memberships of the projects whose members the directory decides,
     # and withdraws a site role it no longer grants (history rows name the issuer and claim).
-    ("governance.services.identity", "membership_directory_apply"): "the directory's members",
-    ("governance.services.identity", "user_site_role_withdraw"): "the directory withdraws a role",
+    (
+        "governance.services.identity.sign_in",
+        "membership_directory_apply",
+    ): "the directory's members",
+    (
+        "governance.services.identity.sign_in",
+        "user_site_role_withdraw",
+    ): "the directory withdraws a role",
 }
 
 

@@ -26,20 +26,7 @@ KNOWN: dict[str, str] = {
         "one piece: Django reads its settings as one module (DJANGO_SETTINGS_MODULE), each "
         "setting beside the comment that says what it is for"
     ),
-    "governance/services/identity.py": WAITING,
-    "governance/toolkit/api.py": WAITING,
-    "governance/apis/tokens.py": WAITING,
-    "governance/forms/__init__.py": WAITING,
     "queues/services/kueue/backend.py": WAITING,
-    "queues/services/workload/traces.py": WAITING,
-    "queues/services/workload/ingest.py": WAITING,
-    "queues/services/workload/slurm.py": WAITING,
-    "queues/schedulers/kueue/desired.py": WAITING,
-    "queues/apis/clusters.py": WAITING,
-    "queues/selectors/placement/answer.py": WAITING,
-    "approvals/apis.py": WAITING,
-    "approvals/selectors.py": WAITING,
-    "approvals/models.py": WAITING,
 }
 
 

@@ -164,7 +164,9 @@ LIST_PAGES = [name for name, _args in READ_PAGES if name.endswith("_list")]
 LIST_QUERIES = {
     "project_list": 6,  # projects, lead memberships, the default tier, the tier menu
     "flavor_list": 3,
-    "pool_list": 5,  # pools, their capacities with flavors, the parent menu
+    # The fingerprint of the rows kept (governance/views/_kept.py), then, the first time,
+    # pools, their capacities with flavors, the parent menu.
+    "pool_list": 6,
     "tier_list": 4,  # tiers, the tiers each may preempt
     "preemption_class_list": 3,
     "quota_list": 6,  # quotas, the pool, flavor and preemption class menus
@@ -251,3 +253,29 @@ def test_search_narrows_a_list(member, world):
     response = client.get(reverse("project_list"), {"q": "visi"})
     assert b">Vision<" in response.content
     assert b">Speech<" not in response.content
+
+
+def test_the_pool_list_is_kept_until_a_pool_capacity_or_quota_changes(
+    ops_client, world, member, django_assert_num_queries
+):
+    """Read again with the same filters, the pool list costs the session, the user and the
+    fingerprint of its rows; a write of what it shows (here a capacity, a new pool) is on the
+    next request; each filter, and a reader who may not edit, has its own page."""
+    url = reverse("pool_list")
+    first = ops_client.get(url)
+    with django_assert_num_queries(3):
+        again = ops_client.get(url)
+    # The same page but for the CSRF token (masked anew on each request).
+    token = re.compile(rb'value="[A-Za-z0-9]{64}"|content="[A-Za-z0-9]{64}"')
+    assert token.sub(b"", again.content) == token.sub(b"", first.content)
+    kw: dict[str, Any] = {"user": world.ops, "reason": REASON}
+    services.pool_capacity_set(**kw, pool=world.training, flavor=world.a100, gpus=4242)
+    assert b"4242" in ops_client.get(url).content
+    services.pool_create(**kw, slug="lab", name="Lab", parent=world.training)
+    lab = reverse("pool_detail", args=["lab"]).encode()
+    assert lab in ops_client.get(url).content
+    assert lab not in ops_client.get(url, {"q": "train"}).content
+    assert ops_client.get(url, {"parent": "ghost"}).status_code == 400
+    reader = login(member).get(url).content.decode()
+    assert reverse("pool_create") not in reader
+    assert reverse("pool_create") in ops_client.get(url).content.decode()

@@ -352,6 +352,10 @@ class Delivery:
             assert done.returncode == 0, done.stderr
         return done
 
+    def guard(self) -> None:
+        """The guard's minute on the lab cluster (beat's ``queues.tasks.guard_clusters``)."""
+        services.guard_check(cluster=self.lab.cluster)
+
     def status(self, run: SyncRun) -> dict[str, Any]:
         """The plugin's status after ``run``: as the sync saw it, or (with the agent) as
         Arbiter knows it from the agent's fetch since."""

@@ -16,6 +16,7 @@ from governance import services as rules
 from queues import services
 from queues.schedulers.kueue.desired import DesiredObjects
 from queues.services.kueue import KueueBackend, KueueConnection, KueueValidationError
+from queues.services.kueue.codegen import generate_check
 from queues.services.kueue.compiled import compile_check
 from queues.services.kueue.schema import (
     SHIPPED_CRDS,
@@ -326,8 +327,10 @@ def test_the_compiled_check_passes_nothing_jsonschema_refuses(manifest, path, me
     assert not (passes and _schema_errors(manifest))
 
 
-def test_the_compiled_check_refuses_every_kind_of_schema_fault():
-    """Faults of each keyword the compiler handles, on small schemas: each refused by both."""
+@pytest.mark.parametrize("compiler", [compile_check, generate_check])
+def test_the_compiled_check_refuses_every_kind_of_schema_fault(compiler):
+    """Faults of each keyword the compiler handles, on small schemas: each refused by both
+    (the closures of ``compile_check`` and the generated source of ``generate_check``)."""
     schema = structural_to_jsonschema(
         {
             "type": "object",
@@ -349,7 +352,7 @@ def test_the_compiled_check_refuses_every_kind_of_schema_fault():
             },
         }
     )
-    check = compile_check(schema, StrictValidator)
+    check = compiler(schema, StrictValidator)
     validator = StrictValidator(schema)
     good = {"n": 3, "s": "ab", "e": "a", "l": ["x"], "u": [1, 2], "m": [{"name": "a"}], "q": 4}
     assert check(good) and not list(validator.iter_errors(good))
@@ -377,9 +380,27 @@ def test_the_compiled_check_refuses_every_kind_of_schema_fault():
         assert not check(instance), instance
 
 
-def test_an_unknown_keyword_leaves_the_decision_to_jsonschema():
-    assert not compile_check({"type": "object", "dependencies": {"a": ["b"]}}, StrictValidator)({})
-    assert not compile_check({"not": {"type": "string"}}, StrictValidator)(1)
+@pytest.mark.parametrize("compiler", [compile_check, generate_check])
+def test_an_unknown_keyword_leaves_the_decision_to_jsonschema(compiler):
+    assert not compiler({"type": "object", "dependencies": {"a": ["b"]}}, StrictValidator)({})
+    assert not compiler({"not": {"type": "string"}}, StrictValidator)(1)
+    inner = {"type": "object", "properties": {"a": {"type": "string", "dependencies": {}}}}
+    assert not compiler(inner, StrictValidator)({"a": "x"})
+
+
+@pytest.mark.parametrize(("manifest", "path", "message"), BROKEN)
+def test_the_generated_check_answers_as_the_closures(manifest, path, message):
+    """Each kind's generated check (the one the export uses) gives ``compile_check``'s
+    answer on every broken object, and on its repaired copies of each of its fields."""
+    kind = manifest["kind"]
+    schema = _validators(str(SHIPPED_CRDS))[kind].schema
+    closures = compile_check(schema, StrictValidator)
+    generated = _compiled(str(SHIPPED_CRDS))[kind]
+    assert generated(manifest) == closures(manifest)
+    for field in manifest.get("spec") or {}:
+        trimmed = copy.deepcopy(manifest)
+        del trimmed["spec"][field]
+        assert generated(trimmed) == closures(trimmed), field
 
 
 def test_a_broken_object_among_many_valid_ones_is_still_refused():

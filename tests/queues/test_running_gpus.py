@@ -48,6 +48,47 @@ def test_the_definition_keeps_the_fraction(half):
     assert running_gpus()[(half.vision.pk, half.a100.pk)] == 0.5  # the quota positions
 
 
+def test_the_placements_prepared_read_is_the_definition(half):
+    """The placement's one query (by id, by slug, with a token) embeds the SQL Django compiles
+    from the definition, and reads what it reads: half an A100, a quarter GPU without a
+    flavor, and nothing of a pending job."""
+    now = timezone.now()
+    events_ingest(
+        events=[
+            JobEvent(
+                source="lab",
+                event_id=f"{job}-{kind}",
+                job_id=job,
+                time=now - timedelta(minutes=minutes),
+                kind=kind,
+                gpus=gpus,
+                project=half.vision,
+                flavor=flavor,
+            )
+            for job, gpus, flavor, kind, minutes in [
+                ("quarter", 0.25, None, EventKind.SUBMITTED, 20),
+                ("quarter", 0.25, None, EventKind.STARTED, 10),
+                ("waiting", 3.0, half.a100, EventKind.SUBMITTED, 5),
+            ]
+        ]
+    )
+    jobs = WorkloadJob.objects.filter(project=half.vision)
+    assert definitions.running_gpus(jobs, by=("flavor_id",)) == {
+        (half.a100.pk,): 0.5,
+        (None,): 0.25,
+    }
+    by_id = compiled._read(half.vision.pk, half.a100.pk)
+    by_slug = compiled._read(None, half.a100.pk, slug="vision")
+    for row in (by_id, by_slug):
+        assert (float(row[-2]), float(row[-1])) == (0.5, 0.25)
+    rest = compiled._read_sql()["by_id"]
+    for flavor in ("%s", None):
+        embedded = definitions.running_gpus_sql(project="%s", flavor=flavor)
+        assert embedded in rest
+        rest = rest.replace(embedded, "")
+    assert "SUM(" not in rest.upper()  # no sum of its own beside the definition's
+
+
 def test_the_project_workload_page_and_the_home_page_show_half_a_gpu(half, lead):
     page = login(lead).get(reverse("project_workload", args=["vision"])).content.decode()
     assert '<td class="num">0.5</td>' in page

@@ -13,6 +13,15 @@ lab, fails in CI. Runs as root (a Slurm administrator for the image's user is ad
 host, as a site does for Arbiter's account). The stack is the compose project
 ``arbiter-slurm-test`` (``ARBITER_SLURM_STACK_PROJECT``) on the ports of the environment or
 stack.sh's; its volumes are removed before and after.
+
+Then the Slurm truth checks themselves (imported from test_slurm_submit.py and
+test_slurm_tier_cap.py, unchanged) run with every sync and every guard tick executed by the
+compose file's worker service (``compose run``: its image, start-worker.sh with munged, the
+mounted slurm.conf and munge key) as Celery tasks, against the tests' own database and broker,
+and the table delivered only by the pull agent: the rewrite and refusal at submit, the strict
+sampling of every QOS and request form, the tier cap. The cluster's ``SLURM_CONF`` is the
+container's path, which does not exist on the host: nothing in the test process reaches Slurm
+through Arbiter (the tests' own sbatch and squeue use the lab's file).
 """
 
 import json
@@ -21,16 +30,34 @@ import pwd
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.db import transaction
 
+from governance.celery import app
+from queues import services
+from queues.models import SyncRun, SyncStatus, SyncTrigger
 from queues.services.slurm.submit import TABLE_NAME
-from tests.conftest import require_service
-from tests.queues.conftest import SLURM_CLUSTER, Slurm
+from queues.tasks import guard_clusters
+from tests.conftest import REASON, require_service
+from tests.governance.test_worker import _test_database_url
+from tests.queues import test_slurm_submit as submit_truth
+from tests.queues import test_slurm_tier_cap as tier_cap_truth
+from tests.queues.conftest import (
+    SLURM_CLUSTER,
+    Delivery,
+    Lab,
+    Slurm,
+    _slurm_answers,
+    delivery_for,
+    slurm_conf,
+)
 from tests.queues.pull_agent import AGENT
 from tests.queues.test_slurm_submit import _sbatch
 
@@ -94,11 +121,11 @@ print(json.dumps({{"status": run.status, "error": run.error}}))
 """
 
 
-def _stack(*args: str, timeout: int = 900) -> str:
+def _stack(*args: str, timeout: int = 900, project: str = PROJECT) -> str:
     env = {
         **os.environ,
         **PORTS,
-        "ARBITER_STACK_PROJECT": PROJECT,
+        "ARBITER_STACK_PROJECT": project,
         "ARBITER_STACK_DIR": str(STATE),
         "ARBITER_IMAGE": os.environ["ARBITER_CONTAINER_IMAGE"],
         "ARBITER_SLURM_CONF_FILE": str(STATE / "client" / "slurm.conf"),
@@ -225,3 +252,173 @@ def test_the_worker_container_syncs_the_hosts_slurm_and_the_agent_delivers_the_t
     job, said = _sbatch(slurm, "--gres=gpu:a100:4", account=account, qos="regular")
     assert not job and "rule: project maximum" in said and "at most 3 a100 GPUs" in said, said
     slurm.cancel_all()
+
+
+# --- The Slurm truth checks, every sync and guard tick run by the worker container ----------
+
+TRUTH_PROJECT = f"{PROJECT}-truth"  # a compose project of its own: the stack's destroy spares it
+TRUTH_WORKER = f"{TRUTH_PROJECT}-worker"
+CONTAINER_CONF = "/etc/slurm/slurm.conf"  # where docker-compose.yml mounts the cluster's file
+
+
+def _podman(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["podman", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+@dataclass
+class WorkerContainer:
+    """The compose file's worker service, run once (``compose run``) against the tests'
+    database and broker."""
+
+    name: str
+
+    def logs(self) -> str:
+        done = _podman("logs", self.name)
+        return done.stdout + done.stderr
+
+    def succeeded(self, task: str) -> int:
+        """How many runs of ``task`` this container's worker finished."""
+        return len(re.findall(rf"Task {re.escape(task)}\[[\w-]+\] succeeded", self.logs()))
+
+
+def _worker_ready(name: str) -> None:
+    """The service's own health check (a ping through the broker), until it passes."""
+    deadline = time.monotonic() + 300
+    ping = "celery -A governance inspect ping --timeout 10 -d celery@$(hostname)"
+    while _podman("exec", name, "sh", "-c", ping).returncode != 0:
+        running = _podman("inspect", "--format", "{{.State.Running}}", name).stdout.strip()
+        if running != "true" or time.monotonic() > deadline:
+            pytest.fail(f"the worker container is not healthy:\n{WorkerContainer(name).logs()}")
+        time.sleep(3)
+
+
+@pytest.fixture(scope="module")
+def worker_container(django_db_setup) -> Iterator[WorkerContainer]:
+    image = os.environ.get("ARBITER_CONTAINER_IMAGE", "")
+    require_service(
+        "the worker container",
+        bool(image) and shutil.which("podman") is not None,
+        "set ARBITER_CONTAINER_IMAGE (deploy/containers/stack.sh build) and install podman",
+    )
+    url = _test_database_url()
+    broker = app.conf.broker_url or ""
+    require_service(
+        "the tests' PostgreSQL and Redis broker for the worker container",
+        url.startswith("postgres") and broker.startswith("redis://"),
+        "set DATABASE_URL=postgres://... and CELERY_BROKER_URL=redis://...",
+    )
+    conf = slurm_conf()
+    ok, why = _slurm_answers(conf)
+    require_service("Slurm", ok, why)
+    _client_files(conf)
+    app.control.purge()  # tasks earlier tests left on the broker are not this worker's
+    _podman("rm", "-f", TRUTH_WORKER)
+    _stack(
+        "compose", "run", "-d", "--no-deps", "--name", TRUTH_WORKER,
+        "-e", f"DATABASE_URL={url}", "-e", f"CELERY_BROKER_URL={broker}", "worker",
+        project=TRUTH_PROJECT,
+    )  # fmt: skip
+    try:
+        _worker_ready(TRUTH_WORKER)
+        who = _podman("exec", TRUTH_WORKER, "sh", "-c", "id -u; id -un").stdout.split()
+        with tempfile.TemporaryDirectory(prefix="arbiter-slurm-") as workdir:
+            _slurm_admin(Slurm(conf=conf, workdir=workdir), int(who[0]), who[1])
+        yield WorkerContainer(TRUTH_WORKER)
+    finally:
+        if not os.environ.get("ARBITER_STACK_KEEP"):
+            _podman("rm", "-f", TRUTH_WORKER)
+
+
+@dataclass
+class ContainerDelivery(Delivery):
+    """The agent's delivery (``Delivery`` with mode "agent"), with the sync and the guard
+    sent to the worker container as Celery tasks instead of run here."""
+
+    worker: WorkerContainer | None = None
+    seconds: list[float] | None = None
+
+    def sync(self) -> SyncRun:
+        assert self.worker is not None
+        self.table.unlink(missing_ok=True)
+        before = self.worker.succeeded("queues.tasks.sync_cluster")
+        started = time.monotonic()
+        with transaction.atomic():  # queued when this commits
+            run = services.sync_enqueue(
+                cluster=self.lab.cluster, trigger=SyncTrigger.MANUAL, user=self.lab.ops
+            )
+        deadline = started + 300
+        while True:
+            run.refresh_from_db()
+            if run.is_finished:
+                break
+            assert time.monotonic() < deadline, (run.status, self.worker.logs()[-3000:])
+            time.sleep(0.5)
+        if self.seconds is not None:
+            self.seconds.append(time.monotonic() - started)
+        assert run.status == SyncStatus.SUCCEEDED, run.error
+        assert self.worker.succeeded("queues.tasks.sync_cluster") > before, "not the container"
+        assert not self.table.exists(), "the sync wrote the table the agent delivers"
+        self.fetch()
+        return run
+
+    def guard(self) -> None:
+        """``queues.tasks.guard_clusters`` (beat's minute) run by the worker container."""
+        held = guard_clusters.delay().get(timeout=120)  # {cluster: jobs held this tick}
+        assert self.lab.cluster.name in held, held
+
+
+@pytest.fixture
+def container_delivery(lab: Lab, slurm, live_server, worker_container) -> ContainerDelivery:
+    """The lab cluster, pulled, with ``SLURM_CONF`` the container's path; the agent fetches
+    its table from the live server (the tests' database)."""
+    agent = delivery_for("agent", lab, slurm, live_server.url)
+    services.cluster_update(
+        cluster=lab.cluster, user=lab.ops, reason=REASON, data={"slurm_conf": CONTAINER_CONF}
+    )
+    lab.cluster.refresh_from_db()
+    assert not Path(CONTAINER_CONF).exists(), "this host has a slurm.conf at the container's path"
+    return ContainerDelivery(
+        mode=agent.mode,
+        lab=lab,
+        slurm=slurm,
+        url=agent.url,
+        token=agent.token,
+        worker=worker_container,
+        seconds=[],
+    )
+
+
+def _report(delivery: ContainerDelivery, started: float) -> None:
+    syncs = ", ".join(f"{s:.1f}" for s in delivery.seconds or [])
+    print(f"syncs by the worker container: {syncs} s; check: {time.monotonic() - started:.0f} s")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_truth_rewrite_and_refusal_at_submit_with_the_container_sync(
+    lab, slurm, container_delivery, settings
+):
+    started = time.monotonic()
+    check = submit_truth.test_the_plugin_rewrites_an_untyped_request_and_refuses_with_the_rule_quota_and_remedy  # noqa: E501
+    check(lab, slurm, container_delivery, settings)
+    _report(container_delivery, started)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_truth_strict_sampling_of_every_qos_and_request_form_with_the_container_sync(
+    lab, slurm, container_delivery
+):
+    started = time.monotonic()
+    check = submit_truth.test_no_project_ever_runs_more_gpus_than_its_rules_allow_in_any_qos_or_request_form  # noqa: E501
+    check(lab, slurm, container_delivery)
+    _report(container_delivery, started)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_truth_tier_cap_with_the_container_sync_and_guard(lab, slurm, container_delivery):
+    started = time.monotonic()
+    tier_cap_truth.test_two_classes_in_one_capped_tier_never_hold_more_than_the_cap(
+        lab, slurm, container_delivery
+    )
+    _report(container_delivery, started)

@@ -187,7 +187,7 @@ def test_the_plugin_rewrites_an_untyped_request_and_refuses_with_the_rule_quota_
         assert status["installed"] and not status["table_current"]
     # The guard's minute renews it while the cluster is in sync (and the agent's next run
     # fetches it: the file it finds missing is no table it holds, so it gets a 200).
-    services.guard_check(cluster=lab.cluster)
+    delivery.guard()
     delivery.fetch()
     job, said = _sbatch(slurm, "--gres=gpu:a100:1", account=account, qos="regular")
     assert job, said

@@ -16,7 +16,6 @@ import time
 import pytest
 
 from governance import services as rules
-from queues import services
 from queues.schedulers.slurm.values import parse_tres
 from tests.conftest import REASON
 
@@ -153,7 +152,7 @@ def test_two_classes_in_one_capped_tier_never_hold_more_than_the_cap(lab, slurm,
         )
         # Ticks: the split follows the waiting jobs; sandbox's jobs end one by one.
         for step in range(12):
-            services.guard_check(cluster=lab.cluster)
+            delivery.guard()
             if step == 2:
                 slurm.run("scancel", sand[0])
             if step == 6:

@@ -10,6 +10,7 @@ from .diff import (
 from .kinds import (
     EXISTS,
     REGISTRY,
+    HistorySection,
     KeyedField,
     RuleKind,
     object_types,
@@ -58,6 +59,7 @@ __all__ = [
     "REGISTRY",
     "ChangePlan",
     "EditRow",
+    "HistorySection",
     "KeyedField",
     "RollbackItem",
     "RollbackRow",

@@ -65,6 +65,18 @@ class KeyedField:
 
 
 @dataclass(frozen=True)
+class HistorySection:
+    """A section of an object's history page and API besides its own rows: ``name`` is the
+    API's ``section``, ``title`` (translated) heads it on the page, ``entries(obj)`` reads its
+    rows, of ``model`` (the rows a keyed field is stored in)."""
+
+    name: str
+    title: Any
+    model: type[models.Model]
+    entries: Callable[[Any], list[Any]]
+
+
+@dataclass(frozen=True)
 class RuleKind:
     """A model governed through rule changes, and the services that write it.
 
@@ -111,9 +123,12 @@ class RuleKind:
     # is listed as not modelled. ``queues.replay.adapt`` reads each kind named here by its
     # ``object_type`` (its ``READERS``; a test checks both name the same kinds).
     replay_fields: frozenset[str] = frozenset()
-    # The history sections an object's history page and API show besides its own rows
-    # (``members`` of a project, ``capacity`` of a pool), each reading the object's entries.
-    history_sections: tuple[tuple[str, Callable[[Any], list[Any]]], ...] = ()
+    # An object's history page and API (``selectors.object_history_sections``): the title of
+    # its own rows on the page ("": the model's verbose name), then the sections its kind
+    # declares besides them, one per model a keyed field is stored in (``members`` of a
+    # project, ``capacity`` of a pool; a test checks none is missing).
+    history_title: Any = ""
+    history_sections: tuple["HistorySection", ...] = ()
 
     @property
     def pages(self) -> str:

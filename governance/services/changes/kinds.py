@@ -22,7 +22,7 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.db.models.deletion import Collector, ProtectedError, RestrictedError
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_noop
+from django.utils.translation import gettext_lazy, gettext_noop
 
 from governance.models import (
     EditKind,
@@ -37,7 +37,7 @@ from governance.models import (
     Quota,
     User,
 )
-from governance.selectors.changes import EXISTS, KeyedField, RuleKind
+from governance.selectors.changes import EXISTS, HistorySection, KeyedField, RuleKind
 from governance.selectors.history import capacity_history_entries, membership_history_entries
 
 from .._access import require_ops
@@ -243,7 +243,14 @@ PROJECT = RuleKind(
     },
     affects_projects=lambda ids: Q(pk__in=ids),
     replay_fields=frozenset({"tier"}),
-    history_sections=(("members", lambda obj: membership_history_entries(project=obj)),),
+    history_sections=(
+        HistorySection(
+            name="members",
+            title=gettext_lazy("Members"),
+            model=Membership,
+            entries=lambda obj: membership_history_entries(project=obj),
+        ),
+    ),
     **_created_by(project_create, EditKind.DESCRIPTION),
 )
 FLAVOR = RuleKind(
@@ -278,7 +285,14 @@ POOL = RuleKind(
     affects_quotas=lambda ids: Q(pool__in=ids),
     touches_pools=lambda ids: ids,
     replay_fields=frozenset({CAPACITY}),
-    history_sections=(("capacity", lambda obj: capacity_history_entries(pool=obj)),),
+    history_sections=(
+        HistorySection(
+            name="capacity",
+            title=gettext_lazy("Capacity"),
+            model=PoolCapacity,
+            entries=lambda obj: capacity_history_entries(pool=obj),
+        ),
+    ),
     **_created_by(pool_create, EditKind.CAPACITY),
 )
 TIER = RuleKind(
@@ -343,6 +357,7 @@ PERSON = RuleKind(
     update=_updated_by(user_access_update, "person"),
     key_field="username",
     page_name="person",
+    history_title=gettext_lazy("Access"),
 )
 
 BUILTIN_KINDS = (PROJECT, FLAVOR, POOL, TIER, PREEMPTION_CLASS, QUOTA, PERSON)

@@ -40,6 +40,7 @@ from .data import (
     QUOTAS,
     TIERS,
 )
+from .lock import demo_lock
 
 
 def _users_ensure(*, password: str) -> tuple[dict[str, User], int]:
@@ -70,7 +71,9 @@ def demo_seed(
 ) -> dict[str, int]:
     """Load the demo organisation; return how many objects of each kind were created.
 
-    The rules are dated as set up 90 days ago, and the rule changes over the weeks since."""
+    The rules are dated as set up 90 days ago, and the rule changes over the weeks since.
+    Runs started together load one after the other (``demo_lock``): the later finds it all."""
+    demo_lock()
     now = now or timezone.now()
     today = today or timezone.localdate(now)
     with clock_at(now - timedelta(days=SET_UP_DAYS_AGO)):

@@ -15,7 +15,7 @@ Before it writes, the command reads the whole file and says how many jobs each m
 without a project, tier, pool or flavor, and under which keys. It then refuses (exit 1,
 nothing written) unless ``--allow-unmapped``; ``--dry-run`` only says it. Importing the same
 file again stores no event twice and brings the stored jobs to the maps given now. See
-``queues/services/workload/traces.py`` for what each format cannot give.
+``queues/services/workload/traces/`` for what each format cannot give.
 """
 
 from datetime import UTC, datetime

@@ -25,7 +25,8 @@ the organisation. With an API token, the API reads the token in that same query 
 (``token_read_placement``): the hot path makes one query, as a request that only
 authenticates its token does.
 
-``compiled`` holds the cache and the compilation, ``answer`` one answer.
+``compiled`` holds the cache and the compilation, ``answer`` one answer, ``routes`` the
+Slurm or Kueue route it gives.
 """
 
 from .answer import (

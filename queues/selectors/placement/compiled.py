@@ -34,13 +34,14 @@ from governance.selectors import (
     newest_row_columns,
     pool_capacities,
 )
-from queues.models import Cluster, ClusterBackend, JobState, WorkloadJob
+from queues.models import Cluster, ClusterBackend
 from queues.schedulers.backends import SchedulerError
 from queues.schedulers.kueue.desired import DEFAULT_LOCAL_QUEUE, desired_objects
 from queues.schedulers.kueue.values import LOCAL_QUEUE, SOURCE_ANNOTATION, WORKLOAD_PRIORITY_CLASS
 from queues.schedulers.slurm.desired import desired_state
 from queues.schedulers.slurm.values import ACCOUNT, ASSOCIATION, QOS, split_association
 from queues.selectors.clusters import pool_gres_types
+from queues.selectors.definitions import running_gpus_sql
 
 # Governed models whose rows feed the compiled placement (their history marks every write).
 FINGERPRINT_MODELS = (
@@ -113,15 +114,13 @@ def _quote(name: str) -> str:
     return connection.ops.quote_name(name)
 
 
-def _with_jobs(fingerprint: str, project: str, state: str, flavor: str) -> str:
+def _with_jobs(fingerprint: str, project: str, flavor: str) -> str:
     """The fingerprint's columns, then the GPUs the project's running jobs hold of the flavor
-    and without one (``project``, ``state`` and ``flavor``: SQL, placeholders included)."""
-    jobs = (
-        f"SELECT SUM({_quote('gpus')}) FROM {_quote(WorkloadJob._meta.db_table)} "
-        f"WHERE {_quote('project_id')} = {project} AND {_quote('state')} = {state} "
-        f"AND {_quote('flavor_id')}"
-    )
-    return fingerprint + f", ({jobs} = {flavor}), ({jobs} IS NULL)"
+    and without one (``project`` and ``flavor``: SQL, placeholders included), as
+    ``definitions.running_gpus_sql`` compiles the one definition."""
+    typed = running_gpus_sql(project=project, flavor=flavor)
+    untyped = running_gpus_sql(project=project, flavor=None)
+    return fingerprint + f", {typed}, {untyped}"
 
 
 def _by_slug(slug: str) -> str:
@@ -136,16 +135,16 @@ def _read_sql() -> dict[str, str]:
     """The SQL of ``_read`` (built once: reaching a model's history model through its manager
     is slow): ``fingerprint`` alone; with the project's jobs ``by_id``, or ``by_slug`` (the
     project found by its slug); ``prepare``, the statement ``by_slug`` prepared on
-    PostgreSQL (``$1`` slug, ``$2`` job state, ``$3`` flavor id)."""
+    PostgreSQL (``$1`` slug, ``$2`` flavor id)."""
     columns = newest_row_columns(FINGERPRINT_MODELS, tables=[(RulesRevision._meta.db_table, "id")])
     fingerprint = "SELECT " + ", ".join(columns)
     return {
         "fingerprint": fingerprint,
-        "by_id": _with_jobs(fingerprint, "%s", "%s", "%s"),
-        "by_slug": _with_jobs(fingerprint, _by_slug("%s"), "%s", "%s"),
+        "by_id": _with_jobs(fingerprint, "%s", "%s"),
+        "by_slug": _with_jobs(fingerprint, _by_slug("%s"), "%s"),
         "prepare": (
-            f"PREPARE {PREPARED_READ} (text, text, bigint) AS "
-            + _with_jobs(fingerprint, _by_slug("$1"), "$2", "$3")
+            f"PREPARE {PREPARED_READ} (text, bigint) AS "
+            + _with_jobs(fingerprint, _by_slug("$1"), "$2")
         ),
     }
 
@@ -177,16 +176,14 @@ def _read(
     the newest rules revision (``MAX`` of a primary key each: an index lookup). On
     PostgreSQL the query by slug is a statement prepared once per database connection."""
     sql = _read_sql()
-    running = str(JobState.RUNNING.value)
     with connection.cursor() as cursor:
         if slug is not None and connection.vendor == "postgresql":
             _prepared(cursor, PREPARED_READ, sql["prepare"])
-            cursor.execute(f"EXECUTE {PREPARED_READ} (%s, %s, %s)", [slug, running, flavor_id or 0])
+            cursor.execute(f"EXECUTE {PREPARED_READ} (%s, %s)", [slug, flavor_id or 0])
         elif slug is not None:
-            cursor.execute(sql["by_slug"], [slug, running, flavor_id or 0, slug, running])
+            cursor.execute(sql["by_slug"], [slug, flavor_id or 0, slug])
         elif project_id is not None:
-            params: list[int | str] = [project_id, running, flavor_id or 0, project_id, running]
-            cursor.execute(sql["by_id"], params)
+            cursor.execute(sql["by_id"], [project_id, flavor_id or 0, project_id])
         else:
             cursor.execute(sql["fingerprint"])
         return tuple(cursor.fetchone() or ())
@@ -196,7 +193,7 @@ def _read(
 def _token_read_sql() -> dict[str, str]:
     """``read_with_token``'s SQL: every column of the token lookup (``api_token_lookup``),
     then those of ``_read`` by slug; ``plain`` (placeholders: the prefix, then ``by_slug``'s)
-    and ``prepare`` (``$1`` prefix, ``$2`` slug, ``$3`` job state, ``$4`` flavor id)."""
+    and ``prepare`` (``$1`` prefix, ``$2`` slug, ``$3`` flavor id)."""
     token = api_token_lookup().sql
     if token.count("%s") != 1 or "%%" in token:
         raise ImproperlyConfigured("The token lookup must take the prefix alone, as %s.")
@@ -207,8 +204,8 @@ def _token_read_sql() -> dict[str, str]:
 
     return {
         "plain": both(token, _read_sql()["by_slug"]),
-        "prepare": f"PREPARE {PREPARED_TOKEN_READ} (text, text, text, bigint) AS "
-        + both(token.replace("%s", "$1"), _with_jobs(fingerprint, _by_slug("$2"), "$3", "$4")),
+        "prepare": f"PREPARE {PREPARED_TOKEN_READ} (text, text, bigint) AS "
+        + both(token.replace("%s", "$1"), _with_jobs(fingerprint, _by_slug("$2"), "$3")),
     }
 
 
@@ -222,16 +219,14 @@ def read_with_token(
     if lookup.alias != connection.alias:
         raise ImproperlyConfigured("Tokens and the workload evidence are in one database.")
     sql = _token_read_sql()
-    running = str(JobState.RUNNING.value)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             _prepared(cursor, PREPARED_TOKEN_READ, sql["prepare"])
             cursor.execute(
-                f"EXECUTE {PREPARED_TOKEN_READ} (%s, %s, %s, %s)",
-                [prefix, slug, running, flavor_id or 0],
+                f"EXECUTE {PREPARED_TOKEN_READ} (%s, %s, %s)", [prefix, slug, flavor_id or 0]
             )
         else:
-            cursor.execute(sql["plain"], [prefix, slug, running, flavor_id or 0, slug, running])
+            cursor.execute(sql["plain"], [prefix, slug, flavor_id or 0, slug])
         rows = cursor.fetchmany(1)
     if not rows:
         return None

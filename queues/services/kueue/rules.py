@@ -27,7 +27,22 @@ TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
 def _quantity(value: Any) -> Any:
-    return None if value is None else parse_quantity(value)
+    if value is None:
+        return None
+    if type(value) is not str:
+        return parse_quantity(value)
+    # A sync's queues share a handful of quantities ("0", "4", ...): each parsed once.
+    known = _PARSED.get(value, _UNPARSED)
+    if known is _UNPARSED:
+        known = parse_quantity(value)
+        if len(_PARSED) < 10_000:
+            _PARSED[value] = known
+    return known
+
+
+# Quantities parsed (bounded), and the mark of one not parsed yet.
+_PARSED: dict[str, Any] = {}
+_UNPARSED = object()
 
 
 def _resource_group_rules(spec: dict[str, Any], owner: str) -> Iterator[tuple[str, str]]:

@@ -34,7 +34,6 @@ from django.utils.translation import gettext as _
 from jsonschema import Draft7Validator, validators
 from jsonschema.exceptions import ValidationError as SchemaError
 
-from governance.models.resources import LABEL_KEY_RE, LABEL_VALUE_RE
 from queues.schedulers.backends import SchedulerError
 from queues.schedulers.kueue.desired import DesiredObjects
 from queues.schedulers.kueue.values import (
@@ -42,13 +41,10 @@ from queues.schedulers.kueue.values import (
     API_VERSIONS,
     CLUSTER_QUEUE,
     COHORT,
-    DNS_LABEL,
-    DNS_SUBDOMAIN,
     LOCAL_QUEUE,
     MUTATING_BINDING,
     MUTATING_POLICY,
     NAMESPACE,
-    NAMESPACED,
     POLICY_BINDING,
     PRIORITY_CLASS,
     RESOURCE_FLAVOR,
@@ -56,7 +52,9 @@ from queues.schedulers.kueue.values import (
     manifest_key,
 )
 
-from .compiled import Check, compile_check
+from .codegen import generate_check
+from .compiled import Check
+from .metadata import _metadata_fine, _metadata_violations
 from .rules import RULES
 
 SHIPPED_CRDS = Path(__file__).resolve().parents[2] / "kueue_crds"
@@ -197,6 +195,11 @@ def _list_map_keys(validator: Any, keys: list[str], instance: Any, schema: Any) 
         seen.add(key)
 
 
+# What ``codegen`` may write out inline: the check fails exactly when two of the list's objects
+# have the same ``str()`` of each key.
+_list_map_keys.unique_by_keys = True  # type: ignore[attr-defined]
+
+
 def _int_format(validator: Any, fmt: str, instance: Any, schema: Any) -> Iterator:
     bounds = INT_RANGES.get(fmt)
     if (
@@ -301,7 +304,6 @@ MUTATING_BINDING_SCHEMA = _object_schema(
         matchResources={"type": "object"},
     ),
 )
-METADATA_FIELDS = {"name", "namespace", "labels", "annotations"}
 
 
 @lru_cache(maxsize=4)
@@ -323,9 +325,8 @@ def _validators(directory: str) -> dict[str, Any]:
 @lru_cache(maxsize=4)
 def _compiled(directory: str) -> dict[str, Check]:
     """Each kind's compiled check (see above), built once per CRD directory."""
-    return {
-        kind: compile_check(v.schema, StrictValidator) for kind, v in _validators(directory).items()
-    }
+    validators = _validators(directory)
+    return {kind: generate_check(v.schema, StrictValidator) for kind, v in validators.items()}
 
 
 # --- validating ----------------------------------------------------------------------------------
@@ -351,54 +352,6 @@ def _path(parts: Iterable[Any], obj: Any) -> str:
     return text
 
 
-def _metadata_violations(manifest: dict[str, Any]) -> Iterator[tuple[str, str]]:
-    kind = manifest.get("kind", "")
-    meta = manifest.get("metadata")
-    if manifest.get("apiVersion") != API_VERSIONS.get(kind):
-        yield "apiVersion", _("must be %(version)s") % {"version": API_VERSIONS.get(kind, "?")}
-    if not isinstance(meta, dict):
-        yield "metadata", _("is required")
-        return
-    for extra in sorted(set(meta) - METADATA_FIELDS):
-        yield f"metadata.{extra}", _("field not declared in schema")
-    name = str(meta.get("name") or "")
-    if kind == NAMESPACE:
-        if not DNS_LABEL.match(name) or len(name) > 63:
-            yield (
-                "metadata.name",
-                _(
-                    "“%(name)s” is not a valid namespace name: a lowercase RFC 1123 label "
-                    "(letters, digits, '-'; at most 63 characters)"
-                )
-                % {"name": name},
-            )
-    elif not DNS_SUBDOMAIN.match(name) or len(name) > 253:
-        yield (
-            "metadata.name",
-            _(
-                "“%(name)s” is not a valid name: a lowercase RFC 1123 subdomain (letters, "
-                "digits, '-', '.'; at most 253 characters)"
-            )
-            % {"name": name},
-        )
-    namespace = meta.get("namespace")
-    if kind in NAMESPACED and not namespace:
-        yield "metadata.namespace", _("is required for a namespaced object")
-    if kind not in NAMESPACED and namespace:
-        yield "metadata.namespace", _("must be empty for a cluster-scoped object")
-    for key, value in (meta.get("labels") or {}).items():
-        if (key, value) in _VALID_LABELS:
-            continue  # the same few labels on every object: each pair checked once
-        if not LABEL_KEY_RE.match(str(key)) or not LABEL_VALUE_RE.match(str(value)):
-            yield f"metadata.labels.{key}", _("“%(value)s” is not a valid label") % {"value": value}
-        elif isinstance(key, str) and isinstance(value, str) and len(_VALID_LABELS) < 10_000:
-            _VALID_LABELS.add((key, value))
-
-
-# Label pairs found valid (bounded: a sync's objects share a handful).
-_VALID_LABELS: set[tuple[str, str]] = set()
-
-
 def object_violations(
     manifest: dict[str, Any], directory: Path | None = None
 ) -> list[tuple[str, str]]:
@@ -413,7 +366,7 @@ def _object_violations(
     kind = manifest.get("kind", "")
     if kind not in checks:
         return [("kind", _("Arbiter does not generate %(kind)s objects") % {"kind": kind})]
-    found = list(_metadata_violations(manifest))
+    found = [] if _metadata_fine(manifest, kind) else list(_metadata_violations(manifest))
     # The compiled check passes what jsonschema passes, at a fraction of the cost; what it
     # does not pass, jsonschema validates again for the messages.
     if not compiled[kind](manifest):
@@ -456,7 +409,16 @@ def validate(objects: DesiredObjects, directory: Path | None = None) -> list[Vio
                 _("two rules produce the same name (%(rules)s)") % {"rules": ", ".join(others)},
             )
         names.setdefault(kind, set()).add(key)
-        for path, message in _object_violations(manifest, checks, compiled):
+        check, rules = compiled.get(kind), RULES.get(kind)
+        if check is not None and _metadata_fine(manifest, kind) and check(manifest):
+            # The common case, as _object_violations answers it: only the rules may object.
+            spec = manifest.get("spec", {})
+            found: Iterable[tuple[str, str]] = (
+                rules(manifest) if rules is not None and isinstance(spec, dict) else ()
+            )
+        else:
+            found = _object_violations(manifest, checks, compiled)
+        for path, message in found:
             report(kind, key, path, str(message))
         if kind == PRIORITY_CLASS and manifest.get("globalDefault"):
             defaults.append(key)

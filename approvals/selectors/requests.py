@@ -1,62 +1,36 @@
-"""Reads of requests, policies, grants and notifications, shaped for pages and the API.
+"""Upgrade requests read: the list and its sorts, what a user may read, the inbox, what blocks
+an action on a request and who may take it."""
 
-Rules (tiers, quotas, policies, grants in force) are public inside the organisation, but a
-request's justification, business impact and evidence belong to its project: a request is
-read by the project's members, the requester, its approvers (the tier's business owner and
-whoever decided it) and ops, and by nobody else (``requests_readable``: ``request_get`` and
-the list selectors apply it, for pages and API alike). Who may *act* on a request is
-``request_action_blocker``, which the pages ask to show the buttons and the services ask
-before they write.
-"""
-
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import Http404
 from django.utils import timezone
-from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from approvals.models import (
     GRANTED_STATES,
-    TIER_KINDS,
     Approval,
-    ApprovalPolicy,
     ApproverRule,
     Decision,
-    Notification,
     RequestAction,
     RequestStage,
     RequestState,
     UpgradeRequest,
     UpgradeRequestQuerySet,
-    grant_summary,
 )
 from governance.models import (
-    ChangeStatus,
-    Grant,
-    GrantState,
     Membership,
-    PriorityTier,
     Project,
     ProjectRole,
-    RuleChange,
     Terms,
-    grant_in_force_q,
 )
 from governance.selectors import (
     Blocker,
     Sorts,
-    approval_problem,
-    default_tier,
-    effective_rules,
-    pool_usage,
-    rule_change_list,
     sorted_by,
     through_account_problem,
     user_can_read_rules,
@@ -374,282 +348,3 @@ def extension_initial(*, request: UpgradeRequest) -> dict[str, Any]:
 
 
 # --- policies -------------------------------------------------------------------------------
-
-
-def policy_list() -> QuerySet[ApprovalPolicy]:
-    return ApprovalPolicy.objects.select_related("tier", "tier__owner").order_by(
-        "kind", "-tier__score", "pk"
-    )
-
-
-def policy_get(*, user: Any, pk: int | str) -> ApprovalPolicy:
-    if not user_can_read_rules(user):
-        raise Http404
-    try:
-        return ApprovalPolicy.objects.select_related("tier").get(pk=pk)
-    except (ApprovalPolicy.DoesNotExist, ValueError, TypeError):
-        raise Http404 from None
-
-
-def policy_tier(*, kind: str, project: Project, tier: PriorityTier | None) -> PriorityTier | None:
-    """The tier a policy is chosen by: the target tier, or the project's own tier."""
-    if kind in TIER_KINDS:
-        return tier
-    return project.tier or default_tier()
-
-
-def policy_for(*, kind: str, tier: PriorityTier | None) -> ApprovalPolicy | None:
-    """The policy of ``kind`` for ``tier``, or the kind's policy for every other tier."""
-    policies = ApprovalPolicy.objects.select_related("tier", "tier__owner").filter(kind=kind)
-    policies = (
-        policies.filter(Q(tier=tier) | Q(tier__isnull=True))
-        if tier
-        else policies.filter(tier__isnull=True)
-    )
-    found = {policy.tier_id: policy for policy in policies}
-    return found.get(tier.pk if tier else None) or found.get(None)
-
-
-@dataclass(frozen=True)
-class PolicyLimit:
-    """What the request form shows before anyone submits: one row per kind and tier."""
-
-    kind: str
-    kind_label: str
-    tier: PriorityTier | None
-    policy: ApprovalPolicy
-
-
-def policy_limits() -> list[PolicyLimit]:
-    return [
-        PolicyLimit(
-            kind=policy.kind,
-            kind_label=policy.get_kind_display(),
-            tier=policy.tier,
-            policy=policy,
-        )
-        for policy in policy_list()
-    ]
-
-
-# --- evidence -------------------------------------------------------------------------------
-
-
-def _month_start(at: datetime) -> datetime:
-    return at.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-
-
-def exceptions_this_month(*, project: Project, at: datetime) -> int:
-    """Approved exceptions (grants) of ``project`` that start in the calendar month of ``at``."""
-    start = _month_start(at)
-    end = (start + timedelta(days=32)).replace(day=1)
-    return Grant.objects.filter(project=project, starts_at__gte=start, starts_at__lt=end).count()
-
-
-def _ref(obj: Any) -> dict[str, Any] | None:
-    if obj is None:
-        return None
-    return {"slug": obj.slug, "name": obj.name}
-
-
-def _hook(name: str) -> Any:
-    """A callable named by a setting (the workload side lives in an app approvals may not
-    import); None when the setting is empty."""
-    path = getattr(settings, name, "")
-    return import_string(path) if path else None
-
-
-def workload_evidence(
-    *, project: Project, at: datetime, job_ids: list[str] | None = None
-) -> dict[str, Any]:
-    """Usage against guarantee and maximum, waits by category and the named jobs' state, as
-    plain data from ``ARBITER_WORKLOAD_EVIDENCE`` and ``ARBITER_JOBS_STATUS``."""
-    summary = _hook("ARBITER_WORKLOAD_EVIDENCE")
-    status = _hook("ARBITER_JOBS_STATUS")
-    data: dict[str, Any] = {"usage": None, "recent_waits": None, "jobs": None}
-    if summary is not None:
-        found = summary(project=project, days=EVIDENCE_USAGE_DAYS, at=at)
-        data["usage"] = {key: value for key, value in found.items() if key != "waits"}
-        data["recent_waits"] = found.get("waits", [])
-    if status is not None and job_ids:
-        data["jobs"] = status(project=project, job_ids=list(job_ids))
-    return data
-
-
-def project_evidence(
-    *, project: Project, at: datetime, job_ids: list[str] | None = None
-) -> dict[str, Any]:
-    """What an approver decides on, as JSON: stored on the request when it is submitted.
-
-    The project's tier and quotas as the effective rules have them at ``at`` (base rules
-    plus active grants), the pool's capacity and commitment next to each quota, and the
-    project's approved exceptions of the last 90 days. Usage, recent waits and the named
-    jobs' state come from the workload evidence (``workload_evidence``); ``None`` when no
-    collector is configured, never made up.
-    """
-    rules = effective_rules(at=at, project_slugs=[project.slug])
-    effective = rules.projects.get(project.slug)
-    pools = {(use.pool.pk, use.flavor.pk): use for use in pool_usage()}
-    quotas = []
-    tier = None
-    if effective is not None:
-        tier = effective.tier
-        for quota in effective.quotas:
-            use = pools.get((quota.quota.pool_id, quota.quota.flavor_id))
-            quotas.append(
-                {
-                    "pool": _ref(quota.quota.pool),
-                    "flavor": _ref(quota.quota.flavor),
-                    "guarantee": quota.guarantee,
-                    "borrow_limit": quota.borrow_limit,
-                    "maximum": quota.maximum,
-                    "lending_limit": quota.lending_limit,
-                    "preemption_class": {
-                        **(_ref(quota.preemption_class) or {}),
-                        "kind": quota.preemption_class.kind,
-                    },
-                    "changed_by_grants": quota.changed_by_grants,
-                    "pool_capacity": use.capacity if use else None,
-                    "pool_committed": use.committed if use else None,
-                }
-            )
-    since = at - timedelta(days=EVIDENCE_WINDOW_DAYS)
-    recent = (
-        Grant.objects.filter(project=project, starts_at__lte=at, ends_at__gte=since)
-        .select_related("tier", "pool", "flavor", "preemption_class")
-        .order_by("-starts_at", "-pk")
-    )
-    exceptions = [
-        {
-            "id": grant.pk,
-            "kind": grant.kind,
-            "kind_label": str(grant.get_kind_display()),
-            "summary": grant_summary(grant),
-            "starts_at": grant.starts_at.isoformat(),
-            "ends_at": grant.ends_at.isoformat(),
-            "state": grant.state,
-            "source": grant.source,
-        }
-        for grant in recent
-    ]
-    return {
-        "captured_at": at.isoformat(),
-        "tier": {**(_ref(tier) or {}), "score": tier.score} if tier else None,
-        "base_tier": _ref(project.tier),
-        "quotas": quotas,
-        **workload_evidence(project=project, at=at, job_ids=job_ids),
-        "exceptions_window_days": EVIDENCE_WINDOW_DAYS,
-        "recent_exceptions": exceptions,
-        "exceptions_this_month": exceptions_this_month(project=project, at=at),
-    }
-
-
-# --- grants of a project --------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ProjectGrant:
-    grant: Grant
-    request: UpgradeRequest | None
-    in_force: bool
-    ends_soon: bool
-
-    @property
-    def summary(self) -> str:
-        return grant_summary(self.grant)
-
-
-def project_grants(*, project: Project, at: datetime) -> list[ProjectGrant]:
-    """The project's grants in force at ``at`` or still to start, by end (two queries)."""
-    grants = (
-        Grant.objects.filter(project=project, ends_at__gt=at)
-        .exclude(state__in=[GrantState.REVOKED, GrantState.EXPIRED])
-        .select_related("project", "tier", "pool", "flavor", "preemption_class")
-        .order_by("ends_at", "pk")
-    )
-    requests = {
-        request.grant_id: request
-        for request in UpgradeRequest.objects.filter(grant__in=grants).select_related("requester")
-    }
-    return [
-        ProjectGrant(
-            grant=grant,
-            request=requests.get(grant.pk),
-            in_force=grant.is_active_at(at),
-            ends_soon=grant.ends_at - at <= EXPIRY_WARNING,
-        )
-        for grant in grants
-    ]
-
-
-GRANT_SORTS: Sorts = {
-    "-starts_at": (gettext_lazy("Newest first"), ("-starts_at", "-pk")),
-    "ends_at": (gettext_lazy("Ending first"), ("ends_at", "pk")),
-}
-
-
-def _grant_queryset() -> QuerySet[Grant]:
-    return Grant.objects.select_related(
-        "project", "tier", "pool", "flavor", "preemption_class"
-    ).annotate(
-        request_id=Subquery(UpgradeRequest.objects.filter(grant=OuterRef("pk")).values("pk")[:1])
-    )
-
-
-def grant_list(
-    *,
-    user: Any,
-    project: Project | None = None,
-    at: datetime | None = None,
-    kind: str | None = None,
-    state: str | None = None,
-    sort: str | None = None,
-) -> QuerySet[Grant]:
-    """Grants (rules, readable by everyone who reads the rules), newest first; with ``at``
-    only those in force at that instant (started, not ended, not revoked by then)."""
-    if not user_can_read_rules(user):
-        return Grant.objects.none()
-    grants = _grant_queryset()
-    if project is not None:
-        grants = grants.filter(project=project)
-    if at is not None:
-        grants = grants.filter(grant_in_force_q(at))
-    if kind:
-        grants = grants.filter(kind=kind)
-    if state:
-        grants = grants.filter(state=state)
-    return sorted_by(grants, sort=sort, sorts=GRANT_SORTS)
-
-
-def grant_get(*, user: Any, pk: int | str) -> Grant:
-    """One grant; 404 when missing or the user reads no rules."""
-    if not user_can_read_rules(user):
-        raise Http404
-    try:
-        return _grant_queryset().get(pk=pk)
-    except (Grant.DoesNotExist, ValueError, TypeError):
-        raise Http404 from None
-
-
-# --- notifications --------------------------------------------------------------------------
-
-
-def notification_list(*, user: Any) -> QuerySet[Notification]:
-    return Notification.objects.filter(user=user).order_by("-created_at", "-pk")
-
-
-def unread_count(*, user: Any) -> int:
-    return Notification.objects.filter(user=user, read_at__isnull=True).count()
-
-
-# Proposed rule changes the inbox shows at most (the change list has the rest).
-INBOX_CHANGES = 25
-
-
-def rule_changes_to_decide(*, user: Any) -> list[RuleChange]:
-    """The proposed rule changes ``user`` may approve, the oldest first: the inbox lists them
-    next to the requests, each with its what-if replay."""
-    if not (getattr(user, "is_ops", False) or getattr(user, "is_approver", False)):
-        return []
-    proposed = rule_change_list(status=ChangeStatus.PROPOSED, sort="created_at")[:INBOX_CHANGES]
-    return [change for change in proposed if approval_problem(change=change, user=user) is None]
