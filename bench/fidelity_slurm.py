@@ -54,6 +54,10 @@ class Ran:
     submit: float
     start: float
     end: float
+    # ``main`` or ``backfill`` (which of Slurm's schedulers started the job) and whether the
+    # times are slurmctld's log's (milliseconds) rather than its whole-second stamps.
+    started_by: str = ""
+    precise: bool = False
 
     @property
     def delay(self) -> float:
@@ -136,7 +140,17 @@ class SlurmLab:
         submit, start, end = (row.strip().splitlines() or ["||"])[0].split("|")[:3]
         return _sacct_time(submit), _sacct_time(start), _sacct_time(end)
 
+    def log_path(self) -> Path | None:
+        """slurmctld's log (``SlurmctldLogFile`` in the lab's ``slurm.conf``), if it has one."""
+        for line in Path(self.conf).read_text().splitlines():
+            key, _sep, value = line.partition("=")
+            if key.strip() == "SlurmctldLogFile" and value.strip():
+                return Path(value.strip())
+        return None
+
     def submit(self, workload: Sequence[LabJob]) -> list[Ran]:
+        log = self.log_path()
+        offset = log.stat().st_size if log is not None and log.exists() else 0
         began = time.monotonic()
         ids = []
         for job in workload:
@@ -168,7 +182,44 @@ class SlurmLab:
         ran = []
         for slurm_id, job in zip(ids, workload, strict=True):
             ran.append(Ran(job, slurm_id, *self._times(slurm_id)))
+        if log is not None and log.exists():
+            with log.open("rb") as lines:
+                lines.seek(offset)
+                precise_times(ran, lines.read().decode(errors="replace"))
         return ran
+
+
+_LOG = re.compile(
+    r"^\[(?P<at>[0-9T:.-]+)\] (?:"
+    r"_slurm_rpc_submit_batch_job: JobId=(?P<submit>\d+) "
+    r"|sched: Allocate JobId=(?P<main>\d+) "
+    r"|sched/backfill: _start_job: Started JobId=(?P<backfill>\d+) "
+    r"|_job_complete: JobId=(?P<end>\d+) done)",
+    re.M,
+)
+
+
+def precise_times(ran: Sequence[Ran], log: str) -> None:
+    """Replace the whole-second stamps of ``ran`` by slurmctld's log times (milliseconds):
+    the submission, the start (and which scheduler started it), the end. A job whose four
+    lines are not all in ``log`` keeps its stamps."""
+    seen: dict[str, dict[str, float | str]] = {}
+    for found in _LOG.finditer(log):
+        at = datetime.fromisoformat(found.group("at")).timestamp()
+        for kind in ("submit", "main", "backfill", "end"):
+            job = found.group(kind)
+            if job is not None:
+                row = seen.setdefault(job, {})
+                if kind in ("main", "backfill"):
+                    row.setdefault("start", at)
+                    row.setdefault("by", kind)
+                else:
+                    row.setdefault(kind, at)
+    for r in ran:
+        row = seen.get(r.slurm_id, {})
+        if {"submit", "start", "end"} <= set(row):
+            r.submit, r.start, r.end = (float(row[k]) for k in ("submit", "start", "end"))
+            r.started_by, r.precise = str(row["by"]), True
 
 
 def _sacct_time(text: str) -> float:
@@ -180,13 +231,13 @@ def _sacct_time(text: str) -> float:
 
 
 def replay_inputs(ran: Sequence[Ran]) -> list[Job]:
-    """The jobs as Slurm saw them: its submit times, the runs they actually took. Slurm
-    stamps whole seconds; jobs submitted within one second keep their order (a millisecond
-    apart, by job id), since Slurm tries to start each at its submission."""
+    """The jobs as Slurm saw them: its submit times, the runs they actually took. Whole-second
+    stamps (no log) keep the order of jobs submitted within one second (a millisecond apart,
+    by job id)."""
     return [
         Job(
             name=r.slurm_id,
-            arrival=r.submit + 0.001 * i,
+            arrival=r.submit + (0.0 if r.precise else 0.001 * i),
             gpus=float(r.job.gpus),
             flavor=FLAVORS[r.job.gpu_type],
             duration=max(0.0, r.end - r.start),
@@ -217,19 +268,23 @@ def lab_rules(priorities: Mapping[str, int] = PRIORITIES) -> Rules:
     )
 
 
-# Calibrated on the lab (bench/replay_fidelity.py's first ten seeds): an ended job's GPUs
-# are free about half a second after its stamped end.
-LAB_END_DELAY = 0.5
+# Measured on the lab (slurmctld's log, milliseconds; bench/replay_fidelity.py's seeds 1–10):
+# the main scheduler starts a job 4–45 ms after the end that freed its GPUs (the epilog
+# complete) in half the cases; the later starts are its periodic passes.
+LAB_END_DELAY = 0.05
 
 
-def lab_settings(
-    lab: SlurmLab, priorities: Mapping[str, int] = PRIORITIES, **kw: float
-) -> SlurmSettings:
-    """The model's settings: the lab's ``slurm.conf``, every QOS's priority (Slurm
-    normalises the QOS factor by the highest one) and the lab's end delay."""
-    qos = lab.qos_priorities()
-    named = {tier: float(value) for tier, value in priorities.items()}
-    named.update({f"qos:{name}": value for name, value in qos.items()})
+def model_settings(conf_text: str, priorities: Mapping[str, float], **kw: float) -> SlurmSettings:
+    """The model's settings for the lab: its ``slurm.conf``, every QOS's priority (Slurm
+    normalises the QOS factor by the highest one), the lab's end delay; ``kw`` overrides
+    (``sched_phase``, ``bf_phase``: where in each second the passes run)."""
     kw.setdefault("end_delay", LAB_END_DELAY)
-    text = Path(lab.conf).read_text()
-    return SlurmSettings.from_conf(text, qos_priority=named, **kw)  # type: ignore[arg-type]
+    return SlurmSettings.from_conf(conf_text, qos_priority=priorities, **kw)  # type: ignore[arg-type]
+
+
+def lab_settings(lab: SlurmLab, **kw: float) -> SlurmSettings:
+    """The model's settings for the running lab (its QOS priorities read back)."""
+    qos = lab.qos_priorities()
+    named = {tier: float(value) for tier, value in PRIORITIES.items()}
+    named.update({f"qos:{name}": value for name, value in qos.items()})
+    return model_settings(Path(lab.conf).read_text(), named, **kw)

@@ -8,14 +8,18 @@ Run on demand against the lab (not part of the test suite), from the repository 
 Per seed, ``queues.replay.mixes.mixed_workload(seed)`` (three tiers, one project each, 1–4
 GPUs of either type, 5–20 s runs, bursts, half the jobs with a time limit) is submitted to
 the lab's Slurm (``bench/fidelity_slurm.py``: one QOS per tier, ``sbatch`` of sleep jobs at
-the workload's offsets), and the same jobs — Slurm's submit times, the runs they took — are
-replayed under the same rules twice: with the Slurm model (``queues.replay.slurm_model``,
-settings read from the lab's ``slurm.conf``) and with the engine's Kueue order (the replay
-before the Slurm model, for comparison). Per tier it prints the median start delay on Slurm
-and replayed, the error in seconds and in % of Slurm's, whether it is within the goal (15 %
-or 10 s) and whether the tiers are in the same order (``mixes.order_agrees``); then the
-distribution of the errors over all seeds, and writes everything to
-``bench/results/replay_fidelity-<time>.json``.
+the workload's offsets), and the same jobs — Slurm's submit times, the runs they took, to
+the millisecond from slurmctld's log when it has them (else Slurm's whole-second stamps),
+and which scheduler started each — are replayed under the same rules twice: with the Slurm
+model (``queues.replay.slurm_model``, settings read from the lab's ``slurm.conf``) and with
+the engine's Kueue order (the replay before the Slurm model, for comparison). Per tier it
+prints the median start delay on Slurm and replayed, the error in seconds and in % of
+Slurm's, whether it is within the goal (15 % or 10 s) and whether the tiers are in the same
+order (``mixes.order_agrees``); then the distribution of the errors over all seeds, and
+writes everything to ``bench/results/replay_fidelity-<time>.json``. ``--rescore FILE``
+replays an earlier run's jobs with the models as they are now (no lab); ``--bf-phase``,
+``--sched-phase`` and ``--end-delay`` set the Slurm model's pass timing (``SlurmSettings``)
+for a sensitivity run.
 """
 
 from __future__ import annotations
@@ -35,19 +39,19 @@ sys.path.insert(0, str(ROOT))
 
 from bench.fidelity_kueue import KueueLab, kueue_inputs, kueue_rules, lab_env  # noqa: E402
 from bench.fidelity_slurm import (  # noqa: E402
-    LAB_END_DELAY,
     PRIORITIES,
     Ran,
     SlurmLab,
     lab_conf,
     lab_rules,
     lab_settings,
+    model_settings,
     replay_inputs,
 )
 from queues.replay import Job, Rules, replay  # noqa: E402
 from queues.replay.mixes import LabJob, compare, mixed_workload, order_agrees, tier_medians  # noqa: E402
 from queues.replay.scheduler_model import SchedulerModel  # noqa: E402
-from queues.replay.slurm_conf import SlurmSettings  # noqa: E402
+from queues.replay.slurm_model import SlurmReplay  # noqa: E402
 
 
 def _delays(ran: list[Ran], starts: list[float] | None = None) -> dict[str, float]:
@@ -66,7 +70,14 @@ def seed_figures(
     real = _delays(ran)
     out: dict[str, Any] = {"jobs": len(ran), "real": real}
     for name, model in models.items():
-        replayed = _delays(ran, replay(inputs, timeline, model=model).start)
+        by: list[str] = []
+        if model.scheduler == "slurm" and model.slurm is not None:
+            slurm = SlurmReplay(inputs, timeline, model.slurm)
+            starts = slurm.run().start
+            by = slurm.started_by
+        else:
+            starts = replay(inputs, timeline, model=model).start
+        replayed = _delays(ran, starts)
         errors = compare(real, replayed)
         agrees = order_agrees(real, replayed)
         out[name] = {
@@ -78,6 +89,13 @@ def seed_figures(
             "order_agrees": agrees,
             "goal_met": agrees and all(e.within() for e in errors),
         }
+        if by and all(r.started_by for r in ran):
+            # Which scheduler started each job: Slurm's (its log) and the model's.
+            out[name]["backfill_started"] = {
+                "real": sum(r.started_by == "backfill" for r in ran),
+                "model": by.count("backfill"),
+                "same": sum(r.started_by == b for r, b in zip(ran, by, strict=True)),
+            }
     out["runs"] = [
         {
             "id": r.slurm_id,
@@ -89,6 +107,8 @@ def seed_figures(
             "submit": r.submit,
             "start": r.start,
             "end": r.end,
+            "by": r.started_by,
+            "precise": r.precise,
         }
         for r in ran
     ]
@@ -101,7 +121,7 @@ def run_seed(lab: SlurmLab | KueueLab, seed: int, args: argparse.Namespace) -> d
     if isinstance(lab, SlurmLab):
         ran = lab.submit(workload)
         models = {
-            "slurm_model": SchedulerModel("slurm", lab_settings(lab)),
+            "slurm_model": SchedulerModel("slurm", lab_settings(lab, **_overrides(args))),
             "strict_order": SchedulerModel("strict"),
         }
         fig = seed_figures(ran, replay_inputs(ran), lab_rules(), models)
@@ -128,7 +148,14 @@ def _print_seed(fig: dict[str, Any]) -> None:
         print(" | ".join(cells))
     for name in names:
         row = fig[name]
-        print(f"  {name}: tier order agrees {row['order_agrees']}, goal met {row['goal_met']}")
+        started = row.get("backfill_started")
+        by = (
+            f"; started by backfill: Slurm {started['real']}, model {started['model']}, "
+            f"same scheduler for {started['same']} of {fig['jobs']} jobs"
+            if started
+            else ""
+        )
+        print(f"  {name}: tier order agrees {row['order_agrees']}, goal met {row['goal_met']}{by}")
 
 
 def summary(figs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -164,7 +191,7 @@ def _spread(values: list[float]) -> dict[str, float]:
     }
 
 
-def rescore(path: Path, scheduler: str) -> int:
+def rescore(path: Path, scheduler: str, overrides: dict[str, float]) -> int:
     """The figures of an earlier run's jobs, replayed with today's models."""
     stored = json.loads(path.read_text())
     figs = []
@@ -176,15 +203,15 @@ def rescore(path: Path, scheduler: str) -> int:
                 r["submit"],
                 r["start"],
                 r["end"],
+                r.get("by", ""),
+                r.get("precise", False),
             )
             for r in fig["runs"]
         ]
         if scheduler == "slurm":
             lab = SlurmLab(lab_conf(ROOT))
-            settings = SlurmSettings.from_conf(
-                Path(lab.conf).read_text(),
-                qos_priority={**PRIORITIES, "qos:normal": 0},
-                end_delay=LAB_END_DELAY,
+            settings = model_settings(
+                Path(lab.conf).read_text(), {**PRIORITIES, "qos:normal": 0}, **overrides
             )
             models = {
                 "slurm_model": SchedulerModel("slurm", settings),
@@ -216,6 +243,11 @@ def _print_summary(total: dict[str, Any]) -> None:
         )
 
 
+def _overrides(args: argparse.Namespace) -> dict[str, float]:
+    names = ("end_delay", "sched_phase", "bf_phase")
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
@@ -229,9 +261,15 @@ def main() -> int:
         help="replay the runs of an earlier results file again with the models as they are now "
         "(no lab needed; the lab's slurm.conf is read for the Slurm model)",
     )
+    for name, what in (
+        ("--end-delay", "seconds from a job's end to its GPUs' return (default: the lab's 0.4)"),
+        ("--sched-phase", "where in each sched_interval the main scheduler's pass runs (s)"),
+        ("--bf-phase", "where in each bf_interval backfill runs (s)"),
+    ):
+        parser.add_argument(name, type=float, help=what)
     args = parser.parse_args()
     if args.rescore:
-        return rescore(Path(args.rescore), args.scheduler)
+        return rescore(Path(args.rescore), args.scheduler, _overrides(args))
     lab: SlurmLab | KueueLab
     if args.scheduler == "slurm":
         lab = SlurmLab(lab_conf(ROOT))

@@ -84,14 +84,17 @@ class SlurmSettings:
     # QOS priority per tier (a tier's Slurm QOS ``Priority``: Arbiter's scheduler value);
     # a tier not named here uses its score.
     qos_priority: Mapping[str, float] = field(default_factory=dict)
-    # Calibrated latencies (seconds): a pass runs this long after the event that triggers it.
-    event_delay: float = 0.0
-    # An ended job's GPUs are free this much later (slurmd reports, the epilog runs: about a
-    # second on the lab, where a job freed by an end starts in the next second).
+    # When Slurm's passes run (seconds). The main scheduler runs a full pass every
+    # ``sched_interval`` (slurmctld's background loop, at ``sched_phase`` past each multiple)
+    # and a pass as soon as an ended job's resources come back (its epilog completes); a
+    # submission waits for the next pass of either scheduler (a batch job is never started in
+    # its submit RPC). Backfill runs every ``bf_interval``, at ``bf_phase`` past each multiple,
+    # when something changed since its last pass.
+    sched_phase: float = 0.0
+    bf_phase: float = 0.0
+    # An ended job's GPUs are free (its epilog complete reaches slurmctld, which then runs the
+    # main scheduler) this much later: about 0.4 s on the lab.
     end_delay: float = 0.0
-    # Backfill plans from a moment after the second it is stamped with: a job started then
-    # ends (by its limit) this much later than its start + limit as the plan counts it.
-    bf_lag: float = 0.5
 
     @classmethod
     def from_conf(cls, text: str, **overrides: object) -> SlurmSettings:

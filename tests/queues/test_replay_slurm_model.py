@@ -18,7 +18,7 @@ from queues.replay.slurm_conf import (
     priority,
     slurm_minutes,
 )
-from queues.replay.slurm_model import slurm_replay
+from queues.replay.slurm_model import SlurmReplay, slurm_replay
 
 LAB_CONF = """
 SchedulerType=sched/backfill
@@ -174,10 +174,12 @@ def test_jobs_pack_nodes_by_gpu_type():
         _job("a", 0, 2, 30, "low"),
         _job("b", 0, 3, 30, "low"),  # only n2 has 3 A100s
         _job("c", 0, 2, 30, "low"),  # the A100s left: n2's 1 — waits (and blocks the pass)
-        _job("h", 0, 4, 30, "low", flavor=H100),  # started by backfill, a second later
+        _job("h", 0, 4, 30, "low", flavor=H100),  # started by backfill's pass of that second
     ]
-    result = slurm_replay(jobs, [(0.0, _rules())], _settings(nodes=nodes))
-    assert result.start == [0, 0, 30, 1]
+    model = SlurmReplay(jobs, [(0.0, _rules())], _settings(nodes=nodes))
+    result = model.run()
+    assert result.start == [0, 0, 30, 0]
+    assert model.started_by == ["main", "main", "main", "backfill"]
 
 
 def test_a_job_is_ended_at_its_time_limit():
@@ -235,3 +237,50 @@ def test_a_cluster_picks_its_schedulers_model(tmp_path):
     unreadable = scheduler_model(SimpleNamespace(backend="slurm", slurm_conf=str(tmp_path / "x")))
     assert unreadable.slurm == SlurmSettings(qos_priority=unreadable.slurm.qos_priority)
     assert scheduler_model(SimpleNamespace(backend="kueue", slurm_conf="")).scheduler == "kueue"
+
+
+def test_a_submission_waits_for_the_next_pass_of_either_scheduler():
+    jobs = [_job("x", 0.2, 1, 10, "low")]
+    # Backfill every second at 0.5 past it starts the job there (Slurm never starts a batch
+    # job in its submit RPC) ...
+    model = SlurmReplay(jobs, [(0.0, _rules())], _settings(bf_phase=0.5))
+    assert model.run().start == [0.5] and model.started_by == ["backfill"]
+    # ... without backfill, the main scheduler's next periodic pass (sched_interval=2) does.
+    model = SlurmReplay(jobs, [(0.0, _rules())], _settings(backfill=False, sched_phase=0.1))
+    assert model.run().start == [2.1] and model.started_by == ["main"]
+
+
+def test_an_end_runs_the_main_scheduler_when_the_gpus_come_back():
+    jobs = [_job("running", 0, 4, 10, "low"), _job("next", 1, 4, 10, "low")]
+    model = SlurmReplay(
+        jobs, [(0.0, _rules())], _settings(end_delay=0.4, bf_phase=0.9, sched_phase=1.5)
+    )
+    result = model.run()
+    assert result.start == [0.9, 11.3]  # the end at 10.9, its GPUs back (epilog) 0.4 s later
+    assert model.started_by == ["backfill", "main"]
+
+
+def test_backfill_reservations_are_floored_to_bf_resolution():
+    jobs = [
+        _job("running", 0, 3, 100, "low", time_limit=74.0),  # planned to end at 74
+        _job("top", 1, 4, 10, "high", time_limit=60.0),  # reserved from 74, floored to 60
+        _job("short", 17, 1, 20, "low", time_limit=50.0),  # would end at 67 < 74
+    ]
+    assert _starts(jobs)["short"] == 84  # 67 > 60: not backfilled; runs after the top job
+    assert _starts(jobs, bf_resolution=1.0)["short"] == 17
+
+
+def test_a_held_job_does_not_block_and_queues_again_when_its_tier_use_drops():
+    rules = _rules(
+        high=TierRule("high", 70),
+        low=TierRule("low", 10, max_gpus_total=2),
+    )
+    jobs = [
+        _job("low1", 0, 2, 30, "low"),
+        _job("low2", 1, 1, 10, "low"),  # held by the tier cap (QOSGrpGRES) ...
+        _job("high", 2, 1, 10, "high"),  # ... which does not block the higher job
+    ]
+    model = SlurmReplay(jobs, [(0.0, rules)], _settings())
+    result = model.run()
+    assert result.start == [0, 30, 2]
+    assert (1, 1.0, "QOSGrpGRES") in result.reasons
