@@ -20,8 +20,8 @@ on PostgreSQL from one sort of the window's waits per query, its grouping sets i
 see ``_sql.percentile_sets``).
 
 On PostgreSQL, called outside a transaction, the review's queries run on
-``ARBITER_REVIEW_CONNECTIONS`` connections at once (the waits' grouping sets in two halves,
-service, preemptions, exceptions, timeline), each importing the snapshot of the
+``ARBITER_REVIEW_CONNECTIONS`` connections at once (the waits' percentiles, service, the waits'
+categories, preemptions, exceptions, timeline), each importing the snapshot of the
 calling transaction, so they read the same data as one transaction would
 (``_sql.snapshot_export``, ``_sql.run_all``).
 
@@ -117,11 +117,11 @@ def _queries(
 ) -> list[tuple[str, Callable[[], Any]]]:
     """Every query of the review, named, the longest first (``run_all`` balances them so);
     ``_metrics`` reads their results in this order (``bench/review.py`` times each alone)."""
-    waits_first, waits_second = wait_queries(scope, t, names, per_project=per_project)
+    waits, categories = wait_queries(scope, t, names, per_project=per_project)
     return [
-        ("waits_first_half", waits_first),
-        ("waits_second_half", waits_second),
+        ("waits", waits),
         ("service_and_capacity", partial(service_and_capacity, scope, t, names)),
+        ("wait_categories", categories),
         ("preemptions", partial(_preemptions, scope, t, names)),
         ("exceptions", partial(_exceptions, scope, t, names)),
         ("timeline", partial(_timeline, scope)),
@@ -167,8 +167,8 @@ def _metrics(
         tasks = [task for _name, task in _queries(scope, t, names, per_project=per_project)]
         results = _sql.run_all(tasks, snapshot=snapshot, prepare=_settings)
         unrecorded = _waits_not_recorded(scope)
-    rows_first, rows_second, service_part, preemptions_part, exceptions_part, timeline = results
-    waits, project_waits = waits_from_rows([*rows_first, *rows_second], names, per_project)
+    rows, service_part, category_rows, preemptions_part, exceptions_part, timeline = results
+    waits, project_waits = waits_from_rows([*rows, *category_rows], names, per_project)
     waits["not_recorded"] = _by_source(unrecorded)
     service, project_service, capacity = service_part
     exceptions, project_exceptions = exceptions_part

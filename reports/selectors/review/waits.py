@@ -1,8 +1,8 @@
 """Waits: the jobs submitted in the window, their percentiles overall and per tier, project,
 pool, flavor, category and day × tier (and the same per project, for the build): two queries
 of the window's waits (``queues.WorkloadWait``, one narrow row per job, kept by the rollup),
-each taking half of the grouping sets, run at once (``wait_queries``) and read together
-(``waits_from_rows``)."""
+one sorting them once for every set's percentiles, the other summing the categories, run at
+once (``wait_queries``) and read together (``waits_from_rows``)."""
 
 from __future__ import annotations
 
@@ -98,12 +98,9 @@ def wait_stats(row: tuple[Any, ...] | None) -> dict[str, Any]:
     }
 
 
-def _query(
-    scope: Scope,
-    t: dict[str, str],
-    names: Names,
-    sets: tuple[tuple[str, tuple[str, ...]], ...],
-) -> list[tuple[Any, ...]]:
+def _window(scope: Scope, t: dict[str, str], names: Names) -> str:
+    """The CTEs ``w`` and ``wo``: the scope's waits (one row per job submitted in the window,
+    with its wait, flags and keys)."""
     end = ts("end")
     # The tiers' wait alerts, written into the query (a handful of tiers): cheaper than a join
     # per job.
@@ -120,7 +117,7 @@ def _query(
         filters += " AND pool_id = %(pool)s"
     # A wait that had not ended by the window's end (or has no end yet) is censored there; so
     # is one still going on when its source stopped (a trace's end: ``censored``), at that end.
-    ctes = (
+    return (
         f"WITH w AS (SELECT project_id, tier_id, flavor_id, pool_id, category, day, "
         f"{seconds_between(least('wait_end', end), 'submitted_at')} AS wait, "
         f"CASE WHEN wait_end < {end} AND NOT censored THEN 0 ELSE 1 END AS censored, "
@@ -134,12 +131,25 @@ def _query(
         f"wo AS (SELECT w.*, CASE WHEN alert IS NOT NULL AND wait > alert * 60 THEN 1 ELSE 0 "
         f"END AS over_ FROM w) "
     )
+
+
+# The sums of a wait row after its percentiles (``wait_stats``' columns from the censored).
+WAIT_SUMS = ("SUM(censored)", "SUM(over_)", "SUM(wait)", "SUM(never_)", STARTED_WAIT)
+
+
+def _query(
+    scope: Scope,
+    t: dict[str, str],
+    names: Names,
+    sets: tuple[tuple[str, tuple[str, ...]], ...],
+) -> list[tuple[Any, ...]]:
+    ctes = _window(scope, t, names)
     options: dict[str, Any] = {
         "source": "wo",
         "value": "wait",
         "sets": sets,
         # The total wait gives the mean (and the categories' hours).
-        "extra": ("SUM(censored)", "SUM(over_)", "SUM(wait)", "SUM(never_)", STARTED_WAIT),
+        "extra": WAIT_SUMS,
         "percentiles": WAIT_PERCENTILES,
         # The started jobs' own percentiles, from the same pass (``started_only``).
         "subset": "started_",
@@ -152,6 +162,23 @@ def _query(
         if hashed_in_order(fast, scope.params):
             return fetch(fast, scope.params)
     return fetch(ctes + percentile_sets(**options), scope.params)
+
+
+def _category_query(
+    scope: Scope, t: dict[str, str], names: Names, item: tuple[str, tuple[str, ...]]
+) -> list[tuple[Any, ...]]:
+    """The rows of a category set (``_by_category`` reads their jobs and total wait): sums per
+    group, no percentile, so no sort (rows as ``percentile_sets`` gives them, its percentiles,
+    maximum and subset's figures empty)."""
+    name, keys = item
+    picked = [f"CAST({key} AS TEXT)" for key in keys] + ["NULL"] * (3 - len(keys))
+    empty = ", ".join(["NULL"] * 5)
+    sql = (
+        _window(scope, t, names)
+        + f"SELECT '{name}', {', '.join(picked)}, COUNT(*), {empty}, {', '.join(WAIT_SUMS)}, "
+        f"SUM(started_), {empty}, NULL FROM wo GROUP BY {', '.join(keys)}"
+    )
+    return fetch(sql, scope.params)
 
 
 def shape_waits(rows_of: dict[str, list[tuple[Any, ...]]], names: Names) -> dict[str, Any]:
@@ -276,20 +303,24 @@ def _by_category(rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
 def wait_queries(
     scope: Scope, t: dict[str, str], names: Names, *, per_project: bool = False
 ) -> list[Callable[[], list[tuple[Any, ...]]]]:
-    """The two queries of the scope's waits (``waits_from_rows`` reads their rows together), of
-    about the same cost, to run at once on two connections: each sorts the window's waits
-    and groups them by half of the sets (the cost is mostly per set and job). The second
-    takes the sets by pool, the categories and the finest set by day."""
-    # Per project, the site's categories are the sums of the projects' (no set of their own).
-    sets = (
-        tuple(item for item in WAIT_SETS if item[0] != "category") + PER_PROJECT_SETS
-        if per_project
-        else WAIT_SETS
-    )
-    second = {"pool", "p_pool", *CATEGORY_SETS, "p_day_tier" if per_project else "day_tier"}
+    """The two queries of the scope's waits (``waits_from_rows`` reads their rows together),
+    to run at once on two connections: the first sorts the window's waits once and groups
+    them by every set with percentiles (one sort and one scan: the two halves of the sets it
+    replaced each sorted the window); the second sums the categories (jobs and wait per
+    category: no percentile, so no sort)."""
+    if per_project:
+        # Per project, the site's categories are the sums of the projects' (no set of their
+        # own).
+        sets = tuple(item for item in WAIT_SETS if item[0] != "category") + tuple(
+            item for item in PER_PROJECT_SETS if item[0] not in CATEGORY_SETS
+        )
+        categories = next(item for item in PER_PROJECT_SETS if item[0] == "p_category")
+    else:
+        sets = tuple(item for item in WAIT_SETS if item[0] not in CATEGORY_SETS)
+        categories = next(item for item in WAIT_SETS if item[0] == "category")
     return [
-        partial(_query, scope, t, names, tuple(item for item in sets if item[0] not in second)),
-        partial(_query, scope, t, names, tuple(item for item in sets if item[0] in second)),
+        partial(_query, scope, t, names, sets),
+        partial(_category_query, scope, t, names, categories),
     ]
 
 
