@@ -1,8 +1,9 @@
 """Waits: the jobs submitted in the window, their percentiles overall and per tier, project,
-pool, flavor, category and day × tier (and the same per project, for the build): two queries
-of the window's waits (``queues.WorkloadWait``, one narrow row per job, kept by the rollup),
-one sorting them once for every set's percentiles, the other summing the categories, run at
-once (``wait_queries``) and read together (``waits_from_rows``)."""
+pool, flavor, category and day × tier (and the same per project, for the build): queries of
+the window's waits (``queues.WorkloadWait``, one narrow row per job, kept by the rollup): the
+percentiles of every set from one sort of them (or, on connections that run at once, two
+halves of the sets, each sorting them), the categories' sums without a sort
+(``wait_queries``), read together (``waits_from_rows``)."""
 
 from __future__ import annotations
 
@@ -301,13 +302,15 @@ def _by_category(rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
 
 
 def wait_queries(
-    scope: Scope, t: dict[str, str], names: Names, *, per_project: bool = False
+    scope: Scope, t: dict[str, str], names: Names, *, per_project: bool = False, split: bool = False
 ) -> list[Callable[[], list[tuple[Any, ...]]]]:
-    """The two queries of the scope's waits (``waits_from_rows`` reads their rows together),
-    to run at once on two connections: the first sorts the window's waits once and groups
-    them by every set with percentiles (one sort and one scan: the two halves of the sets it
-    replaced each sorted the window); the second sums the categories (jobs and wait per
-    category: no percentile, so no sort)."""
+    """The queries of the scope's waits (``waits_from_rows`` reads their rows together): the
+    percentiles of every set from one sort of the window's waits, then the categories' sums
+    (jobs and wait per category: no percentile, so no sort).
+
+    ``split``: for connections that run at once, the percentiles' sets in two halves of
+    about the same cost, each sorting the window's waits (more work in all, less time when
+    each has a CPU of its own); otherwise one query sorts them once for every set."""
     if per_project:
         # Per project, the site's categories are the sums of the projects' (no set of their
         # own).
@@ -318,8 +321,15 @@ def wait_queries(
     else:
         sets = tuple(item for item in WAIT_SETS if item[0] not in CATEGORY_SETS)
         categories = next(item for item in WAIT_SETS if item[0] == "category")
+    halves = [sets]
+    if split:
+        second = {"pool", "p_pool", "flavor", "day_tier", "p_day_tier"}
+        halves = [
+            tuple(item for item in sets if item[0] not in second),
+            tuple(item for item in sets if item[0] in second),
+        ]
     return [
-        partial(_query, scope, t, names, sets),
+        *(partial(_query, scope, t, names, half) for half in halves),
         partial(_category_query, scope, t, names, categories),
     ]
 
