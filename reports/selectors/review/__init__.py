@@ -20,9 +20,9 @@ on PostgreSQL from one sort of the window's waits per query, its grouping sets i
 see ``_sql.percentile_sets``).
 
 On PostgreSQL, called outside a transaction, the review's queries run on
-``ARBITER_REVIEW_CONNECTIONS`` connections at once (the waits' percentiles in two halves of the
-grouping sets, service, the waits' categories, preemptions, exceptions, timeline; one
-connection sorts the waits once for every set), each importing the snapshot of the
+``ARBITER_REVIEW_CONNECTIONS`` connections at once (the waits' grouping sets in two halves,
+service, preemptions, exceptions, timeline; one connection sorts the waits once for every
+set), each importing the snapshot of the
 calling transaction, so they read the same data as one transaction would
 (``_sql.snapshot_export``, ``_sql.run_all``).
 
@@ -119,7 +119,7 @@ def _queries(
     """Every query of the review, named, the longest first (``run_all`` balances them so);
     ``_metrics`` reads their results by name (``bench/review.py`` times each alone). The
     waits' percentiles in two halves (``split``: on connections that run at once) or one."""
-    *percentiles, categories = wait_queries(scope, t, names, per_project=per_project, split=split)
+    percentiles = wait_queries(scope, t, names, per_project=per_project, split=split)
     waits = (
         [("waits_first_half", percentiles[0]), ("waits_second_half", percentiles[1])]
         if split
@@ -128,7 +128,6 @@ def _queries(
     return [
         *waits,
         ("service_and_capacity", partial(service_and_capacity, scope, t, names)),
-        ("wait_categories", categories),
         ("preemptions", partial(_preemptions, scope, t, names)),
         ("exceptions", partial(_exceptions, scope, t, names)),
         ("timeline", partial(_timeline, scope)),

@@ -1,9 +1,8 @@
 """Waits: the jobs submitted in the window, their percentiles overall and per tier, project,
-pool, flavor, category and day × tier (and the same per project, for the build): queries of
-the window's waits (``queues.WorkloadWait``, one narrow row per job, kept by the rollup): the
-percentiles of every set from one sort of them (or, on connections that run at once, two
-halves of the sets, each sorting them), the categories' sums without a sort
-(``wait_queries``), read together (``waits_from_rows``)."""
+pool, flavor, category and day × tier (and the same per project, for the build): one query
+of the window's waits (``queues.WorkloadWait``, one narrow row per job, kept by the rollup),
+one sort of them for every set, or, on two connections at once, two queries each taking half
+of the grouping sets (``wait_queries``), read together (``waits_from_rows``)."""
 
 from __future__ import annotations
 
@@ -165,23 +164,6 @@ def _query(
     return fetch(ctes + percentile_sets(**options), scope.params)
 
 
-def _category_query(
-    scope: Scope, t: dict[str, str], names: Names, item: tuple[str, tuple[str, ...]]
-) -> list[tuple[Any, ...]]:
-    """The rows of a category set (``_by_category`` reads their jobs and total wait): sums per
-    group, no percentile, so no sort (rows as ``percentile_sets`` gives them, its percentiles,
-    maximum and subset's figures empty)."""
-    name, keys = item
-    picked = [f"CAST({key} AS TEXT)" for key in keys] + ["NULL"] * (3 - len(keys))
-    empty = ", ".join(["NULL"] * 5)
-    sql = (
-        _window(scope, t, names)
-        + f"SELECT '{name}', {', '.join(picked)}, COUNT(*), {empty}, {', '.join(WAIT_SUMS)}, "
-        f"SUM(started_), {empty}, NULL FROM wo GROUP BY {', '.join(keys)}"
-    )
-    return fetch(sql, scope.params)
-
-
 def shape_waits(rows_of: dict[str, list[tuple[Any, ...]]], names: Names) -> dict[str, Any]:
     """The waits part of the metrics from the rows of each set (keys in the set's order;
     a set without rows: none)."""
@@ -304,33 +286,25 @@ def _by_category(rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
 def wait_queries(
     scope: Scope, t: dict[str, str], names: Names, *, per_project: bool = False, split: bool = False
 ) -> list[Callable[[], list[tuple[Any, ...]]]]:
-    """The queries of the scope's waits (``waits_from_rows`` reads their rows together): the
-    percentiles of every set from one sort of the window's waits, then the categories' sums
-    (jobs and wait per category: no percentile, so no sort).
+    """The queries of the scope's waits (``waits_from_rows`` reads their rows together).
 
-    ``split``: for connections that run at once, the percentiles' sets in two halves of
-    about the same cost, each sorting the window's waits (more work in all, less time when
-    each has a CPU of its own); otherwise one query sorts them once for every set."""
-    if per_project:
-        # Per project, the site's categories are the sums of the projects' (no set of their
-        # own).
-        sets = tuple(item for item in WAIT_SETS if item[0] != "category") + tuple(
-            item for item in PER_PROJECT_SETS if item[0] not in CATEGORY_SETS
-        )
-        categories = next(item for item in PER_PROJECT_SETS if item[0] == "p_category")
-    else:
-        sets = tuple(item for item in WAIT_SETS if item[0] not in CATEGORY_SETS)
-        categories = next(item for item in WAIT_SETS if item[0] == "category")
-    halves = [sets]
-    if split:
-        second = {"pool", "p_pool", "flavor", "day_tier", "p_day_tier"}
-        halves = [
-            tuple(item for item in sets if item[0] not in second),
-            tuple(item for item in sets if item[0] in second),
-        ]
+    ``split``: for two connections that run at once, two queries of about the same cost,
+    each sorting the window's waits and grouping them by half of the sets (the cost is
+    mostly per set and job; the second takes the sets by pool, the categories and the finest
+    set by day). Otherwise one query, one sort for every set (one scan and one sort fewer:
+    measured −18 % of the database's CPU for a 1 M-job month on one connection)."""
+    # Per project, the site's categories are the sums of the projects' (no set of their own).
+    sets = (
+        tuple(item for item in WAIT_SETS if item[0] != "category") + PER_PROJECT_SETS
+        if per_project
+        else WAIT_SETS
+    )
+    if not split:
+        return [partial(_query, scope, t, names, sets)]
+    second = {"pool", "p_pool", *CATEGORY_SETS, "p_day_tier" if per_project else "day_tier"}
     return [
-        *(partial(_query, scope, t, names, half) for half in halves),
-        partial(_category_query, scope, t, names, categories),
+        partial(_query, scope, t, names, tuple(item for item in sets if item[0] not in second)),
+        partial(_query, scope, t, names, tuple(item for item in sets if item[0] in second)),
     ]
 
 
