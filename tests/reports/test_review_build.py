@@ -163,10 +163,11 @@ def test_the_build_reads_every_projects_view_in_a_fixed_number_of_queries(
     assert second.project_metrics["audio"]["waits"]["overall"]["jobs"] == 1
     assert again == count
     # The metrics of the site and of every project: a fixed number of statements (a savepoint
-    # and its release, the rules' names (5), waits (2), service and capacity (4, the
+    # and its release, the rules' names (5), waits (1: every set's percentiles in one
+    # sorted pass on one connection), service and capacity (4, the
     # capacity's history included), exceptions (3, and 3 for the approved ones' outcomes:
     # their jobs' medians, their tiers, the requests), preemptions (1), timeline (3), the jobs
-    # whose waits were not recorded (1); on PostgreSQL also the waits' plan checks (2) and the
+    # whose waits were not recorded (1); on PostgreSQL also the waits' plan check (1) and the
     # five SET LOCAL settings).
-    with django_assert_num_queries(31 if connection.vendor == "postgresql" else 24):
+    with django_assert_num_queries(29 if connection.vendor == "postgresql" else 23):
         selectors.review_metrics_by_project(start=W0, end=W1)

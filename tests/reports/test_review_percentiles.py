@@ -8,9 +8,12 @@ from collections import defaultdict
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
-from reports.selectors import _sql
+from queues.models import WorkloadWait
+from reports.selectors import _sql, review_metrics_by_project
 from reports.selectors.review import _settings as review_settings
+from tests.reports.test_review_metrics import W0, W1, history  # noqa: F401 (a fixture)
 
 SETS = (("all", ()), ("g", ("g",)), ("h", ("h",)), ("hg", ("h", "g")))
 
@@ -162,3 +165,20 @@ def test_a_subsets_percentiles_come_from_the_same_pass(values):
         assert unordered[key] == pytest.approx(figures, abs=1e-6), key
     if _sql.is_postgres():
         assert got(ordered=True) == unordered
+
+
+def test_one_connection_reads_the_window_of_waits_once(history):  # noqa: F811
+    """On one connection (here: inside the test's transaction), every grouping set's
+    percentiles (the project views' too) from one query of the window's waits (on PostgreSQL
+    one sort of them, when the plan hashes every set: not for a handful of rows)."""
+    with CaptureQueriesContext(connection) as queries:
+        metrics, views = review_metrics_by_project(start=W0, end=W1)
+    # The waits' queries (the exceptions' outcomes read the waits table too).
+    reads = [
+        query["sql"]
+        for query in queries
+        if query["sql"].startswith("WITH w AS")
+        and f"FROM {WorkloadWait._meta.db_table} " in query["sql"]
+    ]
+    assert len(reads) == 1
+    assert metrics["waits"]["overall"]["jobs"] == 8 and set(views) == {"vision", "speech"}

@@ -21,7 +21,8 @@ see ``_sql.percentile_sets``).
 
 On PostgreSQL, called outside a transaction, the review's queries run on
 ``ARBITER_REVIEW_CONNECTIONS`` connections at once (the waits' grouping sets in two halves,
-service, preemptions, exceptions, timeline), each importing the snapshot of the
+service, preemptions, exceptions, timeline; one connection sorts the waits once for every
+set), each importing the snapshot of the
 calling transaction, so they read the same data as one transaction would
 (``_sql.snapshot_export``, ``_sql.run_all``).
 
@@ -113,14 +114,19 @@ def _settings() -> None:
 
 
 def _queries(
-    scope: Scope, t: dict[str, str], names: Names, *, per_project: bool
+    scope: Scope, t: dict[str, str], names: Names, *, per_project: bool, split: bool = True
 ) -> list[tuple[str, Callable[[], Any]]]:
     """Every query of the review, named, the longest first (``run_all`` balances them so);
-    ``_metrics`` reads their results in this order (``bench/review.py`` times each alone)."""
-    waits_first, waits_second = wait_queries(scope, t, names, per_project=per_project)
+    ``_metrics`` reads their results by name (``bench/review.py`` times each alone). The
+    waits' percentiles in two halves (``split``: on connections that run at once) or one."""
+    percentiles = wait_queries(scope, t, names, per_project=per_project, split=split)
+    waits = (
+        [("waits_first_half", percentiles[0]), ("waits_second_half", percentiles[1])]
+        if split
+        else [("waits", percentiles[0])]
+    )
     return [
-        ("waits_first_half", waits_first),
-        ("waits_second_half", waits_second),
+        *waits,
         ("service_and_capacity", partial(service_and_capacity, scope, t, names)),
         ("preemptions", partial(_preemptions, scope, t, names)),
         ("exceptions", partial(_exceptions, scope, t, names)),
@@ -164,15 +170,19 @@ def _metrics(
         names = Names.load()
         # On PostgreSQL outside a transaction they run on several connections at once, all
         # reading this transaction's snapshot.
-        tasks = [task for _name, task in _queries(scope, t, names, per_project=per_project)]
-        results = _sql.run_all(tasks, snapshot=snapshot, prepare=_settings)
+        # One connection sorts the window's waits once for every set; several, in two halves.
+        queries = _queries(scope, t, names, per_project=per_project, split=snapshot is not None)
+        results = _sql.run_all([task for _name, task in queries], snapshot=snapshot,
+                               prepare=_settings)  # fmt: skip
         unrecorded = _waits_not_recorded(scope)
-    rows_first, rows_second, service_part, preemptions_part, exceptions_part, timeline = results
-    waits, project_waits = waits_from_rows([*rows_first, *rows_second], names, per_project)
+    by_name = dict(zip((name for name, _task in queries), results, strict=True))
+    wait_rows = [row for name, rows in by_name.items() if name.startswith("wait") for row in rows]
+    waits, project_waits = waits_from_rows(wait_rows, names, per_project)
     waits["not_recorded"] = _by_source(unrecorded)
-    service, project_service, capacity = service_part
-    exceptions, project_exceptions = exceptions_part
-    preemptions, project_preemptions = preemptions_part
+    service, project_service, capacity = by_name["service_and_capacity"]
+    exceptions, project_exceptions = by_name["exceptions"]
+    preemptions, project_preemptions = by_name["preemptions"]
+    timeline = by_name["timeline"]
     window = {
         "start": iso(start),
         "end": iso(end),
