@@ -200,6 +200,38 @@ def _metrics(
     }
     if not per_project:
         return metrics, {}
+    views = _project_views(
+        names=names,
+        window=window,
+        pool=pool,
+        unrecorded=unrecorded,
+        project_waits=project_waits,
+        project_service=project_service,
+        capacity=capacity,
+        exceptions=exceptions,
+        project_exceptions=project_exceptions,
+        project_preemptions=project_preemptions,
+        timeline=timeline,
+    )
+    return metrics, views
+
+
+def _project_views(
+    *,
+    names: Names,
+    window: dict[str, Any],
+    pool: str | None,
+    unrecorded: list[Any],
+    project_waits: dict[Any, Any],
+    project_service: dict[Any, Any],
+    capacity: Any,
+    exceptions: dict[str, Any],
+    project_exceptions: dict[Any, Any],
+    project_preemptions: dict[Any, Any],
+    timeline: list[dict[str, Any]],
+) -> dict[str, dict[str, Any]]:
+    """Each project's own view of the review: the projects it has numbers on (a service row or
+    jobs in the window), each with its waits, service, exceptions, preemptions and grants."""
     # The projects the review has numbers on: a service row or jobs in the window.
     ids = [
         project_id
@@ -241,7 +273,7 @@ def _metrics(
                 if entry["kind"] != "grant" or entry["object"] == item.slug
             ],
         }
-    return metrics, views
+    return views
 
 
 def _no_preemptions() -> dict[str, Any]:
