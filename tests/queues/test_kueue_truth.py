@@ -88,6 +88,27 @@ class Cluster:
         status, body = self.client.request("POST", JOBS.format(ns=self.ns[project]), body=manifest)
         return status, body.get("message", "")
 
+    def dry_run(self, project: str, manifest: dict, path: str = JOBS) -> tuple[int, dict]:
+        """A server dry run of creating ``manifest`` in ``project``'s namespace."""
+        return self.client.request(
+            "POST", path.format(ns=self.ns[project]), query=[("dryRun", "All")], body=manifest
+        )
+
+    def until_policy(self, project: str, manifest: dict, status: int) -> None:
+        """Wait until a dry run of ``manifest`` answers ``status``: the API server reloads
+        admission policies through an informer, about once a second, after the sync wrote
+        them (the full CI run once submitted a Job before the server had read its policy)."""
+        answers: list[tuple[int, dict]] = []
+
+        def answered() -> bool:
+            answers.append(self.dry_run(project, manifest))
+            return answers[-1][0] == status
+
+        try:
+            self.wait(answered, timeout=30)
+        except AssertionError as error:
+            raise AssertionError(f"{error}; the last dry run answered {answers[-1]}") from error
+
     def workloads(self, project: str) -> dict[str, dict]:
         status, body = self.client.request("GET", WORKLOADS.format(ns=self.ns[project]))
         assert status == 200, body
@@ -406,12 +427,7 @@ def test_a_job_naming_no_tier_gets_its_projects_tier_and_a_grant_raises_it(truth
         answers: list[tuple[int, Any]] = []
 
         def given() -> str:
-            status, body = truth.client.request(
-                "POST",
-                JOBS.format(ns=truth.ns["nlp"]),
-                query=[("dryRun", "All")],
-                body=job("probe", 1),
-            )
+            status, body = truth.dry_run("nlp", job("probe", 1))
             answers.append((status, body))
             assert status in (201, 403), body
             return str(body.get("metadata", {}).get("labels", {}).get(label, ""))
@@ -425,18 +441,7 @@ def test_a_job_naming_no_tier_gets_its_projects_tier_and_a_grant_raises_it(truth
     assert submitted("no-tier") == ("exploratory", "exploratory", exploratory.scheduler_value)
     # The validating policy still checks a tier the Job names: regular is above nlp's. (It
     # reloads apart from the mutating one: wait until a dry run is refused too.)
-    truth.wait(
-        lambda: (
-            truth.client.request(
-                "POST",
-                JOBS.format(ns=truth.ns["nlp"]),
-                query=[("dryRun", "All")],
-                body=job("probe", 1, tier="regular"),
-            )[0]
-            == 403
-        ),
-        timeout=30,
-    )
+    truth.until_policy("nlp", job("probe", 1, tier="regular"), 403)
     status, message = truth.submit("nlp", job("named-regular", 1, tier="regular"))
     assert status == 403 and "may use the tiers exploratory only" in message, message
     table.append(("named-regular", "regular", "refused", "-", 0))
@@ -513,13 +518,7 @@ def test_where_mutating_policies_are_not_served_a_job_naming_no_tier_is_refused(
     detail = next(row["detail"] for row in enforced if row["rule"].startswith("nlp: tiers"))
     assert "does not serve MutatingAdmissionPolicy" in detail
 
-    def refused() -> bool:
-        status, _body = truth.client.request(
-            "POST", JOBS.format(ns=truth.ns["nlp"]), query=[("dryRun", "All")], body=job("x", 1)
-        )
-        return status == 422  # the validation's reason Invalid
-
-    truth.wait(refused, timeout=30)  # once the server has reloaded its policies
+    truth.until_policy("nlp", job("x", 1), 422)  # the validation's reason Invalid
     status, message = truth.submit("nlp", job("no-tier", 1))
     assert status == 422, message
     assert (

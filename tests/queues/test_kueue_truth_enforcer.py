@@ -116,6 +116,8 @@ def test_aging_raises_a_pending_workloads_priority_up_to_its_cap(truth, org, cap
         review_cycle_days=90,
     )
     assert truth.sync().status == SyncStatus.SUCCEEDED
+    # The full CI run once submitted "later" before the API server had read the new policy.
+    truth.until_policy("nlp", job("probe", 1, tier="batch"), 201)
     submitted(truth, "nlp", job("first", 2, tier="exploratory"), "admitted")
     submitted(truth, "nlp", job("aged", 2, tier="exploratory"), "pending")
     since = created(truth, "nlp", "aged")
@@ -189,16 +191,7 @@ def test_a_cautious_job_survives_a_preemptor_until_its_minimum_runtime_then_a_da
     rules.project_update(**kw, project=vision, data={"tier": org.production})
     assert truth.sync().status == SyncStatus.SUCCEEDED
 
-    def production_allowed() -> bool:
-        status, _body = truth.client.request(
-            "POST",
-            JOBS.format(ns=truth.ns["vision"]),
-            query=[("dryRun", "All")],
-            body=job("probe", 1, tier="production"),
-        )
-        return status == 201
-
-    truth.wait(production_allowed, timeout=30)
+    truth.until_policy("vision", job("probe", 1, tier="production"), 201)
     submitted(truth, "vision", job("long", 8, tier="regular"), "admitted")
     enforce(truth)
     assert workload(truth, "vision", "long")["spec"]["priority"] == 951
@@ -312,16 +305,7 @@ def test_work_admitted_under_a_grant_is_lowered_when_the_grant_ends(truth, org):
     )
     assert truth.sync().status == SyncStatus.SUCCEEDED
 
-    def allowed() -> bool:
-        status, _body = truth.client.request(
-            "POST",
-            JOBS.format(ns=truth.ns["nlp"]),
-            query=[("dryRun", "All")],
-            body=job("probe", 1, tier="production"),
-        )
-        return status == 201
-
-    truth.wait(allowed, timeout=30)
+    truth.until_policy("nlp", job("probe", 1, tier="production"), 201)
     submitted(truth, "nlp", job("granted", 1, tier="production"), "admitted")
     assert enforce(truth).patched == []  # the grant is in force: nothing to do
     assert workload(truth, "nlp", "granted")["spec"]["priority"] == 950

@@ -134,12 +134,7 @@ def _policies_loaded(truth) -> None:
     of a tier-less Pod in vision gets vision's tier from the synced mutating policy."""
 
     def labelled() -> bool:
-        status, body = truth.client.request(
-            "POST",
-            PODS.format(ns=truth.ns["vision"]),
-            query=[("dryRun", "All")],
-            body=bare_pod("probe", 0),
-        )
+        status, body = truth.dry_run("vision", bare_pod("probe", 0), PODS)
         labels = body.get("metadata", {}).get("labels", {}) if status == 201 else {}
         return labels.get("kueue.x-k8s.io/priority-class") == "regular"
 
@@ -314,16 +309,7 @@ def test_each_hand_edit_is_restored_by_a_plain_sync(truth, capsys):
 
     # The restored binding denies again: the forbidden tier is refused (once the API server
     # has reloaded its policies, about a second).
-    def refused() -> bool:
-        status, _body = client.request(
-            "POST",
-            f"/apis/batch/v1/namespaces/{vision_ns}/jobs",
-            query=[("dryRun", "All")],
-            body=job("forbidden", 1, tier="production"),
-        )
-        return status == 403
-
-    truth.wait(refused, timeout=30)
+    truth.until_policy("vision", job("forbidden", 1, tier="production"), 403)
 
 
 def test_a_queue_name_job_in_an_ungoverned_namespace_is_told_why_it_waits(truth):
