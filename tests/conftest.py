@@ -19,6 +19,8 @@ import pytest
 from django.test import Client, override_settings
 from rest_framework.test import APIClient
 
+from tests import ci_labs
+
 from governance import selectors, services
 from governance.models import (
     ApiToken,
@@ -43,6 +45,11 @@ def with_terms(values: dict) -> dict:
 
     rest = {name: value for name, value in values.items() if name not in TERM_FIELDS}
     return {**rest, "terms": Terms.from_data(values)}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The labs .ci/run builds in the background: their tests run last, and wait for them."""
+    config.pluginmanager.register(ci_labs, "arbiter-ci-labs")
 
 
 @pytest.fixture(autouse=True, scope="session")
