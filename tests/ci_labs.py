@@ -106,13 +106,14 @@ def wait_for_lab(
         if status.startswith("failed"):
             return f"the background build of the {lab} lab {status}"
         if not builder_alive(directory):
-            return f"the {lab} lab says {status!r} but deploy/ci/labs.sh no longer runs (log: {log})"
+            return f"the {lab} lab says {status!r}, but deploy/ci/labs.sh has ended (log: {log})"
         waited = time.monotonic() - started
         if waited > timeout:
             return f"the {lab} lab was still {status!r} after {waited:.0f} s (log: {log})"
         if time.monotonic() - said >= PROGRESS_SECONDS:
             said = time.monotonic()
-            say(f"[ci-labs] waiting for the {lab} lab ({status}, {waited / 60:.0f} min; log: {log})")
+            minutes = f"{waited / 60:.0f} min"
+            say(f"[ci-labs] waiting for the {lab} lab ({status}, {minutes}; log: {log})")
         time.sleep(POLL_SECONDS)
 
 

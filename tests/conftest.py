@@ -19,8 +19,6 @@ import pytest
 from django.test import Client, override_settings
 from rest_framework.test import APIClient
 
-from tests import ci_labs
-
 from governance import selectors, services
 from governance.models import (
     ApiToken,
@@ -35,6 +33,7 @@ from governance.models import (
     TokenScope,
     User,
 )
+from tests import ci_labs
 
 REASON = "Test set-up"
 
