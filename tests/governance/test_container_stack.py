@@ -7,7 +7,8 @@ one web server used through the other, then the stack stopped and started again 
 row kept.
 
 Marked ``containers``: runs when ``ARBITER_CONTAINER_IMAGE`` names the image the stack uses
-(``.ci/run`` builds the images first; without it the test skips, and fails in CI). The stack
+(``.ci/run`` builds the images in the background, and this file waits for them: tests/ci_labs.py;
+without it the test skips, and fails in CI). The stack
 runs as the compose project ``arbiter-test`` (or ``ARBITER_STACK_PROJECT``) on the ports
 stack.sh chooses (or those in the environment); its volumes are removed before and after.
 """
@@ -119,7 +120,7 @@ def stack() -> Iterator[None]:
         bool(image) and shutil.which("podman") is not None,
         "set ARBITER_CONTAINER_IMAGE (deploy/containers/stack.sh build) and install podman",
     )
-    _readme("build")  # cached: .ci/run has built the images already
+    _readme("build")  # cached: .ci/run's deploy/ci/labs.sh has built the images already
     _stack(f"bash {STACK_SCRIPT} destroy")  # from empty volumes
     _readme("up")
     # The demo seeded by both web containers at the same moment (a race once seen here): the
