@@ -37,14 +37,15 @@ TIMEOUT_SECONDS = 3600.0
 
 
 def labs_of(item: pytest.Item) -> list[str]:
-    """The background labs ``item`` needs (markers ``containers`` and ``k8s``; the ``helm``
-    fixture: kubectl and Helm)."""
+    """The background labs ``item`` needs (markers ``containers`` and ``k8s``, or a fixture of
+    the lab's API server; the ``helm`` fixture: kubectl and Helm)."""
+    fixtures = getattr(item, "fixturenames", ())
     needs = []
     if item.get_closest_marker("containers"):
         needs.append("containers")
-    if item.get_closest_marker("k8s"):
+    if item.get_closest_marker("k8s") or {"kube_server", "kube"} & set(fixtures):
         needs.append("k8s")
-    if "helm" in getattr(item, "fixturenames", ()):
+    if "helm" in fixtures:
         needs.append("k8s-tools")
     return needs
 

@@ -43,6 +43,7 @@ def test_files_needing_a_lab_run_last_whole_in_their_order_and_by_lab():
         Item("mixed.py", "kueue", "k8s"),
         Item("kueue.py", "2", "k8s"),
         Item("c.py", "1"),
+        Item("unmarked.py", "1", fixtures=("kube",)),  # the lab's fixture, no marker
         Item("helm.py", "install", "k8s", fixtures=("helm",)),
     ]
     ordered = ci_labs.labs_last(items)  # type: ignore[arg-type]
@@ -55,6 +56,7 @@ def test_files_needing_a_lab_run_last_whole_in_their_order_and_by_lab():
         "mixed.py::slurm",
         "mixed.py::kueue",
         "kueue.py::2",
+        "unmarked.py::1",
         "helm.py::render",
         "helm.py::install",
     ]
