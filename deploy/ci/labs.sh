@@ -34,11 +34,12 @@ status() {  # LAB LINE: written whole (a reader never sees half a line)
 run() {  # LAB COMMAND...: the command's output appended to the lab's log; on failure, say why
     local lab=$1 started=$SECONDS
     shift
-    printf '[ci-labs] %s: %s\n' "$lab" "$*" >>"$DIR/$lab.log"
+    printf '[ci-labs] %s %s: %s\n' "$(date -u +%T)" "$lab" "$*" >>"$DIR/$lab.log"
     "$@" >>"$DIR/$lab.log" 2>&1
     local rc=$? last
     if ((rc == 0)); then
-        printf '[ci-labs] %s: done in %d s\n' "$lab" $((SECONDS - started)) >>"$DIR/$lab.log"
+        printf '[ci-labs] %s %s: done in %d s\n' "$(date -u +%T)" "$lab" $((SECONDS - started)) \
+            >>"$DIR/$lab.log"
         return 0
     fi
     last=$(grep -v '^\s*$' "$DIR/$lab.log" | tail -n 1 | cut -c1-300)
