@@ -12,7 +12,9 @@
 #               keeps it until its own Debian installs are done) this lane waits, so that its
 #               installs (podman, runc, debootstrap) never meet another on dpkg's lock.
 #   k8s         etcd, kube-apiserver, kube-controller-manager and Kueue (deploy/k8s/build.sh:
-#               about 17 min of two cores the first time), then the lab started
+#               about 17 min of two cores the first time; under `nice -n 19` beside other
+#               work, load average 6-9, kube-apiserver alone took 781 s from empty caches
+#               against 327 s unniced), then the lab started
 #               (deploy/k8s/up.sh, not niced: the tests talk to it), for the tests marked k8s;
 #   k8s-tools   then kubectl and Helm (deploy/k8s/build.sh kubectl helm: about 5 + 4 min of CPU
 #               the first time) for the Helm chart's tests (tests/queues/test_helm_chart.py).
