@@ -73,7 +73,7 @@ def demo_services() -> dict[str, bool]:
     """Every demo seeding service → whether it takes the demo's lock."""
     found = {}
     for module in _services_modules().values():
-        functions = {
+        functions: dict[str, ast.AST] = {
             node.name: node
             for node in ast.walk(module)
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
