@@ -43,7 +43,6 @@ from queues.replay.engine.vocabulary import (
     PROJECT_MAX,
     RESOURCES,
     TIER_CAP,
-    USER_CAP,
 )
 
 from .clusters import cluster_create
@@ -116,7 +115,9 @@ def _create(*, name: str, user: User, pools: list[Pool], settings: dict[str, Any
 # of its own (a Workload behind higher-priority ones waits for unused quota like one the
 # cohort has no room for) and Arbiter's enforcer holds work past a tier's GPU caps
 # (``spec.active: false``: Deactivated). Kueue knows no dependency between jobs (a workflow
-# creates the next one when the first ends), so the waits no rule decides are on Slurm.
+# creates the next one when the first ends), so the waits no rule decides are on Slurm. A
+# per-user cap is held by neither Kueue nor the enforcer: the demo's tiers set none, so the
+# engine never waits on one (an unmapped token would be recorded as the engine said it).
 QUOTA_WAIT = (
     "Pending",
     "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
@@ -129,7 +130,6 @@ KUEUE_WORDS = {
     PROJECT_MAX: QUOTA_WAIT,
     LENDING: QUOTA_WAIT,
     TIER_CAP: HELD,
-    USER_CAP: HELD,
     JOB_CAP: HELD,
     "BadConstraints": (
         "NoMatchingFlavor",
