@@ -3,7 +3,7 @@
 Run on demand (not part of the test suite), from the repository root:
 
     DATABASE_URL=postgres://USER@HOST:5432/DB DJANGO_DEBUG=1 nice .venv/bin/python \\
-        bench/replay_page.py [--days 45] [--rounds 7] [--scheduler none|slurm|kueue]
+        bench/replay_page.py [--days 45] [--rounds 7] [--scheduler demo|none|slurm|kueue]
 
 In a throwaway database (``<DB>_replay_page``) it loads the demo (``demo_seed``), ``--days``
 of its workload (``demo_workload_seed``), replays the demo's proposed change (Medical imaging
@@ -14,13 +14,16 @@ median and fastest wall-clock time, this process's CPU time, the SQL queries and
 the size of the page, with the load average (the machine may be shared). It prints the
 figures and writes them to ``bench/results/replay-page-<timestamp>.json``.
 
-``--scheduler slurm`` or ``kueue`` first adds a cluster of that scheduler serving every pool
-(the demo records none), so the change's replay runs the demo's jobs through that
-scheduler's model (``queues.replay.by_cluster``; a Slurm cluster without a ``slurm.conf``:
-Slurm's defaults); the replay's time and the models it ran are printed and written too.
-The demo's change edits a guarantee, which the Slurm model does not model (the engine runs
-it, and says why): ``--change tier-score`` replays instead a draft change raising the
-highest tier's score by one, which no model falls back on.
+The demo records its jobs on its own clusters (``--scheduler demo``, the default): the
+training pool's on a Kueue cluster, the inference pool's on a Slurm cluster without a
+``slurm.conf`` (Slurm's defaults), so the change's replay runs each through its scheduler's
+model (``queues.replay.by_cluster``). ``--scheduler slurm`` or ``kueue`` moves every job to
+one added cluster of that scheduler serving every pool; ``none`` removes the clusters (the
+generic engine replays all, as before the demo had clusters). The models that ran and the
+replay's time are printed and written too. The demo's change edits a guarantee, which the
+Slurm model does not model (on ``slurm`` the engine runs it, and says why):
+``--change tier-score`` replays instead a draft change raising the highest tier's score by
+one, which no model falls back on.
 """
 
 import argparse
@@ -52,23 +55,32 @@ from governance import services as rules  # noqa: E402
 from governance.models import ChangeStatus, Pool, PriorityTier, RuleChange, User  # noqa: E402
 from governance.services.changes.spec import EditSpec  # noqa: E402
 from queues import services as queue_services  # noqa: E402
-from queues.models import ReplayStatus  # noqa: E402
+from queues.models import Cluster, ReplayStatus, WorkloadJob  # noqa: E402
 from queues.services import change_replay_start  # noqa: E402
 from queues.services.replay import change_replay_run  # noqa: E402
 from queues.services.workload.demo import demo_workload_seed  # noqa: E402
 
 
-def add_cluster(scheduler: str) -> None:
+def use_clusters(scheduler: str) -> None:
+    """The demo's clusters (``demo``), none, or one of ``scheduler`` serving every pool and
+    running every job."""
+    if scheduler == "demo":
+        return
+    Cluster.objects.all().delete()  # the demo's; its jobs keep no cluster
+    if scheduler != "none":
+        WorkloadJob.objects.update(cluster=add_cluster(scheduler))
+
+
+def add_cluster(scheduler: str) -> Cluster:
     """A cluster of ``scheduler`` serving every pool of the demo."""
     ops = User.objects.get(username="ops")
     kw: dict[str, Any] = {"user": ops, "reason": "Benchmark", "pools": list(Pool.objects.all())}
     if scheduler == "slurm":
-        queue_services.cluster_create(**kw, name="bench-slurm", slurm_cluster="bench")
-        return
+        return queue_services.cluster_create(**kw, name="bench-slurm", slurm_cluster="bench")
     folder = tempfile.mkdtemp(prefix="arbiter-bench-")
     Path(folder, "token").write_text("t")
     settings.ARBITER_KUBE_CREDENTIALS_DIR = folder
-    queue_services.cluster_create(
+    return queue_services.cluster_create(
         **kw,
         name="bench-kueue",
         backend="kueue",
@@ -93,8 +105,7 @@ def tier_score_change() -> RuleChange:
 def prepare(days: int, scheduler: str, which: str, results: dict[str, Any]) -> RuleChange:
     rules.demo_seed(password="pw")
     demo_workload_seed(days=days)
-    if scheduler != "none":
-        add_cluster(scheduler)
+    use_clusters(scheduler)
     if which == "tier-score":
         change = tier_score_change()
     else:
@@ -145,7 +156,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=int, default=45)
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--scheduler", choices=("none", "slurm", "kueue"), default="none")
+    parser.add_argument("--scheduler", choices=("demo", "none", "slurm", "kueue"), default="demo")
     parser.add_argument("--change", choices=("demo", "tier-score"), default="demo")
     args = parser.parse_args()
     name = f"{settings.DATABASES['default']['NAME']}_replay_page"

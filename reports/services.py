@@ -18,6 +18,7 @@ from django.utils.translation import gettext as _
 
 from governance.models import Pool, Project, User
 from governance.services import task_send
+from governance.services.demo import demo_lock
 from queues.services import workload_hours_roll_up
 from reports import selectors
 from reports.models import MonthlyReview, ReviewStatus
@@ -200,3 +201,31 @@ def review_build(*, review_id: int, now: datetime | None = None) -> MonthlyRevie
         findings=findings,
         now=now or timezone.now(),
     )
+
+
+@transaction.atomic
+def demo_reviews_seed(
+    *, months: int, today: date | None = None
+) -> list[tuple[MonthlyReview, bool]]:
+    """The demo's site-wide review of each of the last ``months`` calendar months, built as the
+    monthly schedule would have (``seed_demo_reviews``); a month already built is left as it
+    is. Returns each month's review, newest first, and whether it was built now. Runs started
+    together build one after the other (``demo_lock``): the later finds them built."""
+    demo_lock()
+    day = today or timezone.localdate()
+    reviews = []
+    for _n in range(months):
+        year, month = previous_month(today=day)
+        start, end = month_window(year=year, month=month)
+        day = start.date()
+        built = MonthlyReview.objects.filter(
+            start=start, end=end, pool="", project="", status=ReviewStatus.DONE
+        ).first()
+        if built is not None:
+            reviews.append((built, False))
+            continue
+        review = review_build(review_id=review_request(user=None, start=start, end=end).pk)
+        reviews.append((review, True))
+        if review.status != ReviewStatus.DONE:
+            break
+    return reviews

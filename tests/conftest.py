@@ -403,6 +403,7 @@ POSTGRES_MODULES = {
     "test_request_approve_concurrency.py",
     "test_token_mint_concurrency.py",
     "test_seed_demo_concurrent.py",
+    "test_seed_demo_locks.py",
 }
 
 

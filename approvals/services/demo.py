@@ -28,7 +28,7 @@ from governance.models import (
     Terms,
     User,
 )
-from governance.services.demo import DEMO_REASON
+from governance.services.demo import DEMO_REASON, demo_lock
 from governance.services.demo.clock import clock_at, mails_discarded
 
 from .policies import policy_create
@@ -189,6 +189,7 @@ def demo_approvals_seed(*, now: datetime | None = None) -> dict[str, int]:
 
 @transaction.atomic
 def _seed(*, now: datetime) -> dict[str, int]:
+    demo_lock()  # runs started together load one after the other: the later adds nothing
     users = {user.username: user for user in User.objects.all()}
     projects = {project.slug: project for project in Project.objects.all()}
     tiers = {tier.slug: tier for tier in PriorityTier.objects.all()}

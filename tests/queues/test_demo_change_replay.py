@@ -1,10 +1,13 @@
 """The demo's proposed change bites: replayed over the demo's history, raising Medical
 imaging's A100 guarantee from 8 to 16 shortens its waits, ends most of its borrowing and costs
-the other training work a little — deltas the change's replay page marks."""
+the other training work a little — deltas the change's replay page marks. Each cluster's jobs
+go through the model of its scheduler (issue 38): the training pool's through the Kueue model,
+the inference pool's through the Slurm model; the generic engine replays none of them."""
 
 from datetime import UTC, datetime
 
 import pytest
+from django.urls import reverse
 
 from governance import services as rules
 from governance.models import ChangeStatus, RuleChange, User
@@ -24,7 +27,7 @@ NOW = datetime(2026, 11, 20, 9, tzinfo=UTC)
 
 
 @pytest.mark.django_db
-def test_the_demos_proposed_change_has_deltas_where_it_aims():
+def test_the_demos_proposed_change_has_deltas_where_it_aims(client):
     rules.demo_seed(password="pw", now=NOW)
     demo_workload_seed(days=21, now=NOW)
     change = RuleChange.objects.get(status=ChangeStatus.PROPOSED)
@@ -33,6 +36,18 @@ def test_the_demos_proposed_change_has_deltas_where_it_aims():
     run, _queued = change_replay_start(change=change, user=ops, now=NOW)
     run = change_replay_run(replay_id=run.pk)
     assert run is not None and run.status == ReplayStatus.DONE, run and run.error
+    # The demo's clusters pick the models; no job goes to the engine.
+    models = {group["cluster"]: group for group in run.result["models"]}
+    assert set(models) == {"training-kueue", "inference-slurm"}
+    assert (models["training-kueue"]["model"], models["training-kueue"]["fallback"]) == (
+        "kueue",
+        "",
+    )
+    assert (models["inference-slurm"]["model"], models["inference-slurm"]["fallback"]) == (
+        "slurm",
+        "",
+    )
+    assert all(group["jobs"] > 0 for group in models.values())
     names = Names.load()
     figures = {
         side: side_figures(replay_metrics(run=run, side=side, names=names), names)
@@ -63,3 +78,8 @@ def test_the_demos_proposed_change_has_deltas_where_it_aims():
     row = next(group for group in page.projects if group.slug == "medical-imaging")
     verdicts = {cell.label: cell.verdict for cell in row.cells}
     assert verdicts["p90 wait (min)"] == "better" and verdicts["Share guaranteed"] == "neutral"
+    # What a newcomer sees on the replay page: both models, never the generic engine.
+    client.force_login(ops)
+    html = client.get(reverse("change_replay", args=[change.pk])).content.decode()
+    assert 'data-model="kueue"' in html and 'data-model="slurm"' in html
+    assert 'data-model="engine"' not in html and "generic engine ran" not in html

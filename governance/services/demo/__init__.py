@@ -23,11 +23,13 @@ from .data import (
     TIERS,
     DemoQuota,
 )
+from .lock import DEMO_LOCK_KEY, demo_lock
 from .seed import demo_seed
 
 __all__ = [
     "DEMO_CHANGES",
     "DEMO_EMAIL_DOMAIN",
+    "DEMO_LOCK_KEY",
     "DEMO_PASSWORD",
     "DEMO_REASON",
     "FLAVORS",
@@ -38,5 +40,6 @@ __all__ = [
     "QUOTAS",
     "TIERS",
     "DemoQuota",
+    "demo_lock",
     "demo_seed",
 ]

@@ -37,17 +37,27 @@ import zlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Min
 from django.utils import timezone
 
-from governance.models import GpuFlavor, PriorityTier, Project
-from queues.models import EventKind, JobState, WorkloadEvent, WorkloadJob, WorkloadWait
+from governance.models import GpuFlavor, PriorityTier, Project, Quota
+from governance.services.demo import demo_lock
+from queues.models import (
+    Cluster,
+    ClusterBackend,
+    EventKind,
+    JobState,
+    WorkloadEvent,
+    WorkloadJob,
+    WorkloadWait,
+)
 from queues.replay import Job, Rules, replay
 from queues.replay.adapt import rules_timeline
 from queues.replay.rules import FORBIDDEN
 from queues.replay.workload import ProjectLoad, generate
 
+from ..demo import demo_clusters_by_pool, demo_clusters_ensure, demo_wait
 from .ingest import IngestResult, JobEvent, events_ingest
 
 SOURCE = "demo"
@@ -66,9 +76,10 @@ GIVE_UP = (0.03, 3 * 3600.0)  # share of jobs whose user cancels them, and after
 FAILED = 0.03
 NOT_THE_RULES = [("Dependency", 2), ("BadConstraints", 1)]
 # The demo's people among the generated users of their project, so that "My waiting jobs"
-# shows the README's logins their own jobs; and one job of ``member`` that waits for another.
+# shows the README's logins their own jobs; and one job of ``member`` that asks for a node
+# feature no node has (Vision trains on the Kueue cluster, which knows no job dependencies).
 DEMO_PEOPLE = {"vision-u0": "member", "vision-u1": "lead"}
-MEMBER_JOB = ("vision", "member", "Dependency")
+MEMBER_JOB = ("vision", "member", "BadConstraints")
 
 
 def _demand(rank: int) -> float:
@@ -133,7 +144,15 @@ def _event(job: str, suffix: str, at: float, kind: EventKind, **extra: Any) -> J
     )
 
 
-def _history_events(rules_start: datetime, now: datetime) -> list[JobEvent]:
+def _where(clusters: dict[str, Cluster], pool: str) -> dict[str, Any]:
+    """The cluster of a job of ``pool`` (the demo's cluster serving it) and its scheduler."""
+    cluster = clusters.get(pool)
+    return {"cluster": cluster, "scheduler": cluster.backend if cluster else ClusterBackend.SLURM}
+
+
+def _history_events(
+    rules_start: datetime, now: datetime, clusters: dict[str, Cluster]
+) -> list[JobEvent]:
     timeline = rules_timeline(start=rules_start, end=now)
     jobs = _workload(timeline[0][1], start=rules_start, now=now)
     result = replay(jobs, timeline, until=now.timestamp())
@@ -152,14 +171,16 @@ def _history_events(rules_start: datetime, now: datetime) -> list[JobEvent]:
         if job.arrival > horizon:
             continue
         name = job.name
+        pool, flavor = job.flavor.split("/", 1)
         head = {
-            "scheduler": "slurm",
+            **_where(clusters, pool),
             "project": projects[job.project],
             "tier": tiers.get(result.tiers[j]),
-            "flavor": flavors[job.flavor.split("/", 1)[1]],
+            "flavor": flavors[flavor],
             "gpus": int(job.gpus),
             "user_name": DEMO_PEOPLE.get(job.user, job.user),
         }
+        scheduler = head["scheduler"]
         events.append(_event(name, "s", job.arrival, EventKind.SUBMITTED, **head))
         its_runs = sorted(runs.get(j, []))
         starts = [start for start, _ in its_runs]
@@ -169,7 +190,8 @@ def _history_events(rules_start: datetime, now: datetime) -> list[JobEvent]:
             at = since + 1 if since == job.arrival else since  # after the submission
             if any(since <= start <= at for start in starts):
                 continue
-            events.append(_event(name, f"p{k}", at, EventKind.PENDING, reason=token))
+            words = demo_wait(scheduler=scheduler, token=token, flavor=flavor, gpus=job.gpus)
+            events.append(_event(name, f"p{k}", at, EventKind.PENDING, **words))
         for k, (start, end) in enumerate(its_runs):
             events.append(_event(name, f"r{k}", start, EventKind.STARTED))
             if k < len(its_runs) - 1:  # preempted, requeued
@@ -185,55 +207,68 @@ def _history_events(rules_start: datetime, now: datetime) -> list[JobEvent]:
     return events
 
 
-def _not_the_rules(now: datetime) -> list[JobEvent]:
-    """A few jobs waiting on what no rule decides: another job, a constraint no node has."""
-    quota_owner = Project.objects.filter(quotas__isnull=False).order_by("slug").first()
-    if quota_owner is None:
+def _not_the_rules(now: datetime, clusters: dict[str, Cluster]) -> list[JobEvent]:
+    """A few jobs waiting on what no rule decides: another job, a constraint no node has (on
+    a Slurm cluster's pool: Kueue knows no dependencies); and ``member``'s own job."""
+    quotas = Quota.objects.select_related("project__tier", "flavor", "pool")
+    quota = (
+        quotas.filter(pool__clusters__in=[c for c in clusters.values() if c.backend == "slurm"])
+        .order_by("project__slug", "pk")
+        .first()
+    ) or quotas.order_by("project__slug", "pk").first()
+    if quota is None:
         return []
-    quota = quota_owner.quotas.select_related("flavor").order_by("pk").first()
-    assert quota is not None
     events = []
     for reason, count in NOT_THE_RULES:
         for n in range(count):
             job = f"{PREFIX}{now:%Y%m%d}-{reason.lower()}-{n}"
             submit = (now - timedelta(minutes=20 + 40 * n)).timestamp()
-            head = {
-                "scheduler": "slurm",
-                "project": quota_owner,
-                "tier": quota_owner.tier,
-                "flavor": quota.flavor,
-                "gpus": 4,
-                "constraints": "nvlink" if reason == "BadConstraints" else "",
-            }
-            events += [
-                _event(job, "s", submit, EventKind.SUBMITTED, **head),
-                _event(job, "p", submit + 1, EventKind.PENDING, reason=reason),
-            ]
+            events += _waiting(job, submit, reason, quota, clusters, gpus=4)
     slug, user_name, reason = MEMBER_JOB
-    project = Project.objects.filter(slug=slug).first()
-    quota = project.quotas.select_related("flavor").order_by("pk").first() if project else None
-    if project is not None and quota is not None:
+    quota = quotas.filter(project__slug=slug).order_by("pk").first()
+    if quota is not None:
         job = f"{PREFIX}{now:%Y%m%d}-{user_name}-0"
         submit = (now - timedelta(hours=26, minutes=15)).timestamp()
-        head = {
-            "scheduler": "slurm",
-            "project": project,
-            "tier": project.tier,
-            "flavor": quota.flavor,
-            "gpus": 8,
-            "user_name": user_name,
-        }
-        events += [
-            _event(job, "s", submit, EventKind.SUBMITTED, **head),
-            _event(job, "p", submit + 1, EventKind.PENDING, reason=reason),
-        ]
+        events += _waiting(job, submit, reason, quota, clusters, gpus=8, user_name=user_name)
     return events
 
 
+def _waiting(
+    job: str,
+    submit: float,
+    reason: str,
+    quota: Quota,
+    clusters: dict[str, Cluster],
+    **extra: Any,
+) -> list[JobEvent]:
+    """A job of ``quota``'s project and flavor submitted at ``submit``, waiting for ``reason``."""
+    head = {
+        **_where(clusters, quota.pool.slug),
+        "project": quota.project,
+        "tier": quota.project.tier,
+        "flavor": quota.flavor,
+        "constraints": "nvlink" if reason == "BadConstraints" else "",
+        **extra,
+    }
+    words = demo_wait(
+        scheduler=head["scheduler"], token=reason, flavor=quota.flavor.slug, gpus=extra["gpus"]
+    )
+    return [
+        _event(job, "s", submit, EventKind.SUBMITTED, **head),
+        _event(job, "p", submit + 1, EventKind.PENDING, **words),
+    ]
+
+
+@transaction.atomic
 def demo_workload_seed(*, days: int = 90, now: datetime | None = None) -> IngestResult:
-    """Feed the demo organisation's replayed history through ``events_ingest`` (idempotent)."""
+    """Feed the demo organisation's replayed history through ``events_ingest`` (idempotent),
+    each job on the demo cluster serving its pool (``demo_clusters_ensure`` first). Runs
+    started together load one after the other (``demo_lock``): the later stores nothing."""
+    demo_lock()
     # Up to the hour: running it again within the hour stores nothing new.
     now = (now or timezone.now()).replace(minute=0, second=0, microsecond=0)
+    demo_clusters_ensure(now=now)
+    clusters = demo_clusters_by_pool()
     first = WorkloadJob.objects.filter(source=SOURCE, job_id__startswith=PREFIX).aggregate(
         first=Min("submitted_at")
     )["first"]
@@ -241,7 +276,8 @@ def demo_workload_seed(*, days: int = 90, now: datetime | None = None) -> Ingest
     if first is not None and first < start + timedelta(days=1):
         start = first  # the history already stored: extend the same simulation
     start = start.replace(hour=0, minute=0, second=0, microsecond=0)
-    result = events_ingest(events=_history_events(start, now) + _not_the_rules(now))
+    events = _history_events(start, now, clusters) + _not_the_rules(now, clusters)
+    result = events_ingest(events=events)
     _statistics_refresh()
     return result
 

@@ -4,10 +4,9 @@ generated history (after seed_demo_workload; idempotent)."""
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.utils import timezone
 
-from reports.models import MonthlyReview, ReviewStatus
-from reports.services import month_window, previous_month, review_build, review_request
+from reports.models import ReviewStatus
+from reports.services import demo_reviews_seed
 
 
 class Command(BaseCommand):
@@ -22,20 +21,12 @@ class Command(BaseCommand):
     def handle(self, *args: Any, months: int, **options: Any) -> None:
         if not 1 <= months <= 24:
             raise CommandError("--months must be between 1 and 24.")
-        day = timezone.localdate()
-        for _n in range(months):
-            year, month = previous_month(today=day)
-            start, end = month_window(year=year, month=month)
-            day = start.date()
-            built = MonthlyReview.objects.filter(
-                start=start, end=end, pool="", project="", status=ReviewStatus.DONE
-            ).first()
-            if built is not None:
-                self.stdout.write(f"{built}: already built.")
-                continue
-            review = review_build(review_id=review_request(user=None, start=start, end=end).pk)
-            if review.status != ReviewStatus.DONE:
+        for review, built in demo_reviews_seed(months=months):
+            if not built:
+                self.stdout.write(f"{review}: already built.")
+            elif review.status != ReviewStatus.DONE:
                 raise CommandError(f"{review}: the build failed: {review.error}")
-            self.stdout.write(
-                self.style.SUCCESS(f"{review}: built, {len(review.findings)} findings.")
-            )
+            else:
+                self.stdout.write(
+                    self.style.SUCCESS(f"{review}: built, {len(review.findings)} findings.")
+                )
