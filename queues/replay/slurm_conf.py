@@ -5,7 +5,8 @@
 ``PriorityWeightFairshare``, ``PriorityWeightQOS``, ``PriorityMaxAge``,
 ``PriorityDecayHalfLife``, ``PriorityCalcPeriod``), the scheduler (``SchedulerType``:
 ``sched/backfill`` or ``sched/builtin``; ``SchedulerParameters``' ``sched_interval``,
-``bf_interval``, ``bf_window``, ``bf_resolution``, ``bf_max_job_test``), preemption
+``bf_interval``, ``bf_window``, ``bf_resolution``, ``bf_max_job_test``; ``Epilog``: whether
+an end runs the main scheduler at once), preemption
 (``PreemptType``, ``PreemptMode``; a requeued job may start again ``cred_expire`` + 1 s
 later, ``AuthInfo``'s ``cred_expire``), the partition's time limits (``DefaultTime``,
 ``MaxTime``) and the nodes with their typed GPUs (``NodeName=... Gres=gpu:a100:4,...``).
@@ -86,15 +87,27 @@ class SlurmSettings:
     qos_priority: Mapping[str, float] = field(default_factory=dict)
     # When Slurm's passes run (seconds). The main scheduler runs a full pass every
     # ``sched_interval`` (slurmctld's background loop, at ``sched_phase`` past each multiple)
-    # and a pass as soon as an ended job's resources come back (its epilog completes); a
+    # and, with ``main_at_end``, a pass as soon as an ended job's resources come back; a
     # submission waits for the next pass of either scheduler (a batch job is never started in
     # its submit RPC). Backfill runs every ``bf_interval``, at ``bf_phase`` past each multiple,
-    # when something changed since its last pass.
-    sched_phase: float = 0.0
+    # when something changed since its last pass. The two passes run in separate threads of
+    # slurmctld (its background loop, the backfill agent) on their own timers, so they never
+    # fall on the same instant: by default the main pass comes half a second after a backfill
+    # pass (where both fall relative to the jobs is not knowable: they drift).
+    sched_phase: float = 0.5
     bf_phase: float = 0.0
-    # An ended job's GPUs are free (its epilog complete reaches slurmctld, which then runs the
-    # main scheduler) this much later: about 0.4 s on the lab.
+    # An ended job's GPUs are free this much later (the job is "completing" until slurmd has
+    # answered slurmctld's terminate request or sent its epilog complete).
     end_delay: float = 0.0
+    # Whether the main scheduler runs as soon as an ended job's GPUs are free. Slurm 22.05
+    # runs it on an epilog-complete message (``_slurm_rpc_epilog_complete``: ``schedule()``),
+    # which slurmd sends only when an ``Epilog`` is configured (and not with ``defer``).
+    # Without one, slurmd answers the terminate request "already complete" and slurmctld's
+    # agent frees the node and only queues a request (``queue_job_scheduler``), which the
+    # background loop serves after ``batch_sched_delay`` (3 s), longer than the periodic
+    # pass's ``sched_interval`` on the lab: the freed GPUs wait for the next periodic pass
+    # or backfill.
+    main_at_end: bool = False
 
     @classmethod
     def from_conf(cls, text: str, **overrides: object) -> SlurmSettings:
@@ -113,7 +126,8 @@ class SlurmSettings:
                 continue
             key, _sep, value = line.partition("=")
             conf[key.strip().lower()] = value.strip()
-        params = _params(conf.get("schedulerparameters", ""))
+        params_text = conf.get("schedulerparameters", "")
+        params = _params(params_text)
         auth = _params(conf.get("authinfo", ""))
         values: dict[str, object] = {
             "weight_age": float(conf.get("priorityweightage", 0)),
@@ -134,6 +148,8 @@ class SlurmSettings:
             "default_time": slurm_minutes(partition.get("DefaultTime", "INFINITE")),
             "max_time": slurm_minutes(partition.get("MaxTime", "INFINITE")),
             "nodes": tuple(nodes),
+            "main_at_end": bool(conf.get("epilog"))
+            and "defer" not in {item.strip().lower() for item in params_text.split(",")},
         }
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]

@@ -5,9 +5,9 @@ Slurm: a small seeded mixed workload
 a time limit) runs on the lab (``bench/fidelity_slurm.py``), and is replayed with the model
 under the lab's ``slurm.conf`` (the passes timed as slurmctld runs them, reservations floored
 to ``bf_resolution``). Per tier the median start delay must be within 10 s or 15 % of Slurm's
-(the issue's goal; the model met it on 9 of 10 fresh seeds of the benchmark, docs/replay.md)
-and the tiers in the same order. The engine's strict order misses on this seed (its exploratory
-median is twice Slurm's): Slurm's backfill is what the model adds.
+(the issue's goal; the model meets it on 9 of 10 seeds of each fresh set of the benchmark,
+docs/replay.md) and the tiers in the same order. The engine's strict order misses on this
+seed (its exploratory median is twice Slurm's): Slurm's backfill is what the model adds.
 
 Kueue: the same kind of workload (no time limits: Kueue has none) submitted as Jobs to the
 lab's Kueue 0.17 (``bench/fidelity_kueue.py``: no kubelet, so the driver ends each Job its

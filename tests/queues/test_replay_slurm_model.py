@@ -62,6 +62,10 @@ def _rules(**tiers: TierRule) -> Rules:
 
 
 def _settings(**kw: object) -> SlurmSettings:
+    """The lab's settings; the worked examples time the main pass at whole seconds and run it
+    at an end (as with an ``Epilog``) unless a test says otherwise."""
+    kw.setdefault("sched_phase", 0.0)
+    kw.setdefault("main_at_end", True)
     return SlurmSettings.from_conf(LAB_CONF, **kw)
 
 
@@ -250,14 +254,68 @@ def test_a_submission_waits_for_the_next_pass_of_either_scheduler():
     assert model.run().start == [2.1] and model.started_by == ["main"]
 
 
-def test_an_end_runs_the_main_scheduler_when_the_gpus_come_back():
+def test_without_an_epilog_an_end_waits_for_the_next_pass_of_either_scheduler():
+    # Slurm 22.05 without an Epilog: slurmd answers the terminate request "already complete",
+    # slurmctld frees the node and only queues a scheduler request; the GPUs back 0.4 s after
+    # the end at 10.2 wait for the next backfill pass (every second at 0.2; the main
+    # scheduler's run every 2 s at 0.5, the next at 12.5).
     jobs = [_job("running", 0, 4, 10, "low"), _job("next", 1, 4, 10, "low")]
-    model = SlurmReplay(
-        jobs, [(0.0, _rules())], _settings(end_delay=0.4, bf_phase=0.9, sched_phase=1.5)
+    settings = _settings(end_delay=0.4, bf_phase=0.2, sched_phase=0.5, main_at_end=False)
+    model = SlurmReplay(jobs, [(0.0, _rules())], settings)
+    assert model.run().start == [0.2, 11.2]
+    assert model.started_by == ["backfill", "backfill"]
+    # Without backfill, the main scheduler's next periodic pass starts it.
+    settings = _settings(backfill=False, end_delay=0.4, sched_phase=0.5, main_at_end=False)
+    model = SlurmReplay(jobs, [(0.0, _rules())], settings)
+    assert model.run().start == [0.5, 12.5] and model.started_by == ["main", "main"]
+
+
+def test_with_an_epilog_an_end_runs_the_main_scheduler_when_the_gpus_come_back():
+    # slurmd sends an epilog-complete message, on which slurmctld runs the main scheduler.
+    jobs = [_job("running", 0, 4, 10, "low"), _job("next", 1, 4, 10, "low")]
+    settings = SlurmSettings.from_conf(
+        LAB_CONF + "Epilog=/etc/slurm/epilog.sh\n", end_delay=0.4, bf_phase=0.9, sched_phase=1.5
     )
-    result = model.run()
-    assert result.start == [0.9, 11.3]  # the end at 10.9, its GPUs back (epilog) 0.4 s later
+    assert settings.main_at_end
+    model = SlurmReplay(jobs, [(0.0, _rules())], settings)
+    assert model.run().start == [0.9, 11.3]  # the end at 10.9, its GPUs back 0.4 s later
     assert model.started_by == ["backfill", "main"]
+
+
+def test_a_completing_job_holds_its_gpus_until_end_delay_after_its_end():
+    # "running" ends at 10.5; an arrival at 10.6 runs the main scheduler at 10.75 (every 2 s
+    # at 0.75). With the GPUs back 0.5 s after the end (still completing at 10.75) the top
+    # job does not fit and blocks the partition; backfill at 11.5 starts both.
+    jobs = [
+        _job("running", 0, 4, 10, "low"),
+        _job("next", 1, 4, 10, "low"),
+        _job("other", 10.6, 1, 5, "low", flavor=H100),
+    ]
+    model = SlurmReplay(
+        jobs,
+        [(0.0, _rules())],
+        _settings(end_delay=0.5, bf_phase=0.5, sched_phase=0.75, main_at_end=False),
+    )
+    assert model.run().start == [0.5, 11.5, 11.5]
+    assert model.started_by == ["backfill", "backfill", "backfill"]
+    # Back 0.05 s after the end, they are free at 10.75: the main scheduler starts both.
+    model = SlurmReplay(
+        jobs,
+        [(0.0, _rules())],
+        _settings(end_delay=0.05, bf_phase=0.5, sched_phase=0.75, main_at_end=False),
+    )
+    assert model.run().start == [0.5, 10.75, 10.75]
+    assert model.started_by == ["backfill", "main", "main"]
+
+
+def test_the_epilog_setting_follows_slurm_conf():
+    lab = SlurmSettings.from_conf(LAB_CONF)
+    assert not lab.main_at_end  # no Epilog
+    assert SlurmSettings.from_conf(LAB_CONF + "Epilog=/x/epilog\n").main_at_end
+    deferred = LAB_CONF.replace("bf_interval=1", "bf_interval=1,defer") + "Epilog=/x/e\n"
+    assert not SlurmSettings.from_conf(deferred).main_at_end  # defer: queued, not run at once
+    # By default the main pass falls half a second after a backfill pass, never with it.
+    assert (lab.sched_phase, lab.bf_phase) == (0.5, 0.0)
 
 
 def test_backfill_reservations_are_floored_to_bf_resolution():

@@ -4,7 +4,8 @@ Picked for a cluster run by Slurm through ``scheduler_model.SchedulerModel("slur
 with the settings of its ``slurm.conf`` (``slurm_conf.SlurmSettings``). It follows Slurm
 22.05's multifactor priority (age, Fair Tree fair share, QOS = the tier), its passes as
 slurmctld times them (a submission waits for the next pass; the main scheduler runs every
-``sched_interval`` and when an ended job's GPUs come back: priority order, held jobs skipped,
+``sched_interval`` (and, with an ``Epilog``, when an ended job's GPUs come back; without
+one, the next pass of either scheduler uses them): priority order, held jobs skipped,
 the first job that does not fit blocks the partition; backfill every ``bf_interval``: time
 limits, whole-node reservations within ``bf_window`` floored to ``bf_resolution``), nodes
 with typed GPUs (first fit), time limits, QOS preemption with requeue. Layers: ``state``

@@ -48,7 +48,7 @@ class SlurmPasses(SlurmState):
 
     def _preempt(self, v: int, by: int, t: float) -> None:
         self.token[v] += 1
-        self._stop(v, t)
+        self._stop(v, t, preempted=True)
         ran = t - self.run_start[v]
         cls = self.cls[v]
         lost = ran if cls.checkpoint_interval is None else ran % cls.checkpoint_interval

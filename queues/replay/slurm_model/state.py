@@ -237,12 +237,11 @@ class SlurmState:
         self.seq += 1
         heapq.heappush(self.heap, (t, kind, self.seq, j, token))
 
-    def _trigger(self, t: float, *, ended: bool = False) -> None:
-        """Passes after a change at ``t``: the main scheduler now when an ended job's GPUs came
-        back (Slurm runs it on the epilog complete), else at its next periodic pass; backfill
-        at its next pass."""
+    def _trigger(self, t: float, *, now: bool = False) -> None:
+        """Passes after a change at ``t``: the main scheduler now if ``now``, else at its next
+        periodic pass; backfill at its next pass."""
         s = self.s
-        self._push(t if ended else _next_pass(t, s.sched_interval, s.sched_phase), _MAIN)
+        self._push(t if now else _next_pass(t, s.sched_interval, s.sched_phase), _MAIN)
         if s.backfill:
             self._push(_next_pass(t, s.bf_interval, s.bf_phase), _BACKFILL)
 
@@ -394,7 +393,10 @@ class SlurmState:
             self.heap, (t + min(self.remaining[j], limit), _END, self.seq, j, self.token[j])
         )
 
-    def _stop(self, j: int, t: float) -> None:
+    def _stop(self, j: int, t: float, *, preempted: bool = False) -> None:
+        """``j``'s GPUs are free at ``t`` (its end's completing is over, or it was preempted).
+        The main scheduler runs at once for a preemption and, with ``main_at_end``, for an end
+        (Slurm's epilog-complete message); else the next periodic pass or backfill uses them."""
         self._use(j, -self.jobs[j].gpus, t)
         planned = self.ends[self.node[j]][self.type_of[self.jobs[j].flavor]]
         planned.remove((self.limit_end(j), self.jobs[j].gpus, j))
@@ -405,7 +407,7 @@ class SlurmState:
         self.run_since[project] -= since
         self.running_tier[self.tier[j].slug].discard(j)
         self.runs.append((j, self.run_start[j], t))
-        self._trigger(t, ended=True)
+        self._trigger(t, now=preempted or self.s.main_at_end)
 
     def free_at(self, i: int, kind: str, gpus: float) -> float | None:
         """When ``gpus`` GPUs of ``kind`` are free on node ``i`` by its running jobs' limits
