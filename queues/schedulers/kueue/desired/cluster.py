@@ -14,7 +14,6 @@ from governance.models import GpuFlavor, Pool, PreemptionKind, PriorityTier
 from governance.selectors import EffectiveProject, EffectiveQuota, EffectiveRules
 
 from ..values import (
-    API_VERSIONS,
     CLUSTER_QUEUE,
     COHORT,
     LOCAL_QUEUE,
@@ -101,8 +100,7 @@ def desired_objects(
         out.add(queue, source, **paths)
     for local_queue, source in queues.local_queues:
         out.add(local_queue, source)
-    order = {kind: index for index, kind in enumerate(API_VERSIONS)}
-    out.manifests.sort(key=lambda m: order[m["kind"]])
+    out.sort_by_kind()
     return out
 
 
