@@ -145,7 +145,10 @@ def _loaded(rows: QuerySet[M], **related: Mapping[Any, Model]) -> list[M]:
     """
     model = rows.model
     opts = model._meta
-    keys = [(name, opts.get_field(name).attname, objects) for name, objects in related.items()]
+    keys = [
+        (name, opts.get_field(name).attname, objects)  # type: ignore[union-attr]
+        for name, objects in related.items()
+    ]
     if pre_init.has_listeners(model) or post_init.has_listeners(model):
         instances = list(rows)
         for instance in instances:
@@ -211,7 +214,7 @@ def effective_rules(
 
     projects: dict[str, EffectiveProject] = {}
     # The tiers allowed under each top tier (projects share a few).
-    allowed_below: dict[PriorityTier | None, tuple[PriorityTier, ...]] = {}
+    allowed_below: dict[int | None, tuple[PriorityTier, ...]] = {}
     for project in project_list:
         project_grants = by_project.get(project.pk, [])
         top, job_tiers, job_classes, protection = _grant_effects(
@@ -220,11 +223,12 @@ def effective_rules(
         quotas = _effective_quotas(
             quotas_by_project.get(project.pk, []), project_grants, protection
         )
-        if top not in allowed_below:
-            allowed_below[top] = tuple(
+        below = None if top is None else top.id
+        allowed = allowed_below.get(below)
+        if allowed is None:
+            allowed = allowed_below[below] = tuple(
                 tier for tier in tiers if top is not None and tier.score <= top.score
             )
-        allowed = allowed_below[top]
         projects[project.slug] = EffectiveProject(
             project=project,
             tier=top,

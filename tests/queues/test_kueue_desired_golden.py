@@ -76,6 +76,13 @@ def _organisation(org) -> None:
     )
 
 
+def _yaml(value: object) -> str:
+    """As ``export.dump`` writes a manifest."""
+    return yaml.safe_dump(
+        value, sort_keys=True, default_flow_style=False, allow_unicode=True, width=100
+    )
+
+
 def _compiled(org, template: str, mutating: bool) -> str:
     pools = list(org.cluster.pools.all())
     capacities = {
@@ -94,7 +101,7 @@ def _compiled(org, template: str, mutating: bool) -> str:
         [f"# {template} mutating={mutating}\n"]
         + [f"---\n{dump(manifest)}" for manifest in objects.manifests]
         + ["--- # sources\n", dump({f"{k} {n}": s for (k, n), s in objects.sources.items()})]
-        + ["--- # notes\n", dump([list(note) for note in objects.notes])]
+        + ["--- # notes\n", _yaml([list(note) for note in objects.notes])]
     )
 
 

@@ -154,8 +154,7 @@ class _Generator:
             kind, wrong = sizes[keyword]
             return [f"if {_is(v, kind, known)}len({v}) {wrong} {value}:", fail]
         if keyword == "pattern" and isinstance(value, str):
-            search = self.constant(re.compile(value).search)
-            return [f"if {_is(v, 'str', known)}{search}({v}) is None:", fail]
+            return self.pattern(value, v, _is(v, "str", known))
         if keyword == "anyOf" and isinstance(value, list) and value:
             tests = " or ".join(self.predicate(sub, v) for sub in value)
             return [f"if not ({tests}):", fail]
@@ -211,10 +210,26 @@ class _Generator:
         if "maxLength" in schema:
             lines += [f"if len({v}) > {schema['maxLength']}:", "    return False"]
         if "pattern" in schema:
-            search = self.constant(re.compile(schema["pattern"]).search)
-            lines += [f"if {search}({v}) is None:", "    return False"]
+            lines += self.pattern(schema["pattern"], v)
         return lines
 
+    def pattern(self, pattern: str, v: str, guard: str = "") -> list[str]:
+        """Statements failing when the string ``v`` does not match ``pattern`` (``guard``:
+        the test that ``v`` is a string). The strings found to match are remembered (up to
+        ``_MATCHED``): a sync's objects repeat a few (quantities, flavor and cohort names)."""
+        search = self.constant(re.compile(pattern).search)
+        matched = self.constant(set())
+        return [
+            f"if {guard}{v} not in {matched}:",
+            f"    if {search}({v}) is None:",
+            "        return False",
+            f"    if len({matched}) < {_MATCHED}:",
+            f"        {matched}.add({v})",
+        ]
+
+
+# The most strings remembered per pattern as matching it.
+_MATCHED = 4096
 
 # The JSON types whose check leaves the value of one Python type (``_TYPE_TESTS``).
 _KNOWN = {"array": "list", "string": "str", "object": "dict"}
