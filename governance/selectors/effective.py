@@ -8,8 +8,11 @@ is a pure function of the database and ``at``: a grant applies while it is in fo
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any, TypeVar
 
-from django.db.models import Model
+from django.db.models import Model, QuerySet
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
 
 from governance.models import (
     GpuFlavor,
@@ -118,20 +121,59 @@ def _quotas(project_ids: list[int] | None) -> list[Quota]:
     if project_ids is not None:
         rows = rows.filter(project_id__in=project_ids)
         return list(rows.select_related("pool", "flavor", "preemption_class"))
-    pools = Pool.objects.in_bulk()
-    flavors = GpuFlavor.objects.in_bulk()
-    classes = PreemptionClass.objects.in_bulk()
-    quotas = list(rows)
-    for quota in quotas:
-        _cache(quota, "pool", pools[quota.pool_id])
-        _cache(quota, "flavor", flavors[quota.flavor_id])
-        _cache(quota, "preemption_class", classes[quota.preemption_class_id])
-    return quotas
+    return _loaded(
+        rows,
+        pool=Pool.objects.in_bulk(),
+        flavor=GpuFlavor.objects.in_bulk(),
+        preemption_class=PreemptionClass.objects.in_bulk(),
+    )
 
 
-def _cache(instance: Project | Quota, name: str, value: Model | None) -> None:
-    """Set a foreign key's related object as ``select_related`` would (no query later)."""
-    type(instance)._meta.get_field(name).set_cached_value(instance, value)  # type: ignore[union-attr]
+M = TypeVar("M", bound=Model)
+
+
+def _loaded(rows: QuerySet[M], **related: Mapping[Any, Model]) -> list[M]:
+    """The rows of ``rows`` as model instances, each foreign key named in ``related`` given
+    its object from there (by id; ``None`` when it has none) as ``select_related`` caches it
+    (no query when it is read).
+
+    Each instance is what ``Model.from_db`` makes of its row (every concrete field loaded,
+    ``_state`` not adding, of the rows' database), built from ``values_list`` without
+    ``Model.__init__``'s call per field: at 10,000 projects and 20,000 quotas that call was
+    half of reading the rules. ``__init__`` still builds them when something listens to the
+    model's ``pre_init`` or ``post_init``, which it would not hear otherwise.
+    """
+    model = rows.model
+    opts = model._meta
+    keys = [
+        (name, opts.get_field(name).attname, objects)  # type: ignore[union-attr]
+        for name, objects in related.items()
+    ]
+    if pre_init.has_listeners(model) or post_init.has_listeners(model):
+        instances = list(rows)
+        for instance in instances:
+            for name, attname, objects in keys:
+                opts.get_field(name).set_cached_value(  # type: ignore[union-attr]
+                    instance, objects.get(getattr(instance, attname))
+                )
+        return instances
+    names = [f.attname for f in opts.concrete_fields]
+    db = rows.db
+    new = object.__new__
+    instances = []
+    for values in rows.values_list(*names):
+        fields = dict(zip(names, values, strict=True))
+        state = new(ModelState)
+        state.__dict__.update(
+            db=db,
+            adding=False,
+            fields_cache={name: objects.get(fields[attname]) for name, attname, objects in keys},
+        )
+        fields["_state"] = state
+        instance = new(model)
+        instance.__dict__ = fields
+        instances.append(instance)
+    return instances
 
 
 def _stricter(a: PreemptionClass, b: PreemptionClass | None) -> PreemptionClass:
@@ -160,9 +202,7 @@ def effective_rules(
     project_rows = Project.objects.order_by("slug")
     if project_slugs is not None:
         project_rows = project_rows.filter(slug__in=project_slugs)
-    project_list = list(project_rows)
-    for project in project_list:
-        _cache(project, "tier", tier_of.get(project.tier_id) if project.tier_id else None)
+    project_list = _loaded(project_rows, tier=tier_of)
     project_ids = None if project_slugs is None else [project.pk for project in project_list]
     grants = grants_active_at(at=at, project_ids=project_ids)
     by_project: dict[int, list[Grant]] = {}
@@ -173,6 +213,8 @@ def effective_rules(
         quotas_by_project.setdefault(quota.project_id, []).append(quota)
 
     projects: dict[str, EffectiveProject] = {}
+    # The tiers allowed under each top tier (projects share a few).
+    allowed_below: dict[int | None, tuple[PriorityTier, ...]] = {}
     for project in project_list:
         project_grants = by_project.get(project.pk, [])
         top, job_tiers, job_classes, protection = _grant_effects(
@@ -181,7 +223,12 @@ def effective_rules(
         quotas = _effective_quotas(
             quotas_by_project.get(project.pk, []), project_grants, protection
         )
-        allowed = tuple(tier for tier in tiers if top is not None and tier.score <= top.score)
+        below = None if top is None else top.id
+        allowed = allowed_below.get(below)
+        if allowed is None:
+            allowed = allowed_below[below] = tuple(
+                tier for tier in tiers if top is not None and tier.score <= top.score
+            )
         projects[project.slug] = EffectiveProject(
             project=project,
             tier=top,

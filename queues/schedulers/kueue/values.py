@@ -160,8 +160,24 @@ def format_quantity(number: Decimal) -> str:
 
 
 def normalise_quantity(value: Any) -> str:
+    if type(value) is str:
+        # A sync's objects share a handful of quantities ("0", "4", ...): each read once.
+        known = _NORMALISED.get(value)
+        if known is None:
+            known = _normalise(value)
+            if len(_NORMALISED) < 10_000:
+                _NORMALISED[value] = known
+        return known
+    return _normalise(value)
+
+
+def _normalise(value: Any) -> str:
     number = parse_quantity(value)
     return str(value) if number is None else format_quantity(number)
+
+
+# Quantities normalised (bounded).
+_NORMALISED: dict[str, str] = {}
 
 
 def k8s_name(slug: str) -> str:
@@ -204,10 +220,15 @@ def is_managed(obj: dict[str, Any]) -> bool:
 # --- flattening ---------------------------------------------------------------------------------
 
 
+# ``json.dumps(value, sort_keys=True, separators=(",", ":"))``, with one encoder for every
+# call (``dumps`` makes one per call: a fifth of flattening 100,000 objects).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+
+
 def _canonical(value: Any) -> str:
     if value is None or value == {} or value == []:
         return ""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return _CANONICAL(value)
 
 
 def _scalar(name: str, value: Any) -> str:
@@ -225,7 +246,12 @@ def _flatten(value: Any, path: str, name: str, out: dict[str, str]) -> None:
         out[path] = _canonical(value)
     elif isinstance(value, dict):
         for key in sorted(value):
-            _flatten(value[key], f"{path}.{key}" if path else key, key, out)
+            item = value[key]
+            if type(item) is str and key not in QUANTITY_FIELDS and key not in ATOMIC_FIELDS:
+                # A plain text leaf (most of them), as ``_scalar`` writes it, without a call.
+                out[f"{path}.{key}" if path else key] = item
+            else:
+                _flatten(item, f"{path}.{key}" if path else key, key, out)
     elif isinstance(value, list):
         if value and all(isinstance(item, dict) and "name" in item for item in value):
             out[path] = ",".join(str(item["name"]) for item in value)

@@ -104,14 +104,25 @@ class _Generator:
         """Each keyword of ``schema`` as ``compile_check`` checks it (``_KEYWORDS``): the
         simple ones inline, the others by its closure."""
         lines: list[str] = []
+        # "type" is checked first: past a check of one of these, the value is of that type and
+        # the other keywords need not test it again.
+        known = _KNOWN.get(schema["type"]) if isinstance(schema.get("type"), str) else None
         for keyword in _KEYWORDS:
             if keyword in schema:
-                lines += self.keyword(keyword, schema[keyword], schema, v, depth)
+                lines += self.keyword(keyword, schema[keyword], schema, v, depth, known)
         return lines
 
     def keyword(
-        self, keyword: str, value: Any, schema: dict[str, Any], v: str, depth: int
+        self,
+        keyword: str,
+        value: Any,
+        schema: dict[str, Any],
+        v: str,
+        depth: int,
+        known: str | None = None,
     ) -> list[str]:
+        """Statements checking one keyword of ``schema`` on ``v``; ``known``: the Python type
+        ``v`` is known to be of (``list``, ``str``, ``dict``), whose tests are left out."""
         fail = "    return False"
         is_int = isinstance(value, int) and not isinstance(value, bool)
         if keyword == "type":
@@ -127,23 +138,23 @@ class _Generator:
             return [f"if not isinstance({v}, str) or {v} not in {allowed}:", fail]
         if keyword == "required" and isinstance(value, list) and value:
             test = " or ".join(f"{name!r} not in {v}" for name in value)
-            return [f"if isinstance({v}, dict) and ({test}):", fail]
+            return [f"if {_is(v, 'dict', known)}({test}):", fail]
         if keyword == "items" and isinstance(value, dict) and depth < 4:
             item = f"i{depth}"
             inner = self.block(value, item, depth + 1)
             if not inner:
                 return []
-            return [f"if isinstance({v}, list):", f"    for {item} in {v}:"] + [
-                "        " + line for line in inner
-            ]
+            loop = [f"for {item} in {v}:"] + ["    " + line for line in inner]
+            if known == "list":
+                return loop
+            return [f"if isinstance({v}, list):"] + ["    " + line for line in loop]
         sizes = {"minItems": ("list", "<"), "maxItems": ("list", ">")}
         sizes |= {"minLength": ("str", "<"), "maxLength": ("str", ">")}
         if keyword in sizes and is_int:
             kind, wrong = sizes[keyword]
-            return [f"if isinstance({v}, {kind}) and len({v}) {wrong} {value}:", fail]
+            return [f"if {_is(v, kind, known)}len({v}) {wrong} {value}:", fail]
         if keyword == "pattern" and isinstance(value, str):
-            search = self.constant(re.compile(value).search)
-            return [f"if isinstance({v}, str) and {search}({v}) is None:", fail]
+            return self.pattern(value, v, _is(v, "str", known))
         if keyword == "anyOf" and isinstance(value, list) and value:
             tests = " or ".join(self.predicate(sub, v) for sub in value)
             return [f"if not ({tests}):", fail]
@@ -153,15 +164,17 @@ class _Generator:
             # Fails when two of the list's objects have the same str() of each key.
             seen, item = f"s{depth}", f"u{depth}"
             key = ", ".join(f"str({item}.get({name!r}))" for name in keys)
-            return [
-                f"if isinstance({v}, list):",
-                f"    {seen} = set()",
-                f"    for {item} in {v}:",
-                f"        if isinstance({item}, dict):",
-                f"            if ({key},) in {seen}:",
-                "                return False",
-                f"            {seen}.add(({key},))",
+            unique = [
+                f"{seen} = set()",
+                f"for {item} in {v}:",
+                f"    if isinstance({item}, dict):",
+                f"        if ({key},) in {seen}:",
+                "            return False",
+                f"        {seen}.add(({key},))",
             ]
+            if known == "list":
+                return unique
+            return [f"if isinstance({v}, list):"] + ["    " + line for line in unique]
         check = self.constant(_KEYWORDS[keyword](value, schema, self.cls))
         return [f"if not {check}({v}):", fail]
 
@@ -197,9 +210,34 @@ class _Generator:
         if "maxLength" in schema:
             lines += [f"if len({v}) > {schema['maxLength']}:", "    return False"]
         if "pattern" in schema:
-            search = self.constant(re.compile(schema["pattern"]).search)
-            lines += [f"if {search}({v}) is None:", "    return False"]
+            lines += self.pattern(schema["pattern"], v)
         return lines
+
+    def pattern(self, pattern: str, v: str, guard: str = "") -> list[str]:
+        """Statements failing when the string ``v`` does not match ``pattern`` (``guard``:
+        the test that ``v`` is a string). The strings found to match are remembered (up to
+        ``_MATCHED``): a sync's objects repeat a few (quantities, flavor and cohort names)."""
+        search = self.constant(re.compile(pattern).search)
+        matched = self.constant(set())
+        return [
+            f"if {guard}{v} not in {matched}:",
+            f"    if {search}({v}) is None:",
+            "        return False",
+            f"    if len({matched}) < {_MATCHED}:",
+            f"        {matched}.add({v})",
+        ]
+
+
+# The most strings remembered per pattern as matching it.
+_MATCHED = 4096
+
+# The JSON types whose check leaves the value of one Python type (``_TYPE_TESTS``).
+_KNOWN = {"array": "list", "string": "str", "object": "dict"}
+
+
+def _is(v: str, kind: str, known: str | None) -> str:
+    """``isinstance(v, kind) and `` where ``v`` may be of another type, else nothing."""
+    return "" if known == kind else f"isinstance({v}, {kind}) and "
 
 
 def generate_check(schema: Any, cls: Any) -> Check:

@@ -94,7 +94,9 @@ def _metadata_fine(manifest: dict[str, Any], kind: str) -> bool:
     if labels:
         if type(labels) is not dict:
             return False
-        for pair in labels.items():
-            if pair not in _VALID_LABELS:
+        try:
+            if not labels.items() <= _VALID_LABELS:  # each pair found valid before
                 return False
+        except TypeError:  # a value that is no key of a set: let it look
+            return False
     return True

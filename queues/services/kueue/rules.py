@@ -79,31 +79,20 @@ def _resource_group_rules(spec: dict[str, Any], owner: str) -> Iterator[tuple[st
             if not isinstance(flavor, dict):
                 continue
             fname = flavor.get("name", "")
-            fpath = f"{base}.flavors[{fname}]"
             if fname in seen_flavors:
-                yield fpath, f"flavor {fname} is used by more than one resource group"
+                yield (
+                    f"{base}.flavors[{fname}]",
+                    f"flavor {fname} is used by more than one resource group",
+                )
             seen_flavors.add(fname)
             resources = flavor.get("resources") or []
             if len(resources) != len(covered):
                 yield base, "flavors must have the same number of resources as the coveredResources"
             for r, resource in enumerate(resources):
-                if not isinstance(resource, dict):
-                    continue
-                rname = resource.get("name", "")
-                rpath = f"{fpath}.resources[{rname}]"
-                if r < len(covered) and rname != covered[r]:
-                    yield f"{rpath}.name", f"must match the name in coveredResources ({covered[r]})"
-                nominal = _quantity(resource.get("nominalQuota"))
-                for limit in ("nominalQuota", "borrowingLimit", "lendingLimit"):
-                    amount = _quantity(resource.get(limit))
-                    if amount is not None and amount < 0:
-                        yield f"{rpath}.{limit}", "must be greater than or equal to 0"
-                for limit in ("borrowingLimit", "lendingLimit"):
-                    if resource.get(limit) is not None and not has_parent:
-                        yield f"{rpath}.{limit}", f"{limit} {nil_message}"
-                lending = _quantity(resource.get("lendingLimit"))
-                if lending is not None and nominal is not None and lending > nominal:
-                    yield f"{rpath}.lendingLimit", "must be less than or equal to the nominalQuota"
+                if isinstance(resource, dict):
+                    yield from _resource_rules(
+                        resource, r, covered, has_parent, nil_message, f"{base}.flavors[{fname}]"
+                    )
     if total_flavors > 256:
         yield (
             "spec.resourceGroups",
@@ -113,6 +102,44 @@ def _resource_group_rules(spec: dict[str, Any], owner: str) -> Iterator[tuple[st
         yield (
             "spec.resourceGroups",
             "total number of covered resources across all resourceGroups must be ≤ 256",
+        )
+
+
+def _resource_rules(
+    resource: dict[str, Any],
+    r: int,
+    covered: list[Any],
+    has_parent: bool,
+    nil_message: str,
+    fpath: str,
+) -> Iterator[tuple[str, str]]:
+    """The rules of one flavor's resource (``r``-th): its name, its limits. Each quantity is
+    parsed once, and the field path is written only for a violation."""
+    rname = resource.get("name", "")
+    if r < len(covered) and rname != covered[r]:
+        yield (
+            f"{fpath}.resources[{rname}].name",
+            f"must match the name in coveredResources ({covered[r]})",
+        )
+    nominal = _quantity(resource.get("nominalQuota"))
+    borrowing = resource.get("borrowingLimit")
+    lending_value = resource.get("lendingLimit")
+    lending = _quantity(lending_value)
+    for limit, amount in (
+        ("nominalQuota", nominal),
+        ("borrowingLimit", _quantity(borrowing)),
+        ("lendingLimit", lending),
+    ):
+        if amount is not None and amount < 0:
+            yield f"{fpath}.resources[{rname}].{limit}", "must be greater than or equal to 0"
+    if not has_parent:
+        for limit, value in (("borrowingLimit", borrowing), ("lendingLimit", lending_value)):
+            if value is not None:
+                yield f"{fpath}.resources[{rname}].{limit}", f"{limit} {nil_message}"
+    if lending is not None and nominal is not None and lending > nominal:
+        yield (
+            f"{fpath}.resources[{rname}].lendingLimit",
+            "must be less than or equal to the nominalQuota",
         )
 
 

@@ -22,7 +22,7 @@ Every violation names the object, the field and the rule of Arbiter that produce
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -45,11 +45,11 @@ from queues.schedulers.kueue.values import (
     MUTATING_BINDING,
     MUTATING_POLICY,
     NAMESPACE,
+    NAMESPACED,
     POLICY_BINDING,
     PRIORITY_CLASS,
     RESOURCE_FLAVOR,
     WORKLOAD_PRIORITY_CLASS,
-    manifest_key,
 )
 
 from .codegen import generate_check
@@ -383,32 +383,48 @@ def _object_violations(
 def validate(objects: DesiredObjects, directory: Path | None = None) -> list[Violation]:
     """Every violation of every desired object, and of the set as a whole."""
     violations: list[Violation] = []
-    keys: dict[tuple[str, str], int] = {}
 
     def report(kind: str, key: str, path: str, message: str) -> None:
         violations.append(Violation(kind, key, path, message, objects.source(kind, key, path)))
 
     names: dict[str, set[str]] = {kind: set() for kind in API_VERSIONS}
+    # How many objects share a kind and name, for those that do.
+    duplicates: dict[tuple[str, str], int] = {}
     defaults = []
     where = str(directory or crds_dir())
     checks, compiled = _validators(where), _compiled(where)
-    manifest_keys = []
+    # The queues, whose references are checked once every name is known.
+    queues = []
     for manifest in objects.manifests:
         kind = manifest.get("kind", "")
-        key = manifest_key(manifest)
-        manifest_keys.append(key)
-        keys[(kind, key)] = keys.get((kind, key), 0) + 1
-        if keys[(kind, key)] == 2:
-            others = sorted(
-                {s.get("", "") for (k, n), s in objects.sources.items() if k == kind and n == key}
-            )
-            report(
-                kind,
-                key,
-                "metadata.name",
-                _("two rules produce the same name (%(rules)s)") % {"rules": ", ".join(others)},
-            )
-        names.setdefault(kind, set()).add(key)
+        # ``manifest_key``, written out (100,000 objects at 10,000 projects).
+        meta = manifest.get("metadata", {})
+        key = (
+            f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+            if kind in NAMESPACED
+            else meta.get("name", "")
+        )
+        seen = names.get(kind)
+        if seen is None:
+            seen = names[kind] = set()
+        if key in seen:
+            count = duplicates[(kind, key)] = duplicates.get((kind, key), 1) + 1
+            if count == 2:
+                others = sorted(
+                    {
+                        s.get("", "")
+                        for (k, n), s in objects.sources.items()
+                        if k == kind and n == key
+                    }
+                )
+                report(
+                    kind,
+                    key,
+                    "metadata.name",
+                    _("two rules produce the same name (%(rules)s)") % {"rules": ", ".join(others)},
+                )
+        else:
+            seen.add(key)
         check, rules = compiled.get(kind), RULES.get(kind)
         if check is not None and _metadata_fine(manifest, kind) and check(manifest):
             # The common case, as _object_violations answers it: only the rules may object.
@@ -422,6 +438,8 @@ def validate(objects: DesiredObjects, directory: Path | None = None) -> list[Vio
             report(kind, key, path, str(message))
         if kind == PRIORITY_CLASS and manifest.get("globalDefault"):
             defaults.append(key)
+        elif kind in (CLUSTER_QUEUE, LOCAL_QUEUE):
+            queues.append((manifest, kind, key))
     if len(defaults) > 1:
         for key in defaults[1:]:
             report(
@@ -431,8 +449,17 @@ def validate(objects: DesiredObjects, directory: Path | None = None) -> list[Vio
                 _("only one PriorityClass may be the global default (also %(other)s)")
                 % {"other": defaults[0]},
             )
-    for manifest, key in zip(objects.manifests, manifest_keys, strict=True):
-        kind = manifest["kind"]
+    _references(queues, names, report)
+    return violations
+
+
+def _references(
+    queues: list[tuple[dict[str, Any], str, str]],
+    names: dict[str, set[str]],
+    report: Callable[[str, str, str, str], None],
+) -> None:
+    """Queues naming flavors, cluster queues and namespaces that are not generated."""
+    for manifest, kind, key in queues:
         spec = manifest.get("spec") or {}
         if kind == CLUSTER_QUEUE:
             for g, group in enumerate(spec.get("resourceGroups") or []):
@@ -444,11 +471,11 @@ def validate(objects: DesiredObjects, directory: Path | None = None) -> list[Vio
                             f"spec.resourceGroups[{g}].flavors[{flavor.get('name')}]",
                             _("names a ResourceFlavor that is not generated"),
                         )
-        if kind == LOCAL_QUEUE and spec.get("clusterQueue") not in names[CLUSTER_QUEUE]:
+            continue
+        if spec.get("clusterQueue") not in names[CLUSTER_QUEUE]:
             report(kind, key, "spec.clusterQueue", _("names a ClusterQueue that is not generated"))
-        if kind == LOCAL_QUEUE and manifest["metadata"].get("namespace") not in names[NAMESPACE]:
+        if manifest["metadata"].get("namespace") not in names[NAMESPACE]:
             report(kind, key, "metadata.namespace", _("names a namespace that is not generated"))
-    return violations
 
 
 def validate_or_raise(objects: DesiredObjects, directory: Path | None = None) -> None:

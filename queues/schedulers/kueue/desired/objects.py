@@ -17,13 +17,13 @@ from ..values import (
     GPU_RESOURCE,
     MANAGED_BY,
     MANAGED_BY_VALUE,
+    NAMESPACED,
     PRIORITY_CLASS,
     RESOURCE_FLAVOR,
     REVISION_LABEL,
     SOURCE_ANNOTATION,
     WORKLOAD_PRIORITY_CLASS,
     k8s_name,
-    manifest_key,
 )
 
 Manifest = dict[str, Any]
@@ -43,8 +43,22 @@ class DesiredObjects:
 
     def add(self, manifest: Manifest, source: str, **paths: str) -> None:
         self.manifests.append(manifest)
-        key = (manifest["kind"], manifest_key(manifest))
-        self.sources[key] = {"": source, **paths}
+        kind, meta = manifest["kind"], manifest["metadata"]
+        # ``manifest_key``, written out (a sync adds 100,000 objects at 10,000 projects).
+        key = (
+            f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+            if kind in NAMESPACED
+            else meta.get("name", "")
+        )
+        self.sources[(kind, key)] = {"": source, **paths} if paths else {"": source}
+
+    def sort_by_kind(self) -> None:
+        """The manifests in the creation order of their kinds (``API_VERSIONS``), each kind's
+        in the order they were added (as a stable sort by kind, in one pass)."""
+        by_kind: dict[str, list[Manifest]] = {kind: [] for kind in API_VERSIONS}
+        for manifest in self.manifests:
+            by_kind[manifest["kind"]].append(manifest)
+        self.manifests = [manifest for kind in by_kind.values() for manifest in kind]
 
     def source(self, kind: str, key: str, path: str = "") -> str:
         found = self.sources.get((kind, key), {})
