@@ -2,7 +2,7 @@
 the classes allow, work running now, every category; idempotent. Its last full month's review
 shows every tier's waits in the tiers' order and service following the guarantees."""
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from io import StringIO
 
 import pytest
@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from governance import services as rules
 from governance.models import PreemptionKind, Quota
-from queues.models import JobState, WaitCategory, WorkloadJob
+from queues.models import JobState, WaitCategory, WorkloadEvent, WorkloadJob
 from queues.selectors import definitions
 from queues.services.workload.demo import demo_workload_seed
 from queues.services.workload.rollup import workload_hours_roll_up
@@ -105,3 +105,26 @@ def test_the_demos_last_full_month_shows_the_tiers_in_order_and_service_near_gua
     # Preemptions, only of classes that allow them.
     kinds = {row["class_kind"] for row in metrics["preemptions"]["by_tier_class"]}
     assert kinds and PreemptionKind.FORBIDDEN not in kinds
+
+
+@pytest.mark.django_db
+def test_a_second_load_keeps_the_stored_history_after_the_requests_date_their_grants_back():
+    """`make run` loads the history, then the requests, whose approved grants are dated back
+    into that history; loading again (each `make run`) replays under rules the history did
+    not know. It stores nothing within the hour, and later only what happens after the last
+    load: no stored job gets a second story."""
+    rules.demo_seed(password="pw")
+    call_command("seed_demo_workload", "--days", "14", stdout=StringIO())
+    call_command("seed_demo_approvals", stdout=StringIO())
+    events = WorkloadEvent.objects.filter(source="demo")
+    count = events.count()
+    again = StringIO()
+    call_command("seed_demo_workload", "--days", "14", stdout=again)
+    assert "0 events stored" in again.getvalue(), again.getvalue()
+    assert events.count() == count
+    loaded = timezone.now().replace(minute=0, second=0, microsecond=0)
+    newest = events.order_by("-pk").values_list("pk", flat=True).first()
+    demo_workload_seed(days=14, now=loaded + timedelta(hours=3))
+    added = events.filter(pk__gt=newest)
+    assert added.exists()
+    assert not added.filter(time__lte=loaded).exists()
