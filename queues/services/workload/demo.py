@@ -299,11 +299,10 @@ def demo_workload_seed(*, days: int = 90, now: datetime | None = None) -> Ingest
 def _loaded_until(clusters: dict[str, Cluster]) -> datetime | None:
     """How far the demo's history was loaded: the demo clusters' collection watermark (the
     collector never runs on them: they are disabled)."""
-    marks = [
-        state.watermark
-        for state in CollectorState.objects.filter(cluster__in=set(clusters.values()))
-    ]
-    return min(marks) if marks and None not in marks else None
+    states = CollectorState.objects.filter(cluster__in=set(clusters.values()))
+    marks = [state.watermark for state in states]
+    known = [mark for mark in marks if mark is not None]
+    return min(known) if known and len(known) == len(marks) else None
 
 
 def _loaded_until_set(clusters: dict[str, Cluster], now: datetime) -> None:
