@@ -37,7 +37,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.fidelity_kueue import KueueLab, kueue_inputs, kueue_rules, lab_env  # noqa: E402
+from bench.fidelity_kueue import (  # noqa: E402
+    KueueLab,
+    admission_estimate,
+    kueue_inputs,
+    kueue_rules,
+    lab_env,
+)
 from bench.fidelity_slurm import (  # noqa: E402
     PRIORITIES,
     Ran,
@@ -208,6 +214,12 @@ def rescore(path: Path, scheduler: str, overrides: dict[str, float]) -> int:
             )
             for r in fig["runs"]
         ]
+        if scheduler == "kueue":
+            # Runs stored before the driver estimated the admission: the whole-second stamp.
+            ran = [
+                r if r.precise else replace(r, start=admission_estimate(r.start, r.submit))
+                for r in ran
+            ]
         if scheduler == "slurm":
             lab = SlurmLab(lab_conf(ROOT))
             settings = model_settings(
