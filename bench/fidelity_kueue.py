@@ -176,6 +176,8 @@ class KueueLab:
                 ),
                 ended.get(name, float("nan")),
                 precise=True,  # the start is the estimate, not the whole-second stamp
+                stamp=admitted.get(name),
+                seen=seen.get(name),
             )
             for name, job in zip(names, workload, strict=True)
         ]

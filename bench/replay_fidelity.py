@@ -115,6 +115,7 @@ def seed_figures(
             "end": r.end,
             "by": r.started_by,
             "precise": r.precise,
+            **({} if r.stamp is None else {"stamp": r.stamp, "seen": r.seen}),
         }
         for r in ran
     ]
@@ -211,6 +212,8 @@ def rescore(path: Path, scheduler: str, overrides: dict[str, float]) -> int:
                 r["end"],
                 r.get("by", ""),
                 r.get("precise", False),
+                r.get("stamp"),
+                r.get("seen"),
             )
             for r in fig["runs"]
         ]

@@ -17,9 +17,11 @@ cluster_queue.go`` and ``inadmissible_workloads.go``), as measured on the lab's 
   share with the head admitted (GPUs borrowed above the guarantees over all flavors, per GPU
   the cohort lends, per unit of fair-share weight; compared exactly, as Kueue's
   ``CompareDRS`` does), then the higher priority, then the earlier.
-- **One head per queue per cycle**: each cycle takes every queue's head once, in that order,
-  and admits those that fit (or preempt, or reclaim); a queue offers its next job only at
-  the next cycle. Cycles take milliseconds: here they run in the same instant.
+- **One head per ClusterQueue per cycle**: a project's ClusterQueue holds all its tiers, so
+  its head is its first job by priority, then arrival. Each cycle takes every queue's head
+  once, in the order above, and admits those that fit (or preempt, or reclaim); a queue
+  offers its next job only at the next cycle. Cycles take milliseconds: here they run in
+  the same instant.
 - **Inadmissible heads wait for a requeue**: a head that neither fits nor preempts is set
   aside (BestEffortFIFO: the next job of its queue becomes the head), and is looked at again
   only when Kueue requeues the cohort's inadmissible workloads: ``REQUEUE_BATCH`` (1 s,
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 
 from .engine import EPS, LENDING, RESOURCES, Replay
@@ -45,6 +48,7 @@ from .rules import Job, Rules, TierRule
 
 REQUEUE_BATCH = 1.0  # seconds: Kueue's requeueBatchPeriod for inadmissible workloads
 DRS_SCALE = 10**9  # the dominant resource share compared in billionths (Kueue: a float64)
+_Entry = tuple[int, int, float, float, int]  # borrowing, share, -priority, arrival, job
 
 
 class KueueReplay(Replay):
@@ -79,7 +83,7 @@ class KueueReplay(Replay):
         raised = base + math.floor(steps * tier.aging_step * per_point)
         return max(base, min(raised, cap))
 
-    def _key(self, j: int, flavor: _Flavor, t: float) -> tuple[int, int, float, float, int]:
+    def _key(self, j: int, flavor: _Flavor, t: float) -> _Entry:
         borrowing, _score, _share, arrival, _j = super()._key(j, flavor, t)
         job = self.jobs[j]
         quota = flavor.quotas.get(job.project)
@@ -135,10 +139,21 @@ class KueueReplay(Replay):
         if self.requeue_at.get(name, math.inf) > t:
             return
         del self.requeue_at[name]
+        aside = self.aside.pop(name, None)
+        if not aside:
+            return
+        jobs, flavor = self.jobs, self.flavors[name]
         mark = len(self.behind)
-        for j in sorted(self.aside.pop(name, ()), key=lambda j: (self.jobs[j].arrival, j)):
-            self._enqueue(j, t, fresh=False)
+        for j in sorted(aside, key=lambda j: (jobs[j].arrival, j)):
+            key = (self.tier[j].slug, jobs[j].project)
+            group = flavor.groups.get(key)
+            if group is None:  # the rules are those it was set aside under (``_apply``)
+                self._enqueue(j, t, fresh=False)
+                continue
+            group.insert(bisect_right(group, jobs[j].arrival, key=lambda k: jobs[k].arrival), j)
+            flavor.stale.add(key)
         del self.behind[mark:]  # they wait for resources (said when set aside), not behind
+        self.dirty.add(name)
 
     def _set_aside(self, j: int, flavor: _Flavor, name: str, key: tuple[str, str]) -> None:
         group = flavor.groups[key]
@@ -147,6 +162,21 @@ class KueueReplay(Replay):
             del flavor.groups[key]
         flavor.stale.add(key)
         self.aside.setdefault(name, set()).add(j)
+
+    @staticmethod
+    def _heads(
+        entries: dict[tuple[str, str], tuple[_Entry, tuple[str, str], int]], tried: set[str]
+    ) -> list[tuple[_Entry, tuple[str, str], int]]:
+        """Each ClusterQueue's head (a project's queue of all its tiers): its first job by
+        priority, then arrival; none of a project whose head this cycle already took."""
+        heads: dict[str, tuple[_Entry, tuple[str, str], int]] = {}
+        for key, value in entries.items():
+            if key[1] in tried:
+                continue
+            best = heads.get(key[1])
+            if best is None or value[0][2:] < best[0][2:]:
+                heads[key[1]] = value
+        return list(heads.values())
 
     def _pass(self, name: str, t: float) -> None:
         flavor = self.flavors[name]
@@ -160,22 +190,22 @@ class KueueReplay(Replay):
             flavor.stale |= flavor.held
             flavor.held = set()
         entries = flavor.entries
-        tried: set[tuple[str, str]] = set()  # the queues whose head this cycle took
+        tried: set[str] = set()  # the projects (ClusterQueues) whose head this cycle took
         while True:
             # A queue tried this cycle offers its next head at the next one.
-            stale = sorted(flavor.stale - tried)
+            stale = sorted(key for key in flavor.stale if key[1] not in tried)
             if stale:
                 flavor.stale -= set(stale)
                 for key in stale:
                     self._candidate(name, flavor, key, t)
-            heads = [value for key, value in entries.items() if key not in tried]
+            heads = self._heads(entries, tried)
             if not heads:
                 if not tried:
                     break
                 tried = set()  # the next cycle
                 continue
             entry, key, pos = min(heads)
-            tried.add(key)
+            tried.add(key[1])
             j = flavor.groups[key][pos]
             lending = self._lending(j, flavor)
             if lending == LENDING:

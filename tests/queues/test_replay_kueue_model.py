@@ -130,3 +130,28 @@ def test_priority_is_the_workload_priority_class_value_not_the_score():
         22,
         11,
     ]
+
+
+def test_a_cycle_takes_one_head_per_cluster_queue_of_all_its_tiers():
+    # A project's ClusterQueue holds all its tiers: its head is its highest priority job
+    # (regular, 3 GPUs), which does not fit the 2 free A100s; its exploratory job would,
+    # and borrows less than the other project's — but it is the queue's next head, for
+    # the next cycle: the other project's job is admitted first.
+    tiers = (TierRule("regular", 40), TierRule("exploratory", 10))
+    rules = Rules(
+        capacity={A100: 4.0, H100: 4.0},
+        tiers=tiers,
+        classes=(),
+        quotas=tuple(QuotaRule(p, f, 0.0) for p in ("p", "q") for f in (A100, H100)),
+        project_tiers={"p": "regular", "q": "regular"},
+    )
+    jobs = [
+        Job("holder", 0, 2, A100, 20, project="q", tier="regular"),
+        Job("q-h100", 0, 2, H100, 100, project="q", tier="exploratory"),
+        Job("p-big", 2, 3, A100, 10, project="p", tier="regular"),
+        Job("p-small", 2, 2, A100, 10, project="p", tier="exploratory"),
+        Job("q-small", 2, 2, A100, 10, project="q", tier="exploratory"),
+    ]
+    start = replay(jobs, [(0.0, rules)], model=KUEUE).start
+    assert start[4] == 2
+    assert start[3] > 2
