@@ -135,7 +135,10 @@ def run_seed(lab: SlurmLab | KueueLab, seed: int, args: argparse.Namespace) -> d
     else:
         # Kueue has no time limits: every job asks for none.
         ran = lab.submit([replace(job, time_limit_minutes=None) for job in workload])
-        models = {"kueue_model": SchedulerModel("kueue"), "strict_order": SchedulerModel("strict")}
+        models = {
+            "kueue_model": SchedulerModel("kueue", priorities=PRIORITIES),
+            "strict_order": SchedulerModel("strict"),
+        }
         fig = seed_figures(ran, kueue_inputs(ran), kueue_rules(), models)
     return {"seed": seed, **fig}
 
@@ -237,7 +240,7 @@ def rescore(path: Path, scheduler: str, overrides: dict[str, float]) -> int:
             )
         else:
             models = {
-                "kueue_model": SchedulerModel("kueue"),
+                "kueue_model": SchedulerModel("kueue", priorities=PRIORITIES),
                 "strict_order": SchedulerModel("strict"),
             }
             figs.append(

@@ -381,8 +381,10 @@ def slurm_conf_digests() -> dict[str, str]:
     ``scheduler_model`` reads it ("" when it cannot be read): a change replay's inputs, so that
     an edit of the file alone replays again instead of reusing a stored run."""
     digests = {}
-    for name, path in Cluster.objects.filter(backend="slurm").exclude(slurm_conf="").values_list(
-        "name", "slurm_conf"
+    for name, path in (
+        Cluster.objects.filter(backend="slurm")
+        .exclude(slurm_conf="")
+        .values_list("name", "slurm_conf")
     ):
         try:
             text = Path(path).read_text()

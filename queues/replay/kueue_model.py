@@ -63,6 +63,7 @@ class KueueReplay(Replay):
         # Per flavor the heads set aside (inadmissible) until the pool's next requeue.
         self.aside: dict[str, set[int]] = {}
         self.requeue_at: dict[str, float] = {}
+        self.aging_key: tuple[_Flavor, tuple[str, str]] | None = None  # ``_candidate``'s
 
     def _value(self, tier: TierRule) -> float:
         return self.priorities.get(tier.slug, float(tier.score))
@@ -96,6 +97,32 @@ class KueueReplay(Replay):
             lendable += other.capacity
         drs = int(DRS_SCALE * borrowed / lendable / weight) if lendable and weight > 0 else 0
         return (borrowing, drs, -self._priority(j, t), arrival, j)
+
+    def _candidate(self, name: str, flavor: _Flavor, key: tuple[str, str], t: float) -> None:
+        # The engine stops aging a queue's head at its cap by the score in its key; this key
+        # holds the share there: ``_wake`` stops it (the sync ages only up to a cap), else a
+        # head that can never start would wake the replay every step, forever.
+        self.aging_key = (flavor, key)
+        try:
+            super()._candidate(name, flavor, key, t)
+        finally:
+            self.aging_key = None
+        if key in flavor.expiry and self._aged_out(flavor, key):
+            del flavor.expiry[key]
+            flavor.next_expiry = min(flavor.expiry.values(), default=math.inf)
+
+    def _aged_out(self, flavor: _Flavor, key: tuple[str, str]) -> bool:
+        value = flavor.entries.get(key)
+        if value is None:
+            return False
+        j = flavor.groups[key][value[2]]
+        cap = self.tier[j].aging_cap
+        return cap is None or self._score(j, self.now) >= cap
+
+    def _wake(self, name: str, t: float) -> None:
+        if self.aging_key is not None and self._aged_out(*self.aging_key):
+            return  # the candidate's next aging step: none at its cap
+        super()._wake(name, t)
 
     def _use(self, flavor: _Flavor, name: str, project: str, delta: float, t: float) -> None:
         super()._use(flavor, name, project, delta, t)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from bench.fidelity_kueue import KueueLab, kueue_inputs, kueue_rules
-from bench.fidelity_slurm import SlurmLab, lab_rules, lab_settings, replay_inputs
+from bench.fidelity_slurm import PRIORITIES, SlurmLab, lab_rules, lab_settings, replay_inputs
 from queues.replay import replay
 from queues.replay.mixes import compare, mixed_workload, order_agrees, tier_medians
 from queues.replay.scheduler_model import SchedulerModel
@@ -75,7 +75,7 @@ def test_the_kueue_model_predicts_the_lab_kueue_on_a_seeded_mixed_workload(kube_
         lab.teardown()
     jobs = kueue_inputs(ran)
     timeline = [(min(job.arrival for job in jobs), kueue_rules())]
-    modelled = replay(jobs, timeline, model=SchedulerModel("kueue"))
+    modelled = replay(jobs, timeline, model=SchedulerModel("kueue", priorities=PRIORITIES))
     real = _medians(ran, [r.start for r in ran])
     replayed = _medians(ran, modelled.start)
     errors = compare(real, replayed)
