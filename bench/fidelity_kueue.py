@@ -133,6 +133,7 @@ class KueueLab:
         names = [f"j{i:03d}" for i in range(len(workload))]
         submitted: dict[str, float] = {}
         admitted: dict[str, float] = {}
+        seen: dict[str, float] = {}  # when the driver first saw the admission
         ended: dict[str, float] = {}
         workloads: dict[str, str] = {}
         pending = list(zip(names, workload, strict=True))
@@ -147,6 +148,7 @@ class KueueLab:
                 for n, (at, wl) in self._admissions(workload).items():
                     if n not in admitted:
                         admitted[n] = at
+                        seen[n] = time.time()
                         workloads[n] = wl
             for name, job in zip(names, workload, strict=True):
                 if (
@@ -169,8 +171,13 @@ class KueueLab:
                 job,
                 name,
                 submitted[name],
-                admitted.get(name, float("nan")),
+                admission_estimate(
+                    admitted.get(name, float("nan")), submitted[name], seen.get(name)
+                ),
                 ended.get(name, float("nan")),
+                precise=True,  # the start is the estimate, not the whole-second stamp
+                stamp=admitted.get(name),
+                seen=seen.get(name),
             )
             for name, job in zip(names, workload, strict=True)
         ]
@@ -190,6 +197,15 @@ class KueueLab:
                         at = _stamp(cond["lastTransitionTime"])
                         out[owners[0]] = (at, item["metadata"]["name"])
         return out
+
+
+def admission_estimate(stamp: float, submitted: float, seen: float | None = None) -> float:
+    """When Kueue admitted a Workload: its ``QuotaReserved`` time is stamped in whole seconds
+    (truncated), so the admission lies in ``[stamp, stamp + 1)``, not before the Job's
+    submission and not after the driver first saw it; the middle of that interval."""
+    low = max(stamp, submitted)
+    high = stamp + 1.0 if seen is None else min(stamp + 1.0, seen)
+    return (low + max(low, high)) / 2
 
 
 def _obj(kind: str, name: str, spec: dict[str, Any], namespace: str = "") -> dict[str, Any]:
@@ -251,7 +267,9 @@ def kueue_inputs(ran: Sequence[Ran]) -> list[Job]:
             arrival=r.submit,
             gpus=float(r.job.gpus),
             flavor=FLAVORS[r.job.gpu_type],
-            duration=max(float(r.job.seconds), r.end - r.start),  # as the driver ended it
+            # As long as it held its quota: the driver deleted it ``seconds`` after the
+            # admission's whole-second stamp, so often a little less than ``seconds``.
+            duration=max(0.0, r.end - r.start),
             project=r.job.project,
             tier=r.job.tier,
             user="root",

@@ -58,6 +58,10 @@ class Ran:
     # times are slurmctld's log's (milliseconds) rather than its whole-second stamps.
     started_by: str = ""
     precise: bool = False
+    # Kueue (``bench/fidelity_kueue.py``): the admission's whole-second stamp and when the
+    # driver first saw it (``start`` is then the estimate between them).
+    stamp: float | None = None
+    seen: float | None = None
 
     @property
     def delay(self) -> float:

@@ -37,7 +37,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.fidelity_kueue import KueueLab, kueue_inputs, kueue_rules, lab_env  # noqa: E402
+from bench.fidelity_kueue import (  # noqa: E402
+    KueueLab,
+    admission_estimate,
+    kueue_inputs,
+    kueue_rules,
+    lab_env,
+)
 from bench.fidelity_slurm import (  # noqa: E402
     PRIORITIES,
     Ran,
@@ -109,6 +115,7 @@ def seed_figures(
             "end": r.end,
             "by": r.started_by,
             "precise": r.precise,
+            **({} if r.stamp is None else {"stamp": r.stamp, "seen": r.seen}),
         }
         for r in ran
     ]
@@ -128,7 +135,10 @@ def run_seed(lab: SlurmLab | KueueLab, seed: int, args: argparse.Namespace) -> d
     else:
         # Kueue has no time limits: every job asks for none.
         ran = lab.submit([replace(job, time_limit_minutes=None) for job in workload])
-        models = {"kueue_model": SchedulerModel("kueue"), "strict_order": SchedulerModel("strict")}
+        models = {
+            "kueue_model": SchedulerModel("kueue", priorities=PRIORITIES),
+            "strict_order": SchedulerModel("strict"),
+        }
         fig = seed_figures(ran, kueue_inputs(ran), kueue_rules(), models)
     return {"seed": seed, **fig}
 
@@ -205,9 +215,17 @@ def rescore(path: Path, scheduler: str, overrides: dict[str, float]) -> int:
                 r["end"],
                 r.get("by", ""),
                 r.get("precise", False),
+                r.get("stamp"),
+                r.get("seen"),
             )
             for r in fig["runs"]
         ]
+        if scheduler == "kueue":
+            # Runs stored before the driver estimated the admission: the whole-second stamp.
+            ran = [
+                r if r.precise else replace(r, start=admission_estimate(r.start, r.submit))
+                for r in ran
+            ]
         if scheduler == "slurm":
             lab = SlurmLab(lab_conf(ROOT))
             settings = model_settings(
@@ -222,7 +240,7 @@ def rescore(path: Path, scheduler: str, overrides: dict[str, float]) -> int:
             )
         else:
             models = {
-                "kueue_model": SchedulerModel("kueue"),
+                "kueue_model": SchedulerModel("kueue", priorities=PRIORITIES),
                 "strict_order": SchedulerModel("strict"),
             }
             figs.append(

@@ -21,6 +21,7 @@ counted as skipped, as are jobs without a pool, a flavor or GPUs.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -43,7 +44,7 @@ from governance.models import (
 )
 from governance.selectors import rule_kind_for
 from governance.selectors.effective import EffectiveRules, effective_rules
-from queues.models import WorkloadJob
+from queues.models import Cluster, WorkloadJob
 from queues.selectors.definitions import job_pool_id, pool_maps
 
 from .keys import flavor_key
@@ -375,14 +376,34 @@ def _class_changes(field: str, value: Any) -> dict[str, Any]:
     return {name: value}
 
 
+def slurm_conf_digests() -> dict[str, str]:
+    """Per Slurm cluster that names a ``slurm.conf``, a digest of the file's content as
+    ``scheduler_model`` reads it ("" when it cannot be read): a change replay's inputs, so that
+    an edit of the file alone replays again instead of reusing a stored run."""
+    digests = {}
+    for name, path in (
+        Cluster.objects.filter(backend="slurm")
+        .exclude(slurm_conf="")
+        .values_list("name", "slurm_conf")
+    ):
+        try:
+            text = Path(path).read_text()
+        except OSError:
+            digests[name] = ""
+            continue
+        digests[name] = hashlib.sha256(text.encode()).hexdigest()
+    return dict(sorted(digests.items()))
+
+
 def scheduler_model(cluster: Any) -> SchedulerModel:
     """The replay model of ``cluster``'s scheduler: Slurm's with the settings of its
     ``slurm.conf`` (read from the path the cluster names; the tiers' scheduler values as
-    their QOS priorities), or Kueue's. A ``slurm.conf`` that cannot be read gives Slurm's
-    defaults with the nodes left to the rules' capacities (each flavor one node)."""
-    if cluster.backend != "slurm":
-        return SchedulerModel("kueue")
+    their QOS priorities), or Kueue's (the scheduler values as the WorkloadPriorityClasses'
+    values). A ``slurm.conf`` that cannot be read gives Slurm's defaults with the nodes left
+    to the rules' capacities (each flavor one node)."""
     qos = {tier.slug: float(tier.scheduler_value) for tier in PriorityTier.objects.all()}
+    if cluster.backend != "slurm":
+        return SchedulerModel("kueue", priorities=qos)
     try:
         text = Path(cluster.slurm_conf).read_text() if cluster.slurm_conf else ""
     except OSError:

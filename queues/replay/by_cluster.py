@@ -88,7 +88,9 @@ NOT_MODELLED: dict[str, dict[str, Any]] = {
 
 # Edits a model reads that the engine does not (the result's ``not_modelled`` lists them).
 MODEL_EDIT_LABELS = {
-    SCHEDULER_VALUE: _("a tier's scheduler value (its Slurm QOS priority)"),
+    SCHEDULER_VALUE: _(
+        "a tier's scheduler value (its Slurm QOS priority, its Kueue WorkloadPriorityClass value)"
+    ),
 }
 
 
@@ -109,7 +111,8 @@ class ClusterRun:
     fallback_fields: list[str] = field(default_factory=list)  # the edits the model lacks
     not_modelled: list[str] = field(default_factory=list)  # rules in use the model lacks
     # The model of the side with the change, when the change edits what the model reads
-    # beside the rules (a tier's scheduler value: its Slurm QOS priority); else the same.
+    # beside the rules (a tier's scheduler value: its QOS priority, its WorkloadPriorityClass
+    # value); else the same.
     changed_model: SchedulerModel | None = None
     # Edits only this model reads (the engine does not: the result's ``not_modelled``).
     model_edits: list[str] = field(default_factory=list)
@@ -213,28 +216,34 @@ def _pick(
     picked = ClusterRun(
         cluster.name, cluster.backend, model.scheduler, model, jobs, not_modelled=missing
     )
-    if model.scheduler == SLURM and model.slurm is not None:
-        _with_scheduler_values(picked, model, edits)
+    _with_scheduler_values(picked, model, edits)
     return picked
 
 
 def _with_scheduler_values(
     picked: ClusterRun, model: SchedulerModel, edits: Sequence[Sequence[Any]]
 ) -> None:
-    """Slurm orders by the QOS priority the sync writes, the tier's scheduler value (not its
-    score): a change of it is the side with the change's model."""
+    """Slurm orders by the QOS priority the sync writes and Kueue by the WorkloadPriorityClass
+    value it writes, both the tier's scheduler value (not its score): a change of it is the
+    side with the change's model."""
     values = {
         object_id: value
         for kind, object_id, name, _key, value in edits
         if f"{kind}.{name}" == SCHEDULER_VALUE and value is not None
     }
-    if not values or model.slurm is None:
+    if not values:
         return
     slugs = dict(PriorityTier.objects.filter(pk__in=values).values_list("pk", "slug"))
-    qos = dict(model.slurm.qos_priority)
-    qos.update({slugs[pk]: float(value) for pk, value in values.items() if pk in slugs})
-    settings = dataclasses.replace(model.slurm, qos_priority=qos)
-    picked.changed_model = SchedulerModel(SLURM, settings)
+    changed = {slugs[pk]: float(value) for pk, value in values.items() if pk in slugs}
+    if model.scheduler == SLURM and model.slurm is not None:
+        qos = {**model.slurm.qos_priority, **changed}
+        settings = dataclasses.replace(model.slurm, qos_priority=qos)
+        picked.changed_model = SchedulerModel(SLURM, settings)
+    elif model.scheduler == KUEUE:
+        priorities = {**(model.priorities or {}), **changed}
+        picked.changed_model = SchedulerModel(KUEUE, priorities=priorities)
+    else:
+        return
     picked.model_edits = [SCHEDULER_VALUE]
 
 

@@ -1,38 +1,91 @@
-"""The replay as Kueue 0.17 admits: ``BestEffortFIFO`` queues (no Django).
+"""The replay as Kueue 0.17 admits: ``BestEffortFIFO`` queues and fair sharing (no Django).
 
-The engine (``queues.replay.engine``) orders work as Kueue does — within the guarantee
-first, then the tier (WorkloadPriorityClass), fair share, arrival — but keeps that order
+The engine (``queues.replay.engine``) orders work by the tier's score and keeps that order
 strictly: when the first job does not fit, no later borrowing job of its flavor starts.
-Kueue's ``BestEffortFIFO`` queues (Arbiter's LocalQueues and ClusterQueues use the default)
-do not: a head that does not fit and cannot preempt is set aside (inadmissible) and the next
-workload is tried, in its own ClusterQueue and in the others of the cohort, so smaller or
-lower work is admitted past it — as measured on the lab's Kueue (``bench/replay_fidelity.py
---scheduler kueue``). ``KueueReplay`` is the engine with that difference: a job that neither
-fits nor preempts nor reclaims is passed over for this scheduling pass and, once every other
-queue's head was looked at (a cycle takes one head per queue), the next job of its queue that
-fits (within its caps and what the cohort lends) is admitted instead; the passed-over heads
-are looked at again at the next pass (an end, an arrival).
+``KueueReplay`` is the engine with what Kueue's scheduler does instead (its source:
+``pkg/scheduler/scheduler.go``, ``fair_sharing_iterator.go``, ``pkg/cache/queue/
+cluster_queue.go`` and ``inadmissible_workloads.go``), as measured on the lab's Kueue
+(``bench/replay_fidelity.py --scheduler kueue``):
 
-And fair sharing (on in Arbiter's Kueue configuration) orders the cohort's queues before
-priority does: of the heads of the cohort's ClusterQueues, the one whose queue would have the
-lowest dominant resource share with it admitted goes first (GPUs borrowed above its
-guarantees over all flavors, per unit of fair-share weight), then the higher priority, then
-the earlier. Within a project's queue the tier orders, as in the engine.
+- **Priority is the WorkloadPriorityClass value**, the tier's scheduler value that Arbiter's
+  sync writes (``priorities``; the tier's score when a tier has none), raised by aging as the
+  sync raises it (``queues.services.kueue.enforce.aged``: steps of ``aging_step`` score
+  points worth the value gap to the cap tier per point of score gap, never above the cap's
+  value; no aging without a cap). Within a ClusterQueue: priority, then arrival.
+- **Fair sharing orders the cohort's queues before priority**: of the heads of the cohort's
+  ClusterQueues, first those not borrowing on their flavor, then the lowest dominant resource
+  share with the head admitted (GPUs borrowed above the guarantees over all flavors, per GPU
+  the cohort lends, per unit of fair-share weight; compared exactly, as Kueue's
+  ``CompareDRS`` does), then the higher priority, then the earlier.
+- **One head per ClusterQueue per cycle**: a project's ClusterQueue holds all its tiers, so
+  its head is its first job by priority, then arrival. Each cycle takes every queue's head
+  once, in the order above, and admits those that fit (or preempt, or reclaim); a queue
+  offers its next job only at the next cycle. Cycles take milliseconds: here they run in
+  the same instant.
+- **Inadmissible heads wait for a requeue**: a head that neither fits nor preempts is set
+  aside (BestEffortFIFO: the next job of its queue becomes the head), and is looked at again
+  only when Kueue requeues the cohort's inadmissible workloads: ``REQUEUE_BATCH`` (1 s,
+  Kueue's ``requeueBatchPeriod``) after a workload of the cohort (here: of the pool) ended or
+  was preempted, once per batch; an arrival does not requeue them. Meanwhile newly arrived
+  work may take GPUs an end freed before the passed-over heads are tried again.
+
+Per flavor, not per ClusterQueue: a project's queues of the other flavors do not wait behind
+a head of this one (Kueue pops them a cycle later, milliseconds). Sticky preempting heads,
+Kueue's preemption within the cluster queue and the scheduling-equivalence hashing (off by
+default in 0.17) are the engine's or not modelled.
 """
 
 from __future__ import annotations
 
-from itertools import islice
+import heapq
+import math
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
 
-from .engine import EPS, LENDING, QUEUE_DEPTH, RESOURCES, Replay
-from .engine.vocabulary import _Flavor
+from .engine import EPS, LENDING, RESOURCES, Replay
+from .engine.vocabulary import _WAKE, _Flavor
+from .rules import Job, Rules, TierRule
 
-DRS_SCALE = 1000  # Kueue's dominant resource share is an integer in thousandths
+REQUEUE_BATCH = 1.0  # seconds: Kueue's requeueBatchPeriod for inadmissible workloads
+DRS_SCALE = 10**9  # the dominant resource share compared in billionths (Kueue: a float64)
+_Entry = tuple[int, int, float, float, int]  # borrowing, share, -priority, arrival, job
 
 
 class KueueReplay(Replay):
-    def _key(self, j: int, flavor: _Flavor, t: float) -> tuple[int, int, float, float, int]:
-        borrowing, score, _share, arrival, _j = super()._key(j, flavor, t)
+    def __init__(
+        self,
+        jobs: Sequence[Job],
+        timeline: Sequence[tuple[float, Rules]],
+        priorities: Mapping[str, float] | None = None,
+    ) -> None:
+        super().__init__(jobs, timeline)
+        self.priorities = dict(priorities or {})
+        # Per flavor the heads set aside (inadmissible) until the pool's next requeue.
+        self.aside: dict[str, set[int]] = {}
+        self.requeue_at: dict[str, float] = {}
+        self.aging_key: tuple[_Flavor, tuple[str, str]] | None = None  # ``_candidate``'s
+
+    def _value(self, tier: TierRule) -> float:
+        return self.priorities.get(tier.slug, float(tier.score))
+
+    def _priority(self, j: int, t: float) -> float:
+        """The Workload's priority: its tier's value, raised by aging as the sync does."""
+        tier = self.tier[j]
+        base = self._value(tier)
+        if not (tier.aging_after and tier.aging_step and tier.aging_cap is not None):
+            return base
+        steps = int((t - self.jobs[j].arrival) // tier.aging_after)
+        caps = [other for other in self.tiers.values() if other.score == tier.aging_cap]
+        if steps <= 0 or not caps:
+            return base
+        cap = max(self._value(other) for other in caps)
+        gap = tier.aging_cap - tier.score
+        per_point = (cap - base) / gap if gap > 0 else 0.0
+        raised = base + math.floor(steps * tier.aging_step * per_point)
+        return max(base, min(raised, cap))
+
+    def _key(self, j: int, flavor: _Flavor, t: float) -> _Entry:
+        borrowing, _score, _share, arrival, _j = super()._key(j, flavor, t)
         job = self.jobs[j]
         quota = flavor.quotas.get(job.project)
         weight = quota.fair_share_weight if quota is not None else 1.0
@@ -43,7 +96,33 @@ class KueueReplay(Replay):
             borrowed += max(0.0, other.usage.get(job.project, 0.0) - mine.guarantee)
             lendable += other.capacity
         drs = int(DRS_SCALE * borrowed / lendable / weight) if lendable and weight > 0 else 0
-        return (borrowing, drs, float(score), arrival, j)
+        return (borrowing, drs, -self._priority(j, t), arrival, j)
+
+    def _candidate(self, name: str, flavor: _Flavor, key: tuple[str, str], t: float) -> None:
+        # The engine stops aging a queue's head at its cap by the score in its key; this key
+        # holds the share there: ``_wake`` stops it (the sync ages only up to a cap), else a
+        # head that can never start would wake the replay every step, forever.
+        self.aging_key = (flavor, key)
+        try:
+            super()._candidate(name, flavor, key, t)
+        finally:
+            self.aging_key = None
+        if key in flavor.expiry and self._aged_out(flavor, key):
+            del flavor.expiry[key]
+            flavor.next_expiry = min(flavor.expiry.values(), default=math.inf)
+
+    def _aged_out(self, flavor: _Flavor, key: tuple[str, str]) -> bool:
+        value = flavor.entries.get(key)
+        if value is None:
+            return False
+        j = flavor.groups[key][value[2]]
+        cap = self.tier[j].aging_cap
+        return cap is None or self._score(j, self.now) >= cap
+
+    def _wake(self, name: str, t: float) -> None:
+        if self.aging_key is not None and self._aged_out(*self.aging_key):
+            return  # the candidate's next aging step: none at its cap
+        super()._wake(name, t)
 
     def _use(self, flavor: _Flavor, name: str, project: str, delta: float, t: float) -> None:
         super()._use(flavor, name, project, delta, t)
@@ -52,8 +131,83 @@ class KueueReplay(Replay):
             if other is not flavor and project in other.by_project:
                 other.stale |= other.by_project[project]
 
+    def _stop(self, j: int, t: float) -> None:
+        super()._stop(j, t)
+        self._requeue_later(self.jobs[j].flavor, t)
+
+    def _requeue_later(self, flavor: str, t: float) -> None:
+        """Kueue requeues the cohort's inadmissible workloads a batch period after the first
+        end (or deletion) it was told of: a delaying queue, later ones join that batch."""
+        pool = flavor.partition("/")[0]
+        for name in self.flavors:
+            if name.partition("/")[0] == pool and name not in self.requeue_at:
+                self.requeue_at[name] = t + REQUEUE_BATCH
+                self.seq += 1
+                heapq.heappush(self.heap, (t + REQUEUE_BATCH, self.seq, _WAKE, -1, 0))
+                self.wake_flavor[self.seq] = name
+
+    def _apply(self, rules: Rules, t: float) -> None:
+        # A rule switch (a ClusterQueue's update) requeues every inadmissible workload; the
+        # engine re-evaluates what waits in the queues and what caps held (``capped``).
+        for aside in self.aside.values():
+            self.capped |= aside
+        self.aside = {}
+        super()._apply(rules, t)
+
+    def _cancel(self, j: int, t: float) -> None:
+        for aside in self.aside.values():
+            aside.discard(j)
+        if math.isnan(self.start[j]):  # a pending Workload deleted: Kueue requeues too
+            self._requeue_later(self.jobs[j].flavor, t)
+        super()._cancel(j, t)
+
+    def _requeue(self, name: str, t: float) -> None:
+        """The flavor's inadmissible heads back into their queues, if the batch is due."""
+        if self.requeue_at.get(name, math.inf) > t:
+            return
+        del self.requeue_at[name]
+        aside = self.aside.pop(name, None)
+        if not aside:
+            return
+        jobs, flavor = self.jobs, self.flavors[name]
+        mark = len(self.behind)
+        for j in sorted(aside, key=lambda j: (jobs[j].arrival, j)):
+            key = (self.tier[j].slug, jobs[j].project)
+            group = flavor.groups.get(key)
+            if group is None:  # the rules are those it was set aside under (``_apply``)
+                self._enqueue(j, t, fresh=False)
+                continue
+            group.insert(bisect_right(group, jobs[j].arrival, key=lambda k: jobs[k].arrival), j)
+            flavor.stale.add(key)
+        del self.behind[mark:]  # they wait for resources (said when set aside), not behind
+        self.dirty.add(name)
+
+    def _set_aside(self, j: int, flavor: _Flavor, name: str, key: tuple[str, str]) -> None:
+        group = flavor.groups[key]
+        group.remove(j)
+        if not group:
+            del flavor.groups[key]
+        flavor.stale.add(key)
+        self.aside.setdefault(name, set()).add(j)
+
+    @staticmethod
+    def _heads(
+        entries: dict[tuple[str, str], tuple[_Entry, tuple[str, str], int]], tried: set[str]
+    ) -> list[tuple[_Entry, tuple[str, str], int]]:
+        """Each ClusterQueue's head (a project's queue of all its tiers): its first job by
+        priority, then arrival; none of a project whose head this cycle already took."""
+        heads: dict[str, tuple[_Entry, tuple[str, str], int]] = {}
+        for key, value in entries.items():
+            if key[1] in tried:
+                continue
+            best = heads.get(key[1])
+            if best is None or value[0][2:] < best[0][2:]:
+                heads[key[1]] = value
+        return list(heads.values())
+
     def _pass(self, name: str, t: float) -> None:
         flavor = self.flavors[name]
+        self._requeue(name, t)
         if t >= flavor.next_expiry:
             flavor.stale |= {key for key, until in flavor.expiry.items() if until <= t}
             for key in [key for key, until in flavor.expiry.items() if until <= t]:
@@ -63,30 +217,22 @@ class KueueReplay(Replay):
             flavor.stale |= flavor.held
             flavor.held = set()
         entries = flavor.entries
-        passed: set[tuple[str, str]] = set()
-        deferred: dict[tuple[str, str], int] = {}
-        aside: dict[
-            tuple[str, str], tuple[tuple[int, int, float, float, int], tuple[str, str], int]
-        ] = {}
+        tried: set[str] = set()  # the projects (ClusterQueues) whose head this cycle took
         while True:
-            if flavor.stale:
-                stale = sorted(flavor.stale - passed)
-                flavor.stale = set()
+            # A queue tried this cycle offers its next head at the next one.
+            stale = sorted(key for key in flavor.stale if key[1] not in tried)
+            if stale:
+                flavor.stale -= set(stale)
                 for key in stale:
                     self._candidate(name, flavor, key, t)
-            if not entries:
-                # A cycle takes one head per queue: only once every head was looked at do
-                # the queues whose head did not fit offer their next job (one per round).
-                started = False
-                for key, pos in sorted(deferred.items()):
-                    other = self._next_fitting(flavor, key, pos)
-                    if other is not None:
-                        self._begin(other, flavor, name, t)
-                        started = True
-                if not started:
+            heads = self._heads(entries, tried)
+            if not heads:
+                if not tried:
                     break
+                tried = set()  # the next cycle
                 continue
-            entry, key, pos = min(entries.values())
+            entry, key, pos = min(heads)
+            tried.add(key[1])
             j = flavor.groups[key][pos]
             lending = self._lending(j, flavor)
             if lending == LENDING:
@@ -103,39 +249,7 @@ class KueueReplay(Replay):
                 self._begin(j, flavor, name, t)
                 continue
             self._say(j, RESOURCES, t)
-            aside[key] = entries.pop(key)  # back in the entries at the next pass
-            passed.add(key)
-            deferred[key] = pos
-        # The heads set aside are looked at again at the next pass: as they were, unless
-        # their queue changed meanwhile (then it is stale and found again).
-        for key, value in aside.items():
-            if key in flavor.stale or key not in flavor.groups:
-                continue
-            entries[key] = value
+            del entries[key]
+            self._set_aside(j, flavor, name, key)
         flavor.unswept = set()
         flavor.blocker = None
-
-    def _next_fitting(self, flavor: _Flavor, key: tuple[str, str], pos: int) -> int | None:
-        """The first job after ``pos`` in queue ``key`` that fits now, within its caps."""
-        group = flavor.groups.get(key)
-        if not group:
-            return None
-        jobs = self.jobs
-        tier = self.tier[group[pos]]
-        quota = self._quota(flavor, key[1])
-        used = flavor.usage.get(key[1], 0.0)
-        left = flavor.free
-        if tier.max_gpus_total is not None:
-            left = min(left, tier.max_gpus_total - self.tier_use.get(tier.slug, 0.0))
-        if quota.maximum is not None:
-            left = min(left, quota.maximum - used)
-        for j in islice(group, pos + 1, QUEUE_DEPTH):
-            gpus = jobs[j].gpus
-            if gpus > left + EPS:
-                continue
-            cap = tier.max_gpus_per_user
-            if cap is not None and self.user_use.get((jobs[j].user, tier.slug), 0.0) + gpus > cap:
-                continue
-            if self._lending(j, flavor) is None:
-                return j
-        return None

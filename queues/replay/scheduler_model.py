@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .engine import Replay, Result
@@ -23,10 +23,13 @@ SCHEDULERS = ("slurm", "kueue", "strict")
 class SchedulerModel:
     """Which scheduler a replay models: ``slurm`` (``SlurmReplay``), ``kueue``
     (``kueue_model.KueueReplay``: Kueue's order, BestEffortFIFO) or ``strict`` (the engine:
-    Kueue's order kept strictly, what ``replay`` does without a model)."""
+    Kueue's order kept strictly, what ``replay`` does without a model). ``priorities``: per
+    tier slug the WorkloadPriorityClass value Kueue orders by (the tier's scheduler value;
+    None or a tier missing: its score)."""
 
     scheduler: str = "kueue"
     slurm: SlurmSettings | None = None
+    priorities: Mapping[str, float] | None = None
 
     def replay(
         self, jobs: Sequence[Job], timeline: Sequence[tuple[float, Rules]], until: float | None
@@ -34,7 +37,7 @@ class SchedulerModel:
         if self.scheduler == "slurm":
             return SlurmReplay(jobs, timeline, self.slurm or SlurmSettings()).run(until)
         if self.scheduler == "kueue":
-            return KueueReplay(jobs, timeline).run(until=until)
+            return KueueReplay(jobs, timeline, self.priorities).run(until=until)
         if self.scheduler != "strict":
             raise ValueError(f"no replay model for scheduler {self.scheduler!r}")
         return Replay(jobs, timeline).run(until=until)

@@ -56,7 +56,10 @@ def change_replay_window(*, now: datetime) -> tuple[datetime, datetime]:
 
 
 def change_replay_inputs(*, change: RuleChange, now: datetime) -> dict[str, Any]:
-    """What a replay of ``change`` reads: the rules revision, the edits and the window."""
+    """What a replay of ``change`` reads: the rules revision, the edits, the window and each
+    Slurm cluster's ``slurm.conf`` (a digest of its content: the Slurm model's settings)."""
+    from queues.replay.adapt import slurm_conf_digests  # here: see ``_replay_both``
+
     start, end = change_replay_window(now=now)
     revision = RulesRevision.objects.order_by("-pk").values_list("pk", flat=True).first()
     edits = [
@@ -76,6 +79,7 @@ def change_replay_inputs(*, change: RuleChange, now: datetime) -> dict[str, Any]
         "edits": edits,
         "start": start.isoformat(),
         "end": end.isoformat(),
+        "slurm_conf": slurm_conf_digests(),
     }
 
 

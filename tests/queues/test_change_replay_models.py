@@ -295,7 +295,8 @@ def test_each_cluster_is_replayed_in_its_schedulers_order(
     late = {day: _wait(run, T0 + timedelta(days=day) + 2 * MINUTE) for day in range(3)}
     assert (early[0], late[0]) == (59 * 60, 118 * 60)  # FIFO
     assert (early[1], late[1]) == (119 * 60, 58 * 60)  # the QOS weighs the tier
-    assert (early[2], late[2]) == (119 * 60, 58 * 60)  # Kueue: the tier first
+    # Kueue: the tier first; each head set aside waits for the requeue a second after an end.
+    assert (early[2], late[2]) == (119 * 60 + 2, 58 * 60 + 1)
 
 
 def test_a_change_of_a_tiers_scheduler_value_reorders_the_slurm_model(
@@ -326,3 +327,60 @@ def test_a_change_of_a_tiers_scheduler_value_reorders_the_slurm_model(
     )
     html = login(world.ops).get(reverse("change_replay", args=[change.pk])).content.decode()
     assert "Edits this model replays (the generic engine does not):" in html
+
+
+def test_a_change_of_a_tiers_scheduler_value_reorders_the_kueue_model(
+    world, settings, tmp_path, django_capture_on_commit_callbacks
+):
+    """Kueue orders by the WorkloadPriorityClass value the sync writes, the tier's scheduler
+    value: raised above the regular tier's, the exploratory job goes first with the change
+    (the heads set aside wait for Kueue's requeue, a second after the end)."""
+    _record(world, _kueue(world, settings, tmp_path), ORDER)
+    change = services.rule_change_create(
+        user=world.ops,
+        reason="Sweeps first",
+        edits=[EditSpec(target=world.exploratory, field="scheduler_value", value=500)],
+        title="Exploratory first in Kueue",
+        submit=False,
+    )
+    run = _replay(world, change, django_capture_on_commit_callbacks)
+    [group] = run.result["models"]
+    assert group["model"] == "kueue" and group["model_edits"] == ["prioritytier.scheduler_value"]
+    assert group["fallback"] == ""
+    # The engine does not read it: the result's edits not modelled still name it.
+    assert run.result["not_modelled"] == ["prioritytier.scheduler_value"]
+    early, late = T0 + MINUTE, T0 + 2 * MINUTE
+    assert (_wait(run, early), _wait(run, late)) == (119 * 60 + 2, 58 * 60 + 1)
+    assert (_wait(run, early, "with_change"), _wait(run, late, "with_change")) == (
+        59 * 60 + 1,
+        118 * 60 + 2,
+    )
+    html = login(world.ops).get(reverse("change_replay", args=[change.pk])).content.decode()
+    assert "Edits this model replays (the generic engine does not):" in html
+    assert "its Kueue WorkloadPriorityClass value" in html
+
+
+def test_an_edit_of_a_clusters_slurm_conf_alone_replays_again(
+    world, tmp_path, django_capture_on_commit_callbacks
+):
+    """The Slurm model reads the cluster's slurm.conf: the run's inputs hold a digest of its
+    content, so the same change after an edit of the file alone is replayed, not reused."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("PriorityType=priority/multifactor\nPriorityWeightQOS=10000\n")
+    _record(world, _slurm(world, "qos", slurm_conf=str(conf)), ORDER)
+    change = _score_change(world)
+    first = _replay(world, change, django_capture_on_commit_callbacks)
+    assert list(first.inputs["slurm_conf"]) == ["qos"]
+    with django_capture_on_commit_callbacks(execute=False):
+        again, queued = change_replay_start(change=change, user=world.ops, now=NOW)
+    assert (again.pk, queued) == (first.pk, False)  # the same inputs reuse their run
+    conf.write_text("PriorityType=priority/basic\n")  # first come, first served
+    second = _replay(world, change, django_capture_on_commit_callbacks)
+    assert second.pk != first.pk and second.fingerprint != first.fingerprint
+    early, late = T0 + MINUTE, T0 + 2 * MINUTE
+    assert (_wait(first, early), _wait(first, late)) == (119 * 60, 58 * 60)
+    assert (_wait(second, early), _wait(second, late)) == (59 * 60, 118 * 60)  # FIFO
+    conf.unlink()  # unreadable: a digest of its own, not an error
+    with django_capture_on_commit_callbacks(execute=False):
+        third, queued = change_replay_start(change=change, user=world.ops, now=NOW)
+    assert queued and third.inputs["slurm_conf"] == {"qos": ""}

@@ -1,6 +1,8 @@
 """The Kueue model of the replay (``queues.replay.kueue_model``), by hand: BestEffortFIFO
-(a head that does not fit is passed over, in its own queue and in the cohort's others) and
-fair sharing ordering the cohort's queues before priority, as the lab's Kueue 0.17 does."""
+(a head that does not fit is passed over, in its own queue and in the cohort's others, and
+looked at again only when Kueue requeues the inadmissible workloads, a second after an end),
+fair sharing ordering the cohort's queues before priority, and priority as the
+WorkloadPriorityClass value (the tier's scheduler value), as Kueue 0.17 does."""
 
 from queues.replay import Job, QuotaRule, Rules, TierRule, replay
 from queues.replay.scheduler_model import SchedulerModel
@@ -38,7 +40,9 @@ def test_a_head_that_does_not_fit_is_passed_over_in_the_cohort():
         _job("big", 1, 4, 10, "key"),
         _job("small", 2, 1, 10, "regular"),
     ]
-    assert _starts(jobs) == {"running": 0, "big": 60, "small": 2}
+    # The big job was set aside (inadmissible); the end at 60 requeues it a batch period
+    # (Kueue's requeueBatchPeriod, 1 s) later.
+    assert _starts(jobs) == {"running": 0, "big": 61, "small": 2}
     # The engine's strict order keeps the small job behind the big one.
     assert _starts(jobs, model=None)["small"] == 70
 
@@ -53,9 +57,10 @@ def test_a_head_that_does_not_fit_is_passed_over_in_its_own_queue():
 
 
 def test_fair_sharing_orders_the_cohorts_queues_before_priority():
-    # At 30 the A100s free up; the regular project already borrows 2 H100s, the exploratory
-    # one nothing: the exploratory job goes first (lower dominant resource share with it
-    # admitted: 3/8 against (2 + 4)/8), although the regular tier is the higher.
+    # At 30 the A100s free up and at 31 Kueue requeues the heads set aside; the regular
+    # project already borrows 2 H100s, the exploratory one nothing: the exploratory job goes
+    # first (lower dominant resource share with it admitted: 3/8 against (2 + 4)/8),
+    # although the regular tier is the higher.
     jobs = [
         _job("holder", 0, 4, 30, "key"),
         _job("h100", 0, 2, 100, "regular", flavor=H100),
@@ -63,23 +68,90 @@ def test_fair_sharing_orders_the_cohorts_queues_before_priority():
         _job("exploratory", 6, 3, 10, "exploratory"),
     ]
     starts = _starts(jobs)
-    assert starts["exploratory"] == 30
-    assert starts["regular"] == 40
+    assert starts["exploratory"] == 31
+    assert starts["regular"] == 42  # the exploratory job ends at 41, the requeue at 42
     # The engine orders by tier first.
     assert _starts(jobs, model=None)["regular"] == 30
 
 
 def test_a_queue_whose_head_does_not_fit_waits_for_the_other_heads_of_the_cycle():
-    # At 2 two A100s are free. The regular queue's head (3 GPUs) does not fit; its next job
-    # (2) would, and the regular project borrows less — but a cycle takes one head per
-    # queue: the exploratory head is admitted first, as the lab's Kueue did.
+    # At 2 two A100s are free and three jobs arrive. The regular queue's head (3 GPUs) does
+    # not fit; its next job (2) would, and the regular project borrows less — but a cycle
+    # takes one head per queue: the exploratory head is admitted first.
     jobs = [
         _job("holder", 0, 2, 20, "key"),
         _job("h100", 0, 2, 100, "exploratory", flavor=H100),
-        _job("big", 1, 3, 10, "regular"),
+        _job("big", 2, 3, 10, "regular"),
         _job("small", 2, 2, 10, "regular"),
         _job("exploratory", 2, 2, 10, "exploratory"),
     ]
     starts = _starts(jobs)
     assert starts["exploratory"] == 2
     assert starts["small"] > 2
+
+
+def test_heads_set_aside_wait_for_the_requeue_and_new_work_may_pass_them():
+    # The big regular job was set aside at 1. The holder ends at 20; a small exploratory job
+    # arriving at 20.5, before Kueue requeues the inadmissible heads (21), takes 2 of the 4
+    # freed GPUs; at 21 the big job (3) no longer fits.
+    jobs = [
+        _job("holder", 0, 4, 20, "key"),
+        _job("big", 1, 3, 10, "regular"),
+        _job("small", 20.5, 2, 30, "exploratory"),
+    ]
+    starts = _starts(jobs)
+    assert starts["small"] == 20.5
+    assert starts["big"] == 51.5  # small ends at 50.5; the requeue a second later
+
+
+def test_priority_is_the_workload_priority_class_value_not_the_score():
+    # One project, two tiers: the regular tier scores higher but its scheduler value (the
+    # WorkloadPriorityClass the sync writes) is the lower; Kueue orders by the value.
+    tiers = (TierRule("regular", 40), TierRule("exploratory", 10))
+    rules = Rules(
+        capacity={A100: 4.0},
+        tiers=tiers,
+        classes=(),
+        quotas=(QuotaRule("p", A100, 0.0),),
+        project_tiers={"p": "regular"},
+    )
+    jobs = [
+        Job("holder", 0, 4, A100, 10, project="p", tier="regular"),
+        Job("regular", 1, 4, A100, 10, project="p", tier="regular"),
+        Job("exploratory", 2, 4, A100, 10, project="p", tier="exploratory"),
+    ]
+
+    def starts(model: SchedulerModel) -> list[float]:
+        return replay(jobs, [(0.0, rules)], model=model).start[1:]
+
+    # Both set aside; requeued a second after each end (10, then 21).
+    assert starts(KUEUE) == [11, 22]  # no values: the scores order
+    assert starts(SchedulerModel("kueue", priorities={"regular": 100, "exploratory": 500})) == [
+        22,
+        11,
+    ]
+
+
+def test_a_cycle_takes_one_head_per_cluster_queue_of_all_its_tiers():
+    # A project's ClusterQueue holds all its tiers: its head is its highest priority job
+    # (regular, 3 GPUs), which does not fit the 2 free A100s; its exploratory job would,
+    # and borrows less than the other project's — but it is the queue's next head, for
+    # the next cycle: the other project's job is admitted first.
+    tiers = (TierRule("regular", 40), TierRule("exploratory", 10))
+    rules = Rules(
+        capacity={A100: 4.0, H100: 4.0},
+        tiers=tiers,
+        classes=(),
+        quotas=tuple(QuotaRule(p, f, 0.0) for p in ("p", "q") for f in (A100, H100)),
+        project_tiers={"p": "regular", "q": "regular"},
+    )
+    jobs = [
+        Job("holder", 0, 2, A100, 20, project="q", tier="regular"),
+        Job("q-h100", 0, 2, H100, 100, project="q", tier="exploratory"),
+        Job("p-big", 2, 3, A100, 10, project="p", tier="regular"),
+        Job("p-small", 2, 2, A100, 10, project="p", tier="exploratory"),
+        Job("q-small", 2, 2, A100, 10, project="q", tier="exploratory"),
+    ]
+    start = replay(jobs, [(0.0, rules)], model=KUEUE).start
+    assert start[4] == 2
+    assert start[3] > 2

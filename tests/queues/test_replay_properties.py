@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 from queues.replay import ClassRule, Job, QuotaRule, Rules, TierRule, replay
 from queues.replay.engine import REASON_CATEGORY, Result
+from queues.replay.scheduler_model import SchedulerModel
 
 F = "p/gpu"
 MIN = 60.0
@@ -185,6 +186,30 @@ def test_no_project_tier_or_pool_ever_holds_more_than_it_may(scenario):
             assert ran == pytest.approx(job.duration + lost, abs=1e-6)
     for _, _, token in result.reasons:
         assert token == "" or token in REASON_CATEGORY
+
+
+@SETTINGS
+@given(scenarios())
+def test_the_kueue_model_holds_no_more_than_may_be_and_starts_what_fits(scenario):
+    """The Kueue model (heads set aside, requeued a second after an end) keeps the same
+    limits, never preempts never-preempt work, and starts every job the engine starts (a
+    head set aside is not forgotten)."""
+    rules, jobs = scenario
+    result = replay(jobs, [(0.0, rules)], model=SchedulerModel("kueue"))
+    quotas = {quota.project: quota for quota in rules.quotas}
+    for t in moments(result):
+        running = running_at(result, t)
+        assert sum(jobs[j].gpus for j in running) <= rules.capacity[F] + EPS
+        for project, used in usage(result, t).items():
+            maximum = quotas[project].maximum
+            assert maximum is None or used <= maximum + EPS, (project, t)
+    never = {quota.project for quota in rules.quotas if quota.preemption_class == "never"}
+    for victim, _, _, _ in result.preempted_by:
+        assert jobs[victim].project not in never
+    engine = replay(jobs, [(0.0, rules)])
+    for j, job in enumerate(jobs):
+        if job.patience is None and not math.isnan(engine.start[j]):
+            assert not math.isnan(result.start[j]), job
 
 
 @SETTINGS
