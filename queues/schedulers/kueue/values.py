@@ -260,10 +260,11 @@ def _text_only(value: Any) -> bool:
 
 
 class Memo:
-    """What the values flattened so far became, per field name: the objects of one kind
-    share many (every tier policy's ``matchConstraints``, a few ``validations``, the
-    queues' ``preemption``, their resource groups of a few quota combinations), and an
-    equal value is not flattened or encoded again.
+    """What the values flattened so far became, per field name (an atomic field's JSON) or
+    path (a map's fields): the objects of one kind share many (every tier policy's
+    ``matchConstraints``, a few ``validations``, the queues' ``preemption``, their resource
+    groups of a few quota combinations), and an equal value is not flattened or encoded
+    again (a map's fields are even the same texts, keys included).
 
     A value is reused only when equal to one seen, and only when that one holds text alone
     (``==`` takes ``1``, ``1.0`` and ``True`` for one another, their JSON does not). It keeps
@@ -330,7 +331,7 @@ def _flatten(value: Any, path: str, name: str, out: dict[str, str], memo: Memo) 
     if name in ATOMIC_FIELDS:
         out[path] = memo.canonical(name, value)
     elif type(value) is dict:
-        _flatten_tree(value, path, name, out, memo)
+        _flatten_tree(value, path, out, memo)
     elif isinstance(value, dict):
         _flatten_map(dict(value), path, out, memo)
     elif isinstance(value, list):
@@ -357,25 +358,21 @@ def _flatten_map(
             # A plain text leaf (most of them), as ``_scalar`` writes it, without a call.
             out[prefix + key] = normalise_quantity(item) if key in QUANTITY_FIELDS else item
         elif type(item) is dict:
-            _flatten_tree(item, prefix + key, key, out, memo)
+            _flatten_tree(item, prefix + key, out, memo)
         else:
             _flatten(item, prefix + key, key, out, memo)
 
 
-def _flatten_tree(
-    value: dict[str, Any], path: str, name: str, out: dict[str, str], memo: Memo
-) -> None:
+def _flatten_tree(value: dict[str, Any], path: str, out: dict[str, str], memo: Memo) -> None:
     """A map inside an object, as ``_flatten_map``: its fields are those of an equal map seen
-    under the same field name, when there is one (their paths relative)."""
-    tree = f"{name}{{}}"  # not an atomic field's entry
+    at the same path, when there is one (the same path texts too: nothing made again)."""
+    tree = f"{path}{{}}"  # not a field name: an atomic field's entry
     fields = memo.get(tree, value)
     if fields is None:
         fields = {}
-        _flatten_map(value, "", fields, memo)
+        _flatten_map(value, path, fields, memo)
         memo.keep(tree, value, fields)
-    prefix = f"{path}."
-    for key, text in fields.items():
-        out[prefix + key] = text
+    out.update(fields)
 
 
 def _flatten_list(value: list[Any], path: str, name: str, out: dict[str, str], memo: Memo) -> None:
@@ -414,10 +411,11 @@ def flatten(obj: dict[str, Any], memo: Memo | None = None) -> dict[str, str]:
         return out
     if kind == NAMESPACE:
         return out
-    spec = dict(obj.get("spec") or {})
-    for name in OPTIONAL_SPEC.get(kind, ()):
-        spec.setdefault(name, None)
-    _flatten_map(spec, "spec", out, memo)
+    spec = obj.get("spec") or {}
+    optional = OPTIONAL_SPEC.get(kind)
+    if not isinstance(spec, dict):
+        spec = dict(spec)
+    _flatten_map(spec, "spec", out, memo, sorted({*spec, *optional}) if optional else None)
     return out
 
 
