@@ -228,11 +228,12 @@ def _not_json(value: Any) -> Any:
 # ``json.dumps(value, sort_keys=True, separators=(",", ":"))``, with one C encoder made once
 # (``dumps``, and ``JSONEncoder.encode`` too, make one per call: a third of the encoding of
 # the 100,000 objects of 10,000 projects). ``None``: no C encoder (another interpreter).
-_C_ENCODER = (
-    json.encoder.c_make_encoder(
+_MAKE_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
+_C_ENCODER: Any = (
+    _MAKE_ENCODER(
         None, _not_json, json.encoder.encode_basestring_ascii, None, ":", ",", True, False, True
     )
-    if json.encoder.c_make_encoder is not None
+    if _MAKE_ENCODER is not None
     else None
 )
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
