@@ -62,8 +62,7 @@ from queues.schedulers.kueue.desired import DesiredObjects, desired_objects  # n
 from queues.schedulers.kueue.values import (  # noqa: E402
     KINDS,
     NEVER_PRUNED,
-    flatten,
-    manifest_key,
+    flatten_all,
     values_equal,
 )
 from queues.services.kueue import KubeClient, KueueBackend, KueueConnection  # noqa: E402
@@ -152,10 +151,7 @@ def timed(step: str, figures: Figures, client: KubeClient, fn: Callable[[], T]) 
 
 def _flat(objects: DesiredObjects) -> State:
     """The flattened objects, as ``KueueBackend.desired_state`` makes them."""
-    state: State = {kind: {} for kind in KINDS}
-    for manifest in objects.manifests:
-        state[manifest["kind"]][manifest_key(manifest)] = flatten(manifest)
-    return state
+    return flatten_all(objects.manifests)
 
 
 # The fastest CPU time (this process) of each ``_best`` call, by the order of the calls.

@@ -372,7 +372,10 @@ def plan_changes(
                     )
                 )
             else:
-                diff = diff_fields(fields, present[name], equal)
+                found = present[name]
+                # Most objects are unchanged: equal maps (one comparison in C) have no diff,
+                # as ``equal`` is reflexive; only the others are compared field by field.
+                diff = () if fields == found else diff_fields(fields, found, equal)
                 if diff:
                     changes.append(Change(kind=kind, name=name, action=Action.UPDATE, fields=diff))
         for name in sorted(managed - set(wanted)):

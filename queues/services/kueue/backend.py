@@ -34,7 +34,9 @@ from queues.schedulers.kueue.values import (
     NEVER_PRUNED,
     PRIORITY_CLASS,
     VERSION,
+    Memo,
     flatten,
+    flatten_all,
     is_managed,
     manifest_key,
     object_key,
@@ -133,6 +135,7 @@ class KueueBackend(SchedulerBackend):
         objects: State = {}
         managed: dict[str, set[str]] = {}
         raw: dict[str, dict[str, dict[str, Any]]] = {}
+        memo = Memo()  # the objects of one kind share many values (``flatten_all``)
         for kind in KINDS:
             objects[kind] = {}
             managed[kind] = set()
@@ -143,7 +146,7 @@ class KueueBackend(SchedulerBackend):
                 item.setdefault("kind", kind)
                 meta = item.get("metadata") or {}
                 key = object_key(kind, meta.get("name", ""), meta.get("namespace", ""))
-                objects[kind][key] = flatten(item)
+                objects[kind][key] = flatten(item, memo)
                 raw[kind][key] = item
                 if is_managed(item):
                     managed[kind].add(key)
@@ -197,10 +200,7 @@ class KueueBackend(SchedulerBackend):
         used: Kueue tells GPU kinds apart by ResourceFlavor."""
         revision = RulesRevision.objects.order_by("-pk").values_list("pk", flat=True).first()
         objects = self.compile(rules=rules, pools=pools, capacities=capacities, revision=revision)
-        state: State = {kind: {} for kind in KINDS}
-        for manifest in objects.manifests:
-            state[manifest["kind"]][manifest_key(manifest)] = flatten(manifest)
-        return state
+        return flatten_all(objects.manifests)
 
     def manifest(self, kind: str, key: str) -> Manifest:
         if self.objects is not None:
