@@ -295,10 +295,12 @@ class KueueReplay(Replay):
             or any(until <= t for until in flavor.expiry.values())
         ):
             return False
+        jobs = self.jobs
+        if min(jobs[j].gpus for j in aside) <= flavor.free + EPS:
+            return False  # one fits (the common case: said before the longer checks)
         groups, held = flavor.groups, flavor.held
         if not all(self._still_held(key, flavor) for key in held):
             return False
-        jobs = self.jobs
         for project in {jobs[j].project for j in aside}:
             for key in flavor.by_project.get(project, ()):
                 if key in groups and key not in held and not self._stamped(key, flavor):
