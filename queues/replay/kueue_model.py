@@ -64,6 +64,10 @@ class KueueReplay(Replay):
         self.aside: dict[str, set[int]] = {}
         self.requeue_at: dict[str, float] = {}
         self.aging_key: tuple[_Flavor, tuple[str, str]] | None = None  # ``_candidate``'s
+        # Kept until the rules change (``_apply``): per tier the cap's value and the value
+        # per point of score (``_aging``), and the GPUs of all flavors (the share's divisor).
+        self.aging: dict[str, tuple[float, float]] = {}
+        self.lendable: float | None = None
 
     def _value(self, tier: TierRule) -> float:
         return self.priorities.get(tier.slug, float(tier.score))
@@ -75,14 +79,26 @@ class KueueReplay(Replay):
         if not (tier.aging_after and tier.aging_step and tier.aging_cap is not None):
             return base
         steps = int((t - self.jobs[j].arrival) // tier.aging_after)
-        caps = [other for other in self.tiers.values() if other.score == tier.aging_cap]
-        if steps <= 0 or not caps:
+        if steps <= 0:
             return base
-        cap = max(self._value(other) for other in caps)
-        gap = tier.aging_cap - tier.score
-        per_point = (cap - base) / gap if gap > 0 else 0.0
+        aging = self.aging.get(tier.slug)
+        if aging is None:
+            aging = self.aging[tier.slug] = self._aging(tier, base)
+        cap, per_point = aging
+        if math.isnan(cap):
+            return base
         raised = base + math.floor(steps * tier.aging_step * per_point)
         return max(base, min(raised, cap))
+
+    def _aging(self, tier: TierRule, base: float) -> tuple[float, float]:
+        """The cap tier's value and the value per point of score, or NaN without a cap tier
+        (kept per tier until the rules change)."""
+        caps = [other for other in self.tiers.values() if other.score == tier.aging_cap]
+        if not caps or tier.aging_cap is None:
+            return math.nan, 0.0
+        cap = max(self._value(other) for other in caps)
+        gap = tier.aging_cap - tier.score
+        return cap, (cap - base) / gap if gap > 0 else 0.0
 
     def _key(self, j: int, flavor: _Flavor, t: float) -> _Entry:
         borrowing, _score, _share, arrival, _j = super()._key(j, flavor, t)
@@ -90,11 +106,12 @@ class KueueReplay(Replay):
         quota = flavor.quotas.get(job.project)
         weight = quota.fair_share_weight if quota is not None else 1.0
         borrowed = job.gpus if borrowing else 0.0
-        lendable = 0.0
         for other in self.flavors.values():
             mine = self._quota(other, job.project)
             borrowed += max(0.0, other.usage.get(job.project, 0.0) - mine.guarantee)
-            lendable += other.capacity
+        lendable = self.lendable
+        if lendable is None:
+            lendable = self.lendable = sum(other.capacity for other in self.flavors.values())
         drs = int(DRS_SCALE * borrowed / lendable / weight) if lendable and weight > 0 else 0
         return (borrowing, drs, -self._priority(j, t), arrival, j)
 
@@ -152,7 +169,9 @@ class KueueReplay(Replay):
         for aside in self.aside.values():
             self.capped |= aside
         self.aside = {}
+        self.aging, self.lendable = {}, None
         super()._apply(rules, t)
+        self.aging, self.lendable = {}, None
 
     def _cancel(self, j: int, t: float) -> None:
         for aside in self.aside.values():
@@ -198,15 +217,160 @@ class KueueReplay(Replay):
         priority, then arrival; none of a project whose head this cycle already took."""
         heads: dict[str, tuple[_Entry, tuple[str, str], int]] = {}
         for key, value in entries.items():
-            if key[1] in tried:
+            project = key[1]
+            if project in tried:
                 continue
-            best = heads.get(key[1])
-            if best is None or value[0][2:] < best[0][2:]:
-                heads[key[1]] = value
+            best = heads.get(project)
+            if best is None:
+                heads[project] = value
+                continue
+            mine, theirs = value[0], best[0]
+            if (mine[2], mine[3], mine[4]) < (theirs[2], theirs[3], theirs[4]):
+                heads[project] = value
         return list(heads.values())
+
+    def _uncapped(self, j: int, flavor: _Flavor) -> bool:
+        """No cap holds ``j`` back (its queue's candidate would take it)."""
+        job, tier = self.jobs[j], self.tier[j]
+        gpus, slug = job.gpus, tier.slug
+        maximum = self._quota(flavor, job.project).maximum
+        used = flavor.usage.get(job.project, 0.0)
+        if (maximum is not None and gpus > maximum - used + EPS) or (
+            tier.max_gpus_total is not None
+            and gpus > tier.max_gpus_total - self.tier_use.get(slug, 0.0) + EPS
+        ):
+            return False
+        cap = tier.max_gpus_per_user
+        if cap is not None and self.user_use.get((job.user, slug), 0.0) + gpus > cap + EPS:
+            return False
+        return not (tier.aging_cap is not None and tier.aging_cap <= 0)
+
+    def _futile(self, j: int, flavor: _Flavor) -> bool:
+        """Whether trying ``j`` now would only set it aside again, with no other effect: no
+        cap holds it, it neither fits, nor borrows past the lending limits, nor may preempt
+        or reclaim, and it already waits for resources."""
+        job, tier = self.jobs[j], self.tier[j]
+        gpus = job.gpus
+        if self.reason[j] != RESOURCES or flavor.free + EPS >= gpus:
+            return False
+        if not self._uncapped(j, flavor):
+            return False
+        lending = self._lending(j, flavor)
+        if lending == LENDING:
+            return False
+        if lending is None and tier.may_preempt and tier.preemptible:
+            lower = sum(flavor.tier_running.get(s, 0.0) for s in tier.preemptible)
+            if lower + flavor.free + EPS >= gpus:
+                return False
+        quota = flavor.quotas.get(job.project)
+        return not (
+            quota is not None
+            and flavor.usage.get(job.project, 0.0) + gpus <= quota.guarantee + EPS
+            and flavor.borrowed > EPS
+        )
+
+    def _still_held(self, key: tuple[str, str], flavor: _Flavor) -> bool:
+        """A queue held by the lending limits whose head would be held again, unchanged."""
+        group = flavor.groups.get(key)
+        if not group:
+            return False
+        j = group[0]
+        return (
+            self.reason[j] == LENDING
+            and self._uncapped(j, flavor)
+            and self._lending(j, flavor) == LENDING
+        )
+
+    def _idle_requeue(self, name: str, flavor: _Flavor, t: float) -> bool:
+        """Whether the due requeue's pass would change nothing but the aging wakes: besides
+        the heads set aside it has only queues held by the lending limits, held again; the
+        projects' other queues on the flavor are held so or capped (nothing eased: their
+        stamps hold); every head set aside would be set aside again (``_futile``)."""
+        aside = self.aside.get(name)
+        if (
+            not aside
+            or self.requeue_at.get(name, math.inf) > t
+            or flavor.stale
+            or flavor.entries
+            or any(until <= t for until in flavor.expiry.values())
+        ):
+            return False
+        jobs = self.jobs
+        if min(jobs[j].gpus for j in aside) <= flavor.free + EPS:
+            return False  # one fits (the common case: said before the longer checks)
+        groups, held = flavor.groups, flavor.held
+        if not all(self._still_held(key, flavor) for key in held):
+            return False
+        for project in {jobs[j].project for j in aside}:
+            for key in flavor.by_project.get(project, ()):
+                if key in groups and key not in held and not self._stamped(key, flavor):
+                    return False
+        for j in aside:
+            if (self.tier[j].slug, jobs[j].project) in groups:
+                return False
+        return all(self._futile(j, flavor) for j in aside)
+
+    def _stamped(self, key: tuple[str, str], flavor: _Flavor) -> bool:
+        """A capped queue whose candidate would return at once (``_candidate``'s stamp)."""
+        group, stamp = flavor.groups[key], flavor.stamps.get(key)
+        if stamp is None:
+            return False
+        tier = self.tier[group[0]]
+        left = math.inf
+        if tier.max_gpus_total is not None:
+            left = tier.max_gpus_total - self.tier_use.get(tier.slug, 0.0)
+        maximum = self._quota(flavor, key[1]).maximum
+        if maximum is not None:
+            left = min(left, maximum - flavor.usage.get(key[1], 0.0))
+        version = self.user_version.get(tier.slug, 0)
+        return stamp[0] >= left - EPS and stamp[1:] == (len(group), version)
+
+    def _skip_requeue(self, name: str, flavor: _Flavor, t: float) -> bool:
+        """An idle requeue (``_idle_requeue``) skipped: the heads set aside stay so, the held
+        queues held; the aging wakes and expiries pushed as their candidates push them."""
+        if not self._idle_requeue(name, flavor, t):
+            return False
+        del self.requeue_at[name]
+        jobs = self.jobs
+        aside = sorted(self.aside[name], key=lambda j: (jobs[j].arrival, j))
+        first: dict[tuple[str, str], int] = {}
+        for j in aside:
+            first.setdefault((self.tier[j].slug, jobs[j].project), j)
+        for key in flavor.held:
+            first[key] = flavor.groups[key][0]
+        order = [first[key] for key in sorted(first)]
+        order += [j for j in aside if j not in set(order)]
+        for j in order:
+            key = (self.tier[j].slug, jobs[j].project)
+            flavor.stamps.pop(key, None)
+            flavor.expiry.pop(key, None)
+            self._aging_wake(j, key, name, flavor, t)
+        for key in first:
+            if key not in flavor.held:
+                flavor.expiry.pop(key, None)
+        flavor.next_expiry = min(flavor.expiry.values(), default=math.inf)
+        flavor.unswept = set()
+        flavor.blocker = None
+        return True
+
+    def _aging_wake(
+        self, j: int, key: tuple[str, str], name: str, flavor: _Flavor, t: float
+    ) -> None:
+        """What ``_candidate`` does for an aging head ``j`` of queue ``key``."""
+        tier, arrival = self.tier[j], self.jobs[j].arrival
+        if not (tier.aging_after and tier.aging_step):
+            return
+        steps = int((t - arrival) / tier.aging_after) + 1
+        until = arrival + steps * tier.aging_after
+        aged = tier.aging_cap is None or self._score(j, self.now) >= tier.aging_cap
+        if not aged:
+            flavor.expiry[key] = until
+            super()._wake(name, until)
 
     def _pass(self, name: str, t: float) -> None:
         flavor = self.flavors[name]
+        if self._skip_requeue(name, flavor, t):
+            return
         self._requeue(name, t)
         if t >= flavor.next_expiry:
             flavor.stale |= {key for key, until in flavor.expiry.items() if until <= t}
@@ -220,11 +384,12 @@ class KueueReplay(Replay):
         tried: set[str] = set()  # the projects (ClusterQueues) whose head this cycle took
         while True:
             # A queue tried this cycle offers its next head at the next one.
-            stale = sorted(key for key in flavor.stale if key[1] not in tried)
-            if stale:
-                flavor.stale -= set(stale)
-                for key in stale:
-                    self._candidate(name, flavor, key, t)
+            if flavor.stale:
+                stale = sorted(key for key in flavor.stale if key[1] not in tried)
+                if stale:
+                    flavor.stale.difference_update(stale)
+                    for key in stale:
+                        self._candidate(name, flavor, key, t)
             heads = self._heads(entries, tried)
             if not heads:
                 if not tried:

@@ -4,8 +4,14 @@ looked at again only when Kueue requeues the inadmissible workloads, a second af
 fair sharing ordering the cohort's queues before priority, and priority as the
 WorkloadPriorityClass value (the tier's scheduler value), as Kueue 0.17 does."""
 
+import hashlib
+
+from bench.replay import START, bench_loads, bench_rules, scaled
 from queues.replay import Job, QuotaRule, Rules, TierRule, replay
+from queues.replay.engine import Result
+from queues.replay.mixes import mixed_workload
 from queues.replay.scheduler_model import SchedulerModel
+from queues.replay.workload import generate
 
 A100 = "lab/a100"
 H100 = "lab/h100"
@@ -155,3 +161,80 @@ def test_a_cycle_takes_one_head_per_cluster_queue_of_all_its_tiers():
     start = replay(jobs, [(0.0, rules)], model=KUEUE).start
     assert start[4] == 2
     assert start[3] > 2
+
+
+def _outcome(result: Result) -> str:
+    """The digest of everything a replay decided: per job its start, end, preemptions and
+    tier, every reason, run, preemption and cancellation (floats by their exact repr)."""
+    parts = (
+        result.start,
+        result.end,
+        result.preemptions,
+        result.tiers,
+        result.reasons,
+        result.runs,
+        result.preempted_by,
+        sorted(result.cancelled.items()),
+    )
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+
+
+def _mixed_rules(switch: bool) -> Rules:
+    tiers = (
+        TierRule("key", 70, may_preempt=True, preemptible=frozenset({"exploratory"})),
+        TierRule("regular", 40, aging_after=20, aging_step=10, aging_cap=70),
+        TierRule("exploratory", 10, max_gpus_total=6.0 if switch else None),
+    )
+    return Rules(
+        capacity={A100: 8.0, H100: 6.0},
+        tiers=tiers,
+        classes=(),
+        quotas=tuple(
+            QuotaRule(
+                f"p-{tier.slug}",
+                flavor,
+                2.0,
+                borrow_limit=None if tier.slug == "key" else 4.0,
+                fair_share_weight=1 + n,
+            )
+            for n, tier in enumerate(tiers)
+            for flavor in (A100, H100)
+        ),
+        project_tiers={f"p-{tier.slug}": tier.slug for tier in tiers},
+    )
+
+
+def _mixed_outcome(seed: int) -> str:
+    jobs = [
+        Job(
+            f"j{n}",
+            lab.offset,
+            float(lab.gpus),
+            f"lab/{lab.gpu_type}",
+            float(lab.seconds),
+            project=f"p-{lab.tier}",
+            tier=lab.tier,
+            patience=60.0 if n % 7 == 0 else None,
+        )
+        for n, lab in enumerate(mixed_workload(seed, jobs=300, span=600.0, seconds=(5, 90)))
+    ]
+    timeline = [(0.0, _mixed_rules(False)), (300.0, _mixed_rules(True))]
+    return _outcome(replay(jobs, timeline, model=KUEUE))
+
+
+# Pinned when the model was made faster (issue 38): the faster model decides exactly as the
+# one it replaced, on mixed workloads (aging, borrowing, preemption, cancellations, a rule
+# switch) and on the bench's pool.
+MIXED = {1: "2db3c5c486bcf797", 2: "cb2954561ac3754a", 3: "daa56e9d62340648", 4: "7fa720280ab91a7c"}
+BENCH = "c738ff9ee1c7df3b"
+
+
+def test_the_model_decides_as_pinned_on_seeded_mixed_workloads():
+    assert {seed: _mixed_outcome(seed) for seed in MIXED} == MIXED
+
+
+def test_the_model_decides_as_pinned_on_the_bench_pool():
+    rules = bench_rules()
+    loads, days = scaled(bench_loads(rules), 5000, 0.9)
+    jobs = generate(loads, start=START, days=days, seed=5000)
+    assert _outcome(replay(jobs, [(START, rules)], model=KUEUE)) == BENCH
