@@ -15,6 +15,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import pytest
 from django.test import Client, override_settings
 from rest_framework.test import APIClient
@@ -36,6 +37,13 @@ from governance.models import (
 from tests import ci_labs
 
 REASON = "Test set-up"
+
+# Property tests (hypothesis): CI tries the same examples on every run, so that its verdict
+# depends on the code alone and a failure there reproduces; elsewhere each run tries new ones
+# (hypothesis' own advice for CI). Loaded here, before the test modules build their settings.
+hypothesis.settings.register_profile("ci", derandomize=True, database=None)
+if os.environ.get("CI") == "true":
+    hypothesis.settings.load_profile("ci")
 
 
 def with_terms(values: dict) -> dict:
