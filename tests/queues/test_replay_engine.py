@@ -139,6 +139,26 @@ def test_a_guarantee_is_reclaimed_after_its_grace_and_the_borrower_requeued():
     assert result.end[0] / MIN == pytest.approx(45 + 30)
 
 
+def test_a_never_preempt_lower_tier_does_not_hold_back_the_reclaim_of_a_guarantee():
+    """A prod job may preempt explore, but the only explore job is never-preempt: that finds
+    no tier victim. Its reclaim, after the grace, still takes its guarantee back from the
+    borrower (found by the grace property test: the two looked for victims shared one memo,
+    and the tier preemption's "none, ever" stopped the reclaim)."""
+    quotas = (
+        QuotaRule("a", F, 1, reclaim_grace=5 * MIN, preemption_class="allowed"),
+        QuotaRule("e", F, 4, lending_limit=0, preemption_class="never"),
+        QuotaRule("c", F, 0, preemption_class="ckpt"),
+    )
+    # "c" borrows a's idle guarantee; "e" fills its own; then "a" asks for its guarantee.
+    jobs = [job("e1", 0, 4, 60, "e"), job("borrow", 0, 1, 120, "c"), job("owner", 10, 1, 10, "a")]
+    result = replay(jobs, [(0, rules(*quotas, capacity=5))])
+    assert starts(result) == {"e1": 0, "borrow": 0, "owner": 15}
+    assert reasons(result, "owner") == [(10, "Resources"), (15, "")]
+    assert result.preempted_by == [(1, 2, 15 * MIN, "reclaim")]
+    # Ran 15 minutes with a checkpoint every 10: 5 lost; restarted when the owner finished.
+    assert result.end[1] / MIN == pytest.approx(25 + 105 + 5)
+
+
 def test_a_lower_tier_job_within_its_guarantee_goes_before_a_higher_one_that_would_borrow():
     # Kueue's order between projects: work within its project's guarantee first, then the
     # tier. b's key-project job "big" would borrow from a pool that has nothing left to lend;

@@ -73,18 +73,18 @@ class _Preemption(_Admission):
         lower = sum(flavor.tier_running.get(slug, 0.0) for slug in tier.preemptible)
         if lower + flavor.free + EPS < gpus:
             return False
-        held = self.no_victims.get(j)
+        held = self.no_victims.get((j, "tier"))
         if held is not None and t < held[0] and flavor.free <= held[1] + EPS:
             return False  # its possible victims are all protected until then
         candidates = [v for v in flavor.running if self.tier[v].slug in tier.preemptible]
         candidates.sort(key=lambda v: (self.tier[v].score, -self.run_start[v], -v))
         victims, retry = self._victims(j, flavor, candidates, t)
         if victims is None:
-            self.no_victims[j] = (retry, flavor.free)
+            self.no_victims[j, "tier"] = (retry, flavor.free)
             if retry < math.inf:
                 self._wake(name, retry)
             return False
-        self.no_victims.pop(j, None)
+        self.no_victims.pop((j, "tier"), None)
         for v in victims:
             self._preempt(v, j, t, "tier")
         return True
@@ -101,7 +101,9 @@ class _Preemption(_Admission):
         if t + EPS < due:
             self._wake(name, due)
             return False
-        held = self.no_victims.get(j)
+        # Its own memo, not tier preemption's: the borrowers are other victims than the
+        # lower tiers (a never-preempt lower tier must not hold a reclaim from a borrower).
+        held = self.no_victims.get((j, "reclaim"))
         if held is not None and t < held[0] and flavor.free <= held[1] + EPS:
             return False
         over = {
@@ -119,11 +121,11 @@ class _Preemption(_Admission):
         )
         victims, retry = self._victims(j, flavor, borrowers, t)
         if victims is None:
-            self.no_victims[j] = (retry, flavor.free)
+            self.no_victims[j, "reclaim"] = (retry, flavor.free)
             if retry < math.inf:
                 self._wake(name, retry)
             return False
-        self.no_victims.pop(j, None)
+        self.no_victims.pop((j, "reclaim"), None)
         for v in victims:
             self._preempt(v, j, t, "reclaim")
         return True

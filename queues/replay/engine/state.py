@@ -83,7 +83,9 @@ class _State:
         self.by_tier: dict[str, set[tuple[str, tuple[str, str]]]] = {}
         self.user_version: dict[str, int] = {}
         self.no_quota: dict[str, QuotaRule] = {}  # the rule of a project without a quota
-        self.no_victims: dict[int, tuple[float, float]] = {}
+        # (job, "tier" or "reclaim") -> (until when its possible victims are protected, the
+        # free GPUs then): its look for victims is not repeated before either changes.
+        self.no_victims: dict[tuple[int, str], tuple[float, float]] = {}
         self.flavors: dict[str, _Flavor] = {}
         self.rules = timeline[0][1]
         self.now = 0.0
