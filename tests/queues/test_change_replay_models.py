@@ -299,6 +299,23 @@ def test_each_cluster_is_replayed_in_its_schedulers_order(
     assert (early[2], late[2]) == (119 * 60 + 2, 58 * 60 + 1)
 
 
+def _scheduler_value_replayed(world, scheduler, capture):
+    """Exploratory's scheduler value raised to 500, above Regular's, replayed: the change,
+    the run and its one model group, which replays the edit."""
+    change = services.rule_change_create(
+        user=world.ops,
+        reason="Sweeps first",
+        edits=[EditSpec(target=world.exploratory, field="scheduler_value", value=500)],
+        title=f"Exploratory first in {scheduler}",
+        submit=False,
+    )
+    run = _replay(world, change, capture)
+    [group] = run.result["models"]
+    assert group["model"] == scheduler.lower()
+    assert group["model_edits"] == ["prioritytier.scheduler_value"]
+    return change, run, group
+
+
 def test_a_change_of_a_tiers_scheduler_value_reorders_the_slurm_model(
     world, tmp_path, django_capture_on_commit_callbacks
 ):
@@ -307,16 +324,9 @@ def test_a_change_of_a_tiers_scheduler_value_reorders_the_slurm_model(
     conf = tmp_path / "slurm.conf"
     conf.write_text("PriorityType=priority/multifactor\nPriorityWeightQOS=10000\n")
     _record(world, _slurm(world, "qos", slurm_conf=str(conf)), ORDER)
-    change = services.rule_change_create(
-        user=world.ops,
-        reason="Sweeps first",
-        edits=[EditSpec(target=world.exploratory, field="scheduler_value", value=500)],
-        title="Exploratory first in Slurm",
-        submit=False,
+    change, run, _group = _scheduler_value_replayed(
+        world, "Slurm", django_capture_on_commit_callbacks
     )
-    run = _replay(world, change, django_capture_on_commit_callbacks)
-    [group] = run.result["models"]
-    assert group["model"] == "slurm" and group["model_edits"] == ["prioritytier.scheduler_value"]
     # The engine does not read it: the result's edits not modelled still name it.
     assert run.result["not_modelled"] == ["prioritytier.scheduler_value"]
     early, late = T0 + MINUTE, T0 + 2 * MINUTE
@@ -336,16 +346,9 @@ def test_a_change_of_a_tiers_scheduler_value_reorders_the_kueue_model(
     value: raised above the regular tier's, the exploratory job goes first with the change
     (the heads set aside wait for Kueue's requeue, a second after the end)."""
     _record(world, _kueue(world, settings, tmp_path), ORDER)
-    change = services.rule_change_create(
-        user=world.ops,
-        reason="Sweeps first",
-        edits=[EditSpec(target=world.exploratory, field="scheduler_value", value=500)],
-        title="Exploratory first in Kueue",
-        submit=False,
+    change, run, group = _scheduler_value_replayed(
+        world, "Kueue", django_capture_on_commit_callbacks
     )
-    run = _replay(world, change, django_capture_on_commit_callbacks)
-    [group] = run.result["models"]
-    assert group["model"] == "kueue" and group["model_edits"] == ["prioritytier.scheduler_value"]
     assert group["fallback"] == ""
     # The engine does not read it: the result's edits not modelled still name it.
     assert run.result["not_modelled"] == ["prioritytier.scheduler_value"]
