@@ -156,19 +156,26 @@ SETTINGS = settings(
 )
 
 
+def within_pool_and_maximums(rules: Rules, jobs: list[Job], result: Result, t: float) -> list[int]:
+    """Asserts that at ``t`` the pool holds no more than it has and no project more than its
+    maximum; returns the jobs running then."""
+    running = running_at(result, t)
+    assert sum(jobs[j].gpus for j in running) <= rules.capacity[F] + EPS
+    maximum = {quota.project: quota.maximum for quota in rules.quotas}
+    for project, used in usage(result, t).items():
+        most = maximum[project]
+        assert most is None or used <= most + EPS, (project, t)
+    return running
+
+
 @SETTINGS
 @given(scenarios())
 def test_no_project_tier_or_pool_ever_holds_more_than_it_may(scenario):
     rules, jobs = scenario
     result = replay(jobs, [(0.0, rules)])
-    quotas = {quota.project: quota for quota in rules.quotas}
     tiers = {tier.slug: tier for tier in rules.tiers}
     for t in moments(result):
-        running = running_at(result, t)
-        assert sum(jobs[j].gpus for j in running) <= rules.capacity[F] + EPS
-        for project, used in usage(result, t).items():
-            maximum = quotas[project].maximum
-            assert maximum is None or used <= maximum + EPS, (project, t)
+        running = within_pool_and_maximums(rules, jobs, result, t)
         by_tier: dict[str, float] = {}
         for j in running:
             by_tier[result.tiers[j]] = by_tier.get(result.tiers[j], 0.0) + jobs[j].gpus
@@ -196,13 +203,8 @@ def test_the_kueue_model_holds_no_more_than_may_be_and_starts_what_fits(scenario
     head set aside is not forgotten)."""
     rules, jobs = scenario
     result = replay(jobs, [(0.0, rules)], model=SchedulerModel("kueue"))
-    quotas = {quota.project: quota for quota in rules.quotas}
     for t in moments(result):
-        running = running_at(result, t)
-        assert sum(jobs[j].gpus for j in running) <= rules.capacity[F] + EPS
-        for project, used in usage(result, t).items():
-            maximum = quotas[project].maximum
-            assert maximum is None or used <= maximum + EPS, (project, t)
+        within_pool_and_maximums(rules, jobs, result, t)
     never = {quota.project for quota in rules.quotas if quota.preemption_class == "never"}
     for victim, _, _, _ in result.preempted_by:
         assert jobs[victim].project not in never
