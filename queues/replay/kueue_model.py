@@ -22,12 +22,14 @@ cluster_queue.go`` and ``inadmissible_workloads.go``), as measured on the lab's 
   once, in the order above, and admits those that fit (or preempt, or reclaim); a queue
   offers its next job only at the next cycle. Cycles take milliseconds: here they run in
   the same instant.
-- **Inadmissible heads wait for a requeue**: a head that neither fits nor preempts is set
-  aside (BestEffortFIFO: the next job of its queue becomes the head), and is looked at again
-  only when Kueue requeues the cohort's inadmissible workloads: ``REQUEUE_BATCH`` (1 s,
-  Kueue's ``requeueBatchPeriod``) after a workload of the cohort (here: of the pool) ended or
-  was preempted, once per batch; an arrival does not requeue them. Meanwhile newly arrived
-  work may take GPUs an end freed before the passed-over heads are tried again.
+- **Inadmissible heads wait for a requeue**: a head that neither fits nor preempts, for want
+  of GPUs or because the lending limits leave it none to borrow (never-preempt work never
+  borrows), is set aside (BestEffortFIFO: the next job of its queue becomes the head), and
+  is looked at again only when Kueue requeues the cohort's inadmissible workloads:
+  ``REQUEUE_BATCH`` (1 s, Kueue's ``requeueBatchPeriod``) after a workload of the cohort
+  (here: of the pool) ended or was preempted, once per batch; an arrival does not requeue
+  them. Meanwhile newly arrived work may take GPUs an end freed before the passed-over heads
+  are tried again.
 
 Per flavor, not per ClusterQueue: a project's queues of the other flavors do not wait behind
 a head of this one (Kueue pops them a cycle later, milliseconds). Sticky preempting heads,
@@ -247,15 +249,18 @@ class KueueReplay(Replay):
 
     def _futile(self, j: int, flavor: _Flavor) -> bool:
         """Whether trying ``j`` now would only set it aside again, with no other effect: no
-        cap holds it, it neither fits, nor borrows past the lending limits, nor may preempt
-        or reclaim, and it already waits for resources."""
+        cap holds it, and either the lending limits hold it as they did, or it neither fits,
+        nor borrows past the lending limits, nor may preempt or reclaim, and it already waits
+        for resources."""
         job, tier = self.jobs[j], self.tier[j]
         gpus = job.gpus
-        if self.reason[j] != RESOURCES or flavor.free + EPS >= gpus:
-            return False
         if not self._uncapped(j, flavor):
             return False
         lending = self._lending(j, flavor)
+        if self.reason[j] == LENDING:  # set aside by the lending limits: held so again
+            return lending == LENDING
+        if self.reason[j] != RESOURCES or flavor.free + EPS >= gpus:
+            return False
         if lending == LENDING:
             return False
         if lending is None and tier.may_preempt and tier.preemptible:
@@ -269,23 +274,11 @@ class KueueReplay(Replay):
             and flavor.borrowed > EPS
         )
 
-    def _still_held(self, key: tuple[str, str], flavor: _Flavor) -> bool:
-        """A queue held by the lending limits whose head would be held again, unchanged."""
-        group = flavor.groups.get(key)
-        if not group:
-            return False
-        j = group[0]
-        return (
-            self.reason[j] == LENDING
-            and self._uncapped(j, flavor)
-            and self._lending(j, flavor) == LENDING
-        )
-
     def _idle_requeue(self, name: str, flavor: _Flavor, t: float) -> bool:
-        """Whether the due requeue's pass would change nothing but the aging wakes: besides
-        the heads set aside it has only queues held by the lending limits, held again; the
-        projects' other queues on the flavor are held so or capped (nothing eased: their
-        stamps hold); every head set aside would be set aside again (``_futile``)."""
+        """Whether the due requeue's pass would change nothing but the aging wakes: it has no
+        queue but the heads set aside; the projects' other queues on the flavor are capped
+        (nothing eased: their stamps hold); every head set aside would be set aside again
+        (``_futile``)."""
         aside = self.aside.get(name)
         if (
             not aside
@@ -295,15 +288,13 @@ class KueueReplay(Replay):
             or any(until <= t for until in flavor.expiry.values())
         ):
             return False
-        jobs = self.jobs
-        if min(jobs[j].gpus for j in aside) <= flavor.free + EPS:
+        jobs, reason, free = self.jobs, self.reason, flavor.free + EPS
+        if any(jobs[j].gpus <= free and reason[j] == RESOURCES for j in aside):
             return False  # one fits (the common case: said before the longer checks)
-        groups, held = flavor.groups, flavor.held
-        if not all(self._still_held(key, flavor) for key in held):
-            return False
+        groups = flavor.groups
         for project in {jobs[j].project for j in aside}:
             for key in flavor.by_project.get(project, ()):
-                if key in groups and key not in held and not self._stamped(key, flavor):
+                if key in groups and not self._stamped(key, flavor):
                     return False
         for j in aside:
             if (self.tier[j].slug, jobs[j].project) in groups:
@@ -326,8 +317,8 @@ class KueueReplay(Replay):
         return stamp[0] >= left - EPS and stamp[1:] == (len(group), version)
 
     def _skip_requeue(self, name: str, flavor: _Flavor, t: float) -> bool:
-        """An idle requeue (``_idle_requeue``) skipped: the heads set aside stay so, the held
-        queues held; the aging wakes and expiries pushed as their candidates push them."""
+        """An idle requeue (``_idle_requeue``) skipped: the heads set aside stay so; the aging
+        wakes and expiries pushed as their candidates push them."""
         if not self._idle_requeue(name, flavor, t):
             return False
         del self.requeue_at[name]
@@ -336,8 +327,6 @@ class KueueReplay(Replay):
         first: dict[tuple[str, str], int] = {}
         for j in aside:
             first.setdefault((self.tier[j].slug, jobs[j].project), j)
-        for key in flavor.held:
-            first[key] = flavor.groups[key][0]
         order = [first[key] for key in sorted(first)]
         order += [j for j in aside if j not in set(order)]
         for j in order:
@@ -346,8 +335,7 @@ class KueueReplay(Replay):
             flavor.expiry.pop(key, None)
             self._aging_wake(j, key, name, flavor, t)
         for key in first:
-            if key not in flavor.held:
-                flavor.expiry.pop(key, None)
+            flavor.expiry.pop(key, None)
         flavor.next_expiry = min(flavor.expiry.values(), default=math.inf)
         flavor.unswept = set()
         flavor.blocker = None
@@ -377,9 +365,6 @@ class KueueReplay(Replay):
             for key in [key for key, until in flavor.expiry.items() if until <= t]:
                 del flavor.expiry[key]
             flavor.next_expiry = min(flavor.expiry.values(), default=float("inf"))
-        if flavor.held:
-            flavor.stale |= flavor.held
-            flavor.held = set()
         entries = flavor.entries
         tried: set[str] = set()  # the projects (ClusterQueues) whose head this cycle took
         while True:
@@ -403,7 +388,7 @@ class KueueReplay(Replay):
             if lending == LENDING:
                 self._say(j, LENDING, t)
                 del entries[key]
-                flavor.held.add(key)
+                self._set_aside(j, flavor, name, key)
                 continue
             if lending is None and flavor.free + EPS >= self.jobs[j].gpus:
                 self._begin(j, flavor, name, t)
