@@ -10,6 +10,7 @@ shown once).
 
 import os
 import shutil
+import warnings
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 import hypothesis
 import pytest
+from django.db import connections
 from django.test import Client, override_settings
 from rest_framework.test import APIClient
 
@@ -64,6 +66,36 @@ def _fast_password_hashing():
     """Hashing every persona's password with PBKDF2 would dominate the suite's time."""
     with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
         yield
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's test databases. Before they are dropped, a PostgreSQL session another
+    thread or process left connected to one is named in a warning (who, since when, its last
+    query) and closed, so the drop does not fail on it and the leak can be found."""
+    yield
+    with django_db_blocker.unblock():
+        left = [row for alias in connections for row in _close_other_sessions(alias)]
+    for row in left:
+        warnings.warn(f"a database session was left open by the tests: {row}", stacklevel=1)
+
+
+def _close_other_sessions(alias: str) -> list[str]:
+    connection = connections[alias]
+    if connection.vendor != "postgresql":
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT application_name, client_addr, backend_start, state, left(query, 300),"
+            " pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        rows = cursor.fetchall()
+    return [
+        f"application {app or '-'} from {addr or 'a local socket'} since {since:%H:%M:%S},"
+        f" {state}, last query: {query!r}"
+        for app, addr, since, state, query, _closed in rows
+    ]
 
 
 def require_service(name: str, available: bool, why: str) -> None:
