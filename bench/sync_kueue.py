@@ -20,8 +20,9 @@ cluster: generating the objects, validating them (the compiled schema check, the
 alone on what it does not pass) and both in a row, as the sync compiles them; the rules read
 (as a sync reads them: the collector paused) and the whole path before the first call to the
 cluster in one run (rules read, generate, validate: the figure of the 2 s target); the plan's
-own part against a live state of the same size (flattening the objects and the diff; the API
-server's read and dry runs are in the online run); and, for comparison, the validation by
+own part against a live state of the same size (the desired objects' flattened fields, most
+of them made by the generator, ``DesiredObjects.state``, and the diff; the API server's read
+and dry runs are in the online run); and, for comparison, the validation by
 jsonschema alone on every object (the former way);
 ``--from-pages`` reads the databases ``bench/pages.py`` keeps instead of building. It writes
 ``bench/results/sync_kueue-offline-<timestamp>.json``.
