@@ -20,8 +20,9 @@ cluster: generating the objects, validating them (the compiled schema check, the
 alone on what it does not pass) and both in a row, as the sync compiles them; the rules read
 (as a sync reads them: the collector paused) and the whole path before the first call to the
 cluster in one run (rules read, generate, validate: the figure of the 2 s target); the plan's
-own part against a live state of the same size (flattening the objects and the diff; the API
-server's read and dry runs are in the online run); and, for comparison, the validation by
+own part against a live state of the same size (the desired objects' flattened fields, most
+of them made by the generator, ``DesiredObjects.state``, and the diff; the API server's read
+and dry runs are in the online run); and, for comparison, the validation by
 jsonschema alone on every object (the former way);
 ``--from-pages`` reads the databases ``bench/pages.py`` keeps instead of building. It writes
 ``bench/results/sync_kueue-offline-<timestamp>.json``.
@@ -150,8 +151,19 @@ def timed(step: str, figures: Figures, client: KubeClient, fn: Callable[[], T]) 
 
 
 def _flat(objects: DesiredObjects) -> State:
-    """The flattened objects, as ``KueueBackend.desired_state`` makes them."""
-    return flatten_all(objects.manifests)
+    """The flattened objects, as ``KueueBackend.desired_state`` makes them (most objects'
+    fields made by the generator, ``DesiredObjects.state``)."""
+    return objects.state()
+
+
+def _same_state(objects: DesiredObjects) -> None:
+    """The generator's fields are exactly the objects flattened one by one (in order too)."""
+    made, walked = objects.state(), flatten_all(objects.manifests)
+    assert list(made) == list(walked), "other kinds"
+    for kind, found in walked.items():
+        assert list(made[kind]) == list(found), f"other {kind} objects"
+        for key, fields in found.items():
+            assert list(made[kind][key].items()) == list(fields.items()), f"{kind} {key}"
 
 
 # The fastest CPU time (this process) of each ``_best`` call, by the order of the calls.
@@ -245,8 +257,10 @@ def offline(size: int, *, from_pages: bool = False, base: str = "") -> dict[str,
         del _whole
         # The plan's own part, against a live state of the same size (each desired object
         # there, as Arbiter's, unchanged): flattening the objects and the diff. The API
-        # server's read and dry runs are not timed here (see the online run).
-        live_state = _flat(objects)
+        # server's read and dry runs are not timed here (see the online run). The live
+        # objects flattened one by one, as ``read_live`` flattens what the server lists.
+        _same_state(objects)
+        live_state = flatten_all(objects.manifests)
         live = LiveState(
             objects=live_state, managed={kind: set(found) for kind, found in live_state.items()}
         )

@@ -1,9 +1,15 @@
 """The plan's fast path: objects flattened together share what equal values became
-(``values.Memo``), and equal flattened objects skip the field-by-field diff. Both must give
-exactly the fields and the changes of the one-by-one way."""
+(``values.Memo``), the generator makes most objects' fields as it makes them
+(``desired.fields``, ``DesiredObjects.state``), and equal flattened objects skip the
+field-by-field diff. All must give exactly the fields and the changes of the one-by-one way."""
 
+import itertools
 from typing import Any
 
+from django.utils import timezone
+
+from governance.models import PoolCapacity
+from governance.selectors import effective_rules
 from queues.schedulers.backends import (
     Action,
     Change,
@@ -13,16 +19,27 @@ from queues.schedulers.backends import (
     diff_fields,
     plan_changes,
 )
+from queues.schedulers.kueue.desired import DesiredObjects, desired_objects, tier_policy
+from queues.schedulers.kueue.desired.fields import cluster_queue_fields, tier_policy_fields
 from queues.schedulers.kueue.values import (
+    ADMISSION_POLICY,
     CLUSTER_QUEUE,
+    COHORT,
     KINDS,
     LOCAL_QUEUE,
+    MUTATING_BINDING,
+    MUTATING_POLICY,
+    NAMESPACE,
+    POLICY_BINDING,
+    PRIORITY_CLASS,
     RESOURCE_FLAVOR,
+    WORKLOAD_PRIORITY_CLASS,
     Memo,
     flatten,
     flatten_all,
     values_equal,
 )
+from tests.queues.test_kueue_desired_golden import _organisation
 
 LABELS = {"app.kubernetes.io/managed-by": "arbiter"}
 
@@ -174,3 +191,139 @@ def test_the_fast_plan_makes_the_changes_of_the_field_by_field_one():
     assert [(c.kind, c.name, c.action, c.fields) for c in changes] == [
         (c.kind, c.name, c.action, c.fields) for c in expected
     ]
+
+
+def _in_order(state: dict[str, dict[str, dict[str, str]]]) -> list[Any]:
+    """A state with the order of its kinds, objects and fields."""
+    return [
+        (kind, [(key, list(fields.items())) for key, fields in found.items()])
+        for kind, found in state.items()
+    ]
+
+
+def test_the_generated_fields_are_the_golden_objects_flattened(org):
+    # The golden organisation (every shape of project, grant and pool), both namespace
+    # rules, with and without MutatingAdmissionPolicy.
+    _organisation(org)
+    pools = list(org.cluster.pools.all())
+    capacities = {
+        (c.pool_id, c.flavor_id): c.gpus for c in PoolCapacity.objects.filter(pool__in=pools)
+    }
+    for template, mutating in itertools.product(("{project}", "{project}-{pool}"), (True, False)):
+        objects = desired_objects(
+            rules=effective_rules(at=timezone.now()),
+            pools=pools,
+            capacities=capacities,
+            namespace_template=template,
+            revision=41,
+            mutating=mutating,
+        )
+        made = {kind for kind, found in objects.flat.items() if found}
+        state = objects.state()
+        assert _in_order(state) == _in_order(flatten_all(objects.manifests))
+        # Every kind is there; all but the few objects of the rules' own kinds (and the GPU
+        # policy) came with their fields.
+        assert made == set(KINDS) - ({MUTATING_POLICY, MUTATING_BINDING} if not mutating else set())
+        assert {kind for kind, _key, _m in objects.pending} == {
+            PRIORITY_CLASS,
+            WORKLOAD_PRIORITY_CLASS,
+            RESOURCE_FLAVOR,
+            COHORT,
+            ADMISSION_POLICY,
+            POLICY_BINDING,
+        }
+        assert objects.state() == state  # again: the same
+
+
+def test_the_tier_policy_fields_of_every_variant():
+    for allowed, own, default, mutating, namespace in itertools.product(
+        (["regular"], ["key", "regular", "urgent"], []),
+        ("", "regular", "key"),
+        ("", "regular", "it's"),
+        (True, False),
+        ("vision", 'odd"name\\ü'),
+    ):
+        manifests = tier_policy(
+            namespace,
+            allowed=allowed,
+            own=own,
+            default=default,
+            source="s",
+            revision=None,
+            mutating=mutating,
+        )
+        fields = tier_policy_fields(
+            namespace, allowed=allowed, own=own, default=default, mutating=mutating
+        )
+        assert [list(f.items()) for f in fields] == [
+            list(flatten(manifest).items()) for manifest in manifests
+        ]
+
+
+def test_the_cluster_queue_fields_of_every_shape():
+    # The generator's shape, with groups and limits it does not make (yet) as well.
+    shapes = []
+    for groups, weight, namespace in itertools.product(
+        (
+            [],
+            [{"coveredResources": ["nvidia.com/gpu"], "flavors": []}],
+            [
+                {
+                    "coveredResources": ["nvidia.com/gpu", "cpu"],
+                    "flavors": [
+                        {"name": "h100", "resources": [{"name": "gpu", "nominalQuota": "12000m"}]},
+                        {"name": "a100", "resources": []},
+                        {
+                            "name": "l4",
+                            "resources": [
+                                {"name": "b", "nominalQuota": "1", "lendingLimit": "0"},
+                                {"name": "a", "nominalQuota": "2Ki", "borrowingLimit": "1.50"},
+                            ],
+                        },
+                    ],
+                },
+                {"coveredResources": [], "flavors": [{"name": "x", "resources": []}]},
+            ],
+        ),
+        ("1", "0.500"),
+        ("vision", 'odd"name\\ü'),
+    ):
+        spec = {
+            "cohortName": "train",
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "resourceGroups": groups,
+            "preemption": {
+                "withinClusterQueue": "Never",
+                "reclaimWithinCohort": "Any",
+                "borrowWithinCohort": {"policy": "Never"},
+            },
+            "fairSharing": {"weight": weight},
+            "stopPolicy": "None",
+        }
+        shapes.append(spec)
+    shapes.append({**shapes[0], "namespaceSelector": {"matchExpressions": []}})
+    for spec in shapes:
+        manifest = {"kind": CLUSTER_QUEUE, "metadata": {"labels": LABELS}, "spec": spec}
+        assert list(cluster_queue_fields(spec).items()) == list(flatten(manifest).items())
+
+
+def test_the_state_of_objects_added_twice_or_not_added():
+    # The last object of a kind and name wins, in the place of the first, as in
+    # ``flatten_all``, whether its fields were made or not.
+    objects = DesiredObjects()
+    first, second, third = queue("q", "1"), queue("q", "2"), queue("q", "3")
+    objects.add(queue("p", "1"), "a")
+    objects.add(first, "a")
+    objects.add_made(second, "b", flatten(second))
+    objects.add_made(queue("r", "1"), "a", flatten(queue("r", "1")))
+    assert _in_order(objects.state()) == _in_order(
+        flatten_all([queue("p", "1"), first, second, queue("r", "1")])
+    )
+    objects = DesiredObjects()
+    objects.add_made(second, "b", flatten(second))
+    objects.add(third, "c")
+    objects.add(first, "a")
+    assert objects.state()[CLUSTER_QUEUE]["q"] == flatten(first)
+    # A manifest put in the list by hand: the manifests are flattened.
+    objects.manifests.append({"kind": NAMESPACE, "metadata": {"name": "n", "labels": LABELS}})
+    assert _in_order(objects.state()) == _in_order(flatten_all(objects.manifests))

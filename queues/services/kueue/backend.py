@@ -36,7 +36,6 @@ from queues.schedulers.kueue.values import (
     VERSION,
     Memo,
     flatten,
-    flatten_all,
     is_managed,
     manifest_key,
     object_key,
@@ -200,7 +199,8 @@ class KueueBackend(SchedulerBackend):
         used: Kueue tells GPU kinds apart by ResourceFlavor."""
         revision = RulesRevision.objects.order_by("-pk").values_list("pk", flat=True).first()
         objects = self.compile(rules=rules, pools=pools, capacities=capacities, revision=revision)
-        return flatten_all(objects.manifests)
+        # ``flatten_all(objects.manifests)``, most objects' fields made as they were generated.
+        return objects.state()
 
     def manifest(self, kind: str, key: str) -> Manifest:
         if self.objects is not None:

@@ -4,7 +4,9 @@
   queue's names, preemption and fair share) and ``DesiredObjects``, which collects them;
 - ``policies``: the admission policies of the managed namespaces (a project's tiers, GPUs
   only through Kueue);
-- ``cluster``: ``desired_objects``, the whole desired state of one cluster.
+- ``cluster``: ``desired_objects``, the whole desired state of one cluster;
+- ``fields``: the flattened fields of the bulk kinds (queues, namespaces, tier policies),
+  made with their manifests, which the plan takes as they are (``DesiredObjects.state``).
 
 Every public name is importable from here, as it was from the single module it was.
 """

@@ -23,6 +23,12 @@ from ..values import (
     SOURCE_ANNOTATION,
     k8s_name,
 )
+from .fields import (
+    cluster_queue_fields,
+    local_queue_fields,
+    namespace_fields,
+    tier_policy_fields,
+)
 from .objects import (
     DEFAULT_LOCAL_QUEUE,
     DesiredObjects,
@@ -83,7 +89,7 @@ def desired_objects(
             allowed_slugs.add(own_name)
         allowed = sorted(allowed_slugs)
         source = f"tiers of project {slug}"
-        for manifest in tier_policy(
+        manifests = tier_policy(
             namespace,
             allowed=allowed,
             own=own_name,
@@ -91,19 +97,23 @@ def desired_objects(
             source=source,
             revision=revision,
             mutating=mutating,
-        ):
-            out.add(manifest, source)
+        )
+        made = tier_policy_fields(
+            namespace, allowed=allowed, own=own_name, default=default_name, mutating=mutating
+        )
+        for manifest, fields in zip(manifests, made, strict=True):
+            out.add_made(manifest, source, fields)
     if queues.namespaces:
         for manifest in gpu_policy(revision):
             out.add(manifest, manifest["metadata"]["annotations"][SOURCE_ANNOTATION])
     for namespace, source in sorted(queues.namespaces.items()):
         meta = _metadata(namespace, source, revision)
         meta["labels"][NAMESPACE_NAME_LABEL] = namespace
-        out.add(_object(NAMESPACE, meta), source)
+        out.add_made(_object(NAMESPACE, meta), source, namespace_fields())
     for queue, source, paths in queues.queues:
-        out.add(queue, source, **paths)
+        out.add_made(queue, source, cluster_queue_fields(queue["spec"]), **paths)
     for local_queue, source in queues.local_queues:
-        out.add(local_queue, source)
+        out.add_made(local_queue, source, local_queue_fields(local_queue["spec"]))
     out.sort_by_kind()
     return out
 

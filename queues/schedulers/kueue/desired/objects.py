@@ -11,10 +11,11 @@ from django.utils.translation import gettext as _
 from governance.models import GpuFlavor, PriorityTier
 from governance.selectors import EffectiveProject, EffectiveQuota
 
-from ...backends import SchedulerError
+from ...backends import SchedulerError, State
 from ..values import (
     API_VERSIONS,
     GPU_RESOURCE,
+    KINDS,
     MANAGED_BY,
     MANAGED_BY_VALUE,
     NAMESPACED,
@@ -23,10 +24,15 @@ from ..values import (
     REVISION_LABEL,
     SOURCE_ANNOTATION,
     WORKLOAD_PRIORITY_CLASS,
+    Memo,
+    flatten,
+    flatten_all,
     k8s_name,
 )
 
 Manifest = dict[str, Any]
+# A manifest's place in ``DesiredObjects.flat`` until ``state`` flattens it.
+_PENDING: dict[str, str] = {}
 
 
 @dataclass
@@ -40,9 +46,37 @@ class DesiredObjects:
     manifests: list[Manifest] = field(default_factory=list)
     sources: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     notes: list[tuple[str, str, str]] = field(default_factory=list)
+    # ``flatten_all`` of the manifests, by kind and key, built as they are added: the fields
+    # the generator made with a manifest (``add_made``), or ``_PENDING`` for one ``state``
+    # flattens (``pending``). ``added``: how many were added; when the list holds others
+    # (put there by hand), ``state`` flattens them all.
+    flat: State = field(
+        default_factory=lambda: {kind: {} for kind in KINDS}, compare=False, repr=False
+    )
+    pending: list[tuple[str, str, Manifest]] = field(
+        default_factory=list, compare=False, repr=False
+    )
+    added: int = field(default=0, compare=False, repr=False)
 
     def add(self, manifest: Manifest, source: str, **paths: str) -> None:
+        self._add(manifest, source, None, paths)
+
+    def add_made(
+        self, manifest: Manifest, source: str, fields: dict[str, str], **paths: str
+    ) -> None:
+        """``add``, with ``fields``: ``flatten(manifest)``, made with the manifest
+        (``desired.fields``), which is not changed after."""
+        self._add(manifest, source, fields, paths)
+
+    def _add(
+        self,
+        manifest: Manifest,
+        source: str,
+        fields: dict[str, str] | None,
+        paths: dict[str, str],
+    ) -> None:
         self.manifests.append(manifest)
+        self.added += 1
         kind, meta = manifest["kind"], manifest["metadata"]
         # ``manifest_key``, written out (a sync adds 100,000 objects at 10,000 projects).
         key = (
@@ -51,6 +85,27 @@ class DesiredObjects:
             else meta.get("name", "")
         )
         self.sources[(kind, key)] = {"": source, **paths} if paths else {"": source}
+        flat = self.flat.get(kind)
+        if flat is None:
+            flat = self.flat[kind] = {}
+        if fields is None:
+            flat[key] = _PENDING
+            self.pending.append((kind, key, manifest))
+        else:
+            flat[key] = fields
+
+    def state(self) -> State:
+        """``flatten_all(self.manifests)``: the fields made with the manifests as they are
+        (the same dicts: not to be changed), the other manifests flattened now."""
+        if self.added != len(self.manifests):  # manifests not added by ``add``
+            return flatten_all(self.manifests)
+        memo = Memo()
+        # The last manifest of a kind and key wins, in the place of the first (as there):
+        # a pending one only when no manifest with fields came after it.
+        for kind, key, manifest in reversed(self.pending):
+            if self.flat[kind][key] is _PENDING:
+                self.flat[kind][key] = flatten(manifest, memo)
+        return {kind: dict(objects) for kind, objects in self.flat.items()}
 
     def sort_by_kind(self) -> None:
         """The manifests in the creation order of their kinds (``API_VERSIONS``), each kind's

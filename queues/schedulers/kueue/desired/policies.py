@@ -164,6 +164,31 @@ def _defaulted_pod(default: str, also: str = "") -> str:
     return f" || (object.kind == 'Pod' && {_POD}.priorityClassName == '{default}'{also})"
 
 
+def _names_no_tier(default: str) -> list[dict[str, str]]:
+    """The mutating policy's condition: the object names no tier."""
+    return [
+        {
+            "name": "names-no-tier",
+            "expression": f"!({_HAS_TIER}) && (!has({_POD}.priorityClassName)"
+            + _defaulted_pod(default)
+            + ")",
+        }
+    ]
+
+
+def _label_mutation(own: str) -> list[dict[str, Any]]:
+    """The mutating policy's patch: the tier label ``own``."""
+    return [
+        {
+            "patchType": "ApplyConfiguration",
+            "applyConfiguration": {
+                "expression": "Object{metadata: Object.metadata{labels: "
+                f"{{'{TIER_LABEL}': '{own}'}}}}}}"
+            },
+        }
+    ]
+
+
 def _own_tier_policy(
     name: str, namespace: str, *, own: str, default: str, source: str, revision: int | None
 ) -> list[Manifest]:
@@ -177,23 +202,8 @@ def _own_tier_policy(
                 "failurePolicy": "Fail",
                 "reinvocationPolicy": "Never",
                 "matchConstraints": _job_rules(["CREATE"]),
-                "matchConditions": [
-                    {
-                        "name": "names-no-tier",
-                        "expression": f"!({_HAS_TIER}) && (!has({_POD}.priorityClassName)"
-                        + _defaulted_pod(default)
-                        + ")",
-                    }
-                ],
-                "mutations": [
-                    {
-                        "patchType": "ApplyConfiguration",
-                        "applyConfiguration": {
-                            "expression": "Object{metadata: Object.metadata{labels: "
-                            f"{{'{TIER_LABEL}': '{own}'}}}}}}"
-                        },
-                    }
-                ],
+                "matchConditions": _names_no_tier(default),
+                "mutations": _label_mutation(own),
             },
         ),
         _object(
