@@ -183,7 +183,7 @@ class KueueLab:
                 self.create(f"/apis/batch/v1/namespaces/fid-{job.project}/jobs", _job(name, job))
                 track.submitted[name] = time.time()
             if len(track.admitted) < len(track.submitted) or (
-                track.watch and len(track.runs) > len(track.ended)
+                track.watch and len(track.ended) < len(track.submitted)
             ):
                 track.saw(self._admissions(workload))
             for name, job in zip(names, workload, strict=True):

@@ -78,12 +78,16 @@ def seed_figures(
     out: dict[str, Any] = {"jobs": len(ran), "real": real}
     for name, model in models.items():
         by: list[str] = []
+        preempted: dict[str, int] = {}
         if model.scheduler == "slurm" and model.slurm is not None:
             slurm = SlurmReplay(inputs, timeline, model.slurm)
             starts = slurm.run().start
             by = slurm.started_by
         else:
-            starts = replay(inputs, timeline, model=model).start
+            result = replay(inputs, timeline, model=model)
+            starts = result.start
+            # Kueue's evictions (reclaims of a guarantee) and the model's preemptions.
+            preempted = {"real": sum(r.preempted for r in ran), "model": sum(result.preemptions)}
         replayed = _delays(ran, starts)
         errors = compare(real, replayed)
         agrees = order_agrees(real, replayed)
@@ -96,6 +100,8 @@ def seed_figures(
             "order_agrees": agrees,
             "goal_met": agrees and all(e.within() for e in errors),
         }
+        if any(preempted.values()):
+            out[name]["preempted"] = preempted
         if by and all(r.started_by for r in ran):
             # Which scheduler started each job: Slurm's (its log) and the model's.
             out[name]["backfill_started"] = {
@@ -174,6 +180,10 @@ def _print_seed(fig: dict[str, Any]) -> None:
             if started
             else ""
         )
+        if "preempted" in row:
+            by += (
+                f"; preempted: Kueue {row['preempted']['real']}, model {row['preempted']['model']}"
+            )
         print(f"  {name}: tier order agrees {row['order_agrees']}, goal met {row['goal_met']}{by}")
 
 
