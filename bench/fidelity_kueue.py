@@ -6,11 +6,13 @@ its ``QuotaReserved`` condition's time, in whole seconds — and the driver play
 itself: it deletes the Job (and so its Workload, which gives its quota back) ``seconds``
 after the admission it saw. No Django: plain HTTPS calls with the lab's token.
 ``KueueLab.setup`` makes ResourceFlavors ``fid-a100`` and ``fid-h100`` (node label
-``gpu-type``, which each Job selects), a Cohort ``fid`` holding the lab's 4 + 4 GPUs, per
-tier a WorkloadPriorityClass ``fid-<tier>`` (value: the tier's priority) and per project a
-namespace (labelled as Arbiter's, so Kueue manages its Jobs), a ClusterQueue in the cohort
-(no guarantee: everything is borrowed from the cohort, as a project without a guarantee
-does; fair-sharing weight 1) and a LocalQueue; ``teardown`` removes them.
+``gpu-type``, which each Job selects), a Cohort ``fid``, per tier a WorkloadPriorityClass
+``fid-<tier>`` (value: the tier's priority) and per project a namespace (labelled as
+Arbiter's, so Kueue manages its Jobs), a ClusterQueue in the cohort (fair-sharing weight 1)
+and a LocalQueue; ``teardown`` removes them. The projects and their quotas are the
+``Scenario``'s (``bench/kueue_scenarios.py``), which ``kueue_rules`` turns into the replay's
+rules: by default one project per tier with no guarantee (everything borrowed from the
+cohort's 4 + 4 GPUs, as a project without a guarantee does).
 """
 
 from __future__ import annotations

@@ -19,7 +19,10 @@ order (``mixes.order_agrees``); then the distribution of the errors over all see
 writes everything to ``bench/results/replay_fidelity-<time>.json``. ``--rescore FILE``
 replays an earlier run's jobs with the models as they are now (no lab); ``--bf-phase``,
 ``--sched-phase`` and ``--end-delay`` set the Slurm model's pass timing (``SlurmSettings``)
-for a sensitivity run.
+for a sensitivity run. ``--scenario quotas`` (Kueue only) runs the workload under guarantees,
+a lending limit and a never-preempt project (``bench/kueue_scenarios.py``) instead of the
+default's projects without guarantees; its results file is ``replay_fidelity-kueue-quotas-
+<time>.json``, and ``--rescore`` replays it under the same scenario.
 """
 
 from __future__ import annotations
