@@ -62,6 +62,9 @@ class Ran:
     # driver first saw it (``start`` is then the estimate between them).
     stamp: float | None = None
     seen: float | None = None
+    # Kueue, when it preempted the job: the estimate of its last admission, and how often.
+    last: float | None = None
+    preempted: int = 0
 
     @property
     def delay(self) -> float:

@@ -19,7 +19,10 @@ order (``mixes.order_agrees``); then the distribution of the errors over all see
 writes everything to ``bench/results/replay_fidelity-<time>.json``. ``--rescore FILE``
 replays an earlier run's jobs with the models as they are now (no lab); ``--bf-phase``,
 ``--sched-phase`` and ``--end-delay`` set the Slurm model's pass timing (``SlurmSettings``)
-for a sensitivity run.
+for a sensitivity run. ``--scenario quotas`` (Kueue only) runs the workload under guarantees,
+a lending limit and a never-preempt project (``bench/kueue_scenarios.py``) instead of the
+default's projects without guarantees; its results file is ``replay_fidelity-kueue-quotas-
+<time>.json``, and ``--rescore`` replays it under the same scenario.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from bench.fidelity_slurm import (  # noqa: E402
     model_settings,
     replay_inputs,
 )
+from bench.kueue_scenarios import SCENARIOS, Scenario  # noqa: E402
 from queues.replay import Job, Rules, replay  # noqa: E402
 from queues.replay.mixes import LabJob, compare, mixed_workload, order_agrees, tier_medians  # noqa: E402
 from queues.replay.scheduler_model import SchedulerModel  # noqa: E402
@@ -77,12 +81,16 @@ def seed_figures(
     out: dict[str, Any] = {"jobs": len(ran), "real": real}
     for name, model in models.items():
         by: list[str] = []
+        preempted: dict[str, int] = {}
         if model.scheduler == "slurm" and model.slurm is not None:
             slurm = SlurmReplay(inputs, timeline, model.slurm)
             starts = slurm.run().start
             by = slurm.started_by
         else:
-            starts = replay(inputs, timeline, model=model).start
+            result = replay(inputs, timeline, model=model)
+            starts = result.start
+            # Kueue's evictions (reclaims of a guarantee) and the model's preemptions.
+            preempted = {"real": sum(r.preempted for r in ran), "model": sum(result.preemptions)}
         replayed = _delays(ran, starts)
         errors = compare(real, replayed)
         agrees = order_agrees(real, replayed)
@@ -95,6 +103,8 @@ def seed_figures(
             "order_agrees": agrees,
             "goal_met": agrees and all(e.within() for e in errors),
         }
+        if any(preempted.values()):
+            out[name]["preempted"] = preempted
         if by and all(r.started_by for r in ran):
             # Which scheduler started each job: Slurm's (its log) and the model's.
             out[name]["backfill_started"] = {
@@ -116,6 +126,8 @@ def seed_figures(
             "by": r.started_by,
             "precise": r.precise,
             **({} if r.stamp is None else {"stamp": r.stamp, "seen": r.seen}),
+            **({} if r.job.in_project == "" else {"project": r.job.project}),
+            **({} if not r.preempted else {"preempted": r.preempted, "last": r.last}),
         }
         for r in ran
     ]
@@ -133,14 +145,20 @@ def run_seed(lab: SlurmLab | KueueLab, seed: int, args: argparse.Namespace) -> d
         }
         fig = seed_figures(ran, replay_inputs(ran), lab_rules(), models)
     else:
-        # Kueue has no time limits: every job asks for none.
-        ran = lab.submit([replace(job, time_limit_minutes=None) for job in workload])
-        models = {
-            "kueue_model": SchedulerModel("kueue", priorities=PRIORITIES),
-            "strict_order": SchedulerModel("strict"),
-        }
-        fig = seed_figures(ran, kueue_inputs(ran), kueue_rules(), models)
+        # Kueue has no time limits: every job asks for none. Each in its scenario's project.
+        scenario = lab.scenario
+        ran = lab.submit(
+            [scenario.place(replace(job, time_limit_minutes=None)) for job in workload]
+        )
+        fig = seed_figures(ran, kueue_inputs(ran), kueue_rules(scenario), _kueue_models(scenario))
     return {"seed": seed, **fig}
+
+
+def _kueue_models(scenario: Scenario) -> dict[str, SchedulerModel]:
+    return {
+        "kueue_model": SchedulerModel("kueue", priorities=scenario.priorities),
+        "strict_order": SchedulerModel("strict"),
+    }
 
 
 def _print_seed(fig: dict[str, Any]) -> None:
@@ -165,6 +183,10 @@ def _print_seed(fig: dict[str, Any]) -> None:
             if started
             else ""
         )
+        if "preempted" in row:
+            by += (
+                f"; preempted: Kueue {row['preempted']['real']}, model {row['preempted']['model']}"
+            )
         print(f"  {name}: tier order agrees {row['order_agrees']}, goal met {row['goal_met']}{by}")
 
 
@@ -204,11 +226,20 @@ def _spread(values: list[float]) -> dict[str, float]:
 def rescore(path: Path, scheduler: str, overrides: dict[str, float]) -> int:
     """The figures of an earlier run's jobs, replayed with today's models."""
     stored = json.loads(path.read_text())
+    scenario = SCENARIOS[stored.get("scenario", "default")]
     figs = []
     for fig in stored["seeds"]:
         ran = [
             Ran(
-                LabJob(0.0, r["gpus"], r.get("seconds", 0), r["tier"], r["type"], r["limit_min"]),
+                LabJob(
+                    0.0,
+                    r["gpus"],
+                    r.get("seconds", 0),
+                    r["tier"],
+                    r["type"],
+                    r["limit_min"],
+                    r.get("project", ""),
+                ),
                 r["id"],
                 r["submit"],
                 r["start"],
@@ -217,6 +248,8 @@ def rescore(path: Path, scheduler: str, overrides: dict[str, float]) -> int:
                 r.get("precise", False),
                 r.get("stamp"),
                 r.get("seen"),
+                r.get("last"),
+                r.get("preempted", 0),
             )
             for r in fig["runs"]
         ]
@@ -239,12 +272,12 @@ def rescore(path: Path, scheduler: str, overrides: dict[str, float]) -> int:
                 {"seed": fig["seed"], **seed_figures(ran, replay_inputs(ran), lab_rules(), models)}
             )
         else:
-            models = {
-                "kueue_model": SchedulerModel("kueue", priorities=PRIORITIES),
-                "strict_order": SchedulerModel("strict"),
-            }
+            rules = kueue_rules(scenario)
             figs.append(
-                {"seed": fig["seed"], **seed_figures(ran, kueue_inputs(ran), kueue_rules(), models)}
+                {
+                    "seed": fig["seed"],
+                    **seed_figures(ran, kueue_inputs(ran), rules, _kueue_models(scenario)),
+                }
             )
         _print_seed(figs[-1])
     _print_summary(summary(figs))
@@ -274,6 +307,12 @@ def main() -> int:
     parser.add_argument("--run-seconds", default="5-20", help="runs drawn from LOW-HIGH seconds")
     parser.add_argument("--scheduler", choices=("slurm", "kueue"), default="slurm")
     parser.add_argument(
+        "--scenario",
+        choices=sorted(SCENARIOS),
+        default="default",
+        help="Kueue only: the projects' quotas (bench/kueue_scenarios.py; default: no guarantees)",
+    )
+    parser.add_argument(
         "--rescore",
         metavar="FILE",
         help="replay the runs of an earlier results file again with the models as they are now "
@@ -286,6 +325,8 @@ def main() -> int:
     ):
         parser.add_argument(name, type=float, help=what)
     args = parser.parse_args()
+    if args.scenario != "default" and args.scheduler != "kueue":
+        parser.error("--scenario needs --scheduler kueue")
     if args.rescore:
         return rescore(Path(args.rescore), args.scheduler, _overrides(args))
     lab: SlurmLab | KueueLab
@@ -305,7 +346,10 @@ def main() -> int:
     if not up:
         print(why, file=sys.stderr)
         return 1
-    lab.setup()
+    if isinstance(lab, KueueLab):
+        lab.setup(SCENARIOS[args.scenario])
+    else:
+        lab.setup()
     figs = []
     began = time.monotonic()
     try:
@@ -320,11 +364,13 @@ def main() -> int:
     results = ROOT / "bench" / "results"
     results.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = results / f"replay_fidelity-{args.scheduler}-{stamp}.json"
+    tail = "" if args.scenario == "default" else f"-{args.scenario}"
+    path = results / f"replay_fidelity-{args.scheduler}{tail}-{stamp}.json"
     path.write_text(
         json.dumps(
             {
                 "scheduler": args.scheduler,
+                **({} if args.scenario == "default" else {"scenario": args.scenario}),
                 "jobs_per_seed": args.jobs,
                 "run_seconds": args.run_seconds,
                 "measured_at": stamp,

@@ -29,10 +29,12 @@ class LabJob:
     tier: str
     gpu_type: str
     time_limit_minutes: int | None = None
+    # The project it runs in; "" means its tier's (``p-<tier>``, one project per tier).
+    in_project: str = ""
 
     @property
     def project(self) -> str:
-        return f"p-{self.tier}"
+        return self.in_project or f"p-{self.tier}"
 
 
 def mixed_workload(
