@@ -176,10 +176,11 @@ class KueueReplay(_Settle):
         del self.behind[mark:]  # they wait for resources (said when set aside), not behind
         self.dirty.add(name)
 
-    def _due(self, name: str, flavor: _Flavor, t: float) -> bool:
-        """The requeue, if the batch is due; True when it settled the pass (``_settle``): no
-        head set aside, nor any job the pass would look at, could do more than be set aside
-        again (or stay held by its cap), so they are not put back."""
+    def _due(self, name: str, flavor: _Flavor, t: float) -> bool | None:
+        """The requeue, if the batch is due: True when it put heads back; None when it
+        settled the pass (``_settle``): no head set aside, nor any job the pass would look
+        at, could do more than be set aside again (or stay held by its cap), so they are not
+        put back."""
         if self.requeue_at.get(name, math.inf) > t:
             return False
         del self.requeue_at[name]
@@ -189,14 +190,15 @@ class KueueReplay(_Settle):
         told = self._live(flavor, t, aside)
         if told is None or told[0]:
             self._requeue(name, aside, t)
-            return False
+            return True
         self.aside[name] = aside
         self._settle(name, flavor, told[1], told[2])
-        return True
+        return None
 
     def _pass(self, name: str, t: float) -> None:
         flavor = self.flavors[name]
-        if self._due(name, flavor, t):
+        requeued = self._due(name, flavor, t)
+        if requeued is None:
             flavor.unswept = set()
             flavor.blocker = None
             return
@@ -205,12 +207,12 @@ class KueueReplay(_Settle):
             for key in [key for key, until in flavor.expiry.items() if until <= t]:
                 del flavor.expiry[key]
             flavor.next_expiry = min(flavor.expiry.values(), default=float("inf"))
-        entries = flavor.entries
+        entries, groups = flavor.entries, flavor.groups
         tried: set[str] = set()  # the projects (ClusterQueues) whose head this cycle took
-        # The jobs that could do more than be set aside (``_live``), told again when a job
-        # starts or once those were tried; None: not told in this pass.
-        live: set[int] | None = set()
-        tell = True
+        # After a requeue, the jobs that could do more than be set aside (``_live``), told
+        # again when a job starts or once those were tried; None: not told in this pass.
+        live: set[int] | None = set() if requeued else None
+        tell = requeued
         while True:
             # A queue tried this cycle offers its next head at the next one.
             if flavor.stale:
@@ -218,7 +220,14 @@ class KueueReplay(_Settle):
                 if stale:
                     flavor.stale.difference_update(stale)
                     for key in stale:
-                        self._candidate(name, flavor, key, t)
+                        if groups.get(key):
+                            self._candidate(name, flavor, key, t)
+                        else:  # ``_candidate`` of an empty queue, inline (the common case)
+                            entries.pop(key, None)
+                            flavor.unswept.discard(key)
+                            flavor.within.discard(key)
+                            flavor.expiry.pop(key, None)
+                            flavor.stamps.pop(key, None)
             if tell:
                 tell, told = False, self._live(flavor, t)
                 live = None if told is None else told[0]
@@ -230,6 +239,15 @@ class KueueReplay(_Settle):
                 if not tried:
                     break
                 tried = set()  # the next cycle
+                continue
+            if live is not None and not any(groups[key][pos] in live for _, key, pos in heads):
+                # No head left in this cycle could do more than be set aside: all are, in
+                # any order (their order by fair sharing decides nothing).
+                for _entry, key, pos in heads:
+                    tried.add(key[1])
+                    j = groups[key][pos]
+                    del entries[key]
+                    self._set_aside(j, flavor, name, key)
                 continue
             entry, key, pos = min(heads)
             tried.add(key[1])

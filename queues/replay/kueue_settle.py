@@ -23,6 +23,7 @@ from itertools import chain
 
 from .engine import EPS, LENDING, QUEUE_DEPTH, RESOURCES, TIER_CAP, Replay
 from .engine.vocabulary import PROJECT_MAX, USER_CAP, _Flavor
+from .rules import FORBIDDEN
 
 _Entry = tuple[int, int, float, float, int]  # borrowing, share, -priority, arrival, job
 
@@ -75,18 +76,31 @@ class _Settle(Replay):
         version = self.user_version.get(tier.slug, 0)
         return stamp[0] >= left - EPS and stamp[1:] == (len(group), version)
 
-    def _dead(self, j: int, flavor: _Flavor, t: float) -> bool:
+    def _dead(
+        self, j: int, flavor: _Flavor, t: float, lent: dict[tuple[str, float], str | None]
+    ) -> bool:
         """Whether trying ``j`` as a head now would only set it aside: the lending limits hold
         it as they did, or it neither fits, nor may preempt (or its victims are protected, as
-        ``_try_preempt`` remembers), nor may reclaim, and it already waits for resources."""
+        ``_try_preempt`` remembers), nor may reclaim, and it already waits for resources.
+        ``lent``: ``_lending`` per project and GPUs asked, of work that may borrow."""
         job = self.jobs[j]
-        gpus, said = job.gpus, self.reason[j]
-        lending = self._lending(j, flavor)
+        gpus, said, free, project = job.gpus, self.reason[j], flavor.free, job.project
+        quota = self._quota(flavor, project)
+        after = flavor.usage.get(project, 0.0) + gpus
+        over = after > quota.guarantee + EPS
+        if over and self.cls[j].kind == FORBIDDEN:
+            lending: str | None = LENDING  # ``_lending``: never-preempt work never borrows
+        elif not over:
+            lending = None
+        else:
+            memo = (project, gpus)
+            if memo not in lent:
+                lent[memo] = self._lending(j, flavor)
+            lending = lent[memo]
         if lending == LENDING:
             return said == LENDING
         if said != RESOURCES:
             return False
-        free = flavor.free
         if lending is None:
             if free + EPS >= gpus:
                 return False
@@ -97,12 +111,7 @@ class _Settle(Replay):
                     held = self.no_victims.get((j, "tier"))
                     if held is None or not (t < held[0] and free <= held[1] + EPS):
                         return False
-        quota = flavor.quotas.get(job.project)
-        return (
-            quota is None
-            or flavor.usage.get(job.project, 0.0) + gpus > quota.guarantee + EPS
-            or flavor.borrowed <= EPS
-        )
+        return over or project not in flavor.quotas or flavor.borrowed <= EPS
 
     def _live(
         self, flavor: _Flavor, t: float, aside: Collection[int] = ()
@@ -121,6 +130,7 @@ class _Settle(Replay):
             if key not in groups:  # a queue made again: its project's others are looked at
                 keys.update(flavor.by_project.get(key[1], ()))
         live: set[int] = set()
+        lent: dict[tuple[str, float], str | None] = {}
         scan: dict[tuple[str, str], list[int]] = {}
         for key in keys:
             group, came = groups.get(key) or (), coming.get(key, ())
@@ -139,6 +149,12 @@ class _Settle(Replay):
                 left = maximum - used
             user_cap = tier.max_gpus_per_user
             held = scan[key] = []
+            # Of a tier that may not preempt, a job's fate here is its GPUs', its reason's
+            # and its class's: told once per queue.
+            told: dict[tuple[float, str | None, str], bool] | None = (
+                None if tier.may_preempt else {}
+            )
+            cls = self.cls
             for j in chain(group, came):
                 gpus = jobs[j].gpus
                 if gpus > left + EPS:
@@ -149,7 +165,13 @@ class _Settle(Replay):
                 ):
                     token = USER_CAP
                 else:
-                    if not self._dead(j, flavor, t):
+                    fate = (gpus, reason[j], cls[j].kind)
+                    dead = None if told is None else told.get(fate)
+                    if dead is None:
+                        dead = self._dead(j, flavor, t, lent)
+                        if told is not None:
+                            told[fate] = dead
+                    if not dead:
                         live.add(j)
                     continue
                 held.append(j)
