@@ -176,29 +176,29 @@ class KueueReplay(_Settle):
         del self.behind[mark:]  # they wait for resources (said when set aside), not behind
         self.dirty.add(name)
 
-    def _due(self, name: str, flavor: _Flavor, t: float) -> bool | None:
-        """The requeue, if the batch is due: True when it put heads back; None when it
-        settled the pass (``_settle``): no head set aside, nor any job the pass would look
-        at, could do more than be set aside again (or stay held by its cap), so they are not
-        put back."""
+    def _due(self, name: str, flavor: _Flavor, t: float) -> tuple[bool, set[int] | None] | None:
+        """The requeue, if the batch is due. None when it settled the pass (``_settle``): no
+        head set aside, nor any job the pass would look at, could do more than be set aside
+        again (or stay held by its cap), so they are not put back; else whether it put them
+        back, and then the jobs that could (``_live``; None: not told)."""
         if self.requeue_at.get(name, math.inf) > t:
-            return False
+            return False, None
         del self.requeue_at[name]
         aside = self.aside.pop(name, None)
         if not aside:
-            return False
+            return False, None
         told = self._live(flavor, t, aside)
         if told is None or told[0]:
             self._requeue(name, aside, t)
-            return True
+            return True, None if told is None else told[0]
         self.aside[name] = aside
         self._settle(name, flavor, told[1], told[2])
         return None
 
     def _pass(self, name: str, t: float) -> None:
         flavor = self.flavors[name]
-        requeued = self._due(name, flavor, t)
-        if requeued is None:
+        due = self._due(name, flavor, t)
+        if due is None:
             flavor.unswept = set()
             flavor.blocker = None
             return
@@ -209,10 +209,10 @@ class KueueReplay(_Settle):
             flavor.next_expiry = min(flavor.expiry.values(), default=float("inf"))
         entries, groups = flavor.entries, flavor.groups
         tried: set[str] = set()  # the projects (ClusterQueues) whose head this cycle took
-        # After a requeue, the jobs that could do more than be set aside (``_live``), told
-        # again when a job starts or once those were tried; None: not told in this pass.
-        live: set[int] | None = set() if requeued else None
-        tell = requeued
+        # After a requeue, the jobs that could do more than be set aside (``_live``, told
+        # before they were put back: the caps said since may leave fewer), told again when a
+        # job starts or once those were tried; None: not told in this pass.
+        live, tell = due[1], False
         while True:
             # A queue tried this cycle offers its next head at the next one.
             if flavor.stale:
