@@ -42,6 +42,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Mapping, Sequence
 
 from .engine import EPS, LENDING, RESOURCES
@@ -102,10 +103,19 @@ class KueueReplay(_Settle):
         return cap, (cap - base) / gap if gap > 0 else 0.0
 
     def _key(self, j: int, flavor: _Flavor, t: float) -> _Entry:
-        borrowing, _score, _share, arrival, _j = super()._key(j, flavor, t)
         job = self.jobs[j]
         quota = flavor.quotas.get(job.project)
+        guarantee = quota.guarantee if quota is not None else 0.0
         weight = quota.fair_share_weight if quota is not None else 1.0
+        # The engine's first part of the key (``Replay._key``), inline: the other parts it
+        # computes are not this key's.
+        borrowing = 1 if flavor.usage.get(job.project, 0.0) + job.gpus > guarantee + EPS else 0
+        if not borrowing:
+            score, tiers, groups = self.tier[j].score, self.tiers, flavor.groups
+            for key in flavor.by_project[job.project]:
+                if tiers[key[0]].score > score and groups.get(key):
+                    borrowing = 1
+                    break
         borrowed = job.gpus if borrowing else 0.0
         for other in self.flavors.values():
             mine = self._quota(other, job.project)
@@ -114,7 +124,7 @@ class KueueReplay(_Settle):
         if lendable is None:
             lendable = self.lendable = sum(other.capacity for other in self.flavors.values())
         drs = int(DRS_SCALE * borrowed / lendable / weight) if lendable and weight > 0 else 0
-        return (borrowing, drs, -self._priority(j, t), arrival, j)
+        return (borrowing, drs, -self._priority(j, t), job.arrival, j)
 
     def _use(self, flavor: _Flavor, name: str, project: str, delta: float, t: float) -> None:
         super()._use(flavor, name, project, delta, t)
@@ -168,8 +178,15 @@ class KueueReplay(_Settle):
         for j in sorted(aside, key=lambda j: (jobs[j].arrival, j)):
             key = (self.tier[j].slug, jobs[j].project)
             group = flavor.groups.get(key)
-            if group is None:  # the rules are those it was set aside under (``_apply``)
-                self._enqueue(j, t, fresh=False)
+            if group is None:
+                # ``_enqueue`` inline: the rules are those it was set aside under (``_apply``),
+                # so its tier and class are those resolved then, and no cap per job holds it.
+                flavor.groups[key] = deque((j,))
+                flavor.by_project.setdefault(key[1], set()).add(key)
+                flavor.stale |= flavor.by_project[key[1]]  # its lower tiers wait behind it
+                tier = self.tier[j]
+                if tier.max_gpus_total is not None or tier.max_gpus_per_user is not None:
+                    self.by_tier.setdefault(tier.slug, set()).add((name, key))
                 continue
             group.insert(bisect_right(group, jobs[j].arrival, key=lambda k: jobs[k].arrival), j)
             flavor.stale.add(key)
