@@ -212,6 +212,23 @@ class KueueReplay(_Settle):
         self._settle(name, flavor, told[1], told[2])
         return None
 
+    def _refresh(self, name: str, flavor: _Flavor, tried: set[str], t: float) -> None:
+        """The next candidate of each stale queue, but of a ClusterQueue tried this cycle."""
+        stale = sorted(key for key in flavor.stale if key[1] not in tried)
+        if not stale:
+            return
+        flavor.stale.difference_update(stale)
+        groups, entries = flavor.groups, flavor.entries
+        for key in stale:
+            if groups.get(key):
+                self._candidate(name, flavor, key, t)
+            else:  # ``_candidate`` of an empty queue, inline (the common case)
+                entries.pop(key, None)
+                flavor.unswept.discard(key)
+                flavor.within.discard(key)
+                flavor.expiry.pop(key, None)
+                flavor.stamps.pop(key, None)
+
     def _pass(self, name: str, t: float) -> None:
         flavor = self.flavors[name]
         due = self._due(name, flavor, t)
@@ -233,18 +250,7 @@ class KueueReplay(_Settle):
         while True:
             # A queue tried this cycle offers its next head at the next one.
             if flavor.stale:
-                stale = sorted(key for key in flavor.stale if key[1] not in tried)
-                if stale:
-                    flavor.stale.difference_update(stale)
-                    for key in stale:
-                        if groups.get(key):
-                            self._candidate(name, flavor, key, t)
-                        else:  # ``_candidate`` of an empty queue, inline (the common case)
-                            entries.pop(key, None)
-                            flavor.unswept.discard(key)
-                            flavor.within.discard(key)
-                            flavor.expiry.pop(key, None)
-                            flavor.stamps.pop(key, None)
+                self._refresh(name, flavor, tried, t)
             if tell:
                 tell, told = False, self._live(flavor, t)
                 live = None if told is None else told[0]
