@@ -35,6 +35,10 @@ Per flavor, not per ClusterQueue: a project's queues of the other flavors do not
 a head of this one (Kueue pops them a cycle later, milliseconds). Sticky preempting heads,
 Kueue's preemption within the cluster queue and the scheduling-equivalence hashing (off by
 default in 0.17) are the engine's or not modelled.
+
+Every pass ends with each queue empty or held by its caps, so the engine's wakes (aging steps,
+reclaim graces, protected victims) would bring passes that look at nothing: none is pushed.
+A pass whose jobs could only be set aside again is told the short way (``kueue_settle``).
 """
 
 from __future__ import annotations

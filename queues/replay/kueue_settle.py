@@ -1,24 +1,31 @@
-"""The Kueue model's pass told the short way once every head left would only be set aside.
+"""The Kueue model's passes told the short way when every job they would look at could only
+be set aside (no Django).
 
 A requeue (``kueue_model``) puts every head set aside back into its queue, and the pass then
 takes the cohort's heads cycle by cycle, one per ClusterQueue per cycle, until each queue is
-empty or held by a cap: most of them do not fit and are set aside again. ``_live`` tells,
-from the state of the flavor, which of the jobs the rest of the pass would look at could do
-anything but that: start, preempt, reclaim (or start its reclaim grace), or say a new
-reason. When none could, nothing that decides those changes before the pass ends (a head set
-aside changes no GPU, no cap, no lending), so ``_settle`` sets the rest aside in the order of
-the cycles, without their order within a cycle (fair sharing's dominant resource share, which
-then decides nothing) and without trying each: each queue's next candidate is still looked at
-as the full pass looks at it, so the aging wakes, the expiries and the stamps of the capped
-queues are the full pass's, in its order. The result is the same, job for job
-(``tests/queues/test_replay_kueue_model.py`` pins it).
+empty or held by its caps: most heads do not fit and are set aside again. ``_live`` tells,
+from the flavor's state, which of the jobs the pass would look at could do anything else:
+start, preempt, reclaim (or start its reclaim grace), or say a new reason (a cap's included).
+When none could, nothing that decides those changes before the pass ends (a head set aside
+changes no GPU, no cap, no lending), and the end of the pass is known without running its
+cycles (``_settle``): every job no cap holds set aside, each queue looked at left with the jobs
+its caps hold and stamped as its last look stamps it. Their order within and across cycles
+decides nothing then (the model pushes no wakes: ``KueueReplay._wake``). So:
+
+- a requeue whose heads set aside, and the queues the pass would look at, hold no live job is
+  settled without putting the heads back (``KueueReplay._due``);
+- in a pass with live jobs, a cycle whose heads are all dead is set aside at once, and once
+  the live jobs were tried (and after each start, the state having changed) the rest of the
+  pass is settled when none is left.
+
+The result is the same, job for job (``tests/queues/test_replay_kueue_model.py`` pins it).
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from itertools import chain
 
 from .engine import EPS, LENDING, QUEUE_DEPTH, RESOURCES, TIER_CAP, Replay
@@ -133,7 +140,8 @@ class _Settle(Replay):
         lent: dict[tuple[str, float], str | None] = {}
         scan: dict[tuple[str, str], list[int]] = {}
         for key in keys:
-            group, came = groups.get(key) or (), coming.get(key, ())
+            group: Sequence[int] = groups.get(key) or ()
+            came: Sequence[int] = coming.get(key, ())
             if not came and (not group or (key not in entries and self._stamped(key, flavor))):
                 continue  # looked at, it would return at once
             if len(group) + len(came) > QUEUE_DEPTH:
