@@ -162,14 +162,16 @@ class _Settle(Replay):
             told: dict[tuple[float, str | None, str], bool] | None = (
                 None if tier.may_preempt else {}
             )
-            cls = self.cls
+            cls, user_use = self.cls, self.user_use
+            over_left, over_tier = left + EPS, tier_left + EPS
+            over_user = math.inf if user_cap is None else user_cap + EPS
             for j in chain(group, came):
-                gpus = jobs[j].gpus
-                if gpus > left + EPS:
-                    token = TIER_CAP if gpus > tier_left + EPS else PROJECT_MAX
+                job = jobs[j]
+                gpus = job.gpus
+                if gpus > over_left:
+                    token = TIER_CAP if gpus > over_tier else PROJECT_MAX
                 elif (
-                    user_cap is not None
-                    and self.user_use.get((jobs[j].user, slug), 0.0) + gpus > user_cap + EPS
+                    user_cap is not None and user_use.get((job.user, slug), 0.0) + gpus > over_user
                 ):
                     token = USER_CAP
                 else:
