@@ -218,20 +218,26 @@ class KueueReplay(_Settle):
 
     def _refresh(self, name: str, flavor: _Flavor, tried: set[str], t: float) -> None:
         """The next candidate of each stale queue, but of a ClusterQueue tried this cycle."""
-        stale = sorted(key for key in flavor.stale if key[1] not in tried)
-        if not stale:
-            return
-        flavor.stale.difference_update(stale)
+        if tried:
+            stale = [key for key in flavor.stale if key[1] not in tried]
+            if not stale:
+                return
+            flavor.stale.difference_update(stale)
+        else:
+            stale, flavor.stale = list(flavor.stale), set()
         groups, entries = flavor.groups, flavor.entries
+        looks = []
         for key in stale:
             if groups.get(key):
-                self._candidate(name, flavor, key, t)
-            else:  # ``_candidate`` of an empty queue, inline (the common case)
+                looks.append(key)
+            else:  # ``_candidate`` of an empty queue, inline (the common case): no order
                 entries.pop(key, None)
                 flavor.unswept.discard(key)
                 flavor.within.discard(key)
                 flavor.expiry.pop(key, None)
                 flavor.stamps.pop(key, None)
+        for key in sorted(looks):  # in a fixed order (the reasons a look says)
+            self._candidate(name, flavor, key, t)
 
     def _pass(self, name: str, t: float) -> None:
         flavor = self.flavors[name]
