@@ -49,7 +49,7 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Mapping, Sequence
 
-from .engine import EPS, LENDING, RESOURCES
+from .engine import EPS, LENDING, PROJECT_MAX, QUEUE_DEPTH, RESOURCES, TIER_CAP, USER_CAP
 from .engine.vocabulary import _WAKE, _Flavor
 from .kueue_settle import _Entry, _Settle
 from .rules import Job, Rules, TierRule
@@ -129,6 +129,53 @@ class KueueReplay(_Settle):
             lendable = self.lendable = sum(other.capacity for other in self.flavors.values())
         drs = int(DRS_SCALE * borrowed / lendable / weight) if lendable and weight > 0 else 0
         return (borrowing, drs, -self._priority(j, t), job.arrival, j)
+
+    def _candidate(self, name: str, flavor: _Flavor, key: tuple[str, str], t: float) -> None:
+        """The engine's (``_Admission._candidate``) without what only the engine's pass reads:
+        the unswept and within queues, and the aging expiries and wakes (a head's aging
+        counts when the requeue looks at it again: see ``_wake``)."""
+        entries, stamps = flavor.entries, flavor.stamps
+        entries.pop(key, None)
+        group = flavor.groups.get(key)
+        if not group:
+            stamps.pop(key, None)
+            return
+        jobs = self.jobs
+        tier = self.tier[group[0]]
+        slug = tier.slug
+        used = flavor.usage.get(key[1], 0.0)
+        tier_left = left = math.inf
+        if tier.max_gpus_total is not None:
+            tier_left = left = tier.max_gpus_total - self.tier_use.get(slug, 0.0)
+        maximum = self._quota(flavor, key[1]).maximum
+        if maximum is not None and maximum - used < left:
+            left = maximum - used
+        version = self.user_version.get(slug, 0)
+        stamp = stamps.get(key)
+        if stamp is not None and stamp[0] >= left - EPS and stamp[1:] == (len(group), version):
+            return  # nothing that held it back has eased
+        user_cap = tier.max_gpus_per_user
+        reason, reasons = self.reason, self.reasons
+        over_left, over_tier = left + EPS, tier_left + EPS
+        for pos in range(min(len(group), QUEUE_DEPTH)):
+            j = group[pos]
+            gpus = jobs[j].gpus
+            if gpus > over_left:
+                token = TIER_CAP if gpus > over_tier else PROJECT_MAX
+                if reason[j] != token:
+                    reason[j] = token
+                    reasons.append((j, t, token))
+                continue
+            if (
+                user_cap is not None
+                and self.user_use.get((jobs[j].user, slug), 0.0) + gpus > user_cap + EPS
+            ):
+                self._say(j, USER_CAP, t)
+                continue
+            stamps.pop(key, None)
+            entries[key] = (self._key(j, flavor, t), key, pos)
+            return
+        stamps[key] = (left, len(group), version)
 
     def _use(self, flavor: _Flavor, name: str, project: str, delta: float, t: float) -> None:
         super()._use(flavor, name, project, delta, t)
@@ -232,9 +279,6 @@ class KueueReplay(_Settle):
                 looks.append(key)
             else:  # ``_candidate`` of an empty queue, inline (the common case): no order
                 entries.pop(key, None)
-                flavor.unswept.discard(key)
-                flavor.within.discard(key)
-                flavor.expiry.pop(key, None)
                 flavor.stamps.pop(key, None)
         for key in sorted(looks):  # in a fixed order (the reasons a look says)
             self._candidate(name, flavor, key, t)
@@ -246,11 +290,6 @@ class KueueReplay(_Settle):
             flavor.unswept = set()
             flavor.blocker = None
             return
-        if t >= flavor.next_expiry:
-            flavor.stale |= {key for key, until in flavor.expiry.items() if until <= t}
-            for key in [key for key, until in flavor.expiry.items() if until <= t]:
-                del flavor.expiry[key]
-            flavor.next_expiry = min(flavor.expiry.values(), default=float("inf"))
         entries, groups = flavor.entries, flavor.groups
         tried: set[str] = set()  # the projects (ClusterQueues) whose head this cycle took
         # After a requeue, the jobs that could do more than be set aside (``_live``, told
