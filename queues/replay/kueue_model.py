@@ -45,9 +45,9 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_right
 from collections import deque
 from collections.abc import Mapping, Sequence
+from itertools import chain
 
 from .engine import EPS, LENDING, PROJECT_MAX, QUEUE_DEPTH, RESOURCES, TIER_CAP, USER_CAP
 from .engine.vocabulary import _WAKE, _Flavor
@@ -223,25 +223,27 @@ class KueueReplay(_Settle):
         looked at again at the requeue, their priorities aged to then."""
 
     def _requeue(self, name: str, aside: set[int], t: float) -> None:
-        """The flavor's inadmissible heads back into their queues (the batch is due)."""
+        """The flavor's inadmissible heads back into their queues (the batch is due), each
+        after the jobs of its queue that arrived no later (a queue is in arrival order)."""
         jobs, flavor = self.jobs, self.flavors[name]
-        mark = len(self.behind)
+        groups = flavor.groups
+        coming: dict[tuple[str, str], list[int]] = {}
         for j in sorted(aside, key=lambda j: (jobs[j].arrival, j)):
-            key = (self.tier[j].slug, jobs[j].project)
-            group = flavor.groups.get(key)
-            if group is None:
-                # ``_enqueue`` inline: the rules are those it was set aside under (``_apply``),
-                # so its tier and class are those resolved then, and no cap per job holds it.
-                flavor.groups[key] = deque((j,))
-                flavor.by_project.setdefault(key[1], set()).add(key)
-                flavor.stale |= flavor.by_project[key[1]]  # its lower tiers wait behind it
-                tier = self.tier[j]
-                if tier.max_gpus_total is not None or tier.max_gpus_per_user is not None:
-                    self.by_tier.setdefault(tier.slug, set()).add((name, key))
+            coming.setdefault((self.tier[j].slug, jobs[j].project), []).append(j)
+        for key, heads in coming.items():
+            group = groups.get(key)
+            if group is not None:
+                groups[key] = deque(sorted(chain(group, heads), key=lambda k: jobs[k].arrival))
+                flavor.stale.add(key)
                 continue
-            group.insert(bisect_right(group, jobs[j].arrival, key=lambda k: jobs[k].arrival), j)
-            flavor.stale.add(key)
-        del self.behind[mark:]  # they wait for resources (said when set aside), not behind
+            # ``_enqueue`` inline: the rules are those they were set aside under (``_apply``),
+            # so their tier and class are those resolved then, and no cap per job holds them.
+            groups[key] = deque(heads)
+            flavor.by_project.setdefault(key[1], set()).add(key)
+            flavor.stale |= flavor.by_project[key[1]]  # its lower tiers wait behind it
+            tier = self.tier[heads[0]]
+            if tier.max_gpus_total is not None or tier.max_gpus_per_user is not None:
+                self.by_tier.setdefault(tier.slug, set()).add((name, key))
         self.dirty.add(name)
 
     def _due(self, name: str, flavor: _Flavor, t: float) -> tuple[bool, set[int] | None] | None:
