@@ -122,8 +122,9 @@ class KueueReplay(_Settle):
                     break
         borrowed = job.gpus if borrowing else 0.0
         for other in self.flavors.values():
-            mine = self._quota(other, job.project)
-            borrowed += max(0.0, other.usage.get(job.project, 0.0) - mine.guarantee)
+            mine = other.quotas.get(job.project)  # none: guaranteed nothing (``_quota``)
+            guaranteed = mine.guarantee if mine is not None else 0.0
+            borrowed += max(0.0, other.usage.get(job.project, 0.0) - guaranteed)
         lendable = self.lendable
         if lendable is None:
             lendable = self.lendable = sum(other.capacity for other in self.flavors.values())
@@ -147,7 +148,8 @@ class KueueReplay(_Settle):
         tier_left = left = math.inf
         if tier.max_gpus_total is not None:
             tier_left = left = tier.max_gpus_total - self.tier_use.get(slug, 0.0)
-        maximum = self._quota(flavor, key[1]).maximum
+        quota = flavor.quotas.get(key[1])  # none: no maximum (``_quota``)
+        maximum = quota.maximum if quota is not None else None
         if maximum is not None and maximum - used < left:
             left = maximum - used
         version = self.user_version.get(slug, 0)

@@ -92,9 +92,9 @@ class _Settle(Replay):
         ``lent``: ``_lending`` per project and GPUs asked, of work that may borrow."""
         job = self.jobs[j]
         gpus, said, free, project = job.gpus, self.reason[j], flavor.free, job.project
-        quota = self._quota(flavor, project)
+        quota = flavor.quotas.get(project)  # none: guaranteed nothing (``_quota``)
         after = flavor.usage.get(project, 0.0) + gpus
-        over = after > quota.guarantee + EPS
+        over = after > (quota.guarantee if quota is not None else 0.0) + EPS
         if over and self.cls[j].kind == FORBIDDEN:
             lending: str | None = LENDING  # ``_lending``: never-preempt work never borrows
         elif not over:
