@@ -226,7 +226,9 @@ class KueueReplay(_Settle):
 
     def _requeue(self, name: str, aside: set[int], t: float) -> None:
         """The flavor's inadmissible heads back into their queues (the batch is due), each
-        after the jobs of its queue that arrived no later (a queue is in arrival order)."""
+        after the jobs of its queue that arrived no later (a queue is in arrival order). The
+        pass that requeues looks at them: no other pass is asked for (it would find each queue
+        empty or held by its caps)."""
         jobs, flavor = self.jobs, self.flavors[name]
         groups = flavor.groups
         coming: dict[tuple[str, str], list[int]] = {}
@@ -246,7 +248,6 @@ class KueueReplay(_Settle):
             tier = self.tier[heads[0]]
             if tier.max_gpus_total is not None or tier.max_gpus_per_user is not None:
                 self.by_tier.setdefault(tier.slug, set()).add((name, key))
-        self.dirty.add(name)
 
     def _due(self, name: str, flavor: _Flavor, t: float) -> tuple[bool, set[int] | None] | None:
         """The requeue, if the batch is due. None when it settled the pass (``_settle``): no
