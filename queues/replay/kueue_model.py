@@ -35,25 +35,30 @@ Per flavor, not per ClusterQueue: a project's queues of the other flavors do not
 a head of this one (Kueue pops them a cycle later, milliseconds). Sticky preempting heads,
 Kueue's preemption within the cluster queue and the scheduling-equivalence hashing (off by
 default in 0.17) are the engine's or not modelled.
+
+Every pass ends with each queue empty or held by its caps, so the engine's wakes (aging steps,
+reclaim graces, protected victims) would bring passes that look at nothing: none is pushed.
+A pass whose jobs could only be set aside again is told the short way (``kueue_settle``).
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_right
+from collections import deque
 from collections.abc import Mapping, Sequence
+from itertools import chain
 
-from .engine import EPS, LENDING, RESOURCES, Replay
+from .engine import EPS, LENDING, PROJECT_MAX, QUEUE_DEPTH, RESOURCES, TIER_CAP, USER_CAP
 from .engine.vocabulary import _WAKE, _Flavor
+from .kueue_settle import _Entry, _Settle
 from .rules import Job, Rules, TierRule
 
 REQUEUE_BATCH = 1.0  # seconds: Kueue's requeueBatchPeriod for inadmissible workloads
 DRS_SCALE = 10**9  # the dominant resource share compared in billionths (Kueue: a float64)
-_Entry = tuple[int, int, float, float, int]  # borrowing, share, -priority, arrival, job
 
 
-class KueueReplay(Replay):
+class KueueReplay(_Settle):
     def __init__(
         self,
         jobs: Sequence[Job],
@@ -65,7 +70,6 @@ class KueueReplay(Replay):
         # Per flavor the heads set aside (inadmissible) until the pool's next requeue.
         self.aside: dict[str, set[int]] = {}
         self.requeue_at: dict[str, float] = {}
-        self.aging_key: tuple[_Flavor, tuple[str, str]] | None = None  # ``_candidate``'s
         # Kept until the rules change (``_apply``): per tier the cap's value and the value
         # per point of score (``_aging``), and the GPUs of all flavors (the share's divisor).
         self.aging: dict[str, tuple[float, float]] = {}
@@ -103,45 +107,77 @@ class KueueReplay(Replay):
         return cap, (cap - base) / gap if gap > 0 else 0.0
 
     def _key(self, j: int, flavor: _Flavor, t: float) -> _Entry:
-        borrowing, _score, _share, arrival, _j = super()._key(j, flavor, t)
         job = self.jobs[j]
         quota = flavor.quotas.get(job.project)
+        guarantee = quota.guarantee if quota is not None else 0.0
         weight = quota.fair_share_weight if quota is not None else 1.0
+        # The engine's first part of the key (``Replay._key``), inline: the other parts it
+        # computes are not this key's.
+        borrowing = 1 if flavor.usage.get(job.project, 0.0) + job.gpus > guarantee + EPS else 0
+        if not borrowing:
+            score, tiers, groups = self.tier[j].score, self.tiers, flavor.groups
+            for key in flavor.by_project[job.project]:
+                if tiers[key[0]].score > score and groups.get(key):
+                    borrowing = 1
+                    break
         borrowed = job.gpus if borrowing else 0.0
         for other in self.flavors.values():
-            mine = self._quota(other, job.project)
-            borrowed += max(0.0, other.usage.get(job.project, 0.0) - mine.guarantee)
+            mine = other.quotas.get(job.project)  # none: guaranteed nothing (``_quota``)
+            guaranteed = mine.guarantee if mine is not None else 0.0
+            borrowed += max(0.0, other.usage.get(job.project, 0.0) - guaranteed)
         lendable = self.lendable
         if lendable is None:
             lendable = self.lendable = sum(other.capacity for other in self.flavors.values())
         drs = int(DRS_SCALE * borrowed / lendable / weight) if lendable and weight > 0 else 0
-        return (borrowing, drs, -self._priority(j, t), arrival, j)
+        return (borrowing, drs, -self._priority(j, t), job.arrival, j)
 
     def _candidate(self, name: str, flavor: _Flavor, key: tuple[str, str], t: float) -> None:
-        # The engine stops aging a queue's head at its cap by the score in its key; this key
-        # holds the share there: ``_wake`` stops it (the sync ages only up to a cap), else a
-        # head that can never start would wake the replay every step, forever.
-        self.aging_key = (flavor, key)
-        try:
-            super()._candidate(name, flavor, key, t)
-        finally:
-            self.aging_key = None
-        if key in flavor.expiry and self._aged_out(flavor, key):
-            del flavor.expiry[key]
-            flavor.next_expiry = min(flavor.expiry.values(), default=math.inf)
-
-    def _aged_out(self, flavor: _Flavor, key: tuple[str, str]) -> bool:
-        value = flavor.entries.get(key)
-        if value is None:
-            return False
-        j = flavor.groups[key][value[2]]
-        cap = self.tier[j].aging_cap
-        return cap is None or self._score(j, self.now) >= cap
-
-    def _wake(self, name: str, t: float) -> None:
-        if self.aging_key is not None and self._aged_out(*self.aging_key):
-            return  # the candidate's next aging step: none at its cap
-        super()._wake(name, t)
+        """The engine's (``_Admission._candidate``) without what only the engine's pass reads:
+        the unswept and within queues, and the aging expiries and wakes (a head's aging
+        counts when the requeue looks at it again: see ``_wake``)."""
+        entries, stamps = flavor.entries, flavor.stamps
+        entries.pop(key, None)
+        group = flavor.groups.get(key)
+        if not group:
+            stamps.pop(key, None)
+            return
+        jobs = self.jobs
+        tier = self.tier[group[0]]
+        slug = tier.slug
+        used = flavor.usage.get(key[1], 0.0)
+        tier_left = left = math.inf
+        if tier.max_gpus_total is not None:
+            tier_left = left = tier.max_gpus_total - self.tier_use.get(slug, 0.0)
+        quota = flavor.quotas.get(key[1])  # none: no maximum (``_quota``)
+        maximum = quota.maximum if quota is not None else None
+        if maximum is not None and maximum - used < left:
+            left = maximum - used
+        version = self.user_version.get(slug, 0)
+        stamp = stamps.get(key)
+        if stamp is not None and stamp[0] >= left - EPS and stamp[1:] == (len(group), version):
+            return  # nothing that held it back has eased
+        user_cap = tier.max_gpus_per_user
+        reason, reasons = self.reason, self.reasons
+        over_left, over_tier = left + EPS, tier_left + EPS
+        for pos in range(min(len(group), QUEUE_DEPTH)):
+            j = group[pos]
+            gpus = jobs[j].gpus
+            if gpus > over_left:
+                token = TIER_CAP if gpus > over_tier else PROJECT_MAX
+                if reason[j] != token:
+                    reason[j] = token
+                    reasons.append((j, t, token))
+                continue
+            if (
+                user_cap is not None
+                and self.user_use.get((jobs[j].user, slug), 0.0) + gpus > user_cap + EPS
+            ):
+                self._say(j, USER_CAP, t)
+                continue
+            stamps.pop(key, None)
+            entries[key] = (self._key(j, flavor, t), key, pos)
+            return
+        stamps[key] = (left, len(group), version)
 
     def _use(self, flavor: _Flavor, name: str, project: str, delta: float, t: float) -> None:
         super()._use(flavor, name, project, delta, t)
@@ -182,208 +218,120 @@ class KueueReplay(Replay):
             self._requeue_later(self.jobs[j].flavor, t)
         super()._cancel(j, t)
 
-    def _requeue(self, name: str, t: float) -> None:
-        """The flavor's inadmissible heads back into their queues, if the batch is due."""
+    def _wake(self, name: str, t: float) -> None:
+        """None: every pass ends with each queue empty or held by its caps (every head that
+        does not start is set aside), so a pass that only a wake would bring (an aging step,
+        a reclaim's grace, protected victims) would look at nothing; the heads set aside are
+        looked at again at the requeue, their priorities aged to then."""
+
+    def _requeue(self, name: str, aside: set[int], t: float) -> None:
+        """The flavor's inadmissible heads back into their queues (the batch is due), each
+        after the jobs of its queue that arrived no later (a queue is in arrival order). The
+        pass that requeues looks at them: no other pass is asked for (it would find each queue
+        empty or held by its caps)."""
+        jobs, flavor = self.jobs, self.flavors[name]
+        groups = flavor.groups
+        coming: dict[tuple[str, str], list[int]] = {}
+        for j in sorted(aside, key=lambda j: (jobs[j].arrival, j)):
+            coming.setdefault((self.tier[j].slug, jobs[j].project), []).append(j)
+        for key, heads in coming.items():
+            group = groups.get(key)
+            if group is not None:
+                groups[key] = deque(sorted(chain(group, heads), key=lambda k: jobs[k].arrival))
+                flavor.stale.add(key)
+                continue
+            # ``_enqueue`` inline: the rules are those they were set aside under (``_apply``),
+            # so their tier and class are those resolved then, and no cap per job holds them.
+            groups[key] = deque(heads)
+            flavor.by_project.setdefault(key[1], set()).add(key)
+            flavor.stale |= flavor.by_project[key[1]]  # its lower tiers wait behind it
+            tier = self.tier[heads[0]]
+            if tier.max_gpus_total is not None or tier.max_gpus_per_user is not None:
+                self.by_tier.setdefault(tier.slug, set()).add((name, key))
+
+    def _due(self, name: str, flavor: _Flavor, t: float) -> tuple[bool, set[int] | None] | None:
+        """The requeue, if the batch is due. None when it settled the pass (``_settle``): no
+        head set aside, nor any job the pass would look at, could do more than be set aside
+        again (or stay held by its cap), so they are not put back; else whether it put them
+        back, and then the jobs that could (``_live``; None: not told)."""
         if self.requeue_at.get(name, math.inf) > t:
-            return
+            return False, None
         del self.requeue_at[name]
         aside = self.aside.pop(name, None)
         if not aside:
-            return
-        jobs, flavor = self.jobs, self.flavors[name]
-        mark = len(self.behind)
-        for j in sorted(aside, key=lambda j: (jobs[j].arrival, j)):
-            key = (self.tier[j].slug, jobs[j].project)
-            group = flavor.groups.get(key)
-            if group is None:  # the rules are those it was set aside under (``_apply``)
-                self._enqueue(j, t, fresh=False)
-                continue
-            group.insert(bisect_right(group, jobs[j].arrival, key=lambda k: jobs[k].arrival), j)
-            flavor.stale.add(key)
-        del self.behind[mark:]  # they wait for resources (said when set aside), not behind
-        self.dirty.add(name)
+            return False, None
+        told = self._live(flavor, t, aside)
+        if told is None or told[0]:
+            self._requeue(name, aside, t)
+            return True, None if told is None else told[0]
+        self.aside[name] = aside
+        self._settle(name, flavor, told[1], told[2])
+        return None
 
-    def _set_aside(self, j: int, flavor: _Flavor, name: str, key: tuple[str, str]) -> None:
-        group = flavor.groups[key]
-        group.remove(j)
-        if not group:
-            del flavor.groups[key]
-        flavor.stale.add(key)
-        self.aside.setdefault(name, set()).add(j)
-
-    @staticmethod
-    def _heads(
-        entries: dict[tuple[str, str], tuple[_Entry, tuple[str, str], int]], tried: set[str]
-    ) -> list[tuple[_Entry, tuple[str, str], int]]:
-        """Each ClusterQueue's head (a project's queue of all its tiers): its first job by
-        priority, then arrival; none of a project whose head this cycle already took."""
-        heads: dict[str, tuple[_Entry, tuple[str, str], int]] = {}
-        for key, value in entries.items():
-            project = key[1]
-            if project in tried:
-                continue
-            best = heads.get(project)
-            if best is None:
-                heads[project] = value
-                continue
-            mine, theirs = value[0], best[0]
-            if (mine[2], mine[3], mine[4]) < (theirs[2], theirs[3], theirs[4]):
-                heads[project] = value
-        return list(heads.values())
-
-    def _uncapped(self, j: int, flavor: _Flavor) -> bool:
-        """No cap holds ``j`` back (its queue's candidate would take it)."""
-        job, tier = self.jobs[j], self.tier[j]
-        gpus, slug = job.gpus, tier.slug
-        maximum = self._quota(flavor, job.project).maximum
-        used = flavor.usage.get(job.project, 0.0)
-        if (maximum is not None and gpus > maximum - used + EPS) or (
-            tier.max_gpus_total is not None
-            and gpus > tier.max_gpus_total - self.tier_use.get(slug, 0.0) + EPS
-        ):
-            return False
-        cap = tier.max_gpus_per_user
-        if cap is not None and self.user_use.get((job.user, slug), 0.0) + gpus > cap + EPS:
-            return False
-        return not (tier.aging_cap is not None and tier.aging_cap <= 0)
-
-    def _futile(self, j: int, flavor: _Flavor) -> bool:
-        """Whether trying ``j`` now would only set it aside again, with no other effect: no
-        cap holds it, and either the lending limits hold it as they did, or it neither fits,
-        nor borrows past the lending limits, nor may preempt or reclaim, and it already waits
-        for resources."""
-        job, tier = self.jobs[j], self.tier[j]
-        gpus = job.gpus
-        if not self._uncapped(j, flavor):
-            return False
-        lending = self._lending(j, flavor)
-        if self.reason[j] == LENDING:  # set aside by the lending limits: held so again
-            return lending == LENDING
-        if self.reason[j] != RESOURCES or flavor.free + EPS >= gpus:
-            return False
-        if lending == LENDING:
-            return False
-        if lending is None and tier.may_preempt and tier.preemptible:
-            lower = sum(flavor.tier_running.get(s, 0.0) for s in tier.preemptible)
-            if lower + flavor.free + EPS >= gpus:
-                return False
-        quota = flavor.quotas.get(job.project)
-        return not (
-            quota is not None
-            and flavor.usage.get(job.project, 0.0) + gpus <= quota.guarantee + EPS
-            and flavor.borrowed > EPS
-        )
-
-    def _idle_requeue(self, name: str, flavor: _Flavor, t: float) -> bool:
-        """Whether the due requeue's pass would change nothing but the aging wakes: it has no
-        queue but the heads set aside; the projects' other queues on the flavor are capped
-        (nothing eased: their stamps hold); every head set aside would be set aside again
-        (``_futile``)."""
-        aside = self.aside.get(name)
-        if (
-            not aside
-            or self.requeue_at.get(name, math.inf) > t
-            or flavor.stale
-            or flavor.entries
-            or any(until <= t for until in flavor.expiry.values())
-        ):
-            return False
-        jobs, reason, free = self.jobs, self.reason, flavor.free + EPS
-        if any(jobs[j].gpus <= free and reason[j] == RESOURCES for j in aside):
-            return False  # one fits (the common case: said before the longer checks)
-        groups = flavor.groups
-        for project in {jobs[j].project for j in aside}:
-            for key in flavor.by_project.get(project, ()):
-                if key in groups and not self._stamped(key, flavor):
-                    return False
-        for j in aside:
-            if (self.tier[j].slug, jobs[j].project) in groups:
-                return False
-        return all(self._futile(j, flavor) for j in aside)
-
-    def _stamped(self, key: tuple[str, str], flavor: _Flavor) -> bool:
-        """A capped queue whose candidate would return at once (``_candidate``'s stamp)."""
-        group, stamp = flavor.groups[key], flavor.stamps.get(key)
-        if stamp is None:
-            return False
-        tier = self.tier[group[0]]
-        left = math.inf
-        if tier.max_gpus_total is not None:
-            left = tier.max_gpus_total - self.tier_use.get(tier.slug, 0.0)
-        maximum = self._quota(flavor, key[1]).maximum
-        if maximum is not None:
-            left = min(left, maximum - flavor.usage.get(key[1], 0.0))
-        version = self.user_version.get(tier.slug, 0)
-        return stamp[0] >= left - EPS and stamp[1:] == (len(group), version)
-
-    def _skip_requeue(self, name: str, flavor: _Flavor, t: float) -> bool:
-        """An idle requeue (``_idle_requeue``) skipped: the heads set aside stay so; the aging
-        wakes and expiries pushed as their candidates push them."""
-        if not self._idle_requeue(name, flavor, t):
-            return False
-        del self.requeue_at[name]
-        jobs = self.jobs
-        aside = sorted(self.aside[name], key=lambda j: (jobs[j].arrival, j))
-        first: dict[tuple[str, str], int] = {}
-        for j in aside:
-            first.setdefault((self.tier[j].slug, jobs[j].project), j)
-        order = [first[key] for key in sorted(first)]
-        order += [j for j in aside if j not in set(order)]
-        for j in order:
-            key = (self.tier[j].slug, jobs[j].project)
-            flavor.stamps.pop(key, None)
-            flavor.expiry.pop(key, None)
-            self._aging_wake(j, key, name, flavor, t)
-        for key in first:
-            flavor.expiry.pop(key, None)
-        flavor.next_expiry = min(flavor.expiry.values(), default=math.inf)
-        flavor.unswept = set()
-        flavor.blocker = None
-        return True
-
-    def _aging_wake(
-        self, j: int, key: tuple[str, str], name: str, flavor: _Flavor, t: float
-    ) -> None:
-        """What ``_candidate`` does for an aging head ``j`` of queue ``key``."""
-        tier, arrival = self.tier[j], self.jobs[j].arrival
-        if not (tier.aging_after and tier.aging_step):
-            return
-        steps = int((t - arrival) / tier.aging_after) + 1
-        until = arrival + steps * tier.aging_after
-        aged = tier.aging_cap is None or self._score(j, self.now) >= tier.aging_cap
-        if not aged:
-            flavor.expiry[key] = until
-            super()._wake(name, until)
+    def _refresh(self, name: str, flavor: _Flavor, tried: set[str], t: float) -> None:
+        """The next candidate of each stale queue, but of a ClusterQueue tried this cycle."""
+        if tried:
+            stale = [key for key in flavor.stale if key[1] not in tried]
+            if not stale:
+                return
+            flavor.stale.difference_update(stale)
+        else:
+            stale, flavor.stale = list(flavor.stale), set()
+        groups, entries = flavor.groups, flavor.entries
+        looks = []
+        for key in stale:
+            if groups.get(key):
+                looks.append(key)
+            else:  # ``_candidate`` of an empty queue, inline (the common case): no order
+                entries.pop(key, None)
+                flavor.stamps.pop(key, None)
+        for key in sorted(looks):  # in a fixed order (the reasons a look says)
+            self._candidate(name, flavor, key, t)
 
     def _pass(self, name: str, t: float) -> None:
         flavor = self.flavors[name]
-        if self._skip_requeue(name, flavor, t):
+        due = self._due(name, flavor, t)
+        if due is None:
+            flavor.unswept = set()
+            flavor.blocker = None
             return
-        self._requeue(name, t)
-        if t >= flavor.next_expiry:
-            flavor.stale |= {key for key, until in flavor.expiry.items() if until <= t}
-            for key in [key for key, until in flavor.expiry.items() if until <= t]:
-                del flavor.expiry[key]
-            flavor.next_expiry = min(flavor.expiry.values(), default=float("inf"))
-        entries = flavor.entries
+        entries, groups = flavor.entries, flavor.groups
         tried: set[str] = set()  # the projects (ClusterQueues) whose head this cycle took
+        # After a requeue, the jobs that could do more than be set aside (``_live``, told
+        # before they were put back: the caps said since may leave fewer), told again when a
+        # job starts or once those were tried; None: not told in this pass.
+        live, tell = due[1], False
         while True:
             # A queue tried this cycle offers its next head at the next one.
             if flavor.stale:
-                stale = sorted(key for key in flavor.stale if key[1] not in tried)
-                if stale:
-                    flavor.stale.difference_update(stale)
-                    for key in stale:
-                        self._candidate(name, flavor, key, t)
+                self._refresh(name, flavor, tried, t)
+            if tell:
+                tell, told = False, self._live(flavor, t)
+                live = None if told is None else told[0]
+                if told is not None and not live:
+                    self._settle(name, flavor, told[1], told[2])
+                    break
             heads = self._heads(entries, tried)
             if not heads:
                 if not tried:
                     break
                 tried = set()  # the next cycle
                 continue
+            if live is not None and not any(groups[key][pos] in live for _, key, pos in heads):
+                # No head left in this cycle could do more than be set aside: all are, in
+                # any order (their order by fair sharing decides nothing).
+                for _entry, key, pos in heads:
+                    tried.add(key[1])
+                    j = groups[key][pos]
+                    del entries[key]
+                    self._set_aside(j, flavor, name, key)
+                continue
             entry, key, pos = min(heads)
             tried.add(key[1])
             j = flavor.groups[key][pos]
+            if live is not None and j in live:
+                live.discard(j)
+                tell = not live
             lending = self._lending(j, flavor)
             if lending == LENDING:
                 self._say(j, LENDING, t)
@@ -392,11 +340,13 @@ class KueueReplay(Replay):
                 continue
             if lending is None and flavor.free + EPS >= self.jobs[j].gpus:
                 self._begin(j, flavor, name, t)
+                tell = live is not None
                 continue
             if (lending is None and self._try_preempt(j, flavor, name, t)) or (
                 entry[0] == 0 and self._try_reclaim(j, flavor, name, t)
             ):
                 self._begin(j, flavor, name, t)
+                tell = live is not None
                 continue
             self._say(j, RESOURCES, t)
             del entries[key]

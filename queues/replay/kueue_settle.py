@@ -1,0 +1,231 @@
+"""The Kueue model's passes told the short way when every job they would look at could only
+be set aside (no Django).
+
+A requeue (``kueue_model``) puts every head set aside back into its queue, and the pass then
+takes the cohort's heads cycle by cycle, one per ClusterQueue per cycle, until each queue is
+empty or held by its caps: most heads do not fit and are set aside again. ``_live`` tells,
+from the flavor's state, which of the jobs the pass would look at could do anything else:
+start, preempt, reclaim (or start its reclaim grace), or say a new reason (a cap's included).
+When none could, nothing that decides those changes before the pass ends (a head set aside
+changes no GPU, no cap, no lending), and the end of the pass is known without running its
+cycles (``_settle``): every job no cap holds set aside, each queue looked at left with the jobs
+its caps hold and stamped as its last look stamps it. Their order within and across cycles
+decides nothing then (the model pushes no wakes: ``KueueReplay._wake``). So:
+
+- a requeue whose heads set aside, and the queues the pass would look at, hold no live job is
+  settled without putting the heads back (``KueueReplay._due``);
+- in a pass with live jobs, a cycle whose heads are all dead is set aside at once, and once
+  the live jobs were tried (and after each start, the state having changed) the rest of the
+  pass is settled when none is left.
+
+The result is the same, job for job (``tests/queues/test_replay_kueue_model.py`` pins it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Collection, Sequence
+from itertools import chain
+
+from .engine import EPS, LENDING, QUEUE_DEPTH, RESOURCES, TIER_CAP, Replay
+from .engine.vocabulary import PROJECT_MAX, USER_CAP, _Flavor
+from .rules import FORBIDDEN
+
+_Entry = tuple[int, int, float, float, int]  # borrowing, share, -priority, arrival, job
+
+
+class _Settle(Replay):
+    """``KueueReplay``'s heads set aside, and the rest of a pass that only sets them aside."""
+
+    aside: dict[str, set[int]]
+
+    @staticmethod
+    def _heads(
+        entries: dict[tuple[str, str], tuple[_Entry, tuple[str, str], int]], tried: set[str]
+    ) -> list[tuple[_Entry, tuple[str, str], int]]:
+        """Each ClusterQueue's head (a project's queue of all its tiers): its first job by
+        priority, then arrival; none of a project whose head this cycle already took."""
+        heads: dict[str, tuple[_Entry, tuple[str, str], int]] = {}
+        for key, value in entries.items():
+            project = key[1]
+            if project in tried:
+                continue
+            best = heads.get(project)
+            if best is None:
+                heads[project] = value
+                continue
+            mine, theirs = value[0], best[0]
+            if (mine[2], mine[3], mine[4]) < (theirs[2], theirs[3], theirs[4]):
+                heads[project] = value
+        return list(heads.values())
+
+    def _set_aside(self, j: int, flavor: _Flavor, name: str, key: tuple[str, str]) -> None:
+        group = flavor.groups[key]
+        group.remove(j)
+        if not group:
+            del flavor.groups[key]
+        flavor.stale.add(key)
+        self.aside.setdefault(name, set()).add(j)
+
+    def _stamped(self, key: tuple[str, str], flavor: _Flavor) -> bool:
+        """A capped queue whose candidate would return at once (``_candidate``'s stamp)."""
+        group, stamp = flavor.groups[key], flavor.stamps.get(key)
+        if stamp is None:
+            return False
+        tier = self.tier[group[0]]
+        left = math.inf
+        if tier.max_gpus_total is not None:
+            left = tier.max_gpus_total - self.tier_use.get(tier.slug, 0.0)
+        maximum = self._quota(flavor, key[1]).maximum
+        if maximum is not None:
+            left = min(left, maximum - flavor.usage.get(key[1], 0.0))
+        version = self.user_version.get(tier.slug, 0)
+        return stamp[0] >= left - EPS and stamp[1:] == (len(group), version)
+
+    def _dead(
+        self, j: int, flavor: _Flavor, t: float, lent: dict[tuple[str, float], str | None]
+    ) -> bool:
+        """Whether trying ``j`` as a head now would only set it aside: the lending limits hold
+        it as they did, or it neither fits, nor may preempt (or its victims are protected, as
+        ``_try_preempt`` remembers), nor may reclaim, and it already waits for resources.
+        ``lent``: ``_lending`` per project and GPUs asked, of work that may borrow."""
+        job = self.jobs[j]
+        gpus, said, free, project = job.gpus, self.reason[j], flavor.free, job.project
+        quota = flavor.quotas.get(project)  # none: guaranteed nothing (``_quota``)
+        after = flavor.usage.get(project, 0.0) + gpus
+        over = after > (quota.guarantee if quota is not None else 0.0) + EPS
+        if over and self.cls[j].kind == FORBIDDEN:
+            lending: str | None = LENDING  # ``_lending``: never-preempt work never borrows
+        elif not over:
+            lending = None
+        else:
+            memo = (project, gpus)
+            if memo not in lent:
+                lent[memo] = self._lending(j, flavor)
+            lending = lent[memo]
+        if lending == LENDING:
+            return said == LENDING
+        if said != RESOURCES:
+            return False
+        if lending is None:
+            if free + EPS >= gpus:
+                return False
+            tier = self.tier[j]
+            if tier.may_preempt and tier.preemptible:
+                lower = sum(flavor.tier_running.get(slug, 0.0) for slug in tier.preemptible)
+                if lower + free + EPS >= gpus:
+                    held = self.no_victims.get((j, "tier"))
+                    if held is None or not (t < held[0] and free <= held[1] + EPS):
+                        return False
+        return over or project not in flavor.quotas or flavor.borrowed <= EPS
+
+    def _live(
+        self, flavor: _Flavor, t: float, aside: Collection[int] = ()
+    ) -> tuple[set[int], set[tuple[str, str]], dict[tuple[str, str], list[int]]] | None:
+        """What the rest of the pass would look at, with ``aside`` put back in their queues:
+        the jobs that could do more than be set aside (or stay held by a cap with the reason
+        they have), the queues it would look at, and of those it would scan (not return at
+        once by their stamp) the jobs a cap would hold; None when a queue is longer than the
+        queue depth (not told here)."""
+        groups, entries, jobs, reason = flavor.groups, flavor.entries, self.jobs, self.reason
+        coming: dict[tuple[str, str], list[int]] = {}
+        for j in aside:
+            coming.setdefault((self.tier[j].slug, jobs[j].project), []).append(j)
+        keys = flavor.stale.union(entries, coming)
+        for key in coming:
+            if key not in groups:  # a queue made again: its project's others are looked at
+                keys.update(flavor.by_project.get(key[1], ()))
+        live: set[int] = set()
+        lent: dict[tuple[str, float], str | None] = {}
+        scan: dict[tuple[str, str], list[int]] = {}
+        for key in keys:
+            group: Sequence[int] = groups.get(key) or ()
+            came: Sequence[int] = coming.get(key, ())
+            if not came and (not group or (key not in entries and self._stamped(key, flavor))):
+                continue  # looked at, it would return at once
+            if len(group) + len(came) > QUEUE_DEPTH:
+                return None
+            tier = self.tier[group[0] if group else came[0]]
+            slug, project = tier.slug, key[1]
+            tier_left = left = math.inf
+            if tier.max_gpus_total is not None:
+                tier_left = left = tier.max_gpus_total - self.tier_use.get(slug, 0.0)
+            maximum = self._quota(flavor, project).maximum
+            used = flavor.usage.get(project, 0.0)
+            if maximum is not None and maximum - used < left:
+                left = maximum - used
+            user_cap = tier.max_gpus_per_user
+            held = scan[key] = []
+            # Of a tier that may not preempt, a job's fate here is its GPUs', its reason's
+            # and its class's: told once per queue.
+            told: dict[tuple[float, str | None, str], bool] | None = (
+                None if tier.may_preempt else {}
+            )
+            cls, user_use = self.cls, self.user_use
+            over_left, over_tier = left + EPS, tier_left + EPS
+            over_user = math.inf if user_cap is None else user_cap + EPS
+            for j in chain(group, came):
+                job = jobs[j]
+                gpus = job.gpus
+                if gpus > over_left:
+                    token = TIER_CAP if gpus > over_tier else PROJECT_MAX
+                elif (
+                    user_cap is not None and user_use.get((job.user, slug), 0.0) + gpus > over_user
+                ):
+                    token = USER_CAP
+                else:
+                    fate = (gpus, reason[j], cls[j].kind)
+                    dead = None if told is None else told.get(fate)
+                    if dead is None:
+                        dead = self._dead(j, flavor, t, lent)
+                        if told is not None:
+                            told[fate] = dead
+                    if not dead:
+                        live.add(j)
+                    continue
+                held.append(j)
+                if reason[j] != token:
+                    live.add(j)
+        return live, keys, scan
+
+    def _settle(
+        self,
+        name: str,
+        flavor: _Flavor,
+        keys: set[tuple[str, str]],
+        scan: dict[tuple[str, str], list[int]],
+    ) -> None:
+        """The end of a pass in which no job is live (``_live``): what the cycles would leave.
+        Each job no cap holds is set aside; each queue looked at is left with the jobs the
+        caps hold, stamped as its last look stamps it (or gone, its stamp with it)."""
+        groups, stamps = flavor.groups, flavor.stamps
+        aside = self.aside.setdefault(name, set())
+        for key in keys:
+            flavor.expiry.pop(key, None)
+            if key not in scan and not groups.get(key):
+                stamps.pop(key, None)
+        for key, held in scan.items():
+            group = groups.get(key)
+            if group:
+                kept = set(held)
+                aside.update(j for j in group if j not in kept)
+            if not held:
+                groups.pop(key, None)
+                stamps.pop(key, None)
+                continue
+            if group is None or len(group) != len(held):
+                groups[key] = deque(held)
+            tier = self.tier[held[0]]
+            left = math.inf
+            if tier.max_gpus_total is not None:
+                left = tier.max_gpus_total - self.tier_use.get(tier.slug, 0.0)
+            maximum = self._quota(flavor, key[1]).maximum
+            used = flavor.usage.get(key[1], 0.0)
+            if maximum is not None and maximum - used < left:
+                left = maximum - used
+            stamps[key] = (left, len(held), self.user_version.get(tier.slug, 0))
+        if not aside:
+            del self.aside[name]
+        flavor.entries.clear()
+        flavor.stale = set()
