@@ -49,7 +49,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from itertools import chain
 
-from .engine import EPS, LENDING, PROJECT_MAX, QUEUE_DEPTH, RESOURCES, TIER_CAP, USER_CAP
+from .engine import EPS, LENDING, RESOURCES
 from .engine.vocabulary import _WAKE, _Flavor
 from .kueue_settle import _Entry, _Settle
 from .rules import Job, Rules, TierRule
@@ -141,43 +141,9 @@ class KueueReplay(_Settle):
         if not group:
             stamps.pop(key, None)
             return
-        jobs = self.jobs
-        tier = self.tier[group[0]]
-        slug = tier.slug
-        used = flavor.usage.get(key[1], 0.0)
-        tier_left = left = math.inf
-        if tier.max_gpus_total is not None:
-            tier_left = left = tier.max_gpus_total - self.tier_use.get(slug, 0.0)
-        quota = flavor.quotas.get(key[1])  # none: no maximum (``_quota``)
-        maximum = quota.maximum if quota is not None else None
-        if maximum is not None and maximum - used < left:
-            left = maximum - used
-        version = self.user_version.get(slug, 0)
-        stamp = stamps.get(key)
-        if stamp is not None and stamp[0] >= left - EPS and stamp[1:] == (len(group), version):
-            return  # nothing that held it back has eased
-        user_cap = tier.max_gpus_per_user
-        reason, reasons = self.reason, self.reasons
-        over_left, over_tier = left + EPS, tier_left + EPS
-        for pos in range(min(len(group), QUEUE_DEPTH)):
-            j = group[pos]
-            gpus = jobs[j].gpus
-            if gpus > over_left:
-                token = TIER_CAP if gpus > over_tier else PROJECT_MAX
-                if reason[j] != token:
-                    reason[j] = token
-                    reasons.append((j, t, token))
-                continue
-            if (
-                user_cap is not None
-                and self.user_use.get((jobs[j].user, slug), 0.0) + gpus > user_cap + EPS
-            ):
-                self._say(j, USER_CAP, t)
-                continue
-            stamps.pop(key, None)
-            entries[key] = (self._key(j, flavor, t), key, pos)
-            return
-        stamps[key] = (left, len(group), version)
+        pos = self._first_uncapped(flavor, key, group, t)
+        if pos >= 0:
+            entries[key] = (self._key(group[pos], flavor, t), key, pos)
 
     def _use(self, flavor: _Flavor, name: str, project: str, delta: float, t: float) -> None:
         super()._use(flavor, name, project, delta, t)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import deque
 
 from ..rules import ClassRule, Rules
 from .state import _State
@@ -90,21 +91,48 @@ class _Admission(_State):
         if not group:
             flavor.stamps.pop(key, None)
             return
+        pos = self._first_uncapped(flavor, key, group, t)
+        if pos < 0:
+            return
+        j, tier = group[pos], self.tier[group[0]]
+        entry = self._key(j, flavor, t)
+        flavor.entries[key] = (entry, key, pos)
+        flavor.unswept.add(key)
+        if entry[0] == 0:
+            flavor.within.add(key)
+        if (
+            tier.aging_after
+            and tier.aging_step
+            and (tier.aging_cap is None or -entry[1] < tier.aging_cap)
+        ):
+            arrival = self.jobs[j].arrival
+            steps = int((t - arrival) / tier.aging_after) + 1
+            until = arrival + steps * tier.aging_after
+            flavor.expiry[key] = until
+            if until < flavor.next_expiry:
+                flavor.next_expiry = until
+            self._wake(name, until)
+
+    def _first_uncapped(
+        self, flavor: _Flavor, key: tuple[str, str], group: deque[int], t: float
+    ) -> int:
+        """The position in queue ``key`` of its first job no cap holds back (Slurm skips held
+        jobs; each held one before it says its cap), or -1: every job looked at is held, or
+        nothing that held them back has eased since (the queue's stamp)."""
         jobs = self.jobs
         tier = self.tier[group[0]]
         slug = tier.slug
-        quota = self._quota(flavor, key[1])
         used = flavor.usage.get(key[1], 0.0)
         tier_left = left = math.inf
         if tier.max_gpus_total is not None:
             tier_left = left = tier.max_gpus_total - self.tier_use.get(slug, 0.0)
-        maximum = quota.maximum
+        maximum = self._quota(flavor, key[1]).maximum
         if maximum is not None and maximum - used < left:
             left = maximum - used
         version = self.user_version.get(slug, 0)
         stamp = flavor.stamps.get(key)
         if stamp is not None and stamp[0] >= left - EPS and stamp[1:] == (len(group), version):
-            return  # nothing that held it back has eased
+            return -1  # nothing that held it back has eased
         user_cap = tier.max_gpus_per_user
         # ``_say`` inlined: a held queue is looked at again and again (the hot loop).
         reason, reasons = self.reason, self.reasons
@@ -125,24 +153,9 @@ class _Admission(_State):
                 self._say(j, USER_CAP, t)
                 continue
             flavor.stamps.pop(key, None)
-            entry = self._key(j, flavor, t)
-            flavor.entries[key] = (entry, key, pos)
-            flavor.unswept.add(key)
-            if entry[0] == 0:
-                flavor.within.add(key)
-            if (
-                tier.aging_after
-                and tier.aging_step
-                and (tier.aging_cap is None or -entry[1] < tier.aging_cap)
-            ):
-                steps = int((t - jobs[j].arrival) / tier.aging_after) + 1
-                until = jobs[j].arrival + steps * tier.aging_after
-                flavor.expiry[key] = until
-                if until < flavor.next_expiry:
-                    flavor.next_expiry = until
-                self._wake(name, until)
-            return
+            return pos
         flavor.stamps[key] = (left, len(group), version)
+        return -1
 
     def _begin(self, j: int, flavor: _Flavor, name: str, t: float) -> None:
         job = self.jobs[j]
