@@ -19,7 +19,7 @@ from django.utils import timezone
 from governance import services as rules
 from governance.models import GrantKind, PoolCapacity, Terms
 from governance.selectors import effective_rules
-from queues.schedulers.kueue.desired import desired_objects
+from queues.schedulers.kueue.desired import DesiredObjects, desired_objects
 from queues.services.kueue.export import dump
 from queues.services.kueue.schema import validate
 from tests.conftest import REASON
@@ -83,12 +83,13 @@ def _yaml(value: object) -> str:
     )
 
 
-def _compiled(org, template: str, mutating: bool) -> str:
+def golden_objects(org, template: str, mutating: bool) -> DesiredObjects:
+    """The desired objects of the golden organisation's cluster, at revision 41."""
     pools = list(org.cluster.pools.all())
     capacities = {
         (c.pool_id, c.flavor_id): c.gpus for c in PoolCapacity.objects.filter(pool__in=pools)
     }
-    objects = desired_objects(
+    return desired_objects(
         rules=effective_rules(at=timezone.now()),
         pools=pools,
         capacities=capacities,
@@ -96,6 +97,10 @@ def _compiled(org, template: str, mutating: bool) -> str:
         revision=41,
         mutating=mutating,
     )
+
+
+def _compiled(org, template: str, mutating: bool) -> str:
+    objects = golden_objects(org, template, mutating)
     assert validate(objects) == []
     return "".join(
         [f"# {template} mutating={mutating}\n"]

@@ -6,10 +6,6 @@ field-by-field diff. All must give exactly the fields and the changes of the one
 import itertools
 from typing import Any
 
-from django.utils import timezone
-
-from governance.models import PoolCapacity
-from governance.selectors import effective_rules
 from queues.schedulers.backends import (
     Action,
     Change,
@@ -19,7 +15,7 @@ from queues.schedulers.backends import (
     diff_fields,
     plan_changes,
 )
-from queues.schedulers.kueue.desired import DesiredObjects, desired_objects, tier_policy
+from queues.schedulers.kueue.desired import DesiredObjects, tier_policy
 from queues.schedulers.kueue.desired.fields import cluster_queue_fields, tier_policy_fields
 from queues.schedulers.kueue.values import (
     ADMISSION_POLICY,
@@ -39,7 +35,7 @@ from queues.schedulers.kueue.values import (
     flatten_all,
     values_equal,
 )
-from tests.queues.test_kueue_desired_golden import _organisation
+from tests.queues.test_kueue_desired_golden import _organisation, golden_objects
 
 LABELS = {"app.kubernetes.io/managed-by": "arbiter"}
 
@@ -205,19 +201,8 @@ def test_the_generated_fields_are_the_golden_objects_flattened(org):
     # The golden organisation (every shape of project, grant and pool), both namespace
     # rules, with and without MutatingAdmissionPolicy.
     _organisation(org)
-    pools = list(org.cluster.pools.all())
-    capacities = {
-        (c.pool_id, c.flavor_id): c.gpus for c in PoolCapacity.objects.filter(pool__in=pools)
-    }
     for template, mutating in itertools.product(("{project}", "{project}-{pool}"), (True, False)):
-        objects = desired_objects(
-            rules=effective_rules(at=timezone.now()),
-            pools=pools,
-            capacities=capacities,
-            namespace_template=template,
-            revision=41,
-            mutating=mutating,
-        )
+        objects = golden_objects(org, template, mutating)
         made = {kind for kind, found in objects.flat.items() if found}
         state = objects.state()
         assert _in_order(state) == _in_order(flatten_all(objects.manifests))
