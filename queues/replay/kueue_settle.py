@@ -74,12 +74,7 @@ class _Settle(Replay):
         if stamp is None:
             return False
         tier = self.tier[group[0]]
-        left = math.inf
-        if tier.max_gpus_total is not None:
-            left = tier.max_gpus_total - self.tier_use.get(tier.slug, 0.0)
-        maximum = self._quota(flavor, key[1]).maximum
-        if maximum is not None:
-            left = min(left, maximum - flavor.usage.get(key[1], 0.0))
+        _tier_left, left = self._left(flavor, key[1], tier)
         version = self.user_version.get(tier.slug, 0)
         return stamp[0] >= left - EPS and stamp[1:] == (len(group), version)
 
@@ -147,14 +142,8 @@ class _Settle(Replay):
             if len(group) + len(came) > QUEUE_DEPTH:
                 return None
             tier = self.tier[group[0] if group else came[0]]
-            slug, project = tier.slug, key[1]
-            tier_left = left = math.inf
-            if tier.max_gpus_total is not None:
-                tier_left = left = tier.max_gpus_total - self.tier_use.get(slug, 0.0)
-            maximum = self._quota(flavor, project).maximum
-            used = flavor.usage.get(project, 0.0)
-            if maximum is not None and maximum - used < left:
-                left = maximum - used
+            slug = tier.slug
+            tier_left, left = self._left(flavor, key[1], tier)
             user_cap = tier.max_gpus_per_user
             held = scan[key] = []
             # Of a tier that may not preempt, a job's fate here is its GPUs', its reason's
@@ -217,13 +206,7 @@ class _Settle(Replay):
             if group is None or len(group) != len(held):
                 groups[key] = deque(held)
             tier = self.tier[held[0]]
-            left = math.inf
-            if tier.max_gpus_total is not None:
-                left = tier.max_gpus_total - self.tier_use.get(tier.slug, 0.0)
-            maximum = self._quota(flavor, key[1]).maximum
-            used = flavor.usage.get(key[1], 0.0)
-            if maximum is not None and maximum - used < left:
-                left = maximum - used
+            _tier_left, left = self._left(flavor, key[1], tier)
             stamps[key] = (left, len(held), self.user_version.get(tier.slug, 0))
         if not aside:
             del self.aside[name]

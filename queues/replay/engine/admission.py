@@ -122,13 +122,7 @@ class _Admission(_State):
         jobs = self.jobs
         tier = self.tier[group[0]]
         slug = tier.slug
-        used = flavor.usage.get(key[1], 0.0)
-        tier_left = left = math.inf
-        if tier.max_gpus_total is not None:
-            tier_left = left = tier.max_gpus_total - self.tier_use.get(slug, 0.0)
-        maximum = self._quota(flavor, key[1]).maximum
-        if maximum is not None and maximum - used < left:
-            left = maximum - used
+        tier_left, left = self._left(flavor, key[1], tier)
         version = self.user_version.get(slug, 0)
         stamp = flavor.stamps.get(key)
         if stamp is not None and stamp[0] >= left - EPS and stamp[1:] == (len(group), version):

@@ -100,6 +100,17 @@ class _State:
                 )
         return quota
 
+    def _left(self, flavor: _Flavor, project: str, tier: TierRule) -> tuple[float, float]:
+        """The GPUs the caps leave a queue (``tier`` of ``project`` on ``flavor``): the
+        tier's total cap's, and the lesser of that and the project's maximum's."""
+        tier_left = left = math.inf
+        if tier.max_gpus_total is not None:
+            tier_left = left = tier.max_gpus_total - self.tier_use.get(tier.slug, 0.0)
+        maximum = self._quota(flavor, project).maximum
+        if maximum is not None:
+            left = min(left, maximum - flavor.usage.get(project, 0.0))
+        return tier_left, left
+
     def _resolve(self, j: int) -> None:
         job = self.jobs[j]
         rules = self.rules
