@@ -2,8 +2,9 @@
 
 Run on demand (not part of the test suite), from the repository root, on PostgreSQL:
 
-    DATABASE_URL=postgres://USER@HOST:5432/DB DJANGO_DEBUG=1 nice .venv/bin/python bench/peer_coldfront.py
-    [--sizes 1000] [--rounds 4] [--rebuild] [--only NAME]
+    DATABASE_URL=postgres://USER@HOST:5432/DB DJANGO_DEBUG=1 \
+        nice .venv/bin/python bench/peer_coldfront.py \
+        [--sizes 1000] [--rounds 4] [--rebuild] [--only NAME]
 
 The peer. ColdFront 1.1.10 (an HPC allocation portal, Django) is installed, the first time, into
 a virtual environment of its own in a cache outside the work tree: ``$ARBITER_PEER_CACHE``, else
@@ -53,13 +54,18 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governance.settings")
+os.environ.setdefault("DJANGO_DEBUG", "1")
 
-from bench.pages import _exists, _switch, _wrapper, build  # noqa: E402  (sets Django up)
+import django
+
+django.setup()
 
 from django.conf import settings  # noqa: E402
+from django.core.cache import cache  # noqa: E402
 from django.db import connection, connections  # noqa: E402
 from django.db.backends.base.base import BaseDatabaseWrapper  # noqa: E402
 from django.test import Client  # noqa: E402
@@ -67,6 +73,7 @@ from django.test.utils import CaptureQueriesContext, setup_test_environment  # n
 from django.urls import reverse  # noqa: E402
 
 from approvals.models import UpgradeRequest  # noqa: E402
+from bench.pages import _exists, _switch, _wrapper, build  # noqa: E402
 from governance.models import RuleChange, User  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,7 +94,13 @@ def peer_venv() -> Path:
     print(f"installing ColdFront {VERSION} into {venv} ...", flush=True)
     subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
     subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "--quiet", f"coldfront=={VERSION}", "psycopg2-binary"],
+        [
+            str(venv / "bin" / "pip"),
+            "install",
+            "--quiet",
+            f"coldfront=={VERSION}",
+            "psycopg2-binary",
+        ],
         check=True,
     )
     return venv
@@ -116,7 +129,7 @@ def _peer_ready(name: str) -> bool:
         with wrapper.cursor() as cursor:
             cursor.execute("SELECT 1 FROM auth_user WHERE username = %s", [FINISHED])
             return cursor.fetchone() is not None
-    except Exception:  # noqa: BLE001  (a database whose build did not get that far)
+    except Exception:
         return False
     finally:
         wrapper.close()
@@ -191,29 +204,42 @@ class Peer:
         self.process.wait(timeout=30)
 
 
-def pairs() -> list[tuple[str, str, bool, str]]:
-    """(name, Arbiter url, as ops2, ColdFront path). The first project, quota and allocation
-    are the same project's in both (project-00000 / Project 00000)."""
+class Pair(NamedTuple):
+    name: str
+    url: str  # Arbiter's page
+    path: str  # ColdFront's page
+    ops2: bool = False  # Arbiter's page asked by bench-ops2 (the inbox, as bench/pages.py)
+    cold: bool = False  # Arbiter's cache emptied before each of its requests
+
+
+def pairs() -> list[Pair]:
+    """The pages compared. The first project, quota and allocation are the same project's in
+    both (project-00000 / Project 00000). Two more rows tell what the others do not: the home
+    page with its cache emptied before each request (its cost when the rules have just
+    changed), and the project list at the peer's page size (25 rows; Arbiter's default is 50)."""
     project = "project-00000"
+    projects = reverse("project_list")
     return [
-        ("home", reverse("home"), False, "/"),
-        ("project list", reverse("project_list"), False, "/project/?show_all_projects=on"),
-        ("project detail", reverse("project_detail", args=[project]), False, "/project/1/"),
-        (
+        Pair("home", reverse("home"), "/"),
+        Pair("home, cache emptied", reverse("home"), "/", cold=True),
+        Pair("project list", projects, "/project/?show_all_projects=on"),
+        Pair("project list, 25 rows", projects + "?size=25", "/project/?show_all_projects=on"),
+        Pair("project detail", reverse("project_detail", args=[project]), "/project/1/"),
+        Pair(
             "quota list ↔ allocations",
             reverse("quota_list"),
-            False,
             "/allocation/?show_all_allocations=on",
         ),
-        ("quota ↔ allocation detail", reverse("quota_detail", args=[1]), False, "/allocation/1/"),
-        ("change list", reverse("change_list"), False, "/allocation/change-list"),
-        ("request list ↔ requests", reverse("request_list"), False, "/allocation/request-list"),
-        ("inbox (ops2) ↔ requests", reverse("inbox"), True, "/allocation/request-list"),
-        ("pool list ↔ center summary", reverse("pool_list"), False, "/center-summary"),
+        Pair("quota ↔ allocation detail", reverse("quota_detail", args=[1]), "/allocation/1/"),
+        Pair("change list", reverse("change_list"), "/allocation/change-list"),
+        Pair("request list ↔ requests", reverse("request_list"), "/allocation/request-list"),
+        Pair("inbox (ops2) ↔ requests", reverse("inbox"), "/allocation/request-list", ops2=True),
+        Pair("pool list ↔ center summary", reverse("pool_list"), "/center-summary"),
     ]
 
 
 def _ours(client: Client, url: str) -> dict[str, Any]:
+    connection.queries_log.clear()  # counted right past the log's 9,000 queries
     with CaptureQueriesContext(connection) as queries:
         began, cpu = time.perf_counter(), time.process_time()
         response = client.get(url)
@@ -244,12 +270,14 @@ def measure(wrapper: BaseDatabaseWrapper, peer: Peer, rounds: int, only: str) ->
     ops.force_login(User.objects.get(username="bench-ops"))
     ops2.force_login(User.objects.get(username="bench-ops2"))
     figures: dict[str, Any] = {}
-    for name, url, as_ops2, path in pairs():
+    for name, url, path, as_ops2, cold in pairs():
         if only not in name:
             continue
         ours: list[dict[str, Any]] = []
         theirs: list[dict[str, Any]] = []
         for run in range(rounds + 1):
+            if cold:
+                cache.clear()
             a = _ours(ops2 if as_ops2 else ops, url)
             b = peer.get(path)
             assert a["status"] == 200 and b["status"] == 200, (name, a["status"], b["status"])
@@ -281,7 +309,8 @@ def _line(name: str, f: dict[str, Any]) -> str:
 
 
 HEAD = [
-    f"{'page (Arbiter ↔ ColdFront)':28}{'Arbiter':>28}{'ColdFront 1.1.10':>29}{'CPU ratio':>17}  ≤1.0",
+    f"{'page (Arbiter ↔ ColdFront)':28}{'Arbiter':>28}{'ColdFront 1.1.10':>29}"
+    f"{'CPU ratio':>17}  ≤1.0",
     f"{'':28}{'ms':>8}{'cpu':>8}{'sql':>5}{'KB':>7}{'ms':>9}{'cpu':>8}{'sql':>5}{'KB':>7}"
     f"{'median':>9}{'paired':>8}",
 ]

@@ -1,7 +1,8 @@
-"""Load ColdFront with the shape of bench/pages.py's organisation (the peer of bench/peer_coldfront.py).
+"""Load ColdFront with the shape of bench/pages.py's organisation (for bench/peer_coldfront.py).
 
-Runs in ColdFront's own virtual environment with ColdFront's settings (``coldfront.config.settings``,
-database from ``DB_URL``), never in Arbiter's: it imports ColdFront, which Arbiter never does.
+Runs in ColdFront's own virtual environment with ColdFront's settings
+(``coldfront.config.settings``, database from ``DB_URL``), never in Arbiter's: it imports
+ColdFront, which Arbiter never does.
 bench/peer_coldfront.py starts it as ``<peer venv>/bin/python bench/peer_coldfront_load.py
 --projects N --changes C --requests R``, after ``coldfront initial_setup`` (migrations and
 ColdFront's default choices) on an empty database.
@@ -24,18 +25,17 @@ from typing import Any
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "coldfront.config.settings")
 
-import django  # noqa: E402
+import django
 
 django.setup()
-
-from django.contrib.auth.models import User  # noqa: E402
-from django.db import transaction  # noqa: E402
-from simple_history.utils import bulk_create_with_history  # noqa: E402
 
 from coldfront.core.allocation import models as am  # type: ignore[import-not-found]  # noqa: E402
 from coldfront.core.project import models as pm  # type: ignore[import-not-found]  # noqa: E402
 from coldfront.core.resource import models as rm  # type: ignore[import-not-found]  # noqa: E402
 from coldfront.core.user.models import UserProfile  # type: ignore[import-not-found]  # noqa: E402
+from django.contrib.auth.models import User  # noqa: E402
+from django.db import transaction  # noqa: E402
+from simple_history.utils import bulk_create_with_history  # noqa: E402
 
 FINISHED = "bench-fixture-finished"
 
@@ -92,7 +92,10 @@ def load(projects: int, changes: int, requests: int) -> None:
         pm.ProjectUser,
         [
             pm.ProjectUser(
-                project=p, user=users[3 * i + n], role=manager if n == 0 else member, status=pu_active
+                project=p,
+                user=users[3 * i + n],
+                role=manager if n == 0 else member,
+                status=pu_active,
             )
             for i, p in enumerate(created)
             for n in (0, 1, 2)
@@ -129,7 +132,10 @@ def load(projects: int, changes: int, requests: int) -> None:
     allocations = list(am.Allocation.objects.select_related("project").order_by("pk"))
     through = am.Allocation.resources.through
     through.objects.bulk_create(
-        [through(allocation_id=a.pk, resource_id=resources[k % 2].pk) for k, a in enumerate(allocations)],
+        [
+            through(allocation_id=a.pk, resource_id=resources[k % 2].pk)
+            for k, a in enumerate(allocations)
+        ],
         batch_size=2000,
     )
     au_active = am.AllocationUserStatusChoice.objects.get(name="Active")
@@ -137,7 +143,9 @@ def load(projects: int, changes: int, requests: int) -> None:
     _bulk(
         am.AllocationUser,
         [
-            am.AllocationUser(allocation=a, user=users[3 * index[a.project_id] + n], status=au_active)
+            am.AllocationUser(
+                allocation=a, user=users[3 * index[a.project_id] + n], status=au_active
+            )
             for a in allocations
             for n in (0, 1, 2)
         ],
@@ -155,14 +163,18 @@ def load(projects: int, changes: int, requests: int) -> None:
         ],
     )
     attributes = list(
-        am.AllocationAttribute.objects.filter(allocation_attribute_type=guarantee).order_by("allocation_id")
+        am.AllocationAttribute.objects.filter(allocation_attribute_type=guarantee).order_by(
+            "allocation_id"
+        )
     )
     pending = am.AllocationChangeStatusChoice.objects.get(name="Pending")
     picked = [attributes[(40 * k) % len(attributes)] for k in range(changes)]
     made = _bulk(
         am.AllocationChangeRequest,
         [
-            am.AllocationChangeRequest(allocation_id=a.allocation_id, status=pending, justification="Benchmark")
+            am.AllocationChangeRequest(
+                allocation_id=a.allocation_id, status=pending, justification="Benchmark"
+            )
             for a in picked
         ],
     )
@@ -170,7 +182,9 @@ def load(projects: int, changes: int, requests: int) -> None:
     _bulk(
         am.AllocationAttributeChangeRequest,
         [
-            am.AllocationAttributeChangeRequest(allocation_change_request=c, allocation_attribute=a, new_value="3")
+            am.AllocationAttributeChangeRequest(
+                allocation_change_request=c, allocation_attribute=a, new_value="3"
+            )
             for c, a in zip(made, picked, strict=True)
         ],
     )
@@ -184,7 +198,10 @@ def main() -> None:
     parser.add_argument("--requests", type=int, required=True)
     args = parser.parse_args()
     load(args.projects, args.changes, args.requests)
-    print(f"coldfront: loaded {args.projects} projects, {args.changes} change requests, {args.requests} requests")
+    print(
+        f"coldfront: loaded {args.projects} projects, {args.changes} change requests,"
+        f" {args.requests} requests"
+    )
 
 
 if __name__ == "__main__":
