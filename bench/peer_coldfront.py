@@ -41,7 +41,9 @@ The pairs (Arbiter → ColdFront): home → the signed-in portal home; project l
 project detail → project detail; quota list → allocation list; quota detail → allocation
 detail; change list → allocation change list; request list and inbox → the allocation request
 list (ColdFront's list of allocations waiting for an administrator's review: the closest to
-both); pool list → the center summary.
+both); pool list → the center summary. Two more rows: the home page with Arbiter's cache
+emptied before each of its requests (its cost right after the rules change), and the project
+list at the peer's page size (``?size=25``; Arbiter's default page holds 50 rows).
 """
 
 import argparse
