@@ -146,12 +146,11 @@ class _Settle(Replay):
             tier_left, left = self._left(flavor, key[1], tier)
             user_cap = tier.max_gpus_per_user
             held = scan[key] = []
-            # Of a tier that may not preempt, a job's fate here is its GPUs', its reason's
-            # and its class's: told once per queue.
-            told: dict[tuple[float, str | None, str], bool] | None = (
-                None if tier.may_preempt else {}
-            )
-            cls, user_use = self.cls, self.user_use
+            # A job's fate here is its GPUs', its reason's and its class's (and, of a tier
+            # that may preempt, its protected victims' look: ``_dead``): told once per queue.
+            told: dict[tuple[float, str | None, str, tuple[float, float] | None], bool] = {}
+            victims = self.no_victims if tier.may_preempt else None
+            cls, user_use, waits = self.cls, self.user_use, (RESOURCES, LENDING)
             over_left, over_tier = left + EPS, tier_left + EPS
             over_user = math.inf if user_cap is None else user_cap + EPS
             for j in chain(group, came):
@@ -163,13 +162,19 @@ class _Settle(Replay):
                     user_cap is not None and user_use.get((job.user, slug), 0.0) + gpus > over_user
                 ):
                     token = USER_CAP
+                elif reason[j] not in waits:
+                    live.add(j)  # ``_dead``: only a job already waiting for GPUs may be
+                    continue
                 else:
-                    fate = (gpus, reason[j], cls[j].kind)
-                    dead = None if told is None else told.get(fate)
+                    fate = (
+                        gpus,
+                        reason[j],
+                        cls[j].kind,
+                        None if victims is None else victims.get((j, "tier")),
+                    )
+                    dead = told.get(fate)
                     if dead is None:
-                        dead = self._dead(j, flavor, t, lent)
-                        if told is not None:
-                            told[fate] = dead
+                        dead = told[fate] = self._dead(j, flavor, t, lent)
                     if not dead:
                         live.add(j)
                     continue

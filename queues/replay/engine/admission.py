@@ -125,7 +125,12 @@ class _Admission(_State):
         tier_left, left = self._left(flavor, key[1], tier)
         version = self.user_version.get(slug, 0)
         stamp = flavor.stamps.get(key)
-        if stamp is not None and stamp[0] >= left - EPS and stamp[1:] == (len(group), version):
+        if (
+            stamp is not None
+            and stamp[0] >= left - EPS
+            and stamp[1] == len(group)
+            and stamp[2] == version
+        ):
             return -1  # nothing that held it back has eased
         user_cap = tier.max_gpus_per_user
         # ``_say`` inlined: a held queue is looked at again and again (the hot loop).
