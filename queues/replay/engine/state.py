@@ -70,6 +70,8 @@ class _State:
         self.behind: list[int] = []
         self.runs: list[tuple[int, float, float]] = []
         self.preempted_by: list[tuple[int, int, float, str]] = []
+        # When each job was last preempted: not a victim again in that instant (``_victims``).
+        self.victim_at: dict[int, float] = {}
         self.cancelled: dict[int, float] = {}
         self.heap: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
