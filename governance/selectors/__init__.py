@@ -56,7 +56,7 @@ from .history import (
     object_history_sections,
 )
 from .kept import rows_fingerprint
-from .lists import Sorts, search_filter, sort_choices, sorted_by
+from .lists import Sorts, search_filter, sort_choices, sorted_by, split_names
 from .people import (
     PERSON_SORTS,
     is_break_glass,
@@ -207,6 +207,7 @@ __all__ = [
     "signed_in_user",
     "sort_choices",
     "sorted_by",
+    "split_names",
     "stands_behind",
     "through_account_problem",
     "tier_get",
