@@ -67,7 +67,7 @@ class ProjectListApi(ETagMixin, APIView):
         slug = serializers.SlugField()
         name = serializers.CharField()
         description = serializers.CharField()
-        tier = serializers.SlugField(source="tier.slug", allow_null=True, help_text=NULL_TIER_HELP)
+        tier = serializers.SlugField(source="tier_slug", allow_null=True, help_text=NULL_TIER_HELP)
         leads = serializers.SerializerMethodField(help_text=_("The leads' usernames."))
         member_count = serializers.IntegerField()
         guaranteed_gpus = serializers.IntegerField(

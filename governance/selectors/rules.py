@@ -148,10 +148,11 @@ def project_list(
     q: str | None = None,
     sort: str | None = None,
 ) -> QuerySet[Project]:
-    """Projects with their tier, leads (``lead_names`` as a page names them, ``lead_usernames``
-    for the API; each joined by ``JoinedNames``), member count and guaranteed GPUs, in one
-    query."""
-    projects = Project.objects.select_related("tier")
+    """Projects with their tier (``tier_slug``, ``tier_name``), leads (``lead_names`` as a
+    page names them, ``lead_usernames`` for the API; each joined by ``JoinedNames``), member
+    count and guaranteed GPUs, in one query."""
+    # The tier's slug and name rather than its row: a few tiers, one object per project.
+    projects = Project.objects.annotate(tier_slug=F("tier__slug"), tier_name=F("tier__name"))
     if tier is not None:
         projects = projects.filter(tier=tier)
     if member is not None:

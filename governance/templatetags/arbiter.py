@@ -9,7 +9,7 @@ from typing import Any
 
 from django import template
 from django.urls import NoReverseMatch, get_script_prefix, get_urlconf, reverse
-from django.utils.html import conditional_escape
+from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import ngettext
 
@@ -109,3 +109,31 @@ def users_of(memberships: Any) -> SafeString:
     """The people of some memberships, comma-separated (a list's cell: one filter rather
     than a loop per row)."""
     return mark_safe(", ".join(str(conditional_escape(m.user)) for m in memberships))
+
+
+_DASH = mark_safe('<span class="muted">—</span>')
+
+
+@register.simple_tag
+def project_row(project: Any, default_label: str = "") -> SafeString:
+    """A row of the project list (``governance/project_list.html``), as its template wrote
+    it cell by cell, in one tag: the list's cost is its rows (a tenth of the template
+    variables, no tags inside). ``project`` comes from ``project_list()``; ``default_label``
+    names the default tier for a project without one (empty: no default tier)."""
+    if project.tier_slug:
+        link = key_url("tier_detail", project.tier_slug)
+        tier = format_html('<a href="{}">{}</a>', link, project.tier_name)
+    else:
+        tier = format_html('<span class="muted">{}</span>', default_label) if default_label else "—"
+    return format_html(
+        '<tr>\n      <td><a href="{}">{}</a></td>\n      <td><code>{}</code></td>\n'
+        "      <td>{}</td>\n      <td>{}</td>\n"
+        '      <td class="num">{}</td>\n      <td class="num">{}</td>\n    </tr>',
+        key_url("project_detail", project.slug),
+        project.name,
+        project.slug,
+        tier,
+        project.lead_names or _DASH,
+        project.member_count,
+        project.guaranteed_gpus,
+    )

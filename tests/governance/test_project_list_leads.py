@@ -2,11 +2,14 @@
 each person as everywhere else (the full name, else the username, escaped), the API gives
 their usernames; both sorted by username, the same on SQLite and PostgreSQL."""
 
+from django.template import Context, Template
 from django.urls import reverse
 from django.utils.html import escape
+from django.utils.safestring import mark_safe
 
-from governance import services
+from governance import selectors, services
 from governance.models import ProjectRole, User
+from governance.templatetags.arbiter import project_row
 from tests.conftest import REASON, login
 
 
@@ -35,3 +38,26 @@ def test_api_gives_the_leads_usernames_sorted(world, api_client, member):
     rows = api_client.get(reverse("api_project_list")).data["results"]
     leads = {row["slug"]: row["leads"] for row in rows}
     assert leads == {"speech": ["amy", "mia", "zoe"], "vision": ["lead"]}
+
+
+# The row as the list's template wrote it cell by cell before ``project_row``.
+CELLS = """<tr>
+      <td><a href="{% url 'project_detail' project.slug %}">{{ project.name }}</a></td>
+      <td><code>{{ project.slug }}</code></td>
+      <td>{% if project.tier_slug %}<a href="{% url 'tier_detail' project.tier_slug %}">{{ project.tier_name }}</a>{% elif default_label %}<span class="muted">{{ default_label }}</span>{% else %}—{% endif %}</td>
+      <td>{% if project.lead_names %}{{ project.lead_names }}{% else %}<span class="muted">—</span>{% endif %}</td>
+      <td class="num">{{ project.member_count }}</td>
+      <td class="num">{{ project.guaranteed_gpus }}</td>
+    </tr>"""  # noqa: E501
+
+
+def test_project_row_writes_what_the_cells_wrote(world, member):
+    _leads(world, member)
+    cells = Template(CELLS)
+    rows = 0
+    for project in selectors.project_list():
+        for label in ["", mark_safe("Regular &amp; co (default)")]:
+            context = {"project": project, "default_label": label}
+            assert project_row(project, label) == cells.render(Context(context))
+            rows += 1
+    assert rows == 4
