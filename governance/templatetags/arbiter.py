@@ -120,11 +120,12 @@ def project_row(project: Any, default_label: str = "") -> SafeString:
     it cell by cell, in one tag: the list's cost is its rows (a tenth of the template
     variables, no tags inside). ``project`` comes from ``project_list()``; ``default_label``
     names the default tier for a project without one (empty: no default tier)."""
+    tier: str = "—"
     if project.tier_slug:
         link = key_url("tier_detail", project.tier_slug)
         tier = format_html('<a href="{}">{}</a>', link, project.tier_name)
-    else:
-        tier = format_html('<span class="muted">{}</span>', default_label) if default_label else "—"
+    elif default_label:
+        tier = format_html('<span class="muted">{}</span>', default_label)
     return format_html(
         '<tr>\n      <td><a href="{}">{}</a></td>\n      <td><code>{}</code></td>\n'
         "      <td>{}</td>\n      <td>{}</td>\n"
