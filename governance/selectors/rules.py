@@ -396,6 +396,12 @@ def tiers_due_for_review(*, today: date, window_days: int | None = None) -> Quer
     )
 
 
+def tiers_owned(*, user: User) -> QuerySet[PriorityTier]:
+    """The tiers ``user`` is the business owner of, in the tier list's order: what the home
+    page's review table shows of them (no owner, no tiers they may preempt: one query)."""
+    return PriorityTier.objects.filter(owner=user).order_by(*TIER_SORTS["-score"][1])
+
+
 def default_tier() -> PriorityTier | None:
     return PriorityTier.objects.filter(is_default=True).first()
 
