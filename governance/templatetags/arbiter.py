@@ -4,6 +4,7 @@ Built in (``TEMPLATES``' ``builtins`` in the settings): no ``{% load %}`` needed
 """
 
 import functools
+import html
 import re
 from typing import Any
 
@@ -109,3 +110,34 @@ def users_of(memberships: Any) -> SafeString:
     """The people of some memberships, comma-separated (a list's cell: one filter rather
     than a loop per row)."""
     return mark_safe(", ".join(str(conditional_escape(m.user)) for m in memberships))
+
+
+_DASH = mark_safe('<span class="muted">—</span>')
+
+
+def _html(value: Any) -> str:
+    """``conditional_escape`` without its lazy-string wrapper (rows call it thousands of
+    times): safe text as it is, anything else escaped as Django escapes."""
+    return value.__html__() if hasattr(value, "__html__") else html.escape(str(value))
+
+
+@register.simple_tag
+def project_row(project: Any, default_label: str = "") -> SafeString:
+    """A row of the project list (``governance/project_list.html``), as its template wrote
+    it cell by cell, in one tag: the list's cost is its rows (a tenth of the template
+    variables, no tags inside). ``project`` comes from ``project_list()``; ``default_label``
+    names the default tier for a project without one (empty: no default tier)."""
+    tier = "—"
+    if project.tier_slug:
+        link = _html(key_url("tier_detail", project.tier_slug))
+        tier = f'<a href="{link}">{_html(project.tier_name)}</a>'
+    elif default_label:
+        tier = f'<span class="muted">{_html(default_label)}</span>'
+    leads = _html(project.lead_names) if project.lead_names else _DASH
+    return mark_safe(  # every value escaped above
+        f'<tr>\n      <td><a href="{_html(key_url("project_detail", project.slug))}">'
+        f"{_html(project.name)}</a></td>\n      <td><code>{_html(project.slug)}</code></td>\n"
+        f"      <td>{tier}</td>\n      <td>{leads}</td>\n"
+        f'      <td class="num">{_html(project.member_count)}</td>\n'
+        f'      <td class="num">{_html(project.guaranteed_gpus)}</td>\n    </tr>'
+    )
