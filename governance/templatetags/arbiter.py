@@ -10,7 +10,6 @@ from typing import Any
 
 from django import template
 from django.urls import NoReverseMatch, get_script_prefix, get_urlconf, reverse
-from django.utils.html import conditional_escape
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import ngettext
 
@@ -103,13 +102,6 @@ def figure(value: Any) -> Any:
         return str(round(value))
     rounded = round(value, 1)
     return str(int(rounded)) if rounded.is_integer() else str(rounded)
-
-
-@register.filter
-def users_of(memberships: Any) -> SafeString:
-    """The people of some memberships, comma-separated (a list's cell: one filter rather
-    than a loop per row)."""
-    return mark_safe(", ".join(str(conditional_escape(m.user)) for m in memberships))
 
 
 _DASH = mark_safe('<span class="muted">—</span>')

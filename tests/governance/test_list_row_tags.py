@@ -1,13 +1,12 @@
 """The tags long lists use per row: ``key_url`` gives exactly the URL ``{% url %}`` gives (the
 route reversed once, the key put in its place), refuses what the route refuses and follows the
-script prefix; ``users_of`` lists the people of some memberships, escaped."""
+script prefix."""
 
 import pytest
 from django.template import Context, Template
 from django.urls import NoReverseMatch, reverse, set_script_prefix
 
-from governance.models import Membership, ProjectRole, User
-from governance.templatetags.arbiter import key_url, users_of
+from governance.templatetags.arbiter import key_url
 
 
 @pytest.mark.parametrize(
@@ -36,14 +35,3 @@ def test_key_url_follows_the_script_prefix():
     finally:
         set_script_prefix("/")
     assert key_url("project_detail", "vision") == "/projects/vision/"
-
-
-def test_users_of_lists_the_people_escaped():
-    people = [
-        Membership(
-            user=User(username="ada", first_name="Ada", last_name="L"), role=ProjectRole.LEAD
-        ),
-        Membership(user=User(username="bob<b>"), role=ProjectRole.LEAD),
-    ]
-    assert users_of(people) == "Ada L, bob&lt;b&gt;"
-    assert users_of([]) == ""
