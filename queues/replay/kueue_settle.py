@@ -28,14 +28,15 @@ from collections import deque
 from collections.abc import Collection, Sequence
 from itertools import chain
 
-from .engine import EPS, LENDING, QUEUE_DEPTH, RESOURCES, TIER_CAP, Replay
+from .engine import EPS, LENDING, QUEUE_DEPTH, RESOURCES, TIER_CAP
 from .engine.vocabulary import PROJECT_MAX, USER_CAP, _Flavor
+from .kueue_fair import _FairSharing
 from .rules import FORBIDDEN
 
 _Entry = tuple[int, int, float, float, int]  # borrowing, share, -priority, arrival, job
 
 
-class _Settle(Replay):
+class _Settle(_FairSharing):
     """``KueueReplay``'s heads set aside, and the rest of a pass that only sets them aside."""
 
     aside: dict[str, set[int]]
@@ -99,6 +100,8 @@ class _Settle(Replay):
             if memo not in lent:
                 lent[memo] = self._lending(j, flavor)
             lending = lent[memo]
+        if self.fair:  # Kueue's fair sharing: its own look for targets (``kueue_fair``)
+            return self._fair_dead(j, flavor, t, lending)
         if lending == LENDING:
             return said == LENDING
         if said != RESOURCES:
@@ -149,7 +152,7 @@ class _Settle(Replay):
             # Of a tier that may not preempt, a job's fate here is its GPUs', its reason's
             # and its class's: told once per queue.
             told: dict[tuple[float, str | None, str], bool] | None = (
-                None if tier.may_preempt else {}
+                None if tier.may_preempt or self._fair_by_priority(key[1], flavor) else {}
             )
             cls, user_use = self.cls, self.user_use
             over_left, over_tier = left + EPS, tier_left + EPS
