@@ -224,6 +224,7 @@ class _FairSharing(Replay):
         self.fair_version: dict[str, int] = {}
         self.fair_failed: dict[tuple[str, str, float, float], tuple[int, float]] = {}
         self.fair_pool: dict[str, tuple[float, dict[str, float]]] = {}
+        self.fair_evicted: dict[int, float] = {}  # a victim: when it was preempted
 
     def _priority(self, j: int, t: float) -> float:  # ``KueueReplay``'s
         raise NotImplementedError
@@ -342,7 +343,9 @@ class _FairSharing(Replay):
 
     def _try_fair(self, j: int, flavor: _Flavor, name: str, t: float) -> bool:
         """Preempt the targets fair sharing finds for ``j`` (then it starts); False: none."""
-        if self._fair_held(j, name, t):
+        if self._fair_held(j, name, t) or self.fair_evicted.get(j) == t:
+            # Evicted this instant: on Kueue its eviction (the Job suspended, the quota given
+            # back) ends before it is a head again, a cycle later at least.
             return False
         memo = self._fair_memo(j, name, t)
         version = self.fair_version.get(name.partition("/")[0], 0)
@@ -353,6 +356,7 @@ class _FairSharing(Replay):
         self.fair_failed.pop(memo, None)
         project = self.jobs[j].project
         for v in targets:
+            self.fair_evicted[v] = t
             self._preempt(v, j, t, "tier" if self.jobs[v].project == project else "reclaim")
         return True
 
