@@ -125,8 +125,9 @@ class _Attempt:
         # Each queue's GPUs above its nominal quota on the pool's other flavors (unchanged).
         self.elsewhere: dict[str, float] = {}
         self.others = [
-            other for key, other in model.flavors.items() if other is not flavor
-            and key.partition("/")[0] == self.pool
+            other
+            for key, other in model.flavors.items()
+            if other is not flavor and key.partition("/")[0] == self.pool
         ]
         self.lendable = model._fair_lendable(self.pool)
         self.targets: list[int] = []
@@ -155,8 +156,8 @@ class _Attempt:
         """The preemptor's ClusterQueue's ``Available`` on the flavor (a flat cohort)."""
         flavor, model = self.flavor, self.model
         subtree, usage = flavor.unguaranteed, 0.0
-        for project, quota in flavor.quotas.items():
-            subtree += quota.guarantee - _local(quota)
+        for rule in flavor.quotas.values():
+            subtree += rule.guarantee - _local(rule)
         for project, used in self.use.items():
             if used > 0:
                 usage += max(0.0, used - _local(flavor.quotas.get(project)))
@@ -297,9 +298,10 @@ class _FairSharing(Replay):
         per_project = {}
         for project, pairs in weights.items():
             total = sum(guarantee for _, guarantee in pairs)
-            per_project[project] = (
-                sum(w * g for w, g in pairs) / total if total else sum(w for w, _ in pairs) / len(pairs)
-            )
+            if total:
+                per_project[project] = sum(w * g for w, g in pairs) / total
+            else:
+                per_project[project] = sum(w for w, _ in pairs) / len(pairs)
         cached = self.fair_pool[pool] = (lendable, per_project)
         return cached
 
@@ -461,9 +463,9 @@ class _FairSharing(Replay):
         pruned: set[str] = set()
         refused: list[int] = []
         quota = attempt.flavor.quotas.get(project)
-        within_nominal = attempt.use.get(project, 0.0) <= (
-            quota.guarantee if quota is not None else 0.0
-        ) + EPS
+        within_nominal = (
+            attempt.use.get(project, 0.0) <= (quota.guarantee if quota is not None else 0.0) + EPS
+        )
 
         def order(v: int) -> tuple[bool, float, float, int]:
             return self._fair_order(v, project)

@@ -78,9 +78,7 @@ def _run(
         lab.teardown()
     jobs = kueue_inputs(ran)
     timeline = [(min(job.arrival for job in jobs), kueue_rules(scenario))]
-    model = SchedulerModel(
-        "kueue", priorities=scenario.priorities, kueue=kueue_settings(scenario)
-    )
+    model = SchedulerModel("kueue", priorities=scenario.priorities, kueue=kueue_settings(scenario))
     modelled = replay(jobs, timeline, model=model)
     for r, start in zip(ran, modelled.start, strict=True):
         print(f"{r.slurm_id}: Kueue {r.start - r.submit:+.1f} s, model {start - r.submit:+.1f} s")
