@@ -1,52 +1,19 @@
 """Kueue 0.17's fair-sharing preemption in the Kueue replay model (no Django).
 
-With fair sharing on (Arbiter's Kueue configuration, ``deploy/k8s/kueue-config.yaml``:
-``preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]``) Kueue finds
-every preemption target with ``fairPreemptions`` (``pkg/scheduler/preemption/
-preemption.go``), never with the classical reclaim; no grace, no priority across
-ClusterQueues. What it does, and what ``_FairSharing._try_fair`` does with it:
-
-- **When**: a head that does not fit (``flavorassigner.fitsResourceQuota``) looks for targets
-  if its request is within its ClusterQueue's nominal quota, or if fair sharing is on and the
-  queue's ``reclaimWithinCohort`` is not ``Never``; else it just waits.
-- **Candidates** (``findCandidates``): its own ClusterQueue's admitted workloads of a lower
-  priority when ``withinClusterQueue`` is ``LowerPriority`` (Arbiter's enforcer raises
-  cautious work above every tier until its minimum runtime, and work past its class's daily
-  maximum: those are no candidates); with ``reclaimWithinCohort: Any`` every admitted
-  workload of another ClusterQueue of the cohort **borrowing on the flavor** (usage above its
-  nominal quota), whatever its priority. Never-preempt work never borrows (``borrowingLimit:
-  0``), so it is never a victim. Sorted as ``CandidatesOrdering``: other ClusterQueues' first,
-  then the lower priority, then the most recently admitted.
-- **The preemptor counts**: its workload's usage is added to its ClusterQueue before any
-  share is computed (``SimulateUsageAddition``).
-- **Dominant resource share** (``pkg/cache/scheduler/fair_sharing.go``): the GPUs a
-  ClusterQueue uses above its nominal quota, summed over the cohort's flavors, × 1000 / the
-  GPUs lendable in the cohort (the cohort's own quota plus each queue's nominal quota less
-  what its lending limit keeps), / its fair-sharing weight (zero weight borrowing: above
-  every other share). Compared exactly, as ``CompareDRS``.
-- **Order of target queues** (``fairsharing/ordering.go``): the ClusterQueue with the highest
-  share first (ties: the one whose first candidate sorts first); a queue that does not borrow
-  (but the preemptor's own) or has no candidate left is dropped; recomputed after each target.
-- **First strategy**: a target of its own queue is taken as it comes; if the preemptor's
-  queue stays within its nominal quota on the flavor (``FairSharingPreemptWithinNominal``,
-  on by default in 0.17) every candidate is taken in that order; else a candidate is taken
-  when the preemptor's share (with its workload) is ≤ the target queue's share after the
-  candidate's removal (``LessThanOrEqualToFinalShare``), and the queues are ordered again;
-  a candidate refused is kept for the second strategy.
-- **Second strategy** (``LessThanInitialShare``): over the refused candidates, per queue in
-  the same order, the first is taken when the preemptor's share is < the queue's share, and
-  the queue is then dropped.
-- **Until it fits**, then **fill back**: the targets, last but one first, are put back while
-  the workload still fits (``fillBackWorkloads``). It fits when its GPUs are no more than
-  its ClusterQueue's ``Available`` (its idle local quota plus what the cohort has left,
-  within its borrowing limit; ``resource_node.go``).
-
-The workload then starts at once, its targets preempted in the same instant (on Kueue it
-starts a cycle after their eviction, about a second). Not modelled: Kueue's reservation of a
-preemptor's quota for the rest of a cycle when it finds no target and does not reclaim
-``Any``; heads skipped in a cycle for overlapping targets; nested cohorts (a pool is one
-flat cohort here); a job-level never-preempt grant (Kueue does not see it; the model still
-never preempts it).
+With fair sharing on (Arbiter's Kueue configuration: ``preemptionStrategies:
+[LessThanOrEqualToFinalShare, LessThanInitialShare]``) Kueue finds every preemption target
+with ``fairPreemptions`` (``pkg/scheduler/preemption/preemption.go``, ``fairsharing/``,
+``common/ordering.go``; shares from ``pkg/cache/scheduler/fair_sharing.go``): candidates are
+its own ClusterQueue's lower priorities (``withinClusterQueue: LowerPriority``) and, with
+``reclaimWithinCohort: Any``, every workload of another ClusterQueue borrowing on the flavor,
+whatever its priority; the preemptor's workload counted in its queue's share; the queue with
+the highest dominant resource share first (GPUs above nominal over the cohort's flavors ×
+1000 / the GPUs lendable in the cohort / the weight); a candidate taken when the preemptor's
+share is ≤ the target's after the removal, or unconditionally while the preemptor stays
+within its nominal quota (``FairSharingPreemptWithinNominal``, on in 0.17); refused ones
+retried, one per queue, when the preemptor's share is < the target's; until it fits, then
+targets not needed put back (``fillBackWorkloads``). docs/replay.md says it in full, and
+what is not modelled.
 
 ``KueueSettings`` switches it: fair sharing on, both strategies, and each ClusterQueue's
 ``reclaimWithinCohort`` and ``withinClusterQueue`` as Arbiter's export writes them, unless a
