@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from queues.replay import ClassRule, Job, QuotaRule, Rules, TierRule
+from queues.replay.kueue_fair import ANY, KueueSettings
+from queues.replay.kueue_fair import NEVER as POLICY_NEVER
 from queues.replay.mixes import LabJob
 from queues.replay.rules import FORBIDDEN
 
@@ -380,4 +382,15 @@ def kueue_rules(scenario: Scenario = DEFAULT) -> Rules:
         classes=(ClassRule(NEVER, FORBIDDEN),) if never else (),
         quotas=quotas,
         project_tiers={project.name: project.tier for project in scenario.projects},
+    )
+
+
+def kueue_settings(scenario: Scenario = DEFAULT) -> KueueSettings:
+    """The ClusterQueues' preemption as ``KueueLab.setup`` writes it (the lab's Kueue runs
+    with fair sharing on, Arbiter's configuration): ``reclaimWithinCohort`` ``Any`` for every
+    queue when a project has a guarantee (else ``Never``), ``withinClusterQueue`` ``Never``."""
+    reclaim = ANY if scenario.reclaim else POLICY_NEVER
+    names = [project.name for project in scenario.projects]
+    return KueueSettings(
+        reclaim=dict.fromkeys(names, reclaim), within=dict.fromkeys(names, POLICY_NEVER)
     )

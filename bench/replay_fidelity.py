@@ -45,6 +45,7 @@ from bench.fidelity_kueue import (  # noqa: E402
     admission_estimate,
     kueue_inputs,
     kueue_rules,
+    kueue_settings,
     lab_env,
 )
 from bench.fidelity_slurm import (  # noqa: E402
@@ -156,7 +157,9 @@ def run_seed(lab: SlurmLab | KueueLab, seed: int, args: argparse.Namespace) -> d
 
 def _kueue_models(scenario: Scenario) -> dict[str, SchedulerModel]:
     return {
-        "kueue_model": SchedulerModel("kueue", priorities=scenario.priorities),
+        "kueue_model": SchedulerModel(
+            "kueue", priorities=scenario.priorities, kueue=kueue_settings(scenario)
+        ),
         "strict_order": SchedulerModel("strict"),
     }
 

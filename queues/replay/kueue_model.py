@@ -51,6 +51,7 @@ from itertools import chain
 
 from .engine import EPS, LENDING, RESOURCES
 from .engine.vocabulary import _WAKE, _Flavor
+from .kueue_fair import KueueSettings
 from .kueue_settle import _Entry, _Settle
 from .rules import Job, Rules, TierRule
 
@@ -64,8 +65,9 @@ class KueueReplay(_Settle):
         jobs: Sequence[Job],
         timeline: Sequence[tuple[float, Rules]],
         priorities: Mapping[str, float] | None = None,
+        settings: KueueSettings | None = None,
     ) -> None:
-        super().__init__(jobs, timeline)
+        super().__init__(jobs, timeline, settings)
         self.priorities = dict(priorities or {})
         # Per flavor the heads set aside (inadmissible) until the pool's next requeue.
         self.aside: dict[str, set[int]] = {}
@@ -315,17 +317,21 @@ class KueueReplay(_Settle):
                 live.discard(j)
                 tell = not live
             lending = self._lending(j, flavor)
-            if lending == LENDING:
+            if lending == LENDING and not (self.fair and self._try_fair(j, flavor, name, t)):
                 self._say(j, LENDING, t)
                 del entries[key]
                 self._set_aside(j, flavor, name, key)
                 continue
-            if lending is None and flavor.free + EPS >= self.jobs[j].gpus:
-                self._begin(j, flavor, name, t)
+            if lending == LENDING or (lending is None and flavor.free + EPS >= self.jobs[j].gpus):
+                self._begin(j, flavor, name, t)  # (held by lending: its targets preempted)
                 tell = live is not None
                 continue
-            if (lending is None and self._try_preempt(j, flavor, name, t)) or (
-                entry[0] == 0 and self._try_reclaim(j, flavor, name, t)
+            if (self.fair and self._try_fair(j, flavor, name, t)) or (
+                not self.fair
+                and (
+                    (lending is None and self._try_preempt(j, flavor, name, t))
+                    or (entry[0] == 0 and self._try_reclaim(j, flavor, name, t))
+                )
             ):
                 self._begin(j, flavor, name, t)
                 tell = live is not None

@@ -28,14 +28,15 @@ from collections import deque
 from collections.abc import Collection, Sequence
 from itertools import chain
 
-from .engine import EPS, LENDING, QUEUE_DEPTH, RESOURCES, TIER_CAP, Replay
+from .engine import EPS, LENDING, QUEUE_DEPTH, RESOURCES, TIER_CAP
 from .engine.vocabulary import PROJECT_MAX, USER_CAP, _Flavor
+from .kueue_fair import _FairSharing
 from .rules import FORBIDDEN
 
 _Entry = tuple[int, int, float, float, int]  # borrowing, share, -priority, arrival, job
 
 
-class _Settle(Replay):
+class _Settle(_FairSharing):
     """``KueueReplay``'s heads set aside, and the rest of a pass that only sets them aside."""
 
     aside: dict[str, set[int]]
@@ -99,6 +100,8 @@ class _Settle(Replay):
             if memo not in lent:
                 lent[memo] = self._lending(j, flavor)
             lending = lent[memo]
+        if self.fair:  # Kueue's fair sharing: its own look for targets (``kueue_fair``)
+            return self._fair_dead(j, flavor, t, lending)
         if lending == LENDING:
             return said == LENDING
         if said != RESOURCES:
@@ -147,8 +150,11 @@ class _Settle(Replay):
             user_cap = tier.max_gpus_per_user
             held = scan[key] = []
             # A job's fate here is its GPUs', its reason's and its class's (and, of a tier
-            # that may preempt, its protected victims' look: ``_dead``): told once per queue.
-            told: dict[tuple[float, str | None, str, tuple[float, float] | None], bool] = {}
+            # that may preempt, its protected victims' look: ``_dead``): told once per queue,
+            # unless fair sharing's look for targets depends on the job's own priority.
+            told: dict[tuple[float, str | None, str, tuple[float, float] | None], bool] | None = (
+                None if self._fair_by_priority(key[1], flavor) else {}
+            )
             victims = self.no_victims if tier.may_preempt else None
             cls, user_use, waits = self.cls, self.user_use, (RESOURCES, LENDING)
             over_left, over_tier = left + EPS, tier_left + EPS
@@ -172,9 +178,11 @@ class _Settle(Replay):
                         cls[j].kind,
                         None if victims is None else victims.get((j, "tier")),
                     )
-                    dead = told.get(fate)
+                    dead = None if told is None else told.get(fate)
                     if dead is None:
-                        dead = told[fate] = self._dead(j, flavor, t, lent)
+                        dead = self._dead(j, flavor, t, lent)
+                        if told is not None:
+                            told[fate] = dead
                     if not dead:
                         live.add(j)
                     continue

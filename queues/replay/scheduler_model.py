@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .engine import Replay, Result
+from .kueue_fair import KueueSettings
 from .kueue_model import KueueReplay
 from .rules import Job, Rules
 from .slurm_conf import SlurmSettings
@@ -30,6 +31,7 @@ class SchedulerModel:
     scheduler: str = "kueue"
     slurm: SlurmSettings | None = None
     priorities: Mapping[str, float] | None = None
+    kueue: KueueSettings | None = None
 
     def replay(
         self, jobs: Sequence[Job], timeline: Sequence[tuple[float, Rules]], until: float | None
@@ -37,7 +39,7 @@ class SchedulerModel:
         if self.scheduler == "slurm":
             return SlurmReplay(jobs, timeline, self.slurm or SlurmSettings()).run(until)
         if self.scheduler == "kueue":
-            return KueueReplay(jobs, timeline, self.priorities).run(until=until)
+            return KueueReplay(jobs, timeline, self.priorities, self.kueue).run(until=until)
         if self.scheduler != "strict":
             raise ValueError(f"no replay model for scheduler {self.scheduler!r}")
         return Replay(jobs, timeline).run(until=until)
