@@ -1,9 +1,6 @@
 """The replay engine (``queues.replay``) on small scenarios whose outcome is worked out by hand."""
 
 import math
-import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 
@@ -11,6 +8,7 @@ from queues.replay import ClassRule, Job, QuotaRule, Rules, TierRule, replay
 from queues.replay.engine import REASON_CATEGORY
 from queues.replay.workload import ProjectLoad, generate, mean_gpu_hours_per_hour
 from queues.schedulers.classify import classify_slurm
+from tests.queues.bounded import finishes_within
 
 F = "main/h100"
 MIN = 60.0
@@ -343,22 +341,6 @@ def test_the_same_replay_in_two_processes_gives_the_same_result():
         for seed in ("1", "2", "3")
     }
     assert len(digests) == 1, digests
-
-
-@contextmanager
-def finishes_within(seconds: int) -> Iterator[None]:
-    """Fail, rather than hang the suite, if the block runs longer (a replay that loops)."""
-
-    def stop(*_args: object) -> None:
-        raise AssertionError(f"the replay did not finish within {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def test_a_job_is_not_traded_back_and_forth_between_two_rules_in_one_instant():
