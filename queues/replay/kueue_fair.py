@@ -98,45 +98,63 @@ class _Attempt:
         ]
         self.lendable = model._fair_lendable(self.pool)
         self.targets: list[int] = []
+        self.fixed: dict[str, tuple[float, float, float]] = {}
+        # ``available``'s parts the look does not change.
+        self.local_of = {project: _local(rule) for project, rule in flavor.quotas.items()}
+        subtree = flavor.unguaranteed
+        for rule in flavor.quotas.values():
+            subtree += rule.guarantee - _local(rule)
+        self.subtree = subtree
+        quota = flavor.quotas.get(self.project)
+        self.local = _local(quota)
+        self.guarantee = quota.guarantee if quota is not None else 0.0
+        self.limit = model._fair_borrow_limit(quota)
 
     def share(self, project: str) -> _Share:
         """The queue's dominant resource share now (``dominantResourceShare``)."""
-        model = self.model
-        over = self.elsewhere.get(project)
-        if over is None:
-            over = 0.0
-            for other in self.others:
-                used = other.usage.get(project, 0.0)
-                if used > 0:
-                    over += max(0.0, used - model._quota(other, project).guarantee)
-            self.elsewhere[project] = over
-        over += max(0.0, self.use.get(project, 0.0) - model._quota(self.flavor, project).guarantee)
+        fixed = self.fixed.get(project)
+        if fixed is None:
+            fixed = self._fixed(project)
+        elsewhere, guarantee, weight = fixed
+        over = elsewhere + max(0.0, self.use.get(project, 0.0) - guarantee)
         if over <= EPS:
             return _NOT_BORROWING
         ratio = over * 1000.0 / self.lendable if self.lendable > 0 else 0.0
-        weight = model._fair_weight(project, self.pool)
         if weight <= 0:
             return (True, ratio)
         return (False, ratio / weight)
 
+    def _fixed(self, project: str) -> tuple[float, float, float]:
+        """What of a queue's share the look does not change: its GPUs above its nominal
+        quota on the pool's other flavors, its nominal quota here, its weight."""
+        model = self.model
+        over = 0.0
+        for other in self.others:
+            used = other.usage.get(project, 0.0)
+            if used > 0:
+                over += max(0.0, used - model._quota(other, project).guarantee)
+        fixed = self.fixed[project] = (
+            over,
+            model._quota(self.flavor, project).guarantee,
+            model._fair_weight(project, self.pool),
+        )
+        return fixed
+
     def available(self) -> float:
         """The preemptor's ClusterQueue's ``Available`` on the flavor (a flat cohort)."""
-        flavor, model = self.flavor, self.model
-        subtree, usage = flavor.unguaranteed, 0.0
-        for rule in flavor.quotas.values():
-            subtree += rule.guarantee - _local(rule)
+        subtree, local_of = self.subtree, self.local_of
+        usage = 0.0
         for project, used in self.use.items():
             if used > 0:
-                usage += max(0.0, used - _local(flavor.quotas.get(project)))
+                usage += max(0.0, used - local_of.get(project, 0.0))
         parent = subtree - usage
-        quota = flavor.quotas.get(self.project)
-        local = _local(quota)
-        used = self.use.get(self.project, 0.0)
-        limit = model._fair_borrow_limit(quota)
-        if limit is not None:
-            guarantee = quota.guarantee if quota is not None else 0.0
-            parent = min(guarantee - local - max(0.0, used - local) + limit, parent)
-        return max(0.0, max(0.0, local - used) + parent)
+        if self.limit is not None:
+            parent = min(
+                self.guarantee - self.local - max(0.0, self.use.get(self.project, 0.0) - self.local)
+                + self.limit,
+                parent,
+            )
+        return max(0.0, max(0.0, self.local - self.use.get(self.project, 0.0)) + parent)
 
     def fits(self) -> bool:
         """With the preemptor's own usage taken out again (``workloadFitsForFairSharing``)."""
@@ -193,14 +211,30 @@ class _FairSharing(Replay):
         self.fair_failed: dict[tuple[str, str, float, float], tuple[int, float]] = {}
         self.fair_pool: dict[str, tuple[float, dict[str, float]]] = {}
         self.fair_evicted: dict[int, float] = {}  # a victim: when it was preempted
+        # Per flavor, per project its running jobs (``findCandidates`` looks at a few queues),
+        # and a running job's priority at its start (its order as a candidate) until the
+        # rules change.
+        self.fair_running: dict[str, dict[str, set[int]]] = {}
+        self.fair_rank: dict[int, tuple[float, float]] = {}
 
     def _priority(self, j: int, t: float) -> float:  # ``KueueReplay``'s
         raise NotImplementedError
 
     def _apply(self, rules: Rules, t: float) -> None:
-        self.fair_failed, self.fair_pool = {}, {}
+        self.fair_failed, self.fair_pool, self.fair_rank = {}, {}, {}
         super()._apply(rules, t)
-        self.fair_failed, self.fair_pool = {}, {}
+        self.fair_failed, self.fair_pool, self.fair_rank = {}, {}, {}
+
+    def _begin(self, j: int, flavor: _Flavor, name: str, t: float) -> None:
+        super()._begin(j, flavor, name, t)
+        self.fair_running.setdefault(name, {}).setdefault(self.jobs[j].project, set()).add(j)
+
+    def _stop(self, j: int, t: float) -> None:
+        super()._stop(j, t)
+        job = self.jobs[j]
+        running = self.fair_running.get(job.flavor, {}).get(job.project)
+        if running is not None:
+            running.discard(j)
 
     def _use(self, flavor: _Flavor, name: str, project: str, delta: float, t: float) -> None:
         super()._use(flavor, name, project, delta, t)
@@ -330,53 +364,74 @@ class _FairSharing(Replay):
         return True
 
     def _fair_candidates(
-        self, j: int, flavor: _Flavor, attempt: _Attempt, t: float
-    ) -> tuple[list[int], float]:
-        """``findCandidates``, sorted by ``CandidatesOrdering``; and until when the protected
-        ones of its own queue stay protected."""
+        self, j: int, flavor: _Flavor, name: str, attempt: _Attempt, t: float
+    ) -> tuple[dict[str, deque[int]], float]:
+        """``findCandidates`` per ClusterQueue, each sorted by ``CandidatesOrdering``; and
+        until when the protected ones of its own queue stay protected. Without candidates of
+        its own queue and above its nominal quota, the preemptor's share is fixed during the
+        look and a queue's only falls: a queue whose share is already below it never gives a
+        target (both strategies ask at least its share), so it is left out."""
         job = self.jobs[j]
         pool = attempt.pool
         within = self._fair_within(job.project, pool)
         reclaim = self._fair_reclaims(job.project, pool)
         quota = flavor.quotas.get(job.project)
+        guarantee = quota.guarantee if quota is not None else 0.0
         # ``fitsResourceQuota``: a request above the nominal quota looks for targets only
         # when its queue may preempt while borrowing (fair sharing, reclaim not Never).
-        if not reclaim and job.gpus > (quota.guarantee if quota is not None else 0.0) + EPS:
-            return [], math.inf
+        if not reclaim and job.gpus > guarantee + EPS:
+            return {}, math.inf
         if not within and not (reclaim and flavor.borrowed > EPS):
-            return [], math.inf
-        mine = self._priority(j, t)
-        # ``cqIsBorrowing``: above its nominal quota on this flavor.
-        borrowing = {
-            project
-            for project, used in flavor.usage.items()
-            if project != job.project and used > self._quota(flavor, project).guarantee + EPS
-        }
-        candidates: list[int] = []
+            return {}, math.inf
+        running = self.fair_running.get(name, {})
+        lists: dict[str, deque[int]] = {}
         retry = math.inf
-        for v in flavor.running:
-            other = self.jobs[v].project
-            if other == job.project:
-                if not within or self._priority(v, self.run_start[v]) >= mine:
+        own = running.get(job.project) if within else None
+        if own:
+            mine = self._priority(j, t)
+            picked = []
+            for v in own:
+                if self._fair_rank(v)[0] >= mine:
                     continue
                 ok, again = self._preemptible(v, t)
                 if not ok:
                     retry = min(retry, again)
                     continue
-            elif not (reclaim and other in borrowing) or self.cls[v].kind == FORBIDDEN:
+                picked.append(v)
+            if picked:
+                lists[job.project] = deque(sorted(picked, key=self._fair_rank))
+        if not reclaim:
+            return lists, retry
+        floor: _Share | None = None
+        used = flavor.usage.get(job.project, 0.0) + job.gpus
+        if not lists and used > guarantee + EPS:
+            attempt.use[job.project] = used
+            floor = attempt.share(job.project)
+            attempt.use[job.project] = flavor.usage.get(job.project, 0.0)
+        forbidden, cls = FORBIDDEN, self.cls
+        for project, used in flavor.usage.items():
+            # ``cqIsBorrowing``: above its nominal quota on this flavor.
+            if project == job.project or used <= self._quota(flavor, project).guarantee + EPS:
                 continue
-            candidates.append(v)
-        candidates.sort(key=lambda v: self._fair_order(v, job.project))
-        return candidates, retry
+            if floor is not None and attempt.share(project) < floor:
+                continue
+            picked = [v for v in running.get(project, ()) if cls[v].kind != forbidden]
+            if picked:
+                lists[project] = deque(sorted(picked, key=self._fair_rank))
+        return lists, retry
+
+    def _fair_rank(self, v: int) -> tuple[float, float, int]:
+        """A running job's order within its queue's candidates: lower priority (at its start),
+        then newest admission."""
+        start = self.run_start[v]
+        rank = self.fair_rank.get(v)
+        if rank is None or rank[1] != start:
+            rank = self.fair_rank[v] = (self._priority(v, start), start)
+        return (rank[0], -start, v)
 
     def _fair_order(self, v: int, project: str) -> tuple[bool, float, float, int]:
         """``CandidatesOrdering``: other queues' first, lower priority, newest admission."""
-        return (
-            self.jobs[v].project == project,
-            self._priority(v, self.run_start[v]),
-            -self.run_start[v],
-            v,
-        )
+        return (self.jobs[v].project == project, *self._fair_rank(v))
 
     def _fair_targets(
         self, j: int, flavor: _Flavor, name: str, t: float
@@ -384,8 +439,8 @@ class _FairSharing(Replay):
         """``fairPreemptions``: the targets that let ``j`` fit, or None; and until when a
         look that found none holds."""
         attempt = _Attempt(self, j, flavor, name)
-        candidates, retry = self._fair_candidates(j, flavor, attempt, t)
-        if not candidates:
+        lists, retry = self._fair_candidates(j, flavor, name, attempt, t)
+        if not lists:
             return None, retry
         project = attempt.project
         attempt.use[project] = attempt.use.get(project, 0.0) + attempt.gpus
@@ -393,7 +448,7 @@ class _FairSharing(Replay):
             _less_or_equal_final,
             _less_initial,
         ]
-        fits, refused = self._fair_first(attempt, candidates, strategies[0])
+        fits, refused = self._fair_first(attempt, lists, strategies[0])
         if not fits and len(strategies) > 1:
             fits = self._fair_second(attempt, refused)
         attempt.use[project] -= attempt.gpus
@@ -412,27 +467,22 @@ class _FairSharing(Replay):
                 attempt.use[job.project] -= job.gpus
         return targets, retry
 
-    def _fair_lists(self, candidates: list[int]) -> dict[str, deque[int]]:
-        lists: dict[str, deque[int]] = {}
-        for v in candidates:
-            lists.setdefault(self.jobs[v].project, deque()).append(v)
-        return lists
-
     def _fair_first(
         self,
         attempt: _Attempt,
-        candidates: list[int],
+        lists: dict[str, deque[int]],
         strategy: Callable[[_Share, _Share, _Share], bool],
-    ) -> tuple[bool, list[int]]:
-        """``runFirstFsStrategy``: whether it fits, and the candidates the strategy refused."""
+    ) -> tuple[bool, dict[str, deque[int]]]:
+        """``runFirstFsStrategy``: whether it fits, and per queue the first candidate the
+        strategy refused (the second strategy takes at most that one)."""
         project = attempt.project
-        lists = self._fair_lists(candidates)
         pruned: set[str] = set()
-        refused: list[int] = []
+        refused: dict[str, deque[int]] = {}
         quota = attempt.flavor.quotas.get(project)
         within_nominal = (
             attempt.use.get(project, 0.0) <= (quota.guarantee if quota is not None else 0.0) + EPS
         )
+        gpus_of = self.jobs
 
         def order(v: int) -> tuple[bool, float, float, int]:
             return self._fair_order(v, project)
@@ -448,24 +498,30 @@ class _FairSharing(Replay):
                     return True, refused
                 continue
             preemptor, old = attempt.share(project), attempt.share(target)
+            # The verdict depends on the candidate's GPUs only (the queue's usage is the same
+            # until one is taken).
+            verdicts: dict[float, bool] = {}
             while queue:
                 v = queue.popleft()
-                gpus = self.jobs[v].gpus
-                attempt.use[target] -= gpus
-                new = attempt.share(target)
-                attempt.use[target] += gpus
-                if strategy(preemptor, old, new):
+                gpus = gpus_of[v].gpus
+                ok = verdicts.get(gpus)
+                if ok is None:
+                    attempt.use[target] -= gpus
+                    new = attempt.share(target)
+                    attempt.use[target] += gpus
+                    ok = verdicts[gpus] = strategy(preemptor, old, new)
+                if ok:
                     attempt.remove(v)
                     if attempt.fits():
                         return True, refused
                     break
-                refused.append(v)
+                if target not in refused:
+                    refused[target] = deque((v,))
 
-    def _fair_second(self, attempt: _Attempt, refused: list[int]) -> bool:
-        """``runSecondFsStrategy``: per queue at most one refused candidate, taken when the
-        preemptor's share is below the queue's."""
+    def _fair_second(self, attempt: _Attempt, lists: dict[str, deque[int]]) -> bool:
+        """``runSecondFsStrategy``: per queue at most one refused candidate (its first), taken
+        when the preemptor's share is below the queue's."""
         project = attempt.project
-        lists = self._fair_lists(refused)
         pruned: set[str] = set()
 
         def order(v: int) -> tuple[bool, float, float, int]:
