@@ -99,6 +99,7 @@ class _Attempt:
         self.lendable = model._fair_lendable(self.pool)
         self.targets: list[int] = []
         self.fixed: dict[str, tuple[float, float, float]] = {}
+        self.shares: dict[str, _Share] = {}  # ``current``'s, until the queue's usage changes
         # ``available``'s parts the look does not change.
         self.local_of = {project: _local(rule) for project, rule in flavor.quotas.items()}
         subtree = flavor.unguaranteed
@@ -123,6 +124,13 @@ class _Attempt:
         if weight <= 0:
             return (True, ratio)
         return (False, ratio / weight)
+
+    def current(self, project: str) -> _Share:
+        """``share``, kept while the look takes no target of the queue (``remove``)."""
+        share = self.shares.get(project)
+        if share is None:
+            share = self.shares[project] = self.share(project)
+        return share
 
     def _fixed(self, project: str) -> tuple[float, float, float]:
         """What of a queue's share the look does not change: its GPUs above its nominal
@@ -166,6 +174,7 @@ class _Attempt:
     def remove(self, v: int) -> None:
         job = self.model.jobs[v]
         self.use[job.project] = self.use.get(job.project, 0.0) - job.gpus
+        self.shares.pop(job.project, None)
         self.targets.append(v)
 
     def next_queue(
@@ -177,7 +186,7 @@ class _Attempt:
         for project, candidates in lists.items():
             if project in pruned:
                 continue
-            share = self.share(project)
+            share = self.current(project)
             if (share == _NOT_BORROWING and project != self.project) or not candidates:
                 pruned.add(project)
                 continue
@@ -483,6 +492,7 @@ class _FairSharing(Replay):
             attempt.use.get(project, 0.0) <= (quota.guarantee if quota is not None else 0.0) + EPS
         )
         gpus_of = self.jobs
+        attempt.shares.clear()  # the preemptor's work counted in its share from here
 
         def order(v: int) -> tuple[bool, float, float, int]:
             return self._fair_order(v, project)
@@ -497,7 +507,7 @@ class _FairSharing(Replay):
                 if attempt.fits():
                     return True, refused
                 continue
-            preemptor, old = attempt.share(project), attempt.share(target)
+            preemptor, old = attempt.current(project), attempt.current(target)
             # The verdict depends on the candidate's GPUs only (the queue's usage is the same
             # until one is taken).
             verdicts: dict[float, bool] = {}
@@ -531,7 +541,7 @@ class _FairSharing(Replay):
             target = attempt.next_queue(lists, pruned, order)
             if target is None:
                 return False
-            if _less_initial(attempt.share(project), attempt.share(target), _NOT_BORROWING):
+            if _less_initial(attempt.current(project), attempt.current(target), _NOT_BORROWING):
                 attempt.remove(lists[target].popleft())
                 if attempt.fits():
                     return True
