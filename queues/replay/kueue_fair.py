@@ -38,6 +38,7 @@ NEVER = "Never"
 LOWER_PRIORITY = "LowerPriority"
 _Share = tuple[bool, float]  # (zero weight and borrowing, share): ordered as ``CompareDRS``
 _NOT_BORROWING: _Share = (False, 0.0)
+FIT_MARGIN = 1e-6  # GPUs: ``_fair_may_fit``'s bound is sure beyond rounding
 
 
 @dataclass(frozen=True)
@@ -449,7 +450,7 @@ class _FairSharing(Replay):
         look that found none holds."""
         attempt = _Attempt(self, j, flavor, name)
         lists, retry = self._fair_candidates(j, flavor, name, attempt, t)
-        if not lists:
+        if not lists or not self._fair_may_fit(attempt, lists):
             return None, retry
         project = attempt.project
         attempt.use[project] = attempt.use.get(project, 0.0) + attempt.gpus
@@ -475,6 +476,22 @@ class _FairSharing(Replay):
             else:
                 attempt.use[job.project] -= job.gpus
         return targets, retry
+
+    def _fair_may_fit(self, attempt: _Attempt, lists: dict[str, deque[int]]) -> bool:
+        """Whether ``j`` would fit with every candidate taken (``Available`` only grows as
+        targets are taken): if not, no strategy can find targets enough. A margin above
+        ``EPS`` keeps it a sure bound whatever the order the GPUs are summed in."""
+        use, jobs = attempt.use, self.jobs
+        saved = {project: use[project] for project in lists if project in use}
+        for project, queue in lists.items():
+            use[project] = use.get(project, 0.0) - sum(jobs[v].gpus for v in queue)
+        available = attempt.available()
+        for project in lists:
+            if project in saved:
+                use[project] = saved[project]
+            else:
+                del use[project]
+        return attempt.gpus <= available + EPS + FIT_MARGIN
 
     def _fair_first(
         self,
