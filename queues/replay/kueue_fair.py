@@ -226,14 +226,16 @@ class _FairSharing(Replay):
         # rules change.
         self.fair_running: dict[str, dict[str, set[int]]] = {}
         self.fair_rank: dict[int, tuple[float, float]] = {}
+        # Per (project, pool, within?) its ClusterQueue's policy, until the rules change.
+        self.fair_policy: dict[tuple[str, str, bool], bool] = {}
 
     def _priority(self, j: int, t: float) -> float:  # ``KueueReplay``'s
         raise NotImplementedError
 
     def _apply(self, rules: Rules, t: float) -> None:
-        self.fair_failed, self.fair_pool, self.fair_rank = {}, {}, {}
+        self.fair_failed, self.fair_pool, self.fair_rank, self.fair_policy = {}, {}, {}, {}
         super()._apply(rules, t)
-        self.fair_failed, self.fair_pool, self.fair_rank = {}, {}, {}
+        self.fair_failed, self.fair_pool, self.fair_rank, self.fair_policy = {}, {}, {}, {}
 
     def _begin(self, j: int, flavor: _Flavor, name: str, t: float) -> None:
         super()._begin(j, flavor, name, t)
@@ -263,12 +265,24 @@ class _FairSharing(Replay):
         ]
 
     def _fair_reclaims(self, project: str, pool: str) -> bool:
+        memo = self.fair_policy.get((project, pool, False))
+        if memo is None:
+            memo = self.fair_policy[(project, pool, False)] = self._fair_reclaims_now(project, pool)
+        return memo
+
+    def _fair_within(self, project: str, pool: str) -> bool:
+        memo = self.fair_policy.get((project, pool, True))
+        if memo is None:
+            memo = self.fair_policy[(project, pool, True)] = self._fair_within_now(project, pool)
+        return memo
+
+    def _fair_reclaims_now(self, project: str, pool: str) -> bool:
         named = self.kueue.reclaim
         if named is not None and project in named:
             return named[project] != NEVER
         return any(quota.guarantee > 0 for quota in self._pool_quotas(pool, project))
 
-    def _fair_within(self, project: str, pool: str) -> bool:
+    def _fair_within_now(self, project: str, pool: str) -> bool:
         named = self.kueue.within
         if named is not None and project in named:
             return named[project] != NEVER
@@ -375,8 +389,8 @@ class _FairSharing(Replay):
 
     def _fair_candidates(
         self, j: int, flavor: _Flavor, name: str, attempt: _Attempt, t: float
-    ) -> tuple[dict[str, deque[int]], float]:
-        """``findCandidates`` per ClusterQueue, each sorted by ``CandidatesOrdering``; and
+    ) -> tuple[dict[str, list[int]], float]:
+        """``findCandidates`` per ClusterQueue (``_fair_targets`` sorts them); and
         until when the protected ones of its own queue stay protected. Without candidates of
         its own queue and above its nominal quota, the preemptor's share is fixed during the
         look and a queue's only falls: a queue whose share is already below it never gives a
@@ -394,7 +408,7 @@ class _FairSharing(Replay):
         if not within and not (reclaim and flavor.borrowed > EPS):
             return {}, math.inf
         running = self.fair_running.get(name, {})
-        lists: dict[str, deque[int]] = {}
+        lists: dict[str, list[int]] = {}
         retry = math.inf
         own = running.get(job.project) if within else None
         if own:
@@ -409,7 +423,7 @@ class _FairSharing(Replay):
                     continue
                 picked.append(v)
             if picked:
-                lists[job.project] = deque(sorted(picked, key=self._fair_rank))
+                lists[job.project] = picked
         if not reclaim:
             return lists, retry
         floor: _Share | None = None
@@ -427,7 +441,7 @@ class _FairSharing(Replay):
                 continue
             picked = [v for v in running.get(project, ()) if cls[v].kind != forbidden]
             if picked:
-                lists[project] = deque(sorted(picked, key=self._fair_rank))
+                lists[project] = picked
         return lists, retry
 
     def _fair_rank(self, v: int) -> tuple[float, float, int]:
@@ -449,9 +463,12 @@ class _FairSharing(Replay):
         """``fairPreemptions``: the targets that let ``j`` fit, or None; and until when a
         look that found none holds."""
         attempt = _Attempt(self, j, flavor, name)
-        lists, retry = self._fair_candidates(j, flavor, name, attempt, t)
-        if not lists or not self._fair_may_fit(attempt, lists):
+        found, retry = self._fair_candidates(j, flavor, name, attempt, t)
+        if not found or not self._fair_may_fit(attempt, found):
             return None, retry
+        # Each queue's candidates by ``CandidatesOrdering`` (its own queue's last).
+        rank = self._fair_rank
+        lists = {project: deque(sorted(queue, key=rank)) for project, queue in found.items()}
         project = attempt.project
         attempt.use[project] = attempt.use.get(project, 0.0) + attempt.gpus
         strategies = [STRATEGIES[s] for s in self.kueue.strategies] or [
@@ -477,7 +494,7 @@ class _FairSharing(Replay):
                 attempt.use[job.project] -= job.gpus
         return targets, retry
 
-    def _fair_may_fit(self, attempt: _Attempt, lists: dict[str, deque[int]]) -> bool:
+    def _fair_may_fit(self, attempt: _Attempt, lists: dict[str, list[int]]) -> bool:
         """Whether ``j`` would fit with every candidate taken (``Available`` only grows as
         targets are taken): if not, no strategy can find targets enough. A margin above
         ``EPS`` keeps it a sure bound whatever the order the GPUs are summed in."""
