@@ -90,23 +90,14 @@ class _Attempt:
         self.project, self.gpus = job.project, job.gpus
         self.pool = name.partition("/")[0]
         self.use = dict(flavor.usage)
-        # Each queue's GPUs above its nominal quota on the pool's other flavors (unchanged).
-        self.elsewhere: dict[str, float] = {}
-        self.others = [
-            other
-            for key, other in model.flavors.items()
-            if other is not flavor and key.partition("/")[0] == self.pool
-        ]
+        static = model._fair_static(flavor, name)
+        # The pool's other flavors; per flavor's quota its part kept from the cohort; the
+        # cohort's GPUs less those parts; per queue its nominal quota here and its weight.
+        self.others, self.local_of, self.subtree, self.per_queue = static
         self.lendable = model._fair_lendable(self.pool)
         self.targets: list[int] = []
         self.fixed: dict[str, tuple[float, float, float]] = {}
         self.shares: dict[str, _Share] = {}  # ``current``'s, until the queue's usage changes
-        # ``available``'s parts the look does not change.
-        self.local_of = {project: _local(rule) for project, rule in flavor.quotas.items()}
-        subtree = flavor.unguaranteed
-        for rule in flavor.quotas.values():
-            subtree += rule.guarantee - _local(rule)
-        self.subtree = subtree
         quota = flavor.quotas.get(self.project)
         self.local = _local(quota)
         self.guarantee = quota.guarantee if quota is not None else 0.0
@@ -142,11 +133,13 @@ class _Attempt:
             used = other.usage.get(project, 0.0)
             if used > 0:
                 over += max(0.0, used - model._quota(other, project).guarantee)
-        fixed = self.fixed[project] = (
-            over,
-            model._quota(self.flavor, project).guarantee,
-            model._fair_weight(project, self.pool),
-        )
+        per_queue = self.per_queue.get(project)
+        if per_queue is None:
+            per_queue = self.per_queue[project] = (
+                model._quota(self.flavor, project).guarantee,
+                model._fair_weight(project, self.pool),
+            )
+        fixed = self.fixed[project] = (over, *per_queue)
         return fixed
 
     def available(self) -> float:
@@ -228,14 +221,22 @@ class _FairSharing(Replay):
         self.fair_rank: dict[int, tuple[float, float]] = {}
         # Per (project, pool, within?) its ClusterQueue's policy, until the rules change.
         self.fair_policy: dict[tuple[str, str, bool], bool] = {}
+        self.fair_static: dict[
+            str, tuple[list[_Flavor], dict[str, float], float, dict[str, tuple[float, float]]]
+        ] = {}
 
     def _priority(self, j: int, t: float) -> float:  # ``KueueReplay``'s
         raise NotImplementedError
 
     def _apply(self, rules: Rules, t: float) -> None:
-        self.fair_failed, self.fair_pool, self.fair_rank, self.fair_policy = {}, {}, {}, {}
+        self._fair_forget()
         super()._apply(rules, t)
-        self.fair_failed, self.fair_pool, self.fair_rank, self.fair_policy = {}, {}, {}, {}
+        self._fair_forget()
+
+    def _fair_forget(self) -> None:
+        """What is kept until the rules change."""
+        self.fair_failed, self.fair_pool, self.fair_rank = {}, {}, {}
+        self.fair_policy, self.fair_static = {}, {}
 
     def _begin(self, j: int, flavor: _Flavor, name: str, t: float) -> None:
         super()._begin(j, flavor, name, t)
@@ -329,6 +330,25 @@ class _FairSharing(Replay):
                 per_project[project] = sum(w for w, _ in pairs) / len(pairs)
         cached = self.fair_pool[pool] = (lendable, per_project)
         return cached
+
+    def _fair_static(
+        self, flavor: _Flavor, name: str
+    ) -> tuple[list[_Flavor], dict[str, float], float, dict[str, tuple[float, float]]]:
+        """What a look on the flavor reads of the rules (``_Attempt``), until they change."""
+        static = self.fair_static.get(name)
+        if static is None:
+            pool = name.partition("/")[0]
+            others = [
+                other
+                for key, other in self.flavors.items()
+                if other is not flavor and key.partition("/")[0] == pool
+            ]
+            subtree = flavor.unguaranteed
+            for rule in flavor.quotas.values():
+                subtree += rule.guarantee - _local(rule)
+            local_of = {project: _local(rule) for project, rule in flavor.quotas.items()}
+            static = self.fair_static[name] = (others, local_of, subtree, {})
+        return static
 
     def _fair_lendable(self, pool: str) -> float:
         return self._fair_cohort(pool)[0]
