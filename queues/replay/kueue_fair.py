@@ -221,6 +221,7 @@ class _FairSharing(Replay):
         self.fair_rank: dict[int, tuple[float, float]] = {}
         # Per (project, pool, within?) its ClusterQueue's policy, until the rules change.
         self.fair_policy: dict[tuple[str, str, bool], bool] = {}
+        self.fair_shares: dict[str, tuple[int, dict[str, _Share]]] = {}
         self.fair_static: dict[
             str, tuple[list[_Flavor], dict[str, float], float, dict[str, tuple[float, float]]]
         ] = {}
@@ -236,7 +237,7 @@ class _FairSharing(Replay):
     def _fair_forget(self) -> None:
         """What is kept until the rules change."""
         self.fair_failed, self.fair_pool, self.fair_rank = {}, {}, {}
-        self.fair_policy, self.fair_static = {}, {}
+        self.fair_policy, self.fair_static, self.fair_shares = {}, {}, {}
 
     def _begin(self, j: int, flavor: _Flavor, name: str, t: float) -> None:
         super()._begin(j, flavor, name, t)
@@ -447,22 +448,43 @@ class _FairSharing(Replay):
         if not reclaim:
             return lists, retry
         floor: _Share | None = None
-        used = flavor.usage.get(job.project, 0.0) + job.gpus
+        before = flavor.usage.get(job.project)
+        used = (before or 0.0) + job.gpus
         if not lists and used > guarantee + EPS:
             attempt.use[job.project] = used
             floor = attempt.share(job.project)
-            attempt.use[job.project] = flavor.usage.get(job.project, 0.0)
-        forbidden, cls = FORBIDDEN, self.cls
+            if before is None:
+                del attempt.use[job.project]
+            else:
+                attempt.use[job.project] = before
+        shares = self._fair_shares(attempt, name)
+        forbidden, cls, quotas = FORBIDDEN, self.cls, flavor.quotas
         for project, used in flavor.usage.items():
             # ``cqIsBorrowing``: above its nominal quota on this flavor.
-            if project == job.project or used <= self._quota(flavor, project).guarantee + EPS:
+            if project == job.project or project not in running:
                 continue
-            if floor is not None and attempt.share(project) < floor:
+            quota = quotas.get(project)
+            if used <= (quota.guarantee if quota is not None else 0.0) + EPS:
+                continue
+            share = shares.get(project)
+            if share is None:
+                share = shares[project] = attempt.share(project)
+            attempt.shares[project] = share
+            if floor is not None and share < floor:
                 continue
             picked = [v for v in running.get(project, ()) if cls[v].kind != forbidden]
             if picked:
                 lists[project] = picked
         return lists, retry
+
+    def _fair_shares(self, attempt: _Attempt, name: str) -> dict[str, _Share]:
+        """The queues' shares on the flavor as they are, kept until a usage of the pool
+        changes (``fair_version``)."""
+        version = self.fair_version.get(attempt.pool, 0)
+        kept = self.fair_shares.get(name)
+        if kept is None or kept[0] != version:
+            kept = self.fair_shares[name] = (version, {})
+        return kept[1]
 
     def _fair_rank(self, v: int) -> tuple[float, float, int]:
         """A running job's order within its queue's candidates: lower priority (at its start),
@@ -546,7 +568,7 @@ class _FairSharing(Replay):
             attempt.use.get(project, 0.0) <= (quota.guarantee if quota is not None else 0.0) + EPS
         )
         gpus_of = self.jobs
-        attempt.shares.clear()  # the preemptor's work counted in its share from here
+        attempt.shares.pop(project, None)  # its work counted in its share from here
 
         def order(v: int) -> tuple[bool, float, float, int]:
             return self._fair_order(v, project)
