@@ -8,18 +8,16 @@ and the preemptor's ``Available`` (``workloadFitsForFairSharing``).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from .engine import EPS
 from .engine.vocabulary import _Flavor
-from .rules import QuotaRule
-
-if TYPE_CHECKING:
-    from .kueue_fair import _FairSharing
+from .rules import Job, QuotaRule
 
 _Share = tuple[bool, float]  # (zero weight and borrowing, share): ordered as ``CompareDRS``
 _NOT_BORROWING: _Share = (False, 0.0)
+_Static = tuple[list[_Flavor], dict[str, float], float, dict[str, tuple[float, float]]]
 FIT_MARGIN = 1e-6  # GPUs: ``may_fit``'s bound is sure beyond rounding
 
 
@@ -30,11 +28,23 @@ def _local(quota: QuotaRule | None) -> float:
     return max(0.0, quota.guarantee - quota.lending_limit)
 
 
+class _Model(Protocol):
+    """What a look reads of the replay (``kueue_fair._FairSharing``)."""
+
+    jobs: Sequence[Job]
+
+    def _quota(self, flavor: _Flavor, project: str) -> QuotaRule: ...
+    def _fair_static(self, flavor: _Flavor, name: str) -> _Static: ...
+    def _fair_lendable(self, pool: str) -> float: ...
+    def _fair_weight(self, project: str, pool: str) -> float: ...
+    def _fair_borrow_limit(self, quota: QuotaRule | None) -> float | None: ...
+
+
 class _Attempt:
     """One look for targets (``fairPreemptions``): the flavor's usage as simulated, the
     candidates per ClusterQueue, the targets taken."""
 
-    def __init__(self, model: _FairSharing, j: int, flavor: _Flavor, name: str) -> None:
+    def __init__(self, model: _Model, j: int, flavor: _Flavor, name: str) -> None:
         self.model, self.flavor = model, flavor
         job = model.jobs[j]
         self.project, self.gpus = job.project, job.gpus
