@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from .engine import EPS, LENDING, RESOURCES, Replay
 from .engine.vocabulary import _Flavor
+from .kueue_look import _NOT_BORROWING, _Attempt, _local, _Share
 from .rules import FORBIDDEN, Job, QuotaRule, Rules
 
 LESS_OR_EQUAL_FINAL = "LessThanOrEqualToFinalShare"
@@ -36,8 +37,6 @@ LESS_INITIAL = "LessThanInitialShare"
 ANY = "Any"
 NEVER = "Never"
 LOWER_PRIORITY = "LowerPriority"
-_Share = tuple[bool, float]  # (zero weight and borrowing, share): ordered as ``CompareDRS``
-_NOT_BORROWING: _Share = (False, 0.0)
 
 
 @dataclass(frozen=True)
@@ -72,104 +71,6 @@ STRATEGIES: dict[str, Callable[[_Share, _Share, _Share], bool]] = {
 }
 
 
-def _local(quota: QuotaRule | None) -> float:
-    """The part of a nominal quota its lending limit keeps from the cohort (``localQuota``)."""
-    if quota is None or quota.lending_limit is None:
-        return 0.0
-    return max(0.0, quota.guarantee - quota.lending_limit)
-
-
-class _Attempt:
-    """One look for targets (``fairPreemptions``): the flavor's usage as simulated, the
-    candidates per ClusterQueue, the targets taken."""
-
-    def __init__(self, model: _FairSharing, j: int, flavor: _Flavor, name: str) -> None:
-        self.model, self.flavor = model, flavor
-        job = model.jobs[j]
-        self.project, self.gpus = job.project, job.gpus
-        self.pool = name.partition("/")[0]
-        self.use = dict(flavor.usage)
-        # Each queue's GPUs above its nominal quota on the pool's other flavors (unchanged).
-        self.elsewhere: dict[str, float] = {}
-        self.others = [
-            other
-            for key, other in model.flavors.items()
-            if other is not flavor and key.partition("/")[0] == self.pool
-        ]
-        self.lendable = model._fair_lendable(self.pool)
-        self.targets: list[int] = []
-
-    def share(self, project: str) -> _Share:
-        """The queue's dominant resource share now (``dominantResourceShare``)."""
-        model = self.model
-        over = self.elsewhere.get(project)
-        if over is None:
-            over = 0.0
-            for other in self.others:
-                used = other.usage.get(project, 0.0)
-                if used > 0:
-                    over += max(0.0, used - model._quota(other, project).guarantee)
-            self.elsewhere[project] = over
-        over += max(0.0, self.use.get(project, 0.0) - model._quota(self.flavor, project).guarantee)
-        if over <= EPS:
-            return _NOT_BORROWING
-        ratio = over * 1000.0 / self.lendable if self.lendable > 0 else 0.0
-        weight = model._fair_weight(project, self.pool)
-        if weight <= 0:
-            return (True, ratio)
-        return (False, ratio / weight)
-
-    def available(self) -> float:
-        """The preemptor's ClusterQueue's ``Available`` on the flavor (a flat cohort)."""
-        flavor, model = self.flavor, self.model
-        subtree, usage = flavor.unguaranteed, 0.0
-        for rule in flavor.quotas.values():
-            subtree += rule.guarantee - _local(rule)
-        for project, used in self.use.items():
-            if used > 0:
-                usage += max(0.0, used - _local(flavor.quotas.get(project)))
-        parent = subtree - usage
-        quota = flavor.quotas.get(self.project)
-        local = _local(quota)
-        used = self.use.get(self.project, 0.0)
-        limit = model._fair_borrow_limit(quota)
-        if limit is not None:
-            guarantee = quota.guarantee if quota is not None else 0.0
-            parent = min(guarantee - local - max(0.0, used - local) + limit, parent)
-        return max(0.0, max(0.0, local - used) + parent)
-
-    def fits(self) -> bool:
-        """With the preemptor's own usage taken out again (``workloadFitsForFairSharing``)."""
-        self.use[self.project] -= self.gpus
-        fits = self.gpus <= self.available() + EPS
-        self.use[self.project] += self.gpus
-        return fits
-
-    def remove(self, v: int) -> None:
-        job = self.model.jobs[v]
-        self.use[job.project] = self.use.get(job.project, 0.0) - job.gpus
-        self.targets.append(v)
-
-    def next_queue(
-        self, lists: dict[str, deque[int]], pruned: set[str], order: Callable[[int], tuple]
-    ) -> str | None:
-        """The ClusterQueue to take a target from next: the highest share (``nextTarget``)."""
-        best: str | None = None
-        best_share: _Share = (False, -1.0)
-        for project, candidates in lists.items():
-            if project in pruned:
-                continue
-            share = self.share(project)
-            if (share == _NOT_BORROWING and project != self.project) or not candidates:
-                pruned.add(project)
-                continue
-            if best is None or share > best_share:
-                best, best_share = project, share
-            elif share == best_share and order(candidates[0]) < order(lists[best][0]):
-                best = project
-        return best
-
-
 class _FairSharing(Replay):
     """``KueueReplay``'s preemption when Kueue's fair sharing is on (``_try_fair``)."""
 
@@ -193,14 +94,41 @@ class _FairSharing(Replay):
         self.fair_failed: dict[tuple[str, str, float, float], tuple[int, float]] = {}
         self.fair_pool: dict[str, tuple[float, dict[str, float]]] = {}
         self.fair_evicted: dict[int, float] = {}  # a victim: when it was preempted
+        # Per flavor, per project its running jobs (``findCandidates`` looks at a few queues),
+        # and a running job's priority at its start (its order as a candidate) until the
+        # rules change.
+        self.fair_running: dict[str, dict[str, set[int]]] = {}
+        self.fair_rank: dict[int, tuple[float, float]] = {}
+        # Per (project, pool, within?) its ClusterQueue's policy, until the rules change.
+        self.fair_policy: dict[tuple[str, str, bool], bool] = {}
+        self.fair_shares: dict[str, tuple[int, dict[str, _Share]]] = {}
+        self.fair_static: dict[
+            str, tuple[list[_Flavor], dict[str, float], float, dict[str, tuple[float, float]]]
+        ] = {}
 
     def _priority(self, j: int, t: float) -> float:  # ``KueueReplay``'s
         raise NotImplementedError
 
     def _apply(self, rules: Rules, t: float) -> None:
-        self.fair_failed, self.fair_pool = {}, {}
+        self._fair_forget()
         super()._apply(rules, t)
-        self.fair_failed, self.fair_pool = {}, {}
+        self._fair_forget()
+
+    def _fair_forget(self) -> None:
+        """What is kept until the rules change."""
+        self.fair_failed, self.fair_pool, self.fair_rank = {}, {}, {}
+        self.fair_policy, self.fair_static, self.fair_shares = {}, {}, {}
+
+    def _begin(self, j: int, flavor: _Flavor, name: str, t: float) -> None:
+        super()._begin(j, flavor, name, t)
+        self.fair_running.setdefault(name, {}).setdefault(self.jobs[j].project, set()).add(j)
+
+    def _stop(self, j: int, t: float) -> None:
+        super()._stop(j, t)
+        job = self.jobs[j]
+        running = self.fair_running.get(job.flavor, {}).get(job.project)
+        if running is not None:
+            running.discard(j)
 
     def _use(self, flavor: _Flavor, name: str, project: str, delta: float, t: float) -> None:
         super()._use(flavor, name, project, delta, t)
@@ -219,12 +147,24 @@ class _FairSharing(Replay):
         ]
 
     def _fair_reclaims(self, project: str, pool: str) -> bool:
+        memo = self.fair_policy.get((project, pool, False))
+        if memo is None:
+            memo = self.fair_policy[(project, pool, False)] = self._fair_reclaims_now(project, pool)
+        return memo
+
+    def _fair_within(self, project: str, pool: str) -> bool:
+        memo = self.fair_policy.get((project, pool, True))
+        if memo is None:
+            memo = self.fair_policy[(project, pool, True)] = self._fair_within_now(project, pool)
+        return memo
+
+    def _fair_reclaims_now(self, project: str, pool: str) -> bool:
         named = self.kueue.reclaim
         if named is not None and project in named:
             return named[project] != NEVER
         return any(quota.guarantee > 0 for quota in self._pool_quotas(pool, project))
 
-    def _fair_within(self, project: str, pool: str) -> bool:
+    def _fair_within_now(self, project: str, pool: str) -> bool:
         named = self.kueue.within
         if named is not None and project in named:
             return named[project] != NEVER
@@ -271,6 +211,25 @@ class _FairSharing(Replay):
                 per_project[project] = sum(w for w, _ in pairs) / len(pairs)
         cached = self.fair_pool[pool] = (lendable, per_project)
         return cached
+
+    def _fair_static(
+        self, flavor: _Flavor, name: str
+    ) -> tuple[list[_Flavor], dict[str, float], float, dict[str, tuple[float, float]]]:
+        """What a look on the flavor reads of the rules (``_Attempt``), until they change."""
+        static = self.fair_static.get(name)
+        if static is None:
+            pool = name.partition("/")[0]
+            others = [
+                other
+                for key, other in self.flavors.items()
+                if other is not flavor and key.partition("/")[0] == pool
+            ]
+            subtree = flavor.unguaranteed
+            for rule in flavor.quotas.values():
+                subtree += rule.guarantee - _local(rule)
+            local_of = {project: _local(rule) for project, rule in flavor.quotas.items()}
+            static = self.fair_static[name] = (others, local_of, subtree, {})
+        return static
 
     def _fair_lendable(self, pool: str) -> float:
         return self._fair_cohort(pool)[0]
@@ -330,53 +289,95 @@ class _FairSharing(Replay):
         return True
 
     def _fair_candidates(
-        self, j: int, flavor: _Flavor, attempt: _Attempt, t: float
-    ) -> tuple[list[int], float]:
-        """``findCandidates``, sorted by ``CandidatesOrdering``; and until when the protected
-        ones of its own queue stay protected."""
+        self, j: int, flavor: _Flavor, name: str, attempt: _Attempt, t: float
+    ) -> tuple[dict[str, list[int]], float]:
+        """``findCandidates`` per ClusterQueue (``_fair_targets`` sorts them); and
+        until when the protected ones of its own queue stay protected. Without candidates of
+        its own queue and above its nominal quota, the preemptor's share is fixed during the
+        look and a queue's only falls: a queue whose share is already below it never gives a
+        target (both strategies ask at least its share), so it is left out."""
         job = self.jobs[j]
         pool = attempt.pool
         within = self._fair_within(job.project, pool)
         reclaim = self._fair_reclaims(job.project, pool)
         quota = flavor.quotas.get(job.project)
+        guarantee = quota.guarantee if quota is not None else 0.0
         # ``fitsResourceQuota``: a request above the nominal quota looks for targets only
         # when its queue may preempt while borrowing (fair sharing, reclaim not Never).
-        if not reclaim and job.gpus > (quota.guarantee if quota is not None else 0.0) + EPS:
-            return [], math.inf
+        if not reclaim and job.gpus > guarantee + EPS:
+            return {}, math.inf
         if not within and not (reclaim and flavor.borrowed > EPS):
-            return [], math.inf
-        mine = self._priority(j, t)
-        # ``cqIsBorrowing``: above its nominal quota on this flavor.
-        borrowing = {
-            project
-            for project, used in flavor.usage.items()
-            if project != job.project and used > self._quota(flavor, project).guarantee + EPS
-        }
-        candidates: list[int] = []
+            return {}, math.inf
+        running = self.fair_running.get(name, {})
+        lists: dict[str, list[int]] = {}
         retry = math.inf
-        for v in flavor.running:
-            other = self.jobs[v].project
-            if other == job.project:
-                if not within or self._priority(v, self.run_start[v]) >= mine:
+        own = running.get(job.project) if within else None
+        if own:
+            mine = self._priority(j, t)
+            picked = []
+            for v in own:
+                if self._fair_rank(v)[0] >= mine:
                     continue
                 ok, again = self._preemptible(v, t)
                 if not ok:
                     retry = min(retry, again)
                     continue
-            elif not (reclaim and other in borrowing) or self.cls[v].kind == FORBIDDEN:
+                picked.append(v)
+            if picked:
+                lists[job.project] = picked
+        if not reclaim:
+            return lists, retry
+        floor: _Share | None = None
+        before = flavor.usage.get(job.project)
+        used = (before or 0.0) + job.gpus
+        if not lists and used > guarantee + EPS:
+            attempt.use[job.project] = used
+            floor = attempt.share(job.project)
+            if before is None:
+                del attempt.use[job.project]
+            else:
+                attempt.use[job.project] = before
+        shares = self._fair_shares(attempt, name)
+        forbidden, cls, quotas = FORBIDDEN, self.cls, flavor.quotas
+        for project, used in flavor.usage.items():
+            # ``cqIsBorrowing``: above its nominal quota on this flavor.
+            if project == job.project or project not in running:
                 continue
-            candidates.append(v)
-        candidates.sort(key=lambda v: self._fair_order(v, job.project))
-        return candidates, retry
+            quota = quotas.get(project)
+            if used <= (quota.guarantee if quota is not None else 0.0) + EPS:
+                continue
+            share = shares.get(project)
+            if share is None:
+                share = shares[project] = attempt.share(project)
+            attempt.shares[project] = share
+            if floor is not None and share < floor:
+                continue
+            picked = [v for v in running.get(project, ()) if cls[v].kind != forbidden]
+            if picked:
+                lists[project] = picked
+        return lists, retry
+
+    def _fair_shares(self, attempt: _Attempt, name: str) -> dict[str, _Share]:
+        """The queues' shares on the flavor as they are, kept until a usage of the pool
+        changes (``fair_version``)."""
+        version = self.fair_version.get(attempt.pool, 0)
+        kept = self.fair_shares.get(name)
+        if kept is None or kept[0] != version:
+            kept = self.fair_shares[name] = (version, {})
+        return kept[1]
+
+    def _fair_rank(self, v: int) -> tuple[float, float, int]:
+        """A running job's order within its queue's candidates: lower priority (at its start),
+        then newest admission."""
+        start = self.run_start[v]
+        rank = self.fair_rank.get(v)
+        if rank is None or rank[1] != start:
+            rank = self.fair_rank[v] = (self._priority(v, start), start)
+        return (rank[0], -start, v)
 
     def _fair_order(self, v: int, project: str) -> tuple[bool, float, float, int]:
         """``CandidatesOrdering``: other queues' first, lower priority, newest admission."""
-        return (
-            self.jobs[v].project == project,
-            self._priority(v, self.run_start[v]),
-            -self.run_start[v],
-            v,
-        )
+        return (self.jobs[v].project == project, *self._fair_rank(v))
 
     def _fair_targets(
         self, j: int, flavor: _Flavor, name: str, t: float
@@ -384,16 +385,19 @@ class _FairSharing(Replay):
         """``fairPreemptions``: the targets that let ``j`` fit, or None; and until when a
         look that found none holds."""
         attempt = _Attempt(self, j, flavor, name)
-        candidates, retry = self._fair_candidates(j, flavor, attempt, t)
-        if not candidates:
+        found, retry = self._fair_candidates(j, flavor, name, attempt, t)
+        if not found or not attempt.may_fit(found):
             return None, retry
+        # Each queue's candidates by ``CandidatesOrdering`` (its own queue's last).
+        rank = self._fair_rank
+        lists = {project: deque(sorted(queue, key=rank)) for project, queue in found.items()}
         project = attempt.project
         attempt.use[project] = attempt.use.get(project, 0.0) + attempt.gpus
         strategies = [STRATEGIES[s] for s in self.kueue.strategies] or [
             _less_or_equal_final,
             _less_initial,
         ]
-        fits, refused = self._fair_first(attempt, candidates, strategies[0])
+        fits, refused = self._fair_first(attempt, lists, strategies[0])
         if not fits and len(strategies) > 1:
             fits = self._fair_second(attempt, refused)
         attempt.use[project] -= attempt.gpus
@@ -412,27 +416,23 @@ class _FairSharing(Replay):
                 attempt.use[job.project] -= job.gpus
         return targets, retry
 
-    def _fair_lists(self, candidates: list[int]) -> dict[str, deque[int]]:
-        lists: dict[str, deque[int]] = {}
-        for v in candidates:
-            lists.setdefault(self.jobs[v].project, deque()).append(v)
-        return lists
-
     def _fair_first(
         self,
         attempt: _Attempt,
-        candidates: list[int],
+        lists: dict[str, deque[int]],
         strategy: Callable[[_Share, _Share, _Share], bool],
-    ) -> tuple[bool, list[int]]:
-        """``runFirstFsStrategy``: whether it fits, and the candidates the strategy refused."""
+    ) -> tuple[bool, dict[str, deque[int]]]:
+        """``runFirstFsStrategy``: whether it fits, and per queue the first candidate the
+        strategy refused (the second strategy takes at most that one)."""
         project = attempt.project
-        lists = self._fair_lists(candidates)
         pruned: set[str] = set()
-        refused: list[int] = []
+        refused: dict[str, deque[int]] = {}
         quota = attempt.flavor.quotas.get(project)
         within_nominal = (
             attempt.use.get(project, 0.0) <= (quota.guarantee if quota is not None else 0.0) + EPS
         )
+        gpus_of = self.jobs
+        attempt.shares.pop(project, None)  # its work counted in its share from here
 
         def order(v: int) -> tuple[bool, float, float, int]:
             return self._fair_order(v, project)
@@ -447,25 +447,31 @@ class _FairSharing(Replay):
                 if attempt.fits():
                     return True, refused
                 continue
-            preemptor, old = attempt.share(project), attempt.share(target)
+            preemptor, old = attempt.current(project), attempt.current(target)
+            # The verdict depends on the candidate's GPUs only (the queue's usage is the same
+            # until one is taken).
+            verdicts: dict[float, bool] = {}
             while queue:
                 v = queue.popleft()
-                gpus = self.jobs[v].gpus
-                attempt.use[target] -= gpus
-                new = attempt.share(target)
-                attempt.use[target] += gpus
-                if strategy(preemptor, old, new):
+                gpus = gpus_of[v].gpus
+                ok = verdicts.get(gpus)
+                if ok is None:
+                    attempt.use[target] -= gpus
+                    new = attempt.share(target)
+                    attempt.use[target] += gpus
+                    ok = verdicts[gpus] = strategy(preemptor, old, new)
+                if ok:
                     attempt.remove(v)
                     if attempt.fits():
                         return True, refused
                     break
-                refused.append(v)
+                if target not in refused:
+                    refused[target] = deque((v,))
 
-    def _fair_second(self, attempt: _Attempt, refused: list[int]) -> bool:
-        """``runSecondFsStrategy``: per queue at most one refused candidate, taken when the
-        preemptor's share is below the queue's."""
+    def _fair_second(self, attempt: _Attempt, lists: dict[str, deque[int]]) -> bool:
+        """``runSecondFsStrategy``: per queue at most one refused candidate (its first), taken
+        when the preemptor's share is below the queue's."""
         project = attempt.project
-        lists = self._fair_lists(refused)
         pruned: set[str] = set()
 
         def order(v: int) -> tuple[bool, float, float, int]:
@@ -475,7 +481,7 @@ class _FairSharing(Replay):
             target = attempt.next_queue(lists, pruned, order)
             if target is None:
                 return False
-            if _less_initial(attempt.share(project), attempt.share(target), _NOT_BORROWING):
+            if _less_initial(attempt.current(project), attempt.current(target), _NOT_BORROWING):
                 attempt.remove(lists[target].popleft())
                 if attempt.fits():
                     return True

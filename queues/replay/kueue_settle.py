@@ -150,11 +150,13 @@ class _Settle(_FairSharing):
             user_cap = tier.max_gpus_per_user
             held = scan[key] = []
             # A job's fate here is its GPUs', its reason's and its class's (and, of a tier
-            # that may preempt, its protected victims' look: ``_dead``): told once per queue,
-            # unless fair sharing's look for targets depends on the job's own priority.
-            told: dict[tuple[float, str | None, str, tuple[float, float] | None], bool] | None = (
-                None if self._fair_by_priority(key[1], flavor) else {}
-            )
+            # that may preempt, its protected victims' look: ``_dead``; when fair sharing's
+            # look for targets depends on the job's own priority, that priority's): told once
+            # per queue.
+            told: dict[
+                tuple[float, str | None, str, tuple[float, float] | None, float | None], bool
+            ] = {}
+            by_priority = self._fair_by_priority(key[1], flavor)
             victims = self.no_victims if tier.may_preempt else None
             cls, user_use, waits = self.cls, self.user_use, (RESOURCES, LENDING)
             over_left, over_tier = left + EPS, tier_left + EPS
@@ -177,12 +179,11 @@ class _Settle(_FairSharing):
                         reason[j],
                         cls[j].kind,
                         None if victims is None else victims.get((j, "tier")),
+                        self._priority(j, t) if by_priority else None,
                     )
-                    dead = None if told is None else told.get(fate)
+                    dead = told.get(fate)
                     if dead is None:
-                        dead = self._dead(j, flavor, t, lent)
-                        if told is not None:
-                            told[fate] = dead
+                        dead = told[fate] = self._dead(j, flavor, t, lent)
                     if not dead:
                         live.add(j)
                     continue
