@@ -89,7 +89,7 @@ def _home_attention(request: HttpRequest, user: Any, today: date) -> dict[str, A
             plotly_src=reverse("plotly_js", args=[PLOTLY_VERSION]),
             due_tiers=list(governance.tiers_due_for_review(today=today)),
         )
-    owned_tiers = list(governance.tier_list().filter(owner=user))
+    owned_tiers = list(governance.tiers_owned(user=user))
     context["show_owned_tiers"] = bool(owned_tiers or user.is_approver)
     if context["show_owned_tiers"]:
         # Ops have read every tier due: theirs are among them (one query fewer).

@@ -15,6 +15,7 @@ from governance.selectors import (
     project_list,
     project_memberships,
     quotas_for_projects,
+    split_names,
 )
 from governance.toolkit.api import (
     BAD_FILTER,
@@ -66,7 +67,7 @@ class ProjectListApi(ETagMixin, APIView):
         slug = serializers.SlugField()
         name = serializers.CharField()
         description = serializers.CharField()
-        tier = serializers.SlugField(source="tier.slug", allow_null=True, help_text=NULL_TIER_HELP)
+        tier = serializers.SlugField(source="tier_slug", allow_null=True, help_text=NULL_TIER_HELP)
         leads = serializers.SerializerMethodField(help_text=_("The leads' usernames."))
         member_count = serializers.IntegerField()
         guaranteed_gpus = serializers.IntegerField(
@@ -77,8 +78,7 @@ class ProjectListApi(ETagMixin, APIView):
             ref_name = "ProjectListItem"
 
         def get_leads(self, project: Project) -> list[str]:
-            leads = project.lead_memberships  # type: ignore[attr-defined]  # from project_list()
-            return [membership.user.username for membership in leads]
+            return split_names(project.lead_usernames)  # type: ignore[attr-defined]  # project_list()
 
     @extend_schema(
         operation_id="projects_list",

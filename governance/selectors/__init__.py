@@ -56,7 +56,7 @@ from .history import (
     object_history_sections,
 )
 from .kept import rows_fingerprint
-from .lists import Sorts, search_filter, sort_choices, sorted_by
+from .lists import Sorts, search_filter, sort_choices, sorted_by, split_names
 from .people import (
     PERSON_SORTS,
     is_break_glass,
@@ -91,6 +91,7 @@ from .rules import (
     tier_get,
     tier_list,
     tiers_due_for_review,
+    tiers_owned,
     user_can_edit_rules,
     user_can_read_rules,
     user_lookup,
@@ -207,11 +208,13 @@ __all__ = [
     "signed_in_user",
     "sort_choices",
     "sorted_by",
+    "split_names",
     "stands_behind",
     "through_account_problem",
     "tier_get",
     "tier_list",
     "tiers_due_for_review",
+    "tiers_owned",
     "token_digest",
     "user_can_edit_rules",
     "user_can_read_rules",

@@ -9,7 +9,7 @@ empty one is the list's first (default) order.
 from typing import Any, TypeVar
 
 from django.db import models
-from django.db.models import Q, QuerySet
+from django.db.models import CharField, Q, QuerySet, Subquery
 from django.db.models.query import ModelIterable
 from django.utils.functional import Promise
 
@@ -68,3 +68,41 @@ class KeysFirstQuerySet(QuerySet[M]):
             return super().__getitem__(k)
         keys = self.values("pk")[k]
         return self.filter(pk__in=keys)
+
+
+# Between the names of ``JoinedNames``: usernames hold no space, so the string splits back.
+NAMES_SEPARATOR = ", "
+
+
+class JoinedNames(Subquery):
+    """A row's related names in one column, sorted, joined by ``NAMES_SEPARATOR`` (``None``
+    when there is none): ``queryset``, correlated to the outer row by ``OuterRef``, gives
+    them as its columns ``name`` and ``sort_key``, ordered by ``sort_key``.
+
+    A list reads them in its own query rather than by a prefetch (one query fewer, and no
+    row objects built). PostgreSQL sorts them in ``string_agg``; SQLite's ``group_concat``
+    (before 3.44, no ``ORDER BY`` of its own) takes them in the order of its subquery.
+    """
+
+    output_field = CharField()
+    template = (
+        "(SELECT STRING_AGG(names.name, '%(separator)s' ORDER BY names.sort_key)"
+        " FROM (%(subquery)s) names)"
+    )
+
+    def __init__(self, queryset: QuerySet[Any]) -> None:
+        super().__init__(queryset, separator=NAMES_SEPARATOR)
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        return self.as_sql(
+            compiler,
+            connection,
+            template="(SELECT GROUP_CONCAT(names.name, '%(separator)s') FROM (%(subquery)s) names)",
+            **extra,
+        )
+
+
+def split_names(joined: str | None) -> list[str]:
+    """The names of a ``JoinedNames`` column (names that never hold the separator, such as
+    usernames)."""
+    return joined.split(NAMES_SEPARATOR) if joined else []

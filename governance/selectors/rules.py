@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
 from django.db import models
-from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
-from django.db.models.functions import Coalesce
+from django.db.models import Count, F, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum, Value
+from django.db.models.functions import Coalesce, Concat, NullIf, Trim
 from django.http import Http404
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -32,7 +32,7 @@ from governance.models import (
     User,
 )
 
-from .lists import KeysFirstQuerySet, Sorts, search_filter, sorted_by
+from .lists import JoinedNames, KeysFirstQuerySet, Sorts, search_filter, sorted_by
 
 M = TypeVar("M", bound=models.Model)
 
@@ -129,6 +129,18 @@ PROJECT_SORTS: Sorts = {
 }
 
 
+def _lead_names(*, display: bool) -> JoinedNames:
+    """A project's leads by username: their usernames, or how a page names each person
+    (``str(user)``: the full name, else the username)."""
+    full_name = Trim(Concat("user__first_name", Value(" "), "user__last_name"))
+    name = Coalesce(NullIf(full_name, Value("")), "user__username") if display else None
+    return JoinedNames(
+        Membership.objects.filter(project=OuterRef("pk"), role=ProjectRole.LEAD)
+        .order_by("user__username")
+        .values(name=name or F("user__username"), sort_key=F("user__username"))
+    )
+
+
 def project_list(
     *,
     tier: PriorityTier | None = None,
@@ -136,9 +148,11 @@ def project_list(
     q: str | None = None,
     sort: str | None = None,
 ) -> QuerySet[Project]:
-    """Projects with their tier, leads, member count and guaranteed GPUs (two queries)."""
-    leads = Membership.objects.filter(role=ProjectRole.LEAD).select_related("user")
-    projects = Project.objects.select_related("tier")
+    """Projects with their tier (``tier_slug``, ``tier_name``), leads (``lead_names`` as a
+    page names them, ``lead_usernames`` for the API; each joined by ``JoinedNames``), member
+    count and guaranteed GPUs, in one query."""
+    # The tier's slug and name rather than its row: a few tiers, one object per project.
+    projects = Project.objects.annotate(tier_slug=F("tier__slug"), tier_name=F("tier__name"))
     if tier is not None:
         projects = projects.filter(tier=tier)
     if member is not None:
@@ -165,7 +179,9 @@ def project_list(
             ),
             0,
         ),
-    ).prefetch_related(Prefetch("memberships", queryset=leads, to_attr="lead_memberships"))
+        lead_names=_lead_names(display=True),
+        lead_usernames=_lead_names(display=False),
+    )
     return sorted_by(projects, sort=sort, sorts=PROJECT_SORTS)
 
 
@@ -378,6 +394,12 @@ def tiers_due_for_review(*, today: date, window_days: int | None = None) -> Quer
         .filter(next_review_on__lte=today + timedelta(days=window_days), retired_on__isnull=True)
         .order_by("next_review_on")
     )
+
+
+def tiers_owned(*, user: User) -> QuerySet[PriorityTier]:
+    """The tiers ``user`` is the business owner of, in the tier list's order: what the home
+    page's review table shows of them (no owner, no tiers they may preempt: one query)."""
+    return PriorityTier.objects.filter(owner=user).order_by(*TIER_SORTS["-score"][1])
 
 
 def default_tier() -> PriorityTier | None:

@@ -20,13 +20,17 @@ from ._common import (
 
 @login_required
 def project_list(request: HttpRequest) -> HttpResponse:
+    filter_form = forms.ProjectFilterForm(request.GET)
+    # The default tier is among the tier menu's rows: read once for both (the menu's choices
+    # are the same evaluated queryset).
+    menu = filter_form.fields["tier"].queryset  # type: ignore[attr-defined]
     return list_page(
         request,
         "governance/project_list.html",
-        forms.ProjectFilterForm(request.GET),
+        filter_form,
         selectors.project_list,
         name="projects",
-        default_tier=selectors.default_tier(),
+        default_tier=next((tier for tier in menu if tier.is_default), None),
     )
 
 

@@ -1,52 +1,19 @@
 """Kueue 0.17's fair-sharing preemption in the Kueue replay model (no Django).
 
-With fair sharing on (Arbiter's Kueue configuration, ``deploy/k8s/kueue-config.yaml``:
-``preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]``) Kueue finds
-every preemption target with ``fairPreemptions`` (``pkg/scheduler/preemption/
-preemption.go``), never with the classical reclaim; no grace, no priority across
-ClusterQueues. What it does, and what ``_FairSharing._try_fair`` does with it:
-
-- **When**: a head that does not fit (``flavorassigner.fitsResourceQuota``) looks for targets
-  if its request is within its ClusterQueue's nominal quota, or if fair sharing is on and the
-  queue's ``reclaimWithinCohort`` is not ``Never``; else it just waits.
-- **Candidates** (``findCandidates``): its own ClusterQueue's admitted workloads of a lower
-  priority when ``withinClusterQueue`` is ``LowerPriority`` (Arbiter's enforcer raises
-  cautious work above every tier until its minimum runtime, and work past its class's daily
-  maximum: those are no candidates); with ``reclaimWithinCohort: Any`` every admitted
-  workload of another ClusterQueue of the cohort **borrowing on the flavor** (usage above its
-  nominal quota), whatever its priority. Never-preempt work never borrows (``borrowingLimit:
-  0``), so it is never a victim. Sorted as ``CandidatesOrdering``: other ClusterQueues' first,
-  then the lower priority, then the most recently admitted.
-- **The preemptor counts**: its workload's usage is added to its ClusterQueue before any
-  share is computed (``SimulateUsageAddition``).
-- **Dominant resource share** (``pkg/cache/scheduler/fair_sharing.go``): the GPUs a
-  ClusterQueue uses above its nominal quota, summed over the cohort's flavors, × 1000 / the
-  GPUs lendable in the cohort (the cohort's own quota plus each queue's nominal quota less
-  what its lending limit keeps), / its fair-sharing weight (zero weight borrowing: above
-  every other share). Compared exactly, as ``CompareDRS``.
-- **Order of target queues** (``fairsharing/ordering.go``): the ClusterQueue with the highest
-  share first (ties: the one whose first candidate sorts first); a queue that does not borrow
-  (but the preemptor's own) or has no candidate left is dropped; recomputed after each target.
-- **First strategy**: a target of its own queue is taken as it comes; if the preemptor's
-  queue stays within its nominal quota on the flavor (``FairSharingPreemptWithinNominal``,
-  on by default in 0.17) every candidate is taken in that order; else a candidate is taken
-  when the preemptor's share (with its workload) is ≤ the target queue's share after the
-  candidate's removal (``LessThanOrEqualToFinalShare``), and the queues are ordered again;
-  a candidate refused is kept for the second strategy.
-- **Second strategy** (``LessThanInitialShare``): over the refused candidates, per queue in
-  the same order, the first is taken when the preemptor's share is < the queue's share, and
-  the queue is then dropped.
-- **Until it fits**, then **fill back**: the targets, last but one first, are put back while
-  the workload still fits (``fillBackWorkloads``). It fits when its GPUs are no more than
-  its ClusterQueue's ``Available`` (its idle local quota plus what the cohort has left,
-  within its borrowing limit; ``resource_node.go``).
-
-The workload then starts at once, its targets preempted in the same instant (on Kueue it
-starts a cycle after their eviction, about a second). Not modelled: Kueue's reservation of a
-preemptor's quota for the rest of a cycle when it finds no target and does not reclaim
-``Any``; heads skipped in a cycle for overlapping targets; nested cohorts (a pool is one
-flat cohort here); a job-level never-preempt grant (Kueue does not see it; the model still
-never preempts it).
+With fair sharing on (Arbiter's Kueue configuration: ``preemptionStrategies:
+[LessThanOrEqualToFinalShare, LessThanInitialShare]``) Kueue finds every preemption target
+with ``fairPreemptions`` (``pkg/scheduler/preemption/preemption.go``, ``fairsharing/``,
+``common/ordering.go``; shares from ``pkg/cache/scheduler/fair_sharing.go``): candidates are
+its own ClusterQueue's lower priorities (``withinClusterQueue: LowerPriority``) and, with
+``reclaimWithinCohort: Any``, every workload of another ClusterQueue borrowing on the flavor,
+whatever its priority; the preemptor's workload counted in its queue's share; the queue with
+the highest dominant resource share first (GPUs above nominal over the cohort's flavors ×
+1000 / the GPUs lendable in the cohort / the weight); a candidate taken when the preemptor's
+share is ≤ the target's after the removal, or unconditionally while the preemptor stays
+within its nominal quota (``FairSharingPreemptWithinNominal``, on in 0.17); refused ones
+retried, one per queue, when the preemptor's share is < the target's; until it fits, then
+targets not needed put back (``fillBackWorkloads``). docs/replay.md says it in full, and
+what is not modelled.
 
 ``KueueSettings`` switches it: fair sharing on, both strategies, and each ClusterQueue's
 ``reclaimWithinCohort`` and ``withinClusterQueue`` as Arbiter's export writes them, unless a
@@ -125,8 +92,9 @@ class _Attempt:
         # Each queue's GPUs above its nominal quota on the pool's other flavors (unchanged).
         self.elsewhere: dict[str, float] = {}
         self.others = [
-            other for key, other in model.flavors.items() if other is not flavor
-            and key.partition("/")[0] == self.pool
+            other
+            for key, other in model.flavors.items()
+            if other is not flavor and key.partition("/")[0] == self.pool
         ]
         self.lendable = model._fair_lendable(self.pool)
         self.targets: list[int] = []
@@ -155,8 +123,8 @@ class _Attempt:
         """The preemptor's ClusterQueue's ``Available`` on the flavor (a flat cohort)."""
         flavor, model = self.flavor, self.model
         subtree, usage = flavor.unguaranteed, 0.0
-        for project, quota in flavor.quotas.items():
-            subtree += quota.guarantee - _local(quota)
+        for rule in flavor.quotas.values():
+            subtree += rule.guarantee - _local(rule)
         for project, used in self.use.items():
             if used > 0:
                 usage += max(0.0, used - _local(flavor.quotas.get(project)))
@@ -224,6 +192,7 @@ class _FairSharing(Replay):
         self.fair_version: dict[str, int] = {}
         self.fair_failed: dict[tuple[str, str, float, float], tuple[int, float]] = {}
         self.fair_pool: dict[str, tuple[float, dict[str, float]]] = {}
+        self.fair_evicted: dict[int, float] = {}  # a victim: when it was preempted
 
     def _priority(self, j: int, t: float) -> float:  # ``KueueReplay``'s
         raise NotImplementedError
@@ -296,9 +265,10 @@ class _FairSharing(Replay):
         per_project = {}
         for project, pairs in weights.items():
             total = sum(guarantee for _, guarantee in pairs)
-            per_project[project] = (
-                sum(w * g for w, g in pairs) / total if total else sum(w for w, _ in pairs) / len(pairs)
-            )
+            if total:
+                per_project[project] = sum(w * g for w, g in pairs) / total
+            else:
+                per_project[project] = sum(w for w, _ in pairs) / len(pairs)
         cached = self.fair_pool[pool] = (lendable, per_project)
         return cached
 
@@ -342,7 +312,9 @@ class _FairSharing(Replay):
 
     def _try_fair(self, j: int, flavor: _Flavor, name: str, t: float) -> bool:
         """Preempt the targets fair sharing finds for ``j`` (then it starts); False: none."""
-        if self._fair_held(j, name, t):
+        if self._fair_held(j, name, t) or self.fair_evicted.get(j) == t:
+            # Evicted this instant: on Kueue its eviction (the Job suspended, the quota given
+            # back) ends before it is a head again, a cycle later at least.
             return False
         memo = self._fair_memo(j, name, t)
         version = self.fair_version.get(name.partition("/")[0], 0)
@@ -353,6 +325,7 @@ class _FairSharing(Replay):
         self.fair_failed.pop(memo, None)
         project = self.jobs[j].project
         for v in targets:
+            self.fair_evicted[v] = t
             self._preempt(v, j, t, "tier" if self.jobs[v].project == project else "reclaim")
         return True
 
@@ -457,9 +430,9 @@ class _FairSharing(Replay):
         pruned: set[str] = set()
         refused: list[int] = []
         quota = attempt.flavor.quotas.get(project)
-        within_nominal = attempt.use.get(project, 0.0) <= (
-            quota.guarantee if quota is not None else 0.0
-        ) + EPS
+        within_nominal = (
+            attempt.use.get(project, 0.0) <= (quota.guarantee if quota is not None else 0.0) + EPS
+        )
 
         def order(v: int) -> tuple[bool, float, float, int]:
             return self._fair_order(v, project)

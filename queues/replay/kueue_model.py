@@ -116,10 +116,15 @@ class KueueReplay(_Settle):
         return cap, (cap - base) / gap if gap > 0 else 0.0
 
     def _key(self, j: int, flavor: _Flavor, t: float) -> _Entry:
+        return self._full(self._order(j, flavor, t), flavor)
+
+    def _order(self, j: int, flavor: _Flavor, t: float) -> _Entry:
+        """``_key`` but its share (-1), computed only when the head is compared across the
+        cohort (``_full``): a share changes only with its project's usage, which makes its
+        queue stale, so it is the same whenever computed within the candidate's life."""
         job = self.jobs[j]
         quota = flavor.quotas.get(job.project)
         guarantee = quota.guarantee if quota is not None else 0.0
-        weight = quota.fair_share_weight if quota is not None else 1.0
         # The engine's first part of the key (``Replay._key``), inline: the other parts it
         # computes are not this key's.
         borrowing = 1 if flavor.usage.get(job.project, 0.0) + job.gpus > guarantee + EPS else 0
@@ -129,6 +134,14 @@ class KueueReplay(_Settle):
                 if tiers[key[0]].score > score and groups.get(key):
                     borrowing = 1
                     break
+        return (borrowing, -1, -self._priority(j, t), job.arrival, j)
+
+    def _full(self, entry: _Entry, flavor: _Flavor) -> _Entry:
+        """The key (``_order``) with its dominant resource share."""
+        borrowing, _share, priority, arrival, j = entry
+        job = self.jobs[j]
+        quota = flavor.quotas.get(job.project)
+        weight = quota.fair_share_weight if quota is not None else 1.0
         borrowed = job.gpus if borrowing else 0.0
         for other in self.flavors.values():
             mine = other.quotas.get(job.project)  # none: guaranteed nothing (``_quota``)
@@ -138,7 +151,7 @@ class KueueReplay(_Settle):
         if lendable is None:
             lendable = self.lendable = sum(other.capacity for other in self.flavors.values())
         drs = int(DRS_SCALE * borrowed / lendable / weight) if lendable and weight > 0 else 0
-        return (borrowing, drs, -self._priority(j, t), job.arrival, j)
+        return (borrowing, drs, priority, arrival, j)
 
     def _candidate(self, name: str, flavor: _Flavor, key: tuple[str, str], t: float) -> None:
         """The engine's (``_Admission._candidate``) without what only the engine's pass reads:
@@ -152,7 +165,7 @@ class KueueReplay(_Settle):
             return
         pos = self._first_uncapped(flavor, key, group, t)
         if pos >= 0:
-            entries[key] = (self._key(group[pos], flavor, t), key, pos)
+            entries[key] = (self._order(group[pos], flavor, t), key, pos)
 
     def _use(self, flavor: _Flavor, name: str, project: str, delta: float, t: float) -> None:
         super()._use(flavor, name, project, delta, t)
@@ -373,6 +386,12 @@ class KueueReplay(_Settle):
                     del flavor.entries[key]
                     self._set_aside(j, flavor, other, key)
                 continue
+            for n, (entry, other, key, pos) in enumerate(heads):
+                if entry[1] < 0:  # its share (``_order``), computed once
+                    flavor = self.flavors[other]
+                    entry = self._full(entry, flavor)
+                    flavor.entries[key] = (entry, key, pos)
+                    heads[n] = (entry, other, key, pos)
             entry, other, key, pos = min(heads)
             tried.add(key[1])
             flavor = self.flavors[other]

@@ -149,12 +149,14 @@ class _Settle(_FairSharing):
             tier_left, left = self._left(flavor, key[1], tier)
             user_cap = tier.max_gpus_per_user
             held = scan[key] = []
-            # Of a tier that may not preempt, a job's fate here is its GPUs', its reason's
-            # and its class's: told once per queue.
-            told: dict[tuple[float, str | None, str], bool] | None = (
-                None if tier.may_preempt or self._fair_by_priority(key[1], flavor) else {}
+            # A job's fate here is its GPUs', its reason's and its class's (and, of a tier
+            # that may preempt, its protected victims' look: ``_dead``): told once per queue,
+            # unless fair sharing's look for targets depends on the job's own priority.
+            told: dict[tuple[float, str | None, str, tuple[float, float] | None], bool] | None = (
+                None if self._fair_by_priority(key[1], flavor) else {}
             )
-            cls, user_use = self.cls, self.user_use
+            victims = self.no_victims if tier.may_preempt else None
+            cls, user_use, waits = self.cls, self.user_use, (RESOURCES, LENDING)
             over_left, over_tier = left + EPS, tier_left + EPS
             over_user = math.inf if user_cap is None else user_cap + EPS
             for j in chain(group, came):
@@ -166,8 +168,16 @@ class _Settle(_FairSharing):
                     user_cap is not None and user_use.get((job.user, slug), 0.0) + gpus > over_user
                 ):
                     token = USER_CAP
+                elif reason[j] not in waits:
+                    live.add(j)  # ``_dead``: only a job already waiting for GPUs may be
+                    continue
                 else:
-                    fate = (gpus, reason[j], cls[j].kind)
+                    fate = (
+                        gpus,
+                        reason[j],
+                        cls[j].kind,
+                        None if victims is None else victims.get((j, "tier")),
+                    )
                     dead = None if told is None else told.get(fate)
                     if dead is None:
                         dead = self._dead(j, flavor, t, lent)

@@ -45,7 +45,8 @@ class TierRule:
     may_preempt: bool = False
     preemptible: frozenset[str] = frozenset()
     # Every ``aging_after`` seconds of waiting raise the job by ``aging_step`` score points,
-    # never above ``aging_cap`` (a score; None: no cap). Aging orders, it never lets preempt.
+    # never above ``aging_cap`` (a score; required with aging, as a tier's own rule requires
+    # it: ``Rules.check``). Aging orders, it never lets preempt.
     aging_after: float | None = None
     aging_step: int = 0
     aging_cap: int | None = None
@@ -104,6 +105,10 @@ class Rules:
         if self.default_class and self.default_class not in classes:
             raise ValueError(f"default class {self.default_class!r} is not a class")
         for tier in self.tiers:
+            if tier.aging_after and tier.aging_step and tier.aging_cap is None:
+                # As a tier's own rule requires (``PriorityTier``): a job that can never
+                # start would otherwise age, step after step, forever.
+                raise ValueError(f"tier {tier.slug!r} ages without a cap")
             unknown = tier.preemptible - tiers
             if unknown:
                 raise ValueError(f"tier {tier.slug!r} may preempt unknown tiers {sorted(unknown)}")

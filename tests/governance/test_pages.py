@@ -162,7 +162,7 @@ LIST_PAGES = [name for name, _args in READ_PAGES if name.endswith("_list")]
 # menus of its filter form (short lists: tiers, pools, flavors, classes; the long ones,
 # projects and users, search as you type and cost nothing here).
 LIST_QUERIES = {
-    "project_list": 6,  # projects, lead memberships, the default tier, the tier menu
+    "project_list": 4,  # projects (with their leads), the tier menu (with the default tier)
     "flavor_list": 3,
     # The fingerprint of the rows kept (governance/views/_kept.py), then, the first time,
     # pools, their capacities with flavors, the parent menu.

@@ -1,6 +1,9 @@
 """The replay engine (``queues.replay``) on small scenarios whose outcome is worked out by hand."""
 
 import math
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -340,3 +343,106 @@ def test_the_same_replay_in_two_processes_gives_the_same_result():
         for seed in ("1", "2", "3")
     }
     assert len(digests) == 1, digests
+
+
+@contextmanager
+def finishes_within(seconds: int) -> Iterator[None]:
+    """Fail, rather than hang the suite, if the block runs longer (a replay that loops)."""
+
+    def stop(*_args: object) -> None:
+        raise AssertionError(f"the replay did not finish within {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_job_is_not_traded_back_and_forth_between_two_rules_in_one_instant():
+    """Guarantees above the pool (which Arbiter's own rules refuse, but a replay's rules are
+    plain values) let a tier's preemption take a guaranteed job and its guarantee's reclaim
+    take it back, forever in one instant (found by a random replay: it never ended). A job
+    preempted in an instant is not a victim again in it."""
+    x, y = "a/x", "a/y"
+    tiers = (
+        TierRule("t0", 22, max_gpus_total=4.0, may_preempt=True, preemptible=frozenset({"t1"})),
+        TierRule("t1", 14, max_gpus_per_user=3.0),
+    )
+    classes = (ClassRule("ok"), ClassRule("caut", "cautious"), ClassRule("never", "forbidden"))
+    quotas = (
+        QuotaRule("p0", x, 2, borrow_limit=2),
+        QuotaRule("p0", y, 3, borrow_limit=5, lending_limit=1, fair_share_weight=2),
+        QuotaRule("p2", y, 3, borrow_limit=5, lending_limit=2, preemption_class="never"),
+        QuotaRule("p3", x, 1, borrow_limit=5, lending_limit=2, preemption_class="ok"),
+        QuotaRule("p3", y, 4, borrow_limit=2, lending_limit=0, preemption_class="caut"),
+        QuotaRule("p4", x, 1, borrow_limit=0, lending_limit=0, reclaim_grace=10),
+        QuotaRule("p4", y, 1, borrow_limit=2, lending_limit=0, preemption_class="never"),
+    )
+    over = Rules(
+        capacity={x: 4.0, y: 4.0},
+        tiers=tiers,
+        classes=classes,
+        quotas=quotas,
+        project_tiers={"p0": "t0", "p1": "t0", "p2": "t0", "p3": "t1", "p4": "t1"},
+        default_tier="t1",
+        default_class="ok",
+    )
+
+    def run(name: str, at: float, gpus: float, flavor: str, seconds: float, project: str) -> Job:
+        return Job(name, at, gpus, flavor, seconds, project, user="u")
+
+    jobs = [
+        run("j0", 47.688, 2, x, 60, "p2"),
+        Job("j8", 126.0, 1, y, 30, "p2", "t1", user="u"),
+        run("j9", 34.743, 1, y, 30, "p0"),
+        Job("j38", 42.0, 1, y, 120, "p0", "t1", user="u"),
+        Job("j41", 136.921, 1, y, 1, "p3", user="u", patience=20),
+        Job("j42", 55.5, 1, x, 60, "p0", user="u", patience=20),
+        run("j52", 54.2, 0.5, y, 30, "p1"),
+        Job("j67", 22.593, 1, y, 120, "p2", user="u", patience=20),
+    ]
+    with finishes_within(20):
+        result = replay(jobs, [(0, over)])
+    # Every job ran to its end, and no job lost its GPUs twice in one instant.
+    assert not any(math.isnan(end) for end in result.end)
+    instants = [(victim, at) for victim, _by, at, _why in result.preempted_by]
+    assert len(instants) == len(set(instants))
+
+
+def test_an_aging_step_rounded_onto_an_event_does_not_repeat_that_instant():
+    """At 0.1 + 3 × 0.7 s (2.1999999999999997 in floats) the waiting job has aged 2 steps by
+    the key's count, while its third step's boundary, computed in floats, falls on that very
+    instant: the wake asked for it again and again, and the replay never ended."""
+    aging = (
+        TierRule("key", 70),
+        TierRule("regular", 50, aging_after=0.7, aging_step=1, aging_cap=70),
+    )
+    rounding = Rules(
+        capacity={F: 1},
+        tiers=aging,
+        classes=(ClassRule("allowed"),),
+        quotas=(),
+        project_tiers={"a": "key", "c": "regular"},
+        default_tier="regular",
+        default_class="allowed",
+    )
+    at = 0.1 + 3 * 0.7
+    jobs = [
+        Job("run", 0, 1, F, 100, "a"),
+        Job("aging", 0.1, 1, F, 10, "c"),
+        Job("other", at, 1, F, 10, "a"),
+    ]
+    with finishes_within(20):
+        result = replay(jobs, [(0, rounding)])
+    assert result.start == [0, 100, 110]
+
+
+def test_rules_refuse_aging_without_a_cap():
+    """As a tier's own rule does: uncapped aging of a job that can never start would wake the
+    replay step after step, forever."""
+    uncapped = (TierRule("key", 70), TierRule("regular", 50, aging_after=60, aging_step=5))
+    with pytest.raises(ValueError, match="ages without a cap"):
+        replay([], [(0, rules(tiers=uncapped))])

@@ -108,6 +108,8 @@ class _Admission(_State):
             arrival = self.jobs[j].arrival
             steps = int((t - arrival) / tier.aging_after) + 1
             until = arrival + steps * tier.aging_after
+            if until <= t:  # rounded onto ``t``: a wake now would find the same step again
+                until = _first_step_after(t, arrival, tier.aging_after, steps)
             flavor.expiry[key] = until
             if until < flavor.next_expiry:
                 flavor.next_expiry = until
@@ -125,7 +127,12 @@ class _Admission(_State):
         tier_left, left = self._left(flavor, key[1], tier)
         version = self.user_version.get(slug, 0)
         stamp = flavor.stamps.get(key)
-        if stamp is not None and stamp[0] >= left - EPS and stamp[1:] == (len(group), version):
+        if (
+            stamp is not None
+            and stamp[0] >= left - EPS
+            and stamp[1] == len(group)
+            and stamp[2] == version
+        ):
             return -1  # nothing that held it back has eased
         user_cap = tier.max_gpus_per_user
         # ``_say`` inlined: a held queue is looked at again and again (the hot loop).
@@ -178,3 +185,14 @@ class _Admission(_State):
         self._tier_use(j, -job.gpus)
         self.runs.append((j, self.run_start[j], t))
         self.dirty.add(job.flavor)
+
+
+def _first_step_after(t: float, arrival: float, after: float, steps: int) -> float:
+    """The first moment after ``t`` at which the key counts ``steps`` aging steps (the key
+    counts ``int((moment - arrival) / after)``): a step's boundary computed in floats may
+    fall on ``t`` itself while the key at ``t`` still counts one step fewer, and a wake at
+    ``t`` would then be asked for again and again in one instant. A few ulps later."""
+    until = math.nextafter(t, math.inf)
+    while int((until - arrival) / after) < steps:
+        until = math.nextafter(until, math.inf)
+    return until

@@ -44,17 +44,26 @@ class _Preemption(_Admission):
         counted_day, count = self.day_count.get(v, (day, 0))
         self.day_count[v] = (day, count + 1 if counted_day == day else 1)
         self.preempted_by.append((v, by, t, why))
+        self.victim_at[v] = t
         self.reason[v] = None
         self._enqueue(v, t, fresh=False)
 
     def _victims(
         self, j: int, flavor: _Flavor, candidates: list[int], t: float
     ) -> tuple[list[int] | None, float]:
-        """Enough preemptible jobs among ``candidates`` (in preference order) to fit ``j``."""
+        """Enough preemptible jobs among ``candidates`` (in preference order) to fit ``j``.
+
+        A job preempted in this instant is not a victim again in it: two rules that each
+        take the other's job (a tier's preemption and a guarantee's reclaim, possible when
+        the guarantees exceed the pool) would otherwise trade it back and forth forever in
+        one instant. It may lose its GPUs again at any later instant."""
         need = self.jobs[j].gpus - flavor.free
         chosen: list[int] = []
         retry = math.inf
+        victim_at = self.victim_at
         for v in candidates:
+            if victim_at.get(v) == t:
+                continue
             ok, again = self._preemptible(v, t)
             if not ok:
                 retry = min(retry, again)

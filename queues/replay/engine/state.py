@@ -70,6 +70,8 @@ class _State:
         self.behind: list[int] = []
         self.runs: list[tuple[int, float, float]] = []
         self.preempted_by: list[tuple[int, int, float, str]] = []
+        # When each job was last preempted: not a victim again in that instant (``_victims``).
+        self.victim_at: dict[int, float] = {}
         self.cancelled: dict[int, float] = {}
         self.heap: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
@@ -106,8 +108,10 @@ class _State:
         tier_left = left = math.inf
         if tier.max_gpus_total is not None:
             tier_left = left = tier.max_gpus_total - self.tier_use.get(tier.slug, 0.0)
-        maximum = self._quota(flavor, project).maximum
-        if maximum is not None:
+        # ``_quota(...).maximum`` inline (a hot path): no quota, no maximum.
+        quota = flavor.quotas.get(project)
+        if quota is not None and quota.borrow_limit is not None:
+            maximum = quota.guarantee + quota.borrow_limit
             left = min(left, maximum - flavor.usage.get(project, 0.0))
         return tier_left, left
 
@@ -245,7 +249,7 @@ class _State:
     def _lending(self, j: int, flavor: _Flavor) -> str | None:
         """Whether others lend enough for ``j`` to borrow: None, or why not (a token)."""
         job = self.jobs[j]
-        quota = self._quota(flavor, job.project)
+        quota = flavor.quotas.get(job.project) or self._quota(flavor, job.project)
         used = flavor.usage.get(job.project, 0.0)
         after = used + job.gpus
         if after <= quota.guarantee + EPS:
