@@ -17,24 +17,28 @@ cluster_queue.go`` and ``inadmissible_workloads.go``), as measured on the lab's 
   share with the head admitted (GPUs borrowed above the guarantees over all flavors, per GPU
   the cohort lends, per unit of fair-share weight; compared exactly, as Kueue's
   ``CompareDRS`` does), then the higher priority, then the earlier.
-- **One head per ClusterQueue per cycle**: a project's ClusterQueue holds all its tiers, so
-  its head is its first job by priority, then arrival. Each cycle takes every queue's head
-  once, in the order above, and admits those that fit (or preempt, or reclaim); a queue
-  offers its next job only at the next cycle. Cycles take milliseconds: here they run in
-  the same instant.
+- **One head per ClusterQueue per cycle, over all its flavors**: a project's ClusterQueue
+  holds all its tiers and covers every flavor of the pool (one heap), so its head is its
+  first job by priority, then arrival, whatever its flavor. A pass runs over the pool (the
+  cohort): each cycle takes every queue's head once, in the order above, and admits those
+  that fit (or preempt, or reclaim); a queue offers its next job only at the next cycle, so
+  an old head of a full flavor keeps its queue's other flavor out of that cycle. A head that
+  fitted the cycle's snapshot but no longer does is skipped (Kueue requeues it at once) and
+  is its queue's head again at the next cycle. Cycles take milliseconds: here they run in
+  the same instant. A workload preempted at an instant preempts nothing at that instant (its
+  eviction takes a second or more on Kueue).
 - **Inadmissible heads wait for a requeue**: a head that neither fits nor preempts, for want
   of GPUs or because the lending limits leave it none to borrow (never-preempt work never
   borrows), is set aside (BestEffortFIFO: the next job of its queue becomes the head), and
   is looked at again only when Kueue requeues the cohort's inadmissible workloads:
   ``REQUEUE_BATCH`` (1 s, Kueue's ``requeueBatchPeriod``) after a workload of the cohort
-  (here: of the pool) ended or was preempted, once per batch; an arrival does not requeue
-  them. Meanwhile newly arrived work may take GPUs an end freed before the passed-over heads
-  are tried again.
+  (here: of the pool, all its flavors) ended or was preempted, once per batch; an arrival
+  does not requeue them. Meanwhile newly arrived work may take GPUs an end freed before the
+  passed-over heads are tried again.
 
-Per flavor, not per ClusterQueue: a project's queues of the other flavors do not wait behind
-a head of this one (Kueue pops them a cycle later, milliseconds). Sticky preempting heads,
-Kueue's preemption within the cluster queue and the scheduling-equivalence hashing (off by
-default in 0.17) are the engine's or not modelled.
+Sticky preempting heads (here a preemptor starts at once), Kueue's preemption within the
+cluster queue and the scheduling-equivalence hashing (off by default in 0.17) are the
+engine's or not modelled.
 
 Every pass ends with each queue empty or held by its caps, so the engine's wakes (aging steps,
 reclaim graces, protected victims) would bring passes that look at nothing: none is pushed.
