@@ -279,7 +279,7 @@ def _mixed_outcome(seed: int, model: SchedulerModel = KUEUE) -> str:
 # head is its first job over all the pool's flavors, a head skipped in a cycle stays the
 # head, a workload evicted in an instant preempts nothing in it.
 MIXED = {1: "1068e4d636efe713", 2: "3456a6bea81c276c", 3: "692e1acc82119faf", 4: "71129e62c83a3bce"}
-BENCH = "5dc10e84ac7f0e8a"
+BENCH = "8ac6214985f424ce"
 CLASSIC = SchedulerModel("kueue", kueue=KueueSettings(fair_sharing=False))
 MIXED_CLASSIC = {
     1: "6adc3c791fbc49c7",
