@@ -277,7 +277,8 @@ def _mixed_outcome(seed: int, model: SchedulerModel = KUEUE) -> str:
 # preemptions, were 46). ``KueueSettings(fair_sharing=False)`` gave the old digests.
 # Re-pinned when the cycles became per ClusterQueue across its flavors (issue 38): a queue's
 # head is its first job over all the pool's flavors, a head skipped in a cycle stays the
-# head, a workload evicted in an instant preempts nothing in it.
+# head, a workload evicted in an instant preempts nothing in it: on the mixed workloads
+# (dense, preemption cascading) 225, 230, 225 and 210 of 300 jobs start otherwise.
 MIXED = {1: "1068e4d636efe713", 2: "3456a6bea81c276c", 3: "692e1acc82119faf", 4: "71129e62c83a3bce"}
 BENCH = "8ac6214985f424ce"
 CLASSIC = SchedulerModel("kueue", kueue=KueueSettings(fair_sharing=False))
