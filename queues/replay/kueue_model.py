@@ -17,24 +17,28 @@ cluster_queue.go`` and ``inadmissible_workloads.go``), as measured on the lab's 
   share with the head admitted (GPUs borrowed above the guarantees over all flavors, per GPU
   the cohort lends, per unit of fair-share weight; compared exactly, as Kueue's
   ``CompareDRS`` does), then the higher priority, then the earlier.
-- **One head per ClusterQueue per cycle**: a project's ClusterQueue holds all its tiers, so
-  its head is its first job by priority, then arrival. Each cycle takes every queue's head
-  once, in the order above, and admits those that fit (or preempt, or reclaim); a queue
-  offers its next job only at the next cycle. Cycles take milliseconds: here they run in
-  the same instant.
+- **One head per ClusterQueue per cycle, over all its flavors**: a project's ClusterQueue
+  holds all its tiers and covers every flavor of the pool (one heap), so its head is its
+  first job by priority, then arrival, whatever its flavor. A pass runs over the pool (the
+  cohort): each cycle takes every queue's head once, in the order above, and admits those
+  that fit (or preempt, or reclaim); a queue offers its next job only at the next cycle, so
+  an old head of a full flavor keeps its queue's other flavor out of that cycle. A head that
+  fitted the cycle's snapshot but no longer does is skipped (Kueue requeues it at once) and
+  is its queue's head again at the next cycle. Cycles take milliseconds: here they run in
+  the same instant. A workload preempted at an instant preempts nothing at that instant (its
+  eviction takes a second or more on Kueue).
 - **Inadmissible heads wait for a requeue**: a head that neither fits nor preempts, for want
   of GPUs or because the lending limits leave it none to borrow (never-preempt work never
   borrows), is set aside (BestEffortFIFO: the next job of its queue becomes the head), and
   is looked at again only when Kueue requeues the cohort's inadmissible workloads:
   ``REQUEUE_BATCH`` (1 s, Kueue's ``requeueBatchPeriod``) after a workload of the cohort
-  (here: of the pool) ended or was preempted, once per batch; an arrival does not requeue
-  them. Meanwhile newly arrived work may take GPUs an end freed before the passed-over heads
-  are tried again.
+  (here: of the pool, all its flavors) ended or was preempted, once per batch; an arrival
+  does not requeue them. Meanwhile newly arrived work may take GPUs an end freed before the
+  passed-over heads are tried again.
 
-Per flavor, not per ClusterQueue: a project's queues of the other flavors do not wait behind
-a head of this one (Kueue pops them a cycle later, milliseconds). Sticky preempting heads,
-Kueue's preemption within the cluster queue and the scheduling-equivalence hashing (off by
-default in 0.17) are the engine's or not modelled.
+Sticky preempting heads (here a preemptor starts at once), Kueue's preemption within the
+cluster queue and the scheduling-equivalence hashing (off by default in 0.17) are the
+engine's or not modelled.
 
 Every pass ends with each queue empty or held by its caps, so the engine's wakes (aging steps,
 reclaim graces, protected victims) would bring passes that look at nothing: none is pushed.
@@ -48,6 +52,7 @@ import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 from itertools import chain
+from typing import Literal
 
 from .engine import EPS, LENDING, RESOURCES
 from .engine.vocabulary import _WAKE, _Flavor
@@ -57,6 +62,10 @@ from .rules import Job, Rules, TierRule
 
 REQUEUE_BATCH = 1.0  # seconds: Kueue's requeueBatchPeriod for inadmissible workloads
 DRS_SCALE = 10**9  # the dominant resource share compared in billionths (Kueue: a float64)
+# A cycle's head: its key, its flavor, its queue, its place in the queue.
+_Head = tuple[_Entry, str, tuple[str, str], int]
+# What ``_live`` tells of a flavor: the live jobs, the queues looked at, the jobs caps hold.
+_Told = tuple[set[int], set[tuple[str, str]], dict[tuple[str, str], list[int]]]
 
 
 class KueueReplay(_Settle):
@@ -76,6 +85,8 @@ class KueueReplay(_Settle):
         # per point of score (``_aging``), and the GPUs of all flavors (the share's divisor).
         self.aging: dict[str, tuple[float, float]] = {}
         self.lendable: float | None = None
+        self.pools: dict[str, list[str]] = {}  # per pool its flavors (``_pool``)
+        self.evicted: dict[int, float] = {}  # per job preempted, when last
 
     def _value(self, tier: TierRule) -> float:
         return self.priorities.get(tier.slug, float(tier.score))
@@ -171,6 +182,10 @@ class KueueReplay(_Settle):
         super()._stop(j, t)
         self._requeue_later(self.jobs[j].flavor, t)
 
+    def _preempt(self, v: int, by: int, t: float, why: str) -> None:
+        super()._preempt(v, by, t, why)
+        self.evicted[v] = t
+
     def _requeue_later(self, flavor: str, t: float) -> None:
         """Kueue requeues the cohort's inadmissible workloads a batch period after the first
         end (or deletion) it was told of: a delaying queue, later ones join that batch."""
@@ -230,24 +245,56 @@ class KueueReplay(_Settle):
             if tier.max_gpus_total is not None or tier.max_gpus_per_user is not None:
                 self.by_tier.setdefault(tier.slug, set()).add((name, key))
 
-    def _due(self, name: str, flavor: _Flavor, t: float) -> tuple[bool, set[int] | None] | None:
-        """The requeue, if the batch is due. None when it settled the pass (``_settle``): no
-        head set aside, nor any job the pass would look at, could do more than be set aside
-        again (or stay held by its cap), so they are not put back; else whether it put them
-        back, and then the jobs that could (``_live``; None: not told)."""
-        if self.requeue_at.get(name, math.inf) > t:
-            return False, None
-        del self.requeue_at[name]
-        aside = self.aside.pop(name, None)
-        if not aside:
-            return False, None
-        told = self._live(flavor, t, aside)
-        if told is None or told[0]:
-            self._requeue(name, aside, t)
-            return True, None if told is None else told[0]
-        self.aside[name] = aside
-        self._settle(name, flavor, told[1], told[2])
-        return None
+    def _pool(self, name: str) -> list[str]:
+        """The flavors of ``name``'s pool (one cohort: a project's ClusterQueue covers them
+        all), in a fixed order; the same in every period of the timeline."""
+        pool = name.partition("/")[0]
+        names = self.pools.get(pool)
+        if names is None:
+            names = self.pools[pool] = sorted(
+                other for other in self.flavors if other.partition("/")[0] == pool
+            )
+        return names
+
+    def _pool_live(
+        self, names: Sequence[str], t: float, due: Mapping[str, set[int]] | None = None
+    ) -> tuple[set[int] | None, dict[str, _Told]]:
+        """``_live`` over the pool's flavors (with ``due`` put back): the jobs that could do
+        more than be set aside (None: not told), and per flavor what ``_settle`` needs."""
+        live: set[int] = set()
+        told: dict[str, _Told] = {}
+        for name in names:
+            said = self._live(self.flavors[name], t, due.get(name, ()) if due else ())
+            if said is None:
+                return None, told
+            told[name] = said
+            live |= said[0]
+        return live, told
+
+    def _due(self, names: Sequence[str], t: float) -> set[int] | Literal[False] | None:
+        """The pool's requeue, if the batch is due. False when it settled the pass
+        (``_settle``): no head set aside, nor any job the pass would look at, in any flavor
+        of the pool, could do more than be set aside again (or stay held by its cap), so
+        they are not put back; else the jobs that could (``_live``; None: not told)."""
+        due: dict[str, set[int]] = {}
+        for name in names:
+            if self.requeue_at.get(name, math.inf) > t:
+                continue
+            del self.requeue_at[name]
+            aside = self.aside.pop(name, None)
+            if aside:
+                due[name] = aside
+        if not due:
+            return None
+        live, told = self._pool_live(names, t, due)
+        if live is None or live:
+            for name, aside in due.items():
+                self._requeue(name, aside, t)
+            return live
+        self.aside.update(due)
+        for name in names:
+            self._settle(name, self.flavors[name], told[name][1], told[name][2])
+        return False
 
     def _refresh(self, name: str, flavor: _Flavor, tried: set[str], t: float) -> None:
         """The next candidate of each stale queue, but of a ClusterQueue tried this cycle."""
@@ -269,75 +316,137 @@ class KueueReplay(_Settle):
         for key in sorted(looks):  # in a fixed order (the reasons a look says)
             self._candidate(name, flavor, key, t)
 
+    def _cycle_heads(self, names: Sequence[str], tried: set[str]) -> list[_Head]:
+        """Each ClusterQueue's head over all the pool's flavors (Kueue's heap of the queue:
+        its first job by priority, then arrival); none of a project whose head this cycle
+        already took."""
+        heads: dict[str, _Head] = {}
+        for name in names:
+            for key, (entry, _key, pos) in self.flavors[name].entries.items():
+                project = key[1]
+                if project in tried:
+                    continue
+                best = heads.get(project)
+                if best is None or (entry[2], entry[3], entry[4]) < (
+                    best[0][2],
+                    best[0][3],
+                    best[0][4],
+                ):
+                    heads[project] = (entry, name, key, pos)
+        return list(heads.values())
+
     def _pass(self, name: str, t: float) -> None:
-        flavor = self.flavors[name]
-        due = self._due(name, flavor, t)
-        if due is None:
+        """A pass over the pool (the cohort): cycle by cycle, one head per ClusterQueue over
+        all its flavors, in the fair-sharing order, until every queue is empty or held."""
+        names = self._pool(name)
+        self.dirty.difference_update(names)
+        due = self._due(names, t)
+        if due is not False:
+            self._cycles(names, due, t)
+        for other in names:
+            flavor = self.flavors[other]
             flavor.unswept = set()
             flavor.blocker = None
-            return
-        entries, groups = flavor.entries, flavor.groups
+
+    def _cycles(self, names: Sequence[str], live: set[int] | None, t: float) -> None:
+        """The pass's cycles. ``live``: after a requeue, the jobs that could do more than be
+        set aside (``_live``, told before they were put back: the caps said since may leave
+        fewer), told again when a job starts or once those were tried; None: not told."""
+        flavors = [(other, self.flavors[other]) for other in names]
         tried: set[str] = set()  # the projects (ClusterQueues) whose head this cycle took
-        # After a requeue, the jobs that could do more than be set aside (``_live``, told
-        # before they were put back: the caps said since may leave fewer), told again when a
-        # job starts or once those were tried; None: not told in this pass.
-        live, tell = due[1], False
+        # The free GPUs as the cycle's snapshot saw them: a head that fitted then but no
+        # longer does (another head of the cycle took them) is skipped, not set aside, and
+        # stays its queue's head for the next cycle (Kueue requeues it at once).
+        snapshot = {other: flavor.free for other, flavor in flavors}
+        tell = False
         while True:
             # A queue tried this cycle offers its next head at the next one.
-            if flavor.stale:
-                self._refresh(name, flavor, tried, t)
+            for other, flavor in flavors:
+                if flavor.stale:
+                    self._refresh(other, flavor, tried, t)
             if tell:
-                tell, told = False, self._live(flavor, t)
-                live = None if told is None else told[0]
-                if told is not None and not live:
-                    self._settle(name, flavor, told[1], told[2])
-                    break
-            heads = self._heads(entries, tried)
+                tell = False
+                live, told = self._pool_live(names, t)
+                if live is not None and not live:
+                    for other, flavor in flavors:
+                        self._settle(other, flavor, told[other][1], told[other][2])
+                    return
+            heads = self._cycle_heads(names, tried)
             if not heads:
                 if not tried:
-                    break
+                    return
                 tried = set()  # the next cycle
+                snapshot = {other: flavor.free for other, flavor in flavors}
                 continue
-            if live is not None and not any(groups[key][pos] in live for _, key, pos in heads):
+            if live is not None and not any(
+                self.flavors[other].groups[key][pos] in live for _, other, key, pos in heads
+            ):
                 # No head left in this cycle could do more than be set aside: all are, in
                 # any order (their order by fair sharing decides nothing).
-                for _entry, key, pos in heads:
+                for _entry, other, key, pos in heads:
                     tried.add(key[1])
-                    j = groups[key][pos]
-                    del entries[key]
-                    self._set_aside(j, flavor, name, key)
+                    flavor = self.flavors[other]
+                    j = flavor.groups[key][pos]
+                    del flavor.entries[key]
+                    self._set_aside(j, flavor, other, key)
                 continue
-            for n, (entry, key, pos) in enumerate(heads):
+            for n, (entry, other, key, pos) in enumerate(heads):
                 if entry[1] < 0:  # its share (``_order``), computed once
-                    heads[n] = entries[key] = (self._full(entry, flavor), key, pos)
-            entry, key, pos = min(heads)
+                    flavor = self.flavors[other]
+                    entry = self._full(entry, flavor)
+                    flavor.entries[key] = (entry, key, pos)
+                    heads[n] = (entry, other, key, pos)
+            entry, other, key, pos = min(heads)
             tried.add(key[1])
+            flavor = self.flavors[other]
             j = flavor.groups[key][pos]
             if live is not None and j in live:
                 live.discard(j)
                 tell = not live
-            lending = self._lending(j, flavor)
-            if lending == LENDING and not (self.fair and self._try_fair(j, flavor, name, t)):
-                self._say(j, LENDING, t)
-                del entries[key]
-                self._set_aside(j, flavor, name, key)
-                continue
-            if lending == LENDING or (lending is None and flavor.free + EPS >= self.jobs[j].gpus):
-                self._begin(j, flavor, name, t)  # (held by lending: its targets preempted)
+            if self._head(j, entry, flavor, other, key, snapshot[other], t):
                 tell = live is not None
-                continue
-            if (self.fair and self._try_fair(j, flavor, name, t)) or (
-                not self.fair
-                and (
-                    (lending is None and self._try_preempt(j, flavor, name, t))
-                    or (entry[0] == 0 and self._try_reclaim(j, flavor, name, t))
-                )
-            ):
-                self._begin(j, flavor, name, t)
-                tell = live is not None
-                continue
-            self._say(j, RESOURCES, t)
-            del entries[key]
+
+    def _head(
+        self,
+        j: int,
+        entry: _Entry,
+        flavor: _Flavor,
+        name: str,
+        key: tuple[str, str],
+        seen: float,
+        t: float,
+    ) -> bool:
+        """The cycle's look at head ``j``: admitted (True), or skipped, or set aside.
+        ``seen``: the flavor's free GPUs when the cycle began."""
+        gpus = self.jobs[j].gpus
+        lending = self._lending(j, flavor)
+        # A workload evicted in this instant is pending again only once its eviction is
+        # done (its pods gone, a second or more on Kueue): it preempts nothing before.
+        fair = self.fair and self.evicted.get(j) != t
+        if lending == LENDING and not (fair and self._try_fair(j, flavor, name, t)):
+            self._say(j, LENDING, t)
+            del flavor.entries[key]
             self._set_aside(j, flavor, name, key)
-        flavor.unswept = set()
-        flavor.blocker = None
+            return False
+        if lending == LENDING or (lending is None and flavor.free + EPS >= gpus):
+            self._begin(j, flavor, name, t)  # (held by lending: its targets preempted)
+            return True
+        if flavor.free + EPS < gpus <= seen + EPS:
+            # It fitted the cycle's snapshot: skipped ("no longer fits after processing
+            # another workload"), back at once in its queue, its head at the next cycle.
+            self._say(j, RESOURCES, t)
+            return False
+        if (fair and self._try_fair(j, flavor, name, t)) or (
+            not self.fair
+            and self.evicted.get(j) != t
+            and (
+                (lending is None and self._try_preempt(j, flavor, name, t))
+                or (entry[0] == 0 and self._try_reclaim(j, flavor, name, t))
+            )
+        ):
+            self._begin(j, flavor, name, t)
+            return True
+        self._say(j, RESOURCES, t)
+        del flavor.entries[key]
+        self._set_aside(j, flavor, name, key)
+        return False
