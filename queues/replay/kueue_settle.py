@@ -41,26 +41,6 @@ class _Settle(_FairSharing):
 
     aside: dict[str, set[int]]
 
-    @staticmethod
-    def _heads(
-        entries: dict[tuple[str, str], tuple[_Entry, tuple[str, str], int]], tried: set[str]
-    ) -> list[tuple[_Entry, tuple[str, str], int]]:
-        """Each ClusterQueue's head (a project's queue of all its tiers): its first job by
-        priority, then arrival; none of a project whose head this cycle already took."""
-        heads: dict[str, tuple[_Entry, tuple[str, str], int]] = {}
-        for key, value in entries.items():
-            project = key[1]
-            if project in tried:
-                continue
-            best = heads.get(project)
-            if best is None:
-                heads[project] = value
-                continue
-            mine, theirs = value[0], best[0]
-            if (mine[2], mine[3], mine[4]) < (theirs[2], theirs[3], theirs[4]):
-                heads[project] = value
-        return list(heads.values())
-
     def _set_aside(self, j: int, flavor: _Flavor, name: str, key: tuple[str, str]) -> None:
         group = flavor.groups[key]
         group.remove(j)
