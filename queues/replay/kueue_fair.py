@@ -315,11 +315,9 @@ class _FairSharing(Replay):
         if own:
             mine = self._priority(j, t)
             picked = []
-            for v in own:
-                if self._fair_rank(v)[0] >= mine:
-                    continue
-                ok, again = self._preemptible(v, t)
-                if not ok:
+            lower = (v for v in own if self._fair_rank(v)[0] < mine)
+            for v, again in self._eligible(lower, t):
+                if again is not None:
                     retry = min(retry, again)
                     continue
                 picked.append(v)

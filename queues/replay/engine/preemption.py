@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator
 
 from ..rules import CAUTIOUS, FORBIDDEN
 from .admission import _Admission
@@ -60,12 +61,8 @@ class _Preemption(_Admission):
         need = self.jobs[j].gpus - flavor.free
         chosen: list[int] = []
         retry = math.inf
-        victim_at = self.victim_at
-        for v in candidates:
-            if victim_at.get(v) == t:
-                continue
-            ok, again = self._preemptible(v, t)
-            if not ok:
+        for v, again in self._eligible(candidates, t):
+            if again is not None:
                 retry = min(retry, again)
                 continue
             chosen.append(v)
@@ -73,6 +70,16 @@ class _Preemption(_Admission):
             if need <= EPS:
                 return chosen, retry
         return None, retry
+
+    def _eligible(self, candidates: Iterable[int], t: float) -> Iterator[tuple[int, float | None]]:
+        """Each candidate that may lose its GPUs now, with None; one that may not until
+        later, with when (inf: never). A job preempted in this instant is left out."""
+        victim_at = self.victim_at
+        for v in candidates:
+            if victim_at.get(v) == t:
+                continue
+            ok, again = self._preemptible(v, t)
+            yield v, None if ok else again
 
     def _try_preempt(self, j: int, flavor: _Flavor, name: str, t: float) -> bool:
         tier = self.tier[j]
