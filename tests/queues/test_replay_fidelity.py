@@ -58,6 +58,7 @@ def _slurm_run(slurm: Slurm) -> tuple[bool, str]:
         jobs = replay_inputs(ran)
         timeline = [(min(job.arrival for job in jobs), lab_rules())]
         model = SlurmReplay(jobs, timeline, lab_settings(lab))
+        qos = lab.qos_priorities()
         modelled = model.run()
     finally:
         lab.teardown()
@@ -79,6 +80,7 @@ def _slurm_run(slurm: Slurm) -> tuple[bool, str]:
         f"{sum(r.started_by == 'backfill' for r in ran)} (its log), "
         f"model {model.started_by.count('backfill')}; precise stamps {sum(r.precise for r in ran)}"
     )
+    seen.append(f"QOS priorities: {qos}")
     for r, start, by in zip(ran, modelled.start, model.started_by, strict=True):
         seen.append(
             f"  job {r.slurm_id} {r.job.tier:<11} {r.job.gpus}x{r.job.gpu_type} "
