@@ -137,7 +137,7 @@ def seed_figures(
 
 def run_seed(lab: SlurmLab | KueueLab, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     low, high = (int(v) for v in args.run_seconds.split("-"))
-    workload = mixed_workload(seed, jobs=args.jobs, seconds=(low, high))
+    workload = mixed_workload(seed, jobs=args.jobs, seconds=(low, high), span=args.span)
     if isinstance(lab, SlurmLab):
         ran = lab.submit(workload)
         models = {
@@ -308,6 +308,9 @@ def main() -> int:
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=18)
     parser.add_argument("--run-seconds", default="5-20", help="runs drawn from LOW-HIGH seconds")
+    parser.add_argument(
+        "--span", type=float, default=30.0, help="seconds over which the jobs arrive"
+    )
     parser.add_argument("--scheduler", choices=("slurm", "kueue"), default="slurm")
     parser.add_argument(
         "--scenario",
@@ -376,6 +379,7 @@ def main() -> int:
                 **({} if args.scenario == "default" else {"scenario": args.scenario}),
                 "jobs_per_seed": args.jobs,
                 "run_seconds": args.run_seconds,
+                "span_seconds": args.span,
                 "measured_at": stamp,
                 "wall_seconds": time.monotonic() - began,
                 "summary": total,
