@@ -94,6 +94,10 @@ class _FairSharing(Replay):
         self.fair_failed: dict[tuple[str, str, float, float], tuple[int, float]] = {}
         self.fair_pool: dict[str, tuple[float, dict[str, float]]] = {}
         self.fair_evicted: dict[int, float] = {}  # a victim: when it was preempted
+        # A preemptor: when it preempted (Kueue admits it a cycle after its targets'
+        # eviction ended: until then it holds no quota and is nobody's target); the last such.
+        self.fair_admitted: dict[int, float] = {}
+        self.fair_admitted_last = -math.inf
         # Per flavor, per project its running jobs (``findCandidates`` looks at a few queues),
         # and a running job's priority at its start (its order as a candidate) until the
         # rules change.
@@ -283,6 +287,7 @@ class _FairSharing(Replay):
             return False
         self.fair_failed.pop(memo, None)
         project = self.jobs[j].project
+        self.fair_admitted[j] = self.fair_admitted_last = t
         for v in targets:
             self.fair_evicted[v] = t
             self._preempt(v, j, t, "tier" if self.jobs[v].project == project else "reclaim")
@@ -310,12 +315,15 @@ class _FairSharing(Replay):
             return {}, math.inf
         running = self.fair_running.get(name, {})
         lists: dict[str, list[int]] = {}
-        retry = math.inf
+        # A preemptor admitted in this instant is no candidate in it (``fair_admitted``): a
+        # look that found none now holds only for this instant.
+        retry = math.nextafter(t, math.inf) if self.fair_admitted_last == t else math.inf
         own = running.get(job.project) if within else None
         if own:
             mine = self._priority(j, t)
             picked = []
-            lower = (v for v in own if self._fair_rank(v)[0] < mine)
+            admitted = self.fair_admitted
+            lower = (v for v in own if self._fair_rank(v)[0] < mine and admitted.get(v) != t)
             for v, again in self._eligible(lower, t):
                 if again is not None:
                     retry = min(retry, again)
@@ -337,6 +345,7 @@ class _FairSharing(Replay):
                 attempt.use[job.project] = before
         shares = self._fair_shares(attempt, name)
         forbidden, cls, quotas = FORBIDDEN, self.cls, flavor.quotas
+        admitted = self.fair_admitted
         for project, used in flavor.usage.items():
             # ``cqIsBorrowing``: above its nominal quota on this flavor.
             if project == job.project or project not in running:
@@ -350,7 +359,11 @@ class _FairSharing(Replay):
             attempt.shares[project] = share
             if floor is not None and share < floor:
                 continue
-            picked = [v for v in running.get(project, ()) if cls[v].kind != forbidden]
+            picked = [
+                v
+                for v in running.get(project, ())
+                if cls[v].kind != forbidden and admitted.get(v) != t
+            ]
             if picked:
                 lists[project] = picked
         return lists, retry
