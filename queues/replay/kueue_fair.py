@@ -315,24 +315,27 @@ class _FairSharing(Replay):
             return {}, math.inf
         running = self.fair_running.get(name, {})
         lists: dict[str, list[int]] = {}
+        retry = math.inf
         # A preemptor admitted in this instant is no candidate in it (``fair_admitted``): a
-        # look that found none now holds only for this instant.
-        retry = math.nextafter(t, math.inf) if self.fair_admitted_last == t else math.inf
+        # look that left one out holds only for this instant.
+        fresh, skipped, admitted = self.fair_admitted_last == t, False, self.fair_admitted
         own = running.get(job.project) if within else None
         if own:
             mine = self._priority(j, t)
             picked = []
-            admitted = self.fair_admitted
-            lower = (v for v in own if self._fair_rank(v)[0] < mine and admitted.get(v) != t)
+            lower = (v for v in own if self._fair_rank(v)[0] < mine)
             for v, again in self._eligible(lower, t):
                 if again is not None:
                     retry = min(retry, again)
+                    continue
+                if fresh and admitted.get(v) == t:
+                    skipped = True
                     continue
                 picked.append(v)
             if picked:
                 lists[job.project] = picked
         if not reclaim:
-            return lists, retry
+            return lists, math.nextafter(t, math.inf) if skipped else retry
         floor: _Share | None = None
         before = flavor.usage.get(job.project)
         used = (before or 0.0) + job.gpus
@@ -345,7 +348,6 @@ class _FairSharing(Replay):
                 attempt.use[job.project] = before
         shares = self._fair_shares(attempt, name)
         forbidden, cls, quotas = FORBIDDEN, self.cls, flavor.quotas
-        admitted = self.fair_admitted
         for project, used in flavor.usage.items():
             # ``cqIsBorrowing``: above its nominal quota on this flavor.
             if project == job.project or project not in running:
@@ -359,14 +361,14 @@ class _FairSharing(Replay):
             attempt.shares[project] = share
             if floor is not None and share < floor:
                 continue
-            picked = [
-                v
-                for v in running.get(project, ())
-                if cls[v].kind != forbidden and admitted.get(v) != t
-            ]
+            picked = [v for v in running.get(project, ()) if cls[v].kind != forbidden]
+            if fresh:
+                kept = [v for v in picked if admitted.get(v) != t]
+                if len(kept) < len(picked):
+                    skipped, picked = True, kept
             if picked:
                 lists[project] = picked
-        return lists, retry
+        return lists, math.nextafter(t, math.inf) if skipped else retry
 
     def _fair_shares(self, attempt: _Attempt, name: str) -> dict[str, _Share]:
         """The queues' shares on the flavor as they are, kept until a usage of the pool
