@@ -22,7 +22,12 @@ replays an earlier run's jobs with the models as they are now (no lab); ``--bf-p
 for a sensitivity run. ``--scenario quotas`` (Kueue only) runs the workload under guarantees,
 a lending limit and a never-preempt project (``bench/kueue_scenarios.py``) instead of the
 default's projects without guarantees; its results file is ``replay_fidelity-kueue-quotas-
-<time>.json``, and ``--rescore`` replays it under the same scenario.
+<time>.json``, and ``--rescore`` replays it under the same scenario. ``--scenario busy``
+scales the replay benchmark's pool (``bench/replay.py``) to the lab: guarantees of 4 of the
+5 GPUs per type, fair-sharing weights, a lending limit, a project preempting its own lower
+priorities and projects sending two tiers' work; with ``--jobs 50 --run-seconds 10-30
+--span 120`` (``--span``: the seconds over which the jobs arrive, 30 by default) it keeps the
+pool overloaded for minutes and compares Kueue's preemption count with the model's.
 """
 
 from __future__ import annotations
