@@ -94,8 +94,7 @@ class _FairSharing(Replay):
         self.fair_failed: dict[tuple[str, str, float, float], tuple[int, float]] = {}
         self.fair_pool: dict[str, tuple[float, dict[str, float]]] = {}
         self.fair_evicted: dict[int, float] = {}  # a victim: when it was preempted
-        # A preemptor: when it preempted (Kueue admits it a cycle after its targets'
-        # eviction ended: until then it holds no quota and is nobody's target); the last such.
+        # A preemptor: when it preempted (nobody's target before Kueue admits it); the last.
         self.fair_admitted: dict[int, float] = {}
         self.fair_admitted_last = -math.inf
         # Per flavor, per project its running jobs (``findCandidates`` looks at a few queues),
