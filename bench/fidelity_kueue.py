@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from queues.replay import ClassRule, Job, QuotaRule, Rules, TierRule
-from queues.replay.kueue_fair import ANY, KueueSettings
+from queues.replay.kueue_fair import ANY, LOWER_PRIORITY, KueueSettings
 from queues.replay.kueue_fair import NEVER as POLICY_NEVER
 from queues.replay.mixes import LabJob
 from queues.replay.rules import FORBIDDEN
@@ -127,8 +127,11 @@ class KueueLab:
                         lending=project.lending_limit,
                         borrowing=0 if project.never_preempt else None,
                     ),
-                    "preemption": {"withinClusterQueue": "Never", "reclaimWithinCohort": reclaim},
-                    "fairSharing": {"weight": "1"},
+                    "preemption": {
+                        "withinClusterQueue": "LowerPriority" if project.within else "Never",
+                        "reclaimWithinCohort": reclaim,
+                    },
+                    "fairSharing": {"weight": str(project.weight)},
                 }
                 self.create(f"{K}/clusterqueues", _obj("ClusterQueue", ns, queue))
                 self.create(
@@ -370,6 +373,7 @@ def kueue_rules(scenario: Scenario = DEFAULT) -> Rules:
             guarantee=float(project.guarantee),
             lending_limit=None if project.lending_limit is None else float(project.lending_limit),
             preemption_class=NEVER if project.never_preempt else "",
+            fair_share_weight=float(project.weight),
         )
         for tier in priorities
         for project in scenario.of_tier(tier)
@@ -388,9 +392,11 @@ def kueue_rules(scenario: Scenario = DEFAULT) -> Rules:
 def kueue_settings(scenario: Scenario = DEFAULT) -> KueueSettings:
     """The ClusterQueues' preemption as ``KueueLab.setup`` writes it (the lab's Kueue runs
     with fair sharing on, Arbiter's configuration): ``reclaimWithinCohort`` ``Any`` for every
-    queue when a project has a guarantee (else ``Never``), ``withinClusterQueue`` ``Never``."""
+    queue when a project has a guarantee (else ``Never``), ``withinClusterQueue``
+    ``LowerPriority`` for a project marked so (else ``Never``)."""
     reclaim = ANY if scenario.reclaim else POLICY_NEVER
     names = [project.name for project in scenario.projects]
     return KueueSettings(
-        reclaim=dict.fromkeys(names, reclaim), within=dict.fromkeys(names, POLICY_NEVER)
+        reclaim=dict.fromkeys(names, reclaim),
+        within={p.name: LOWER_PRIORITY if p.within else POLICY_NEVER for p in scenario.projects},
     )

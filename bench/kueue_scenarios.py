@@ -40,6 +40,9 @@ class Project:
     lending_limit: int | None = None  # None: lends all of its idle guarantee
     never_preempt: bool = False  # ``borrowingLimit: 0``; a forbidden class in the replay
     largest_job: int | None = None  # takes its tier's jobs of at most this many GPUs
+    within: bool = False  # ``withinClusterQueue: LowerPriority`` (else ``Never``)
+    weight: int = 1  # ``fairSharing.weight``
+    also: tuple[str, ...] = ()  # lower tiers it sends work of too (as the bench's projects)
 
 
 @dataclass(frozen=True)
@@ -69,13 +72,23 @@ class Scenario:
         return [project for project in self.projects if project.tier == tier]
 
     def place(self, job: LabJob) -> LabJob:
-        """The job in the first project of its tier that takes it (kept if it names one)."""
+        """The job in the first project of its tier that takes it (kept if it names one);
+        when projects send lower tiers' work too (``also``), in one of those that take it,
+        picked by the job's own figures (the same job, the same project)."""
         if job.in_project:
             return job
-        for project in self.of_tier(job.tier):
-            if project.largest_job is None or job.gpus <= project.largest_job:
-                return replace(job, in_project=project.name)
-        raise ValueError(f"no project of scenario {self.name!r} takes {job}")
+        takers = [
+            project
+            for project in self.projects
+            if (project.tier == job.tier or job.tier in project.also)
+            and (project.largest_job is None or job.gpus <= project.largest_job)
+        ]
+        if not takers:
+            raise ValueError(f"no project of scenario {self.name!r} takes {job}")
+        if not any(project.also for project in self.projects):
+            return replace(job, in_project=takers[0].name)
+        pick = int(job.offset * 10) + job.seconds + job.gpus
+        return replace(job, in_project=takers[pick % len(takers)].name)
 
 
 DEFAULT = Scenario("default", tuple(Project(f"p-{tier}", tier) for tier in PRIORITIES))
@@ -89,4 +102,18 @@ QUOTAS = Scenario(
     ),
     gpus=5,
 )
-SCENARIOS = {scenario.name: scenario for scenario in (DEFAULT, QUOTAS)}
+# The benchmark pool's shape (``bench/replay.py``) scaled to the lab: guarantees of 4 of the
+# 5 GPUs per type, fair-sharing weights 1–3, a lending limit, a key project that preempts its
+# own lower priorities (``withinClusterQueue: LowerPriority``), projects that send their
+# tier's and the next lower tier's work, and one with no guarantee.
+BUSY = Scenario(
+    "busy",
+    (
+        Project("p-key", "key", guarantee=1, within=True, also=("regular",)),
+        Project("p-reg", "regular", guarantee=1, weight=2, also=("exploratory",)),
+        Project("p-reg2", "regular", guarantee=2, lending_limit=1, weight=3),
+        Project("p-expl", "exploratory"),
+    ),
+    gpus=5,
+)
+SCENARIOS = {scenario.name: scenario for scenario in (DEFAULT, QUOTAS, BUSY)}

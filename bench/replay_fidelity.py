@@ -22,7 +22,12 @@ replays an earlier run's jobs with the models as they are now (no lab); ``--bf-p
 for a sensitivity run. ``--scenario quotas`` (Kueue only) runs the workload under guarantees,
 a lending limit and a never-preempt project (``bench/kueue_scenarios.py``) instead of the
 default's projects without guarantees; its results file is ``replay_fidelity-kueue-quotas-
-<time>.json``, and ``--rescore`` replays it under the same scenario.
+<time>.json``, and ``--rescore`` replays it under the same scenario. ``--scenario busy``
+scales the replay benchmark's pool (``bench/replay.py``) to the lab: guarantees of 4 of the
+5 GPUs per type, fair-sharing weights, a lending limit, a project preempting its own lower
+priorities and projects sending two tiers' work; with ``--jobs 50 --run-seconds 10-30
+--span 120`` (``--span``: the seconds over which the jobs arrive, 30 by default) it keeps the
+pool overloaded for minutes and compares Kueue's preemption count with the model's.
 """
 
 from __future__ import annotations
@@ -137,7 +142,7 @@ def seed_figures(
 
 def run_seed(lab: SlurmLab | KueueLab, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     low, high = (int(v) for v in args.run_seconds.split("-"))
-    workload = mixed_workload(seed, jobs=args.jobs, seconds=(low, high))
+    workload = mixed_workload(seed, jobs=args.jobs, seconds=(low, high), span=args.span)
     if isinstance(lab, SlurmLab):
         ran = lab.submit(workload)
         models = {
@@ -308,6 +313,9 @@ def main() -> int:
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=18)
     parser.add_argument("--run-seconds", default="5-20", help="runs drawn from LOW-HIGH seconds")
+    parser.add_argument(
+        "--span", type=float, default=30.0, help="seconds over which the jobs arrive"
+    )
     parser.add_argument("--scheduler", choices=("slurm", "kueue"), default="slurm")
     parser.add_argument(
         "--scenario",
@@ -376,6 +384,7 @@ def main() -> int:
                 **({} if args.scenario == "default" else {"scenario": args.scenario}),
                 "jobs_per_seed": args.jobs,
                 "run_seconds": args.run_seconds,
+                "span_seconds": args.span,
                 "measured_at": stamp,
                 "wall_seconds": time.monotonic() - began,
                 "summary": total,

@@ -94,6 +94,9 @@ class _FairSharing(Replay):
         self.fair_failed: dict[tuple[str, str, float, float], tuple[int, float]] = {}
         self.fair_pool: dict[str, tuple[float, dict[str, float]]] = {}
         self.fair_evicted: dict[int, float] = {}  # a victim: when it was preempted
+        # A preemptor: when it preempted (nobody's target before Kueue admits it); the last.
+        self.fair_admitted: dict[int, float] = {}
+        self.fair_admitted_last = -math.inf
         # Per flavor, per project its running jobs (``findCandidates`` looks at a few queues),
         # and a running job's priority at its start (its order as a candidate) until the
         # rules change.
@@ -283,6 +286,7 @@ class _FairSharing(Replay):
             return False
         self.fair_failed.pop(memo, None)
         project = self.jobs[j].project
+        self.fair_admitted[j] = self.fair_admitted_last = t
         for v in targets:
             self.fair_evicted[v] = t
             self._preempt(v, j, t, "tier" if self.jobs[v].project == project else "reclaim")
@@ -311,6 +315,9 @@ class _FairSharing(Replay):
         running = self.fair_running.get(name, {})
         lists: dict[str, list[int]] = {}
         retry = math.inf
+        # A preemptor admitted in this instant is no candidate in it (``fair_admitted``): a
+        # look that left one out holds only for this instant.
+        fresh, skipped, admitted = self.fair_admitted_last == t, False, self.fair_admitted
         own = running.get(job.project) if within else None
         if own:
             mine = self._priority(j, t)
@@ -320,11 +327,14 @@ class _FairSharing(Replay):
                 if again is not None:
                     retry = min(retry, again)
                     continue
+                if fresh and admitted.get(v) == t:
+                    skipped = True
+                    continue
                 picked.append(v)
             if picked:
                 lists[job.project] = picked
         if not reclaim:
-            return lists, retry
+            return lists, math.nextafter(t, math.inf) if skipped else retry
         floor: _Share | None = None
         before = flavor.usage.get(job.project)
         used = (before or 0.0) + job.gpus
@@ -351,9 +361,13 @@ class _FairSharing(Replay):
             if floor is not None and share < floor:
                 continue
             picked = [v for v in running.get(project, ()) if cls[v].kind != forbidden]
+            if fresh:
+                kept = [v for v in picked if admitted.get(v) != t]
+                if len(kept) < len(picked):
+                    skipped, picked = True, kept
             if picked:
                 lists[project] = picked
-        return lists, retry
+        return lists, math.nextafter(t, math.inf) if skipped else retry
 
     def _fair_shares(self, attempt: _Attempt, name: str) -> dict[str, _Share]:
         """The queues' shares on the flavor as they are, kept until a usage of the pool
