@@ -20,13 +20,14 @@ cycle): the same tolerance and tier order, on a seed the model meets (it does on
 fresh seeds).
 """
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from bench.fidelity_kueue import KueueLab, kueue_inputs, kueue_rules
-from bench.fidelity_slurm import PRIORITIES, SlurmLab, lab_rules, lab_settings, replay_inputs
+from bench.fidelity_slurm import PRIORITIES, Ran, SlurmLab, lab_rules, lab_settings, replay_inputs
 from queues.replay import replay
 from queues.replay.mixes import compare, mixed_workload, order_agrees, tier_medians
 from queues.replay.scheduler_model import SchedulerModel
@@ -39,7 +40,7 @@ SEED = 3
 KUEUE_SEED = 7
 
 
-def _medians(ran, starts):
+def _medians(ran: Sequence[Ran], starts: Sequence[float]) -> dict[str, float]:
     delays: dict[str, list[float]] = {}
     for r, start in zip(ran, starts, strict=True):
         delays.setdefault(r.job.tier, []).append(start - r.submit)
