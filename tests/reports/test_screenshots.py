@@ -66,11 +66,14 @@ def shoot(page, url: str, path: Path) -> None:  # noqa: F811
 
 
 def test_the_replay_and_this_months_review_in_both_languages(
-    page,  # noqa: F811
-    live_server,
     demo,
+    live_server,
+    page,  # noqa: F811
     folder,
 ):
+    # ``demo`` before ``page``: once Playwright's sync API has started, a fixture's code runs
+    # in another context (its greenlet's), where Django's context-local connections opened a
+    # second connection that nothing closed (named by the teardown as a session left open).
     page.set_viewport_size({"width": WIDTH, "height": 900})
     # A shared machine may be slow: the speed is benchmarked (bench/replay_page.py), not here.
     page.set_default_timeout(120_000)
