@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .engine import EPS, LENDING, RESOURCES, Replay
-from .engine.vocabulary import _END, _Flavor
+from .engine.vocabulary import _Flavor
 from .kueue_look import _NOT_BORROWING, _Attempt, _local, _Share
 from .rules import FORBIDDEN, Job, QuotaRule, Rules
 
@@ -55,10 +55,6 @@ class KueueSettings:
     strategies: tuple[str, ...] = (LESS_OR_EQUAL_FINAL, LESS_INITIAL)
     reclaim: Mapping[str, str] | None = None
     within: Mapping[str, str] | None = None
-    # Seconds from a preemption to its targets' quota given back (their eviction ended: the
-    # Job suspended, its pods gone): the preemptor, its queue's sticky head meanwhile, is
-    # admitted only then. 0: in the instant of the preemption (the model before issue 38).
-    eviction_delay: float = 0.0
 
 
 def _less_or_equal_final(preemptor: _Share, _old: _Share, new: _Share) -> bool:
@@ -101,7 +97,6 @@ class _FairSharing(Replay):
         # A preemptor: when it preempted (nobody's target before Kueue admits it); the last.
         self.fair_admitted: dict[int, float] = {}
         self.fair_admitted_last = -math.inf
-        self.fair_preemptor = -1  # the head whose targets ``_try_fair`` just preempted
         # Per flavor, per project its running jobs (``findCandidates`` looks at a few queues),
         # and a running job's priority at its start (its order as a candidate) until the
         # rules change.
@@ -130,17 +125,6 @@ class _FairSharing(Replay):
     def _begin(self, j: int, flavor: _Flavor, name: str, t: float) -> None:
         super()._begin(j, flavor, name, t)
         self.fair_running.setdefault(name, {}).setdefault(self.jobs[j].project, set()).add(j)
-        delay = self.kueue.eviction_delay
-        if self.fair_preemptor == j and delay > 0:
-            # Admitted through preemption: its GPUs are held for it from now (the sticky
-            # head: no other head takes them), its run begins when its targets' eviction
-            # ends.
-            self.fair_preemptor = -1
-            if self.start[j] == t:
-                self.start[j] = t + delay
-            self.run_start[j] = t + delay
-            self.token[j] += 1
-            self._push(t + delay + self.remaining[j], _END, j, self.token[j])
 
     def _stop(self, j: int, t: float) -> None:
         super()._stop(j, t)
@@ -290,7 +274,7 @@ class _FairSharing(Replay):
 
     def _try_fair(self, j: int, flavor: _Flavor, name: str, t: float) -> bool:
         """Preempt the targets fair sharing finds for ``j`` (then it starts); False: none."""
-        if self._fair_held(j, name, t) or self._fair_evicting(j, t):
+        if self._fair_held(j, name, t) or self.fair_evicted.get(j) == t:
             # Evicted this instant: on Kueue its eviction (the Job suspended, the quota given
             # back) ends before it is a head again, a cycle later at least.
             return False
@@ -302,19 +286,11 @@ class _FairSharing(Replay):
             return False
         self.fair_failed.pop(memo, None)
         project = self.jobs[j].project
-        # Admitted once its targets' eviction ended (``eviction_delay``): until then nobody's
-        # target.
-        self.fair_admitted[j] = self.fair_admitted_last = t + self.kueue.eviction_delay
-        self.fair_preemptor = j
+        self.fair_admitted[j] = self.fair_admitted_last = t
         for v in targets:
             self.fair_evicted[v] = t
             self._preempt(v, j, t, "tier" if self.jobs[v].project == project else "reclaim")
         return True
-
-    def _fair_evicting(self, j: int, t: float) -> bool:
-        """``j`` preempted and its eviction not yet ended (at least this instant): on Kueue it
-        is a head again, to preempt in turn, only once its Job is suspended."""
-        return self.fair_evicted.get(j, -math.inf) + self.kueue.eviction_delay >= t
 
     def _fair_candidates(
         self, j: int, flavor: _Flavor, name: str, attempt: _Attempt, t: float
@@ -341,7 +317,7 @@ class _FairSharing(Replay):
         retry = math.inf
         # A preemptor admitted in this instant is no candidate in it (``fair_admitted``): a
         # look that left one out holds only for this instant.
-        fresh, skipped, admitted = self.fair_admitted_last >= t, False, self.fair_admitted
+        fresh, skipped, admitted = self.fair_admitted_last == t, False, self.fair_admitted
         own = running.get(job.project) if within else None
         if own:
             mine = self._priority(j, t)
@@ -351,7 +327,7 @@ class _FairSharing(Replay):
                 if again is not None:
                     retry = min(retry, again)
                     continue
-                if fresh and admitted.get(v, -math.inf) >= t:
+                if fresh and admitted.get(v) == t:
                     skipped = True
                     continue
                 picked.append(v)
@@ -386,7 +362,7 @@ class _FairSharing(Replay):
                 continue
             picked = [v for v in running.get(project, ()) if cls[v].kind != forbidden]
             if fresh:
-                kept = [v for v in picked if admitted.get(v, -math.inf) < t]
+                kept = [v for v in picked if admitted.get(v) != t]
                 if len(kept) < len(picked):
                     skipped, picked = True, kept
             if picked:
