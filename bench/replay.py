@@ -26,6 +26,7 @@ clock was the machine's other work.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -38,6 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from queues.replay import ClassRule, QuotaRule, Rules, TierRule, replay
+from queues.replay.engine import Result
 from queues.replay.scheduler_model import SchedulerModel
 from queues.replay.slurm_conf import Node, SlurmSettings
 from queues.replay.workload import (
@@ -136,6 +138,23 @@ def scaled(loads: list[ProjectLoad], jobs: int, load: float) -> tuple[list[Proje
     return rates, jobs / per_day
 
 
+def outcome(result: Result) -> str:
+    """The digest of everything a replay decided: per job its start, end, preemptions and
+    tier, every reason, run, preemption and cancellation (floats by their exact repr). A speed
+    step must leave it unchanged (``tests/queues/test_replay_kueue_model.py`` pins it)."""
+    parts = (
+        result.start,
+        result.end,
+        result.preemptions,
+        result.tiers,
+        result.reasons,
+        result.runs,
+        result.preempted_by,
+        sorted(result.cancelled.items()),
+    )
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+
+
 def _schedstat() -> tuple[float, float] | None:
     """(seconds on a CPU, seconds waiting for one) of this process, or None off Linux."""
     try:
@@ -210,6 +229,7 @@ def main() -> None:
             ),
             "load_average_before": round(load_before, 2),
             "load_average_after": round(os.getloadavg()[0], 2),
+            "digest": outcome(result),
         }
         rows.append(row)
         print(
@@ -218,7 +238,8 @@ def main() -> None:
             f"{row['runqueue_wait_seconds']} s), generate {generated:.2f} s, "
             f"{row['preemptions']:,} preemptions, p50/p90 wait {row['wait_p50_minutes']}/"
             f"{row['wait_p90_minutes']} min, utilisation {row['utilisation']}, "
-            f"load average {row['load_average_before']}→{row['load_average_after']}",
+            f"load average {row['load_average_before']}→{row['load_average_after']}, "
+            f"digest {row['digest']}",
             flush=True,
         )
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")

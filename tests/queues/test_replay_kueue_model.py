@@ -4,10 +4,9 @@ looked at again only when Kueue requeues the inadmissible workloads, a second af
 fair sharing ordering the cohort's queues before priority, and priority as the
 WorkloadPriorityClass value (the tier's scheduler value), as Kueue 0.17 does."""
 
-import hashlib
 import math
 
-from bench.replay import START, bench_loads, bench_rules, scaled
+from bench.replay import START, bench_loads, bench_rules, outcome, scaled
 from queues.replay import ClassRule, Job, QuotaRule, Rules, TierRule, replay
 from queues.replay.engine import Result
 from queues.replay.kueue_fair import KueueSettings
@@ -208,19 +207,8 @@ def test_a_head_that_fitted_the_cycles_snapshot_stays_its_queues_head():
 
 
 def _outcome(result: Result) -> str:
-    """The digest of everything a replay decided: per job its start, end, preemptions and
-    tier, every reason, run, preemption and cancellation (floats by their exact repr)."""
-    parts = (
-        result.start,
-        result.end,
-        result.preemptions,
-        result.tiers,
-        result.reasons,
-        result.runs,
-        result.preempted_by,
-        sorted(result.cancelled.items()),
-    )
-    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+    """The digest of everything a replay decided (``bench/replay.py`` prints it per size)."""
+    return outcome(result)
 
 
 def _mixed_rules(switch: bool) -> Rules:
