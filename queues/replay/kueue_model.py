@@ -381,12 +381,16 @@ class KueueReplay(_Settle):
             if live is not None and not any(
                 self.flavors[other].groups[key][pos] in live for _, other, key, pos in heads
             ):
-                # No head left in this cycle could do more than be set aside: all are, in
-                # any order (their order by fair sharing decides nothing).
-                for _entry, other, key, pos in heads:
+                # No head left in this cycle could do more than be set aside (or be skipped,
+                # having fitted the cycle's snapshot): all are, in any order (their order by
+                # fair sharing decides nothing).
+                for entry, other, key, pos in heads:
                     tried.add(key[1])
                     flavor = self.flavors[other]
                     j = flavor.groups[key][pos]
+                    if self.jobs[j].gpus <= snapshot[other] + EPS:
+                        self._head(j, entry, flavor, other, key, snapshot[other], t)
+                        continue
                     del flavor.entries[key]
                     self._set_aside(j, flavor, other, key)
                 continue
@@ -400,11 +404,15 @@ class KueueReplay(_Settle):
             tried.add(key[1])
             flavor = self.flavors[other]
             j = flavor.groups[key][pos]
-            if live is not None and j in live:
+            was_live = live is not None and j in live
+            if was_live:
                 live.discard(j)
-                tell = not live
             if self._head(j, entry, flavor, other, key, snapshot[other], t):
                 tell = live is not None
+            elif was_live and key in flavor.entries:
+                live.add(j)  # skipped: its queue's head again at the next cycle, still live
+            elif was_live:
+                tell = not live
 
     def _head(
         self,

@@ -206,6 +206,46 @@ def test_a_head_that_fitted_the_cycles_snapshot_stays_its_queues_head():
     assert starts["regular-small"] > 11
 
 
+def test_a_skipped_head_is_still_looked_at_in_the_next_cycle_of_a_requeue():
+    # At 10 the holder ends; at 11 (the requeue) three A100s are free. First cycle: the top
+    # project's head (the lower share) is admitted; the key head fitted the cycle's snapshot
+    # but no longer does, so it is skipped and is its queue's head again at the next cycle,
+    # where it preempts its own queue's exploratory work (protected until 11 by its class)
+    # and starts at once. It was once set aside there unlooked at (another job of the pass
+    # was still to be tried), and waited for the next requeue.
+    rules = Rules(
+        capacity={A100: 6.0},
+        tiers=(
+            TierRule("top", 90),
+            TierRule("key", 70, may_preempt=True, preemptible=frozenset({"exploratory"})),
+            TierRule("exploratory", 10),
+        ),
+        classes=(ClassRule("cautious", "cautious", min_runtime=11.0),),
+        quotas=(
+            QuotaRule("p-top", A100, 0.0),
+            QuotaRule("p-prod", A100, 1.0, preemption_class="cautious"),
+        ),
+        project_tiers={"p-top": "top", "p-prod": "key"},
+    )
+
+    def job(name: str, at: float, gpus: float, run: float, project: str, tier: str) -> Job:
+        return Job(name, at, gpus, A100, run, project=project, tier=tier)
+
+    jobs = [
+        job("victim", 0, 1, 1000, "p-prod", "exploratory"),
+        job("other", 0, 2, 1000, "p-prod", "exploratory"),
+        job("holder", 0, 3, 10, "p-prod", "exploratory"),
+        job("top", 1, 2, 100, "p-top", "top"),
+        job("key", 2, 2, 100, "p-prod", "key"),
+        job("big", 3, 2, 100, "p-prod", "exploratory"),
+        job("small", 4, 1, 100, "p-prod", "exploratory"),
+    ]
+    result = replay(jobs, [(0.0, rules)], model=KUEUE)
+    starts = {job.name: start for job, start in zip(jobs, result.start, strict=True)}
+    assert (starts["top"], starts["key"]) == (11, 11)
+    assert result.preempted_by == [(0, 4, 11.0, "tier")]
+
+
 def _outcome(result: Result) -> str:
     """The digest of everything a replay decided (``bench/replay.py`` prints it per size)."""
     return outcome(result)
@@ -275,12 +315,17 @@ def _mixed_outcome(seed: int, model: SchedulerModel = KUEUE) -> str:
 # preemptions, were 5,341.
 MIXED = {1: "d4fabfcb334e676d", 2: "c9c22e137fcd757c", 3: "647828a51c4f25ac", 4: "4da01bda5e402754"}
 BENCH = "0b00d570366b6b83"
+# Re-pinned when a head skipped in a requeue's cycle stayed live for the next cycle (issue
+# 38; it was set aside unlooked at when no other head of that cycle was live): the mixed
+# workloads with fair sharing and the bench's 6,015-job pool decide as before; without fair
+# sharing 51 of seed 1's 300 jobs start otherwise (seeds 3 and 4: the same starts, other
+# reasons said).
 CLASSIC = SchedulerModel("kueue", kueue=KueueSettings(fair_sharing=False))
 MIXED_CLASSIC = {
-    1: "6adc3c791fbc49c7",
+    1: "b47caf5f2b16b5be",
     2: "b3cbb520a5616bae",
-    3: "cd0d08163a1e7a9d",
-    4: "cdc8fa544f35e94b",
+    3: "279030a9bc573a0c",
+    4: "bc42d4d947eda5b1",
 }
 
 
