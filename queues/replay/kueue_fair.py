@@ -22,6 +22,7 @@ run (the lab's scenario) names its own.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -37,6 +38,8 @@ LESS_INITIAL = "LessThanInitialShare"
 ANY = "Any"
 NEVER = "Never"
 LOWER_PRIORITY = "LowerPriority"
+# A queue's candidates, their GPUs, and whether one was left out (admitted in the instant).
+_Found = tuple[tuple[int, ...], float, bool]
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,14 @@ class _FairSharing(Replay):
         self.fair_rank: dict[int, tuple[float, float]] = {}
         # Per (project, pool, within?) its ClusterQueue's policy, until the rules change.
         self.fair_policy: dict[tuple[str, str, bool], bool] = {}
-        self.fair_shares: dict[str, tuple[int, dict[str, _Share]]] = {}
+        self.fair_shares: dict[
+            str, tuple[int, list[tuple[str, _Share]], list[tuple[_Share, str]]]
+        ] = {}
+        # Per queue its candidates (per priority: its own queue's), while the pool's usage
+        # and the time stay as they were (``_fair_now``).
+        self.fair_now_at: tuple[int, float] = (-1, math.nan)
+        self.fair_now: dict[tuple[str, str, float | None], _Found] = {}
+        self.fair_own_retry: dict[tuple[str, str, float | None], float] = {}
         self.fair_static: dict[
             str, tuple[list[_Flavor], dict[str, float], float, dict[str, tuple[float, float]]]
         ] = {}
@@ -121,6 +131,7 @@ class _FairSharing(Replay):
         """What is kept until the rules change."""
         self.fair_failed, self.fair_pool, self.fair_rank = {}, {}, {}
         self.fair_policy, self.fair_static, self.fair_shares = {}, {}, {}
+        self.fair_now_at, self.fair_now, self.fair_own_retry = (-1, math.nan), {}, {}
 
     def _begin(self, j: int, flavor: _Flavor, name: str, t: float) -> None:
         super()._begin(j, flavor, name, t)
@@ -270,7 +281,19 @@ class _FairSharing(Replay):
             return False
         if self.reason[j] != (LENDING if lending == LENDING else RESOURCES):
             return False
-        return self._fair_held(j, self.jobs[j].flavor, t)
+        name = self.jobs[j].flavor
+        if self._fair_held(j, name, t):
+            return True
+        # The look ``_try_fair`` would take, taken now: it reads the state only, which stays
+        # as it is until a job starts or is preempted (then the pass tells again).
+        targets, retry = self._fair_targets(j, flavor, name, t)
+        if targets is not None:
+            return False
+        self.fair_failed[self._fair_memo(j, name, t)] = (
+            self.fair_version.get(name.partition("/")[0], 0),
+            retry,
+        )
+        return True
 
     def _try_fair(self, j: int, flavor: _Flavor, name: str, t: float) -> bool:
         """Preempt the targets fair sharing finds for ``j`` (then it starts); False: none."""
@@ -294,8 +317,8 @@ class _FairSharing(Replay):
 
     def _fair_candidates(
         self, j: int, flavor: _Flavor, name: str, attempt: _Attempt, t: float
-    ) -> tuple[dict[str, list[int]], float]:
-        """``findCandidates`` per ClusterQueue (``_fair_targets`` sorts them); and
+    ) -> tuple[dict[str, tuple[tuple[int, ...], float]], float]:
+        """``findCandidates`` per ClusterQueue with their GPUs (``_fair_targets`` sorts them); and
         until when the protected ones of its own queue stay protected. Without candidates of
         its own queue and above its nominal quota, the preemptor's share is fixed during the
         look and a queue's only falls: a queue whose share is already below it never gives a
@@ -313,26 +336,19 @@ class _FairSharing(Replay):
         if not within and not (reclaim and flavor.borrowed > EPS):
             return {}, math.inf
         running = self.fair_running.get(name, {})
-        lists: dict[str, list[int]] = {}
+        lists: dict[str, tuple[tuple[int, ...], float]] = {}
         retry = math.inf
         # A preemptor admitted in this instant is no candidate in it (``fair_admitted``): a
         # look that left one out holds only for this instant.
         fresh, skipped, admitted = self.fair_admitted_last == t, False, self.fair_admitted
+        now = self._fair_now(name, t)
         own = running.get(job.project) if within else None
         if own:
             mine = self._priority(j, t)
-            picked = []
-            lower = (v for v in own if self._fair_rank(v)[0] < mine)
-            for v, again in self._eligible(lower, t):
-                if again is not None:
-                    retry = min(retry, again)
-                    continue
-                if fresh and admitted.get(v) == t:
-                    skipped = True
-                    continue
-                picked.append(v)
+            found, retry = self._fair_own(job.project, own, name, mine, t, now)
+            picked, gpus, skipped = found
             if picked:
-                lists[job.project] = picked
+                lists[job.project] = (picked, gpus)
         if not reclaim:
             return lists, math.nextafter(t, math.inf) if skipped else retry
         floor: _Share | None = None
@@ -345,38 +361,102 @@ class _FairSharing(Replay):
                 del attempt.use[job.project]
             else:
                 attempt.use[job.project] = before
-        shares = self._fair_shares(attempt, name)
-        forbidden, cls, quotas = FORBIDDEN, self.cls, flavor.quotas
+        borrowers, top = self._fair_borrowers(attempt, flavor, name, running)
+        if floor is not None and not any(p != job.project and not s < floor for s, p in top):
+            # No other queue's share reaches the floor: none gives a candidate.
+            return lists, math.nextafter(t, math.inf) if skipped else retry
+        forbidden, cls = FORBIDDEN, self.cls
+        for project, share in borrowers:
+            if project == job.project:
+                continue
+            attempt.shares[project] = share
+            if floor is not None and share < floor:
+                continue
+            memo = (name, project, None)
+            theirs = now.get(memo)
+            if theirs is None:
+                taken = [v for v in running.get(project, ()) if cls[v].kind != forbidden]
+                left_out = False
+                if fresh:
+                    kept = [v for v in taken if admitted.get(v) != t]
+                    if len(kept) < len(taken):
+                        left_out, taken = True, kept
+                theirs = now[memo] = self._fair_found(taken, left_out)
+            picked, gpus, left_out = theirs
+            skipped = skipped or left_out
+            if picked:
+                lists[project] = (picked, gpus)
+        return lists, math.nextafter(t, math.inf) if skipped else retry
+
+    def _fair_now(self, name: str, t: float) -> dict[tuple[str, str, float | None], _Found]:
+        """What looks on the pool find the same until a usage of the pool changes
+        (``fair_version``) or time passes: per queue its candidates (``_fair_candidates``)."""
+        stamp = (self.fair_version.get(name.partition("/")[0], 0), t)
+        if self.fair_now_at != stamp:
+            self.fair_now_at, self.fair_now = stamp, {}
+        return self.fair_now
+
+    def _fair_found(self, picked: list[int], left_out: bool) -> _Found:
+        """A queue's candidates, their GPUs, and whether one was left out as admitted in
+        this instant."""
+        jobs = self.jobs
+        return tuple(picked), sum(jobs[v].gpus for v in picked), left_out
+
+    def _fair_own(
+        self,
+        project: str,
+        own: set[int],
+        name: str,
+        mine: float,
+        t: float,
+        now: dict[tuple[str, str, float | None], _Found],
+    ) -> tuple[_Found, float]:
+        """The candidates of the preemptor's own queue (its lower priorities that may lose
+        their GPUs now), and until when the others stay protected: the same for every look
+        at its priority while ``now`` holds (``_fair_now``)."""
+        memo = (name, project, mine)
+        found = now.get(memo)
+        if found is not None:
+            return found, self.fair_own_retry[memo]
+        fresh, admitted = self.fair_admitted_last == t, self.fair_admitted
+        picked: list[int] = []
+        retry, left_out = math.inf, False
+        rank = self._fair_rank
+        for v, again in self._eligible((v for v in own if rank(v)[0] < mine), t):
+            if again is not None:
+                retry = min(retry, again)
+                continue
+            if fresh and admitted.get(v) == t:
+                left_out = True
+                continue
+            picked.append(v)
+        found = now[memo] = self._fair_found(picked, left_out)
+        self.fair_own_retry[memo] = retry
+        return found, retry
+
+    def _fair_borrowers(
+        self, attempt: _Attempt, flavor: _Flavor, name: str, running: dict[str, set[int]]
+    ) -> tuple[list[tuple[str, _Share]], list[tuple[_Share, str]]]:
+        """The queues with running work above their nominal quota on the flavor
+        (``cqIsBorrowing``) with their shares, in the flavor's order, and the two highest
+        shares: kept until a usage of the pool changes (``fair_version``). A share does not
+        depend on the look (the preemptor's own is not read from here)."""
+        version = self.fair_version.get(attempt.pool, 0)
+        kept = self.fair_shares.get(name)
+        if kept is not None and kept[0] == version:
+            return kept[1], kept[2]
+        quotas = flavor.quotas
+        borrowers = []
         for project, used in flavor.usage.items():
-            # ``cqIsBorrowing``: above its nominal quota on this flavor.
-            if project == job.project or project not in running:
+            if project not in running:
                 continue
             quota = quotas.get(project)
             if used <= (quota.guarantee if quota is not None else 0.0) + EPS:
                 continue
-            share = shares.get(project)
-            if share is None:
-                share = shares[project] = attempt.share(project)
-            attempt.shares[project] = share
-            if floor is not None and share < floor:
-                continue
-            picked = [v for v in running.get(project, ()) if cls[v].kind != forbidden]
-            if fresh:
-                kept = [v for v in picked if admitted.get(v) != t]
-                if len(kept) < len(picked):
-                    skipped, picked = True, kept
-            if picked:
-                lists[project] = picked
-        return lists, math.nextafter(t, math.inf) if skipped else retry
-
-    def _fair_shares(self, attempt: _Attempt, name: str) -> dict[str, _Share]:
-        """The queues' shares on the flavor as they are, kept until a usage of the pool
-        changes (``fair_version``)."""
-        version = self.fair_version.get(attempt.pool, 0)
-        kept = self.fair_shares.get(name)
-        if kept is None or kept[0] != version:
-            kept = self.fair_shares[name] = (version, {})
-        return kept[1]
+            borrowers.append((project, attempt.share(project)))
+        top = heapq.nlargest(2, ((share, project) for project, share in borrowers))
+        self.fair_shares[name] = (version, borrowers, top)
+        return borrowers, top
 
     def _fair_rank(self, v: int) -> tuple[float, float, int]:
         """A running job's order within its queue's candidates: lower priority (at its start),
@@ -398,11 +478,11 @@ class _FairSharing(Replay):
         look that found none holds."""
         attempt = _Attempt(self, j, flavor, name)
         found, retry = self._fair_candidates(j, flavor, name, attempt, t)
-        if not found or not attempt.may_fit(found):
+        if not found or not attempt.may_fit({p: gpus for p, (_q, gpus) in found.items()}):
             return None, retry
         # Each queue's candidates by ``CandidatesOrdering`` (its own queue's last).
         rank = self._fair_rank
-        lists = {project: deque(sorted(queue, key=rank)) for project, queue in found.items()}
+        lists = {project: deque(sorted(queue, key=rank)) for project, (queue, _g) in found.items()}
         project = attempt.project
         attempt.use[project] = attempt.use.get(project, 0.0) + attempt.gpus
         strategies = [STRATEGIES[s] for s in self.kueue.strategies] or [

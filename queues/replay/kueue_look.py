@@ -147,16 +147,17 @@ class _Attempt:
                 best = project
         return best
 
-    def may_fit(self, lists: dict[str, list[int]]) -> bool:
-        """Whether the preemptor would fit with every candidate taken (``Available`` only
-        grows as targets are taken): if not, no strategy can find targets enough. A margin
-        above ``EPS`` keeps it a sure bound whatever the order the GPUs are summed in."""
-        use, jobs = self.use, self.model.jobs
-        saved = {project: use[project] for project in lists if project in use}
-        for project, queue in lists.items():
-            use[project] = use.get(project, 0.0) - sum(jobs[v].gpus for v in queue)
+    def may_fit(self, taken: dict[str, float]) -> bool:
+        """Whether the preemptor would fit with every candidate taken (per queue their GPUs;
+        ``Available`` only grows as targets are taken): if not, no strategy can find targets
+        enough. A margin above ``EPS`` keeps it a sure bound whatever the order the GPUs are
+        summed in."""
+        use = self.use
+        saved = {project: use[project] for project in taken if project in use}
+        for project, gpus in taken.items():
+            use[project] = use.get(project, 0.0) - gpus
         available = self.available()
-        for project in lists:
+        for project in taken:
             if project in saved:
                 use[project] = saved[project]
             else:

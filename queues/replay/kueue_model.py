@@ -405,14 +405,15 @@ class KueueReplay(_Settle):
             flavor = self.flavors[other]
             j = flavor.groups[key][pos]
             was_live = live is not None and j in live
-            if was_live:
+            if live is not None and was_live:
                 live.discard(j)
             if self._head(j, entry, flavor, other, key, snapshot[other], t):
                 tell = live is not None
-            elif was_live and key in flavor.entries:
-                live.add(j)  # skipped: its queue's head again at the next cycle, still live
-            elif was_live:
-                tell = not live
+            elif live is not None and was_live:
+                if key in flavor.entries:
+                    live.add(j)  # skipped: its queue's head again at the next cycle, still live
+                else:
+                    tell = not live
 
     def _head(
         self,
