@@ -22,6 +22,7 @@ run (the lab's scenario) names its own.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections import deque
@@ -95,6 +96,10 @@ class _FairSharing(Replay):
         # repeated before it changes (nor before a protected candidate may be taken).
         self.fair_version: dict[str, int] = {}
         self.fair_failed: dict[tuple[str, str, float, float], tuple[int, float]] = {}
+        # Per look that found no queue's share at its floor: the floor, how many times its
+        # queue's usage of the pool had changed (``fair_used``), until when (``_fair_below``).
+        self.fair_below: dict[tuple[str, str, float, float], tuple[_Share, int, float]] = {}
+        self.fair_used: dict[tuple[str, str], int] = {}
         self.fair_pool: dict[str, tuple[float, dict[str, float]]] = {}
         self.fair_evicted: dict[int, float] = {}  # a victim: when it was preempted
         # A preemptor: when it preempted (nobody's target before Kueue admits it); the last.
@@ -105,6 +110,10 @@ class _FairSharing(Replay):
         # rules change.
         self.fair_running: dict[str, dict[str, set[int]]] = {}
         self.fair_rank: dict[int, tuple[float, float]] = {}
+        # Per flavor, per project its running jobs by ``_fair_rank`` (a look's candidates in
+        # ``CandidatesOrdering`` without sorting them), and each one's rank as filed.
+        self.fair_order: dict[str, dict[str, list[tuple[float, float, int]]]] = {}
+        self.fair_ranked: dict[int, tuple[float, float, int]] = {}
         # Per (project, pool, within?) its ClusterQueue's policy, until the rules change.
         self.fair_policy: dict[tuple[str, str, bool], bool] = {}
         self.fair_shares: dict[
@@ -126,16 +135,27 @@ class _FairSharing(Replay):
         self._fair_forget()
         super()._apply(rules, t)
         self._fair_forget()
+        # A running job's priority at its start is read under the new rules.
+        self.fair_order, self.fair_ranked = {}, {}
+        for name, per_project in self.fair_running.items():
+            for project, running in per_project.items():
+                ranks = sorted(self._fair_rank(v) for v in running)
+                self.fair_order.setdefault(name, {})[project] = ranks
+                self.fair_ranked.update((rank[2], rank) for rank in ranks)
 
     def _fair_forget(self) -> None:
         """What is kept until the rules change."""
         self.fair_failed, self.fair_pool, self.fair_rank = {}, {}, {}
+        self.fair_below = {}
         self.fair_policy, self.fair_static, self.fair_shares = {}, {}, {}
         self.fair_now_at, self.fair_now, self.fair_own_retry = (-1, math.nan), {}, {}
 
     def _begin(self, j: int, flavor: _Flavor, name: str, t: float) -> None:
         super()._begin(j, flavor, name, t)
-        self.fair_running.setdefault(name, {}).setdefault(self.jobs[j].project, set()).add(j)
+        project = self.jobs[j].project
+        self.fair_running.setdefault(name, {}).setdefault(project, set()).add(j)
+        rank = self.fair_ranked[j] = self._fair_rank(j)
+        bisect.insort(self.fair_order.setdefault(name, {}).setdefault(project, []), rank)
 
     def _stop(self, j: int, t: float) -> None:
         super()._stop(j, t)
@@ -143,11 +163,16 @@ class _FairSharing(Replay):
         running = self.fair_running.get(job.flavor, {}).get(job.project)
         if running is not None:
             running.discard(j)
+        rank = self.fair_ranked.pop(j, None)
+        if rank is not None:
+            ranks = self.fair_order[job.flavor][job.project]
+            del ranks[bisect.bisect_left(ranks, rank)]
 
     def _use(self, flavor: _Flavor, name: str, project: str, delta: float, t: float) -> None:
         super()._use(flavor, name, project, delta, t)
         pool = name.partition("/")[0]
         self.fair_version[pool] = self.fair_version.get(pool, 0) + 1
+        self.fair_used[pool, project] = self.fair_used.get((pool, project), 0) + 1
 
     # -- the ClusterQueues as Arbiter exports them ------------------------------------------
 
@@ -269,11 +294,34 @@ class _FairSharing(Replay):
         return (name, job.project, job.gpus, self._priority(j, t) if within else 0.0)
 
     def _fair_held(self, j: int, name: str, t: float) -> bool:
-        """Whether a look for targets for ``j`` found none, nothing having changed since."""
-        failed = self.fair_failed.get(self._fair_memo(j, name, t))
-        if failed is None:
+        """Whether a look for targets for ``j`` would find none: one found none, nothing
+        having changed since; or one found no queue whose share reached the preemptor's
+        (``_fair_candidates``' floor) and it holds still (``_fair_below``)."""
+        memo = self._fair_memo(j, name, t)
+        pool = name.partition("/")[0]
+        failed = self.fair_failed.get(memo)
+        if failed is not None and failed[0] == self.fair_version.get(pool, 0) and t < failed[1]:
+            return True
+        return self._fair_below(j, memo, pool, name, t)
+
+    def _fair_below(
+        self, j: int, memo: tuple[str, str, float, float], pool: str, name: str, t: float
+    ) -> bool:
+        """A look that found no candidate because every other queue borrowing on the flavor
+        had a share below the preemptor's (the floor) finds none again while the
+        preemptor's queue used the same GPUs of the pool (its floor and its own candidates
+        are those), its own protected candidates stay protected (``retry``), and no other
+        queue's share has reached the floor since (shares of the queues that used fewer
+        only fell)."""
+        below = self.fair_below.get(memo)
+        if below is None:
             return False
-        return failed[0] == self.fair_version.get(name.partition("/")[0], 0) and t < failed[1]
+        floor, used, retry = below
+        project = memo[1]
+        if not (t < retry and used == self.fair_used.get((pool, project), 0)):
+            return False
+        _borrowers, top = self._fair_borrowers(j, self.flavors[name], name)
+        return not any(p != project and not s < floor for s, p in top)
 
     def _fair_dead(self, j: int, flavor: _Flavor, t: float, lending: str | None) -> bool:
         """``_Settle._dead`` with fair sharing: trying ``j`` would only set it aside again."""
@@ -342,10 +390,11 @@ class _FairSharing(Replay):
         # look that left one out holds only for this instant.
         fresh, skipped, admitted = self.fair_admitted_last == t, False, self.fair_admitted
         now = self._fair_now(name, t)
+        order = self.fair_order.get(name, {})
         own = running.get(job.project) if within else None
         if own:
             mine = self._priority(j, t)
-            found, retry = self._fair_own(job.project, own, name, mine, t, now)
+            found, retry = self._fair_own(job.project, order[job.project], name, mine, t, now)
             picked, gpus, skipped = found
             if picked:
                 lists[job.project] = (picked, gpus)
@@ -361,10 +410,17 @@ class _FairSharing(Replay):
                 del attempt.use[job.project]
             else:
                 attempt.use[job.project] = before
-        borrowers, top = self._fair_borrowers(attempt, flavor, name, running)
+        borrowers, top = self._fair_borrowers(j, flavor, name, attempt)
         if floor is not None and not any(p != job.project and not s < floor for s, p in top):
-            # No other queue's share reaches the floor: none gives a candidate.
-            return lists, math.nextafter(t, math.inf) if skipped else retry
+            # No other queue's share reaches the floor: none gives a candidate, nor will
+            # until one does (``_fair_below``).
+            until = math.nextafter(t, math.inf) if skipped else retry
+            self.fair_below[self._fair_memo(j, name, t)] = (
+                floor,
+                self.fair_used.get((pool, job.project), 0),
+                until,
+            )
+            return lists, until
         forbidden, cls = FORBIDDEN, self.cls
         for project, share in borrowers:
             if project == job.project:
@@ -375,7 +431,7 @@ class _FairSharing(Replay):
             memo = (name, project, None)
             theirs = now.get(memo)
             if theirs is None:
-                taken = [v for v in running.get(project, ()) if cls[v].kind != forbidden]
+                taken = [r[2] for r in order.get(project, ()) if cls[r[2]].kind != forbidden]
                 left_out = False
                 if fresh:
                     kept = [v for v in taken if admitted.get(v) != t]
@@ -405,15 +461,16 @@ class _FairSharing(Replay):
     def _fair_own(
         self,
         project: str,
-        own: set[int],
+        ranks: list[tuple[float, float, int]],
         name: str,
         mine: float,
         t: float,
         now: dict[tuple[str, str, float | None], _Found],
     ) -> tuple[_Found, float]:
         """The candidates of the preemptor's own queue (its lower priorities that may lose
-        their GPUs now), and until when the others stay protected: the same for every look
-        at its priority while ``now`` holds (``_fair_now``)."""
+        their GPUs now; ``ranks``: its running jobs by ``_fair_rank``), and until when the
+        others stay protected: the same for every look at its priority while ``now`` holds
+        (``_fair_now``)."""
         memo = (name, project, mine)
         found = now.get(memo)
         if found is not None:
@@ -421,8 +478,12 @@ class _FairSharing(Replay):
         fresh, admitted = self.fair_admitted_last == t, self.fair_admitted
         picked: list[int] = []
         retry, left_out = math.inf, False
-        rank = self._fair_rank
-        for v, again in self._eligible((v for v in own if rank(v)[0] < mine), t):
+        lower = []
+        for rank in ranks:
+            if rank[0] >= mine:
+                break
+            lower.append(rank[2])
+        for v, again in self._eligible(lower, t):
             if again is not None:
                 retry = min(retry, again)
                 continue
@@ -435,16 +496,19 @@ class _FairSharing(Replay):
         return found, retry
 
     def _fair_borrowers(
-        self, attempt: _Attempt, flavor: _Flavor, name: str, running: dict[str, set[int]]
+        self, j: int, flavor: _Flavor, name: str, attempt: _Attempt | None = None
     ) -> tuple[list[tuple[str, _Share]], list[tuple[_Share, str]]]:
         """The queues with running work above their nominal quota on the flavor
         (``cqIsBorrowing``) with their shares, in the flavor's order, and the two highest
         shares: kept until a usage of the pool changes (``fair_version``). A share does not
-        depend on the look (the preemptor's own is not read from here)."""
-        version = self.fair_version.get(attempt.pool, 0)
+        depend on the look (``j``'s, or ``attempt``: the preemptor's own is not read here)."""
+        version = self.fair_version.get(name.partition("/")[0], 0)
         kept = self.fair_shares.get(name)
         if kept is not None and kept[0] == version:
             return kept[1], kept[2]
+        if attempt is None:
+            attempt = _Attempt(self, j, flavor, name)
+        running = self.fair_running.get(name, {})
         quotas = flavor.quotas
         borrowers = []
         for project, used in flavor.usage.items():
@@ -480,9 +544,8 @@ class _FairSharing(Replay):
         found, retry = self._fair_candidates(j, flavor, name, attempt, t)
         if not found or not attempt.may_fit({p: gpus for p, (_q, gpus) in found.items()}):
             return None, retry
-        # Each queue's candidates by ``CandidatesOrdering`` (its own queue's last).
-        rank = self._fair_rank
-        lists = {project: deque(sorted(queue, key=rank)) for project, (queue, _g) in found.items()}
+        # Each queue's candidates by ``CandidatesOrdering`` (its own queue's last), as filed.
+        lists = {project: deque(queue) for project, (queue, _gpus) in found.items()}
         project = attempt.project
         attempt.use[project] = attempt.use.get(project, 0.0) + attempt.gpus
         strategies = [STRATEGIES[s] for s in self.kueue.strategies] or [
