@@ -28,12 +28,17 @@ scales the replay benchmark's pool (``bench/replay.py``) to the lab: guarantees 
 priorities and projects sending two tiers' work; with ``--jobs 50 --run-seconds 10-30
 --span 120`` (``--span``: the seconds over which the jobs arrive, 30 by default) it keeps the
 pool overloaded for minutes and compares Kueue's preemption count with the model's.
+``--spread FIRST SECOND`` scores the lab against itself: each seed of one results file taken
+as the prediction of the other file's run of the same seed, and back, by the same goal (no
+lab needed): how far two runs of one workload on the same scheduler differ bounds what a
+model of it can reach.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import time
@@ -292,6 +297,69 @@ def rescore(path: Path, scheduler: str, overrides: dict[str, float]) -> int:
     return 0
 
 
+def lab_delays(path: Path) -> dict[int, dict[str, float]]:
+    """Per seed of a stored run, the lab's median start delay per tier, read as ``rescore``
+    reads it (a Kueue run's admissions stamped in whole seconds estimated)."""
+    stored = json.loads(path.read_text())
+    kueue = stored.get("scheduler") == "kueue"
+    out: dict[int, dict[str, float]] = {}
+    for fig in stored["seeds"]:
+        by_tier: dict[str, list[float]] = {}
+        for r in fig["runs"]:
+            start = r["start"]
+            if kueue and not r.get("precise", False):
+                start = admission_estimate(start, r["submit"])
+            by_tier.setdefault(r["tier"], []).append(start - r["submit"])
+        out[fig["seed"]] = tier_medians(by_tier)
+    return out
+
+
+def spread(first: Path, second: Path) -> dict[str, Any]:
+    """The lab against itself: each seed of one stored run taken as the prediction of the
+    other run of the same seed, and back, scored as a model is (every tier within 15 % or
+    10 s, the same tier order). What a model can reach is bounded by it."""
+    a, b = lab_delays(first), lab_delays(second)
+    seeds = sorted(set(a) & set(b))
+    rows = []
+    for seed in seeds:
+        row: dict[str, Any] = {"seed": seed, "first": a[seed], "second": b[seed]}
+        for name, real, guess in (
+            ("first_predicts_second", b[seed], a[seed]),
+            ("back", a[seed], b[seed]),
+        ):
+            errors = compare(real, guess)
+            agrees = order_agrees(real, guess)
+            row[name] = {
+                "goal_met": agrees and all(e.within() for e in errors),
+                "order_agrees": agrees,
+                "missed": {e.tier: round(e.error, 1) for e in errors if not e.within()},
+            }
+        rows.append(row)
+    return {
+        "seeds": len(rows),
+        "first_predicts_second": sum(r["first_predicts_second"]["goal_met"] for r in rows),
+        "back": sum(r["back"]["goal_met"] for r in rows),
+        "rows": rows,
+    }
+
+
+def _print_spread(first: Path, second: Path, out: dict[str, Any]) -> None:
+    for row in out["rows"]:
+        tiers = ", ".join(
+            f"{tier} {row['first'][tier]:.1f}/{row['second'].get(tier, math.nan):.1f} s"
+            for tier in row["first"]
+        )
+        there, back = row["first_predicts_second"], row["back"]
+        print(
+            f"seed {row['seed']}: {tiers}; goal met {there['goal_met']} (order "
+            f"{there['order_agrees']}, missed {there['missed'] or 'none'}), back {back['goal_met']}"
+        )
+    print(
+        f"{first.name} predicts {second.name}: goal met on {out['first_predicts_second']}/"
+        f"{out['seeds']} seeds; back: {out['back']}/{out['seeds']}"
+    )
+
+
 def _print_summary(total: dict[str, Any]) -> None:
     for name, row in total.items():
         print(
@@ -324,6 +392,13 @@ def main() -> int:
         help="Kueue only: the projects' quotas (bench/kueue_scenarios.py; default: no guarantees)",
     )
     parser.add_argument(
+        "--spread",
+        nargs=2,
+        metavar=("FIRST", "SECOND"),
+        help="the lab against itself: score each seed of one results file as the prediction "
+        "of the other's run of that seed, and back (no lab needed)",
+    )
+    parser.add_argument(
         "--rescore",
         metavar="FILE",
         help="replay the runs of an earlier results file again with the models as they are now "
@@ -338,6 +413,14 @@ def main() -> int:
     args = parser.parse_args()
     if args.scenario != "default" and args.scheduler != "kueue":
         parser.error("--scenario needs --scheduler kueue")
+    if args.spread:
+        first, second = (Path(name) for name in args.spread)
+        out = spread(first, second)
+        if not out["seeds"]:
+            print(f"{first.name} and {second.name} share no seed", file=sys.stderr)
+            return 1
+        _print_spread(first, second, out)
+        return 0
     if args.rescore:
         return rescore(Path(args.rescore), args.scheduler, _overrides(args))
     lab: SlurmLab | KueueLab
