@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from queues.replay import ClassRule, Job, QuotaRule, Rules, TierRule
-from queues.replay.kueue_fair import ANY, LOWER_PRIORITY, KueueSettings
-from queues.replay.kueue_fair import NEVER as POLICY_NEVER
+from queues.replay.kueue_cohort import ANY, LOWER_PRIORITY, KueueSettings
+from queues.replay.kueue_cohort import NEVER as POLICY_NEVER
 from queues.replay.mixes import LabJob
 from queues.replay.rules import FORBIDDEN
 

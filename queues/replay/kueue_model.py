@@ -56,7 +56,7 @@ from typing import Literal
 
 from .engine import EPS, LENDING, RESOURCES
 from .engine.vocabulary import _WAKE, _Flavor
-from .kueue_fair import KueueSettings
+from .kueue_cohort import KueueSettings
 from .kueue_settle import _Entry, _Settle
 from .rules import Job, Rules, TierRule
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .engine import Replay, Result
-from .kueue_fair import KueueSettings
+from .kueue_cohort import KueueSettings
 from .kueue_model import KueueReplay
 from .rules import Job, Rules
 from .slurm_conf import SlurmSettings

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from bench.fidelity_kueue import kueue_rules, kueue_settings
 from bench.kueue_scenarios import BUSY
-from queues.replay.kueue_fair import ANY, LOWER_PRIORITY, NEVER
+from queues.replay.kueue_cohort import ANY, LOWER_PRIORITY, NEVER
 from queues.replay.mixes import mixed_workload
 
 

@@ -6,7 +6,7 @@ without fair sharing (``KueueSettings(fair_sharing=False)``, the model before it
 
 from queues.replay import ClassRule, Job, QuotaRule, Rules, TierRule, replay
 from queues.replay.engine import Result
-from queues.replay.kueue_fair import ANY, NEVER, KueueSettings
+from queues.replay.kueue_cohort import ANY, NEVER, KueueSettings
 from queues.replay.scheduler_model import SchedulerModel
 
 F = "lab/a100"

@@ -9,7 +9,7 @@ import math
 from bench.replay import START, bench_loads, bench_rules, outcome, scaled
 from queues.replay import ClassRule, Job, QuotaRule, Rules, TierRule, replay
 from queues.replay.engine import Result
-from queues.replay.kueue_fair import KueueSettings
+from queues.replay.kueue_cohort import KueueSettings
 from queues.replay.mixes import mixed_workload
 from queues.replay.scheduler_model import SchedulerModel
 from queues.replay.workload import generate
