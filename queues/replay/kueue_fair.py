@@ -51,6 +51,11 @@ STRATEGIES: dict[str, Callable[[_Share, _Share, _Share], bool]] = {
 }
 
 
+def _none_reach(top: list[tuple[_Share, str]], project: str, floor: _Share) -> bool:
+    """Whether no queue but ``project`` among the two highest shares reaches ``floor``."""
+    return not any(other != project and not share < floor for share, other in top)
+
+
 class _FairSharing(_Cohort):
     """``KueueReplay``'s preemption when Kueue's fair sharing is on (``_try_fair``)."""
 
@@ -133,7 +138,7 @@ class _FairSharing(_Cohort):
         if not (t < retry and used == self.fair_used.get((pool, project), 0)):
             return False
         _borrowers, top = self._fair_borrowers(j, self.flavors[name], name)
-        return not any(p != project and not s < floor for s, p in top)
+        return _none_reach(top, project, floor)
 
     def _fair_dead(self, j: int, flavor: _Flavor, t: float, lending: str | None) -> bool:
         """``_Settle._dead`` with fair sharing: trying ``j`` would only set it aside again."""
@@ -142,18 +147,9 @@ class _FairSharing(_Cohort):
         if self.reason[j] != (LENDING if lending == LENDING else RESOURCES):
             return False
         name = self.jobs[j].flavor
-        if self._fair_held(j, name, t):
-            return True
         # The look ``_try_fair`` would take, taken now: it reads the state only, which stays
         # as it is until a job starts or is preempted (then the pass tells again).
-        targets, retry = self._fair_targets(j, flavor, name, t)
-        if targets is not None:
-            return False
-        self.fair_failed[self._fair_memo(j, name, t)] = (
-            self.fair_version.get(name.partition("/")[0], 0),
-            retry,
-        )
-        return True
+        return self._fair_held(j, name, t) or self._fair_look(j, flavor, name, t) is None
 
     def _try_fair(self, j: int, flavor: _Flavor, name: str, t: float) -> bool:
         """Preempt the targets fair sharing finds for ``j`` (then it starts); False: none."""
@@ -161,19 +157,25 @@ class _FairSharing(_Cohort):
             # Evicted this instant: on Kueue its eviction (the Job suspended, the quota given
             # back) ends before it is a head again, a cycle later at least.
             return False
-        memo = self._fair_memo(j, name, t)
-        version = self.fair_version.get(name.partition("/")[0], 0)
-        targets, retry = self._fair_targets(j, flavor, name, t)
+        targets = self._fair_look(j, flavor, name, t)
         if targets is None:
-            self.fair_failed[memo] = (version, retry)
             return False
-        self.fair_failed.pop(memo, None)
         project = self.jobs[j].project
         self.fair_admitted[j] = self.fair_admitted_last = t
         for v in targets:
             self.fair_evicted[v] = t
             self._preempt(v, j, t, "tier" if self.jobs[v].project == project else "reclaim")
         return True
+
+    def _fair_look(self, j: int, flavor: _Flavor, name: str, t: float) -> list[int] | None:
+        """``_fair_targets``, a failure kept until the pool's usage changes (``_fair_held``)."""
+        memo = self._fair_memo(j, name, t)
+        targets, retry = self._fair_targets(j, flavor, name, t)
+        if targets is None:
+            self.fair_failed[memo] = (self.fair_version.get(name.partition("/")[0], 0), retry)
+        else:
+            self.fair_failed.pop(memo, None)
+        return targets
 
     def _fair_candidates(
         self, j: int, flavor: _Flavor, name: str, attempt: _Attempt, t: float
@@ -195,7 +197,6 @@ class _FairSharing(_Cohort):
             return {}, math.inf
         if not within and not (reclaim and flavor.borrowed > EPS):
             return {}, math.inf
-        running = self.fair_running.get(name, {})
         lists: dict[str, tuple[tuple[int, ...], float]] = {}
         retry = math.inf
         # A preemptor admitted in this instant is no candidate in it (``fair_admitted``): a
@@ -203,10 +204,10 @@ class _FairSharing(_Cohort):
         fresh, skipped, admitted = self.fair_admitted_last == t, False, self.fair_admitted
         now = self._fair_now(name, t)
         order = self.fair_order.get(name, {})
-        own = running.get(job.project) if within else None
+        own = order.get(job.project) if within else None
         if own:
             mine = self._priority(j, t)
-            found, retry = self._fair_own(job.project, order[job.project], name, mine, t, now)
+            found, retry = self._fair_own(job.project, own, name, mine, t, now)
             picked, gpus, skipped = found
             if picked:
                 lists[job.project] = (picked, gpus)
@@ -223,7 +224,7 @@ class _FairSharing(_Cohort):
             else:
                 attempt.use[job.project] = before
         borrowers, top = self._fair_borrowers(j, flavor, name, attempt)
-        if floor is not None and not any(p != job.project and not s < floor for s, p in top):
+        if floor is not None and _none_reach(top, job.project, floor):
             # No other queue's share reaches the floor: none gives a candidate, nor will
             # until one does (``_fair_below``).
             until = math.nextafter(t, math.inf) if skipped else retry
@@ -261,7 +262,7 @@ class _FairSharing(_Cohort):
         (``fair_version``) or time passes: per queue its candidates (``_fair_candidates``)."""
         stamp = (self.fair_version.get(name.partition("/")[0], 0), t)
         if self.fair_now_at != stamp:
-            self.fair_now_at, self.fair_now = stamp, {}
+            self.fair_now_at, self.fair_now, self.fair_own_retry = stamp, {}, {}
         return self.fair_now
 
     def _fair_found(self, picked: list[int], left_out: bool) -> _Found:

@@ -404,16 +404,12 @@ class KueueReplay(_Settle):
             tried.add(key[1])
             flavor = self.flavors[other]
             j = flavor.groups[key][pos]
-            was_live = live is not None and j in live
-            if live is not None and was_live:
-                live.discard(j)
             if self._head(j, entry, flavor, other, key, snapshot[other], t):
-                tell = live is not None
-            elif live is not None and was_live:
-                if key in flavor.entries:
-                    live.add(j)  # skipped: its queue's head again at the next cycle, still live
-                else:
-                    tell = not live
+                tell = live is not None  # (``live`` told anew)
+            elif live is not None and j in live and key not in flavor.entries:
+                # Set aside. A skipped head stays live: its queue's head at the next cycle.
+                live.discard(j)
+                tell = not live
 
     def _head(
         self,
