@@ -17,7 +17,11 @@ prints the median start delay on Slurm and replayed, the error in seconds and in
 Slurm's, whether it is within the goal (15 % or 10 s) and whether the tiers are in the same
 order (``mixes.order_agrees``); then the distribution of the errors over all seeds, and
 writes everything to ``bench/results/replay_fidelity-<time>.json``. ``--rescore FILE``
-replays an earlier run's jobs with the models as they are now (no lab); ``--bf-phase``,
+replays an earlier run's jobs with the models as they are now (no lab; a Slurm run needs the
+lab's ``slurm.conf``); ``--standing [FILE ...]`` does that for every stored run (or those
+named) and prints, per run, the goal met by the scheduler's model and the strict order as the
+run scored them and now, then the totals per scheduler and scenario. The scoring lives in
+``bench/fidelity_score.py``. ``--bf-phase``,
 ``--sched-phase`` and ``--end-delay`` set the Slurm model's pass timing (``SlurmSettings``)
 for a sensitivity run. ``--scenario quotas`` (Kueue only) runs the workload under guarantees,
 a lending limit and a never-preempt project (``bench/kueue_scenarios.py``) instead of the
@@ -39,7 +43,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import sys
 import time
 from dataclasses import replace
@@ -50,99 +53,26 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.fidelity_kueue import (  # noqa: E402
-    KueueLab,
-    admission_estimate,
-    kueue_inputs,
-    kueue_rules,
-    kueue_settings,
-    lab_env,
+from bench.fidelity_kueue import KueueLab, kueue_inputs, kueue_rules, lab_env  # noqa: E402
+from bench.fidelity_score import (  # noqa: E402
+    RESULTS,
+    kueue_models,
+    rescored,
+    seed_figures,
+    spread,
+    standing,
+    summary,
 )
 from bench.fidelity_slurm import (  # noqa: E402
-    PRIORITIES,
-    Ran,
     SlurmLab,
     lab_conf,
     lab_rules,
     lab_settings,
-    model_settings,
     replay_inputs,
 )
-from bench.kueue_scenarios import SCENARIOS, Scenario  # noqa: E402
-from queues.replay import Job, Rules, replay  # noqa: E402
-from queues.replay.mixes import LabJob, compare, mixed_workload, order_agrees, tier_medians  # noqa: E402
+from bench.kueue_scenarios import SCENARIOS  # noqa: E402
+from queues.replay.mixes import mixed_workload  # noqa: E402
 from queues.replay.scheduler_model import SchedulerModel  # noqa: E402
-from queues.replay.slurm_model import SlurmReplay  # noqa: E402
-
-
-def _delays(ran: list[Ran], starts: list[float] | None = None) -> dict[str, float]:
-    by_tier: dict[str, list[float]] = {}
-    for i, r in enumerate(ran):
-        start = r.start if starts is None else starts[i]
-        by_tier.setdefault(r.job.tier, []).append(start - r.submit)
-    return tier_medians(by_tier)
-
-
-def seed_figures(
-    ran: list[Ran], inputs: list[Job], rules: Rules, models: dict[str, SchedulerModel]
-) -> dict[str, Any]:
-    """The real delays per tier and, per model, the replayed ones and their errors."""
-    timeline = [(min(job.arrival for job in inputs), rules)]
-    real = _delays(ran)
-    out: dict[str, Any] = {"jobs": len(ran), "real": real}
-    for name, model in models.items():
-        by: list[str] = []
-        preempted: dict[str, int] = {}
-        if model.scheduler == "slurm" and model.slurm is not None:
-            slurm = SlurmReplay(inputs, timeline, model.slurm)
-            starts = slurm.run().start
-            by = slurm.started_by
-        else:
-            result = replay(inputs, timeline, model=model)
-            starts = result.start
-            # Kueue's evictions (reclaims of a guarantee) and the model's preemptions.
-            preempted = {"real": sum(r.preempted for r in ran), "model": sum(result.preemptions)}
-        replayed = _delays(ran, starts)
-        errors = compare(real, replayed)
-        agrees = order_agrees(real, replayed)
-        out[name] = {
-            "medians": replayed,
-            "errors": {
-                e.tier: {"seconds": e.error, "percent": e.percent, "within": e.within()}
-                for e in errors
-            },
-            "order_agrees": agrees,
-            "goal_met": agrees and all(e.within() for e in errors),
-        }
-        if any(preempted.values()):
-            out[name]["preempted"] = preempted
-        if by and all(r.started_by for r in ran):
-            # Which scheduler started each job: Slurm's (its log) and the model's.
-            out[name]["backfill_started"] = {
-                "real": sum(r.started_by == "backfill" for r in ran),
-                "model": by.count("backfill"),
-                "same": sum(r.started_by == b for r, b in zip(ran, by, strict=True)),
-            }
-    out["runs"] = [
-        {
-            "id": r.slurm_id,
-            "tier": r.job.tier,
-            "type": r.job.gpu_type,
-            "gpus": r.job.gpus,
-            "seconds": r.job.seconds,
-            "limit_min": r.job.time_limit_minutes,
-            "submit": r.submit,
-            "start": r.start,
-            "end": r.end,
-            "by": r.started_by,
-            "precise": r.precise,
-            **({} if r.stamp is None else {"stamp": r.stamp, "seen": r.seen}),
-            **({} if r.job.in_project == "" else {"project": r.job.project}),
-            **({} if not r.preempted else {"preempted": r.preempted, "last": r.last}),
-        }
-        for r in ran
-    ]
-    return out
 
 
 def run_seed(lab: SlurmLab | KueueLab, seed: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -161,17 +91,8 @@ def run_seed(lab: SlurmLab | KueueLab, seed: int, args: argparse.Namespace) -> d
         ran = lab.submit(
             [scenario.place(replace(job, time_limit_minutes=None)) for job in workload]
         )
-        fig = seed_figures(ran, kueue_inputs(ran), kueue_rules(scenario), _kueue_models(scenario))
+        fig = seed_figures(ran, kueue_inputs(ran), kueue_rules(scenario), kueue_models(scenario))
     return {"seed": seed, **fig}
-
-
-def _kueue_models(scenario: Scenario) -> dict[str, SchedulerModel]:
-    return {
-        "kueue_model": SchedulerModel(
-            "kueue", priorities=scenario.priorities, kueue=kueue_settings(scenario)
-        ),
-        "strict_order": SchedulerModel("strict"),
-    }
 
 
 def _print_seed(fig: dict[str, Any]) -> None:
@@ -203,146 +124,6 @@ def _print_seed(fig: dict[str, Any]) -> None:
         print(f"  {name}: tier order agrees {row['order_agrees']}, goal met {row['goal_met']}{by}")
 
 
-def summary(figs: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name in [name for name in figs[0] if name.endswith(("_model", "_order"))] if figs else []:
-        errs = [abs(e["seconds"]) for f in figs for e in f[name]["errors"].values()]
-        pcts = [
-            abs(e["percent"])
-            for f in figs
-            for e in f[name]["errors"].values()
-            if e["percent"] is not None
-        ]
-        out[name] = {
-            "seeds": len(figs),
-            "seeds_goal_met": sum(f[name]["goal_met"] for f in figs),
-            "seeds_order_agrees": sum(f[name]["order_agrees"] for f in figs),
-            "tiers_within": sum(e["within"] for f in figs for e in f[name]["errors"].values()),
-            "tiers": len(errs),
-            "abs_error_seconds": _spread(errs),
-            "abs_error_percent": _spread(pcts),
-        }
-    return out
-
-
-def _spread(values: list[float]) -> dict[str, float]:
-    if not values:
-        return {}
-    ordered = sorted(values)
-    return {
-        "median": statistics.median(ordered),
-        "p90": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
-        "max": ordered[-1],
-    }
-
-
-def rescore(path: Path, scheduler: str, overrides: dict[str, float]) -> int:
-    """The figures of an earlier run's jobs, replayed with today's models."""
-    stored = json.loads(path.read_text())
-    scenario = SCENARIOS[stored.get("scenario", "default")]
-    figs = []
-    for fig in stored["seeds"]:
-        ran = [
-            Ran(
-                LabJob(
-                    0.0,
-                    r["gpus"],
-                    r.get("seconds", 0),
-                    r["tier"],
-                    r["type"],
-                    r["limit_min"],
-                    r.get("project", ""),
-                ),
-                r["id"],
-                r["submit"],
-                r["start"],
-                r["end"],
-                r.get("by", ""),
-                r.get("precise", False),
-                r.get("stamp"),
-                r.get("seen"),
-                r.get("last"),
-                r.get("preempted", 0),
-            )
-            for r in fig["runs"]
-        ]
-        if scheduler == "kueue":
-            # Runs stored before the driver estimated the admission: the whole-second stamp.
-            ran = [
-                r if r.precise else replace(r, start=admission_estimate(r.start, r.submit))
-                for r in ran
-            ]
-        if scheduler == "slurm":
-            lab = SlurmLab(lab_conf(ROOT))
-            settings = model_settings(
-                Path(lab.conf).read_text(), {**PRIORITIES, "qos:normal": 0}, **overrides
-            )
-            models = {
-                "slurm_model": SchedulerModel("slurm", settings),
-                "strict_order": SchedulerModel("strict"),
-            }
-            figs.append(
-                {"seed": fig["seed"], **seed_figures(ran, replay_inputs(ran), lab_rules(), models)}
-            )
-        else:
-            rules = kueue_rules(scenario)
-            figs.append(
-                {
-                    "seed": fig["seed"],
-                    **seed_figures(ran, kueue_inputs(ran), rules, _kueue_models(scenario)),
-                }
-            )
-        _print_seed(figs[-1])
-    _print_summary(summary(figs))
-    return 0
-
-
-def lab_delays(path: Path) -> dict[int, dict[str, float]]:
-    """Per seed of a stored run, the lab's median start delay per tier, read as ``rescore``
-    reads it (a Kueue run's admissions stamped in whole seconds estimated)."""
-    stored = json.loads(path.read_text())
-    kueue = stored.get("scheduler") == "kueue"
-    out: dict[int, dict[str, float]] = {}
-    for fig in stored["seeds"]:
-        by_tier: dict[str, list[float]] = {}
-        for r in fig["runs"]:
-            start = r["start"]
-            if kueue and not r.get("precise", False):
-                start = admission_estimate(start, r["submit"])
-            by_tier.setdefault(r["tier"], []).append(start - r["submit"])
-        out[fig["seed"]] = tier_medians(by_tier)
-    return out
-
-
-def spread(first: Path, second: Path) -> dict[str, Any]:
-    """The lab against itself: each seed of one stored run taken as the prediction of the
-    other run of the same seed, and back, scored as a model is (every tier within 15 % or
-    10 s, the same tier order). What a model can reach is bounded by it."""
-    a, b = lab_delays(first), lab_delays(second)
-    seeds = sorted(set(a) & set(b))
-    rows = []
-    for seed in seeds:
-        row: dict[str, Any] = {"seed": seed, "first": a[seed], "second": b[seed]}
-        for name, real, guess in (
-            ("first_predicts_second", b[seed], a[seed]),
-            ("back", a[seed], b[seed]),
-        ):
-            errors = compare(real, guess)
-            agrees = order_agrees(real, guess)
-            row[name] = {
-                "goal_met": agrees and all(e.within() for e in errors),
-                "order_agrees": agrees,
-                "missed": {e.tier: round(e.error, 1) for e in errors if not e.within()},
-            }
-        rows.append(row)
-    return {
-        "seeds": len(rows),
-        "first_predicts_second": sum(r["first_predicts_second"]["goal_met"] for r in rows),
-        "back": sum(r["back"]["goal_met"] for r in rows),
-        "rows": rows,
-    }
-
-
 def _print_spread(first: Path, second: Path, out: dict[str, Any]) -> None:
     for row in out["rows"]:
         tiers = ", ".join(
@@ -358,6 +139,52 @@ def _print_spread(first: Path, second: Path, out: dict[str, Any]) -> None:
         f"{first.name} predicts {second.name}: goal met on {out['first_predicts_second']}/"
         f"{out['seeds']} seeds; back: {out['back']}/{out['seeds']}"
     )
+
+
+def rescore(path: Path, overrides: dict[str, float]) -> int:
+    """The figures of an earlier run's jobs, replayed with today's models."""
+    try:
+        figs = rescored(path, overrides)
+    except FileNotFoundError as missing:
+        print(f"cannot rescore {path.name}: no {missing}", file=sys.stderr)
+        return 1
+    for fig in figs:
+        _print_seed(fig)
+    _print_summary(summary(figs))
+    return 0
+
+
+def _print_standing(rows: list[dict[str, Any]]) -> None:
+    """A line per stored run: the goal met, as run and now, by the scheduler's model and the
+    strict order; then per scheduler and scenario the totals now (and, apart, as run for the
+    runs that could not be rescored). A seed run twice counts twice."""
+    totals: dict[tuple[str, str, str], list[int]] = {}
+    for row in rows:
+        model = f"{row['scheduler']}_model"
+        cells = []
+        for when in ("as_run", "now"):
+            counts = row[when]
+            if counts is None:
+                cells.append(f"{when.replace('_', ' ')}: not rescored (no slurm.conf)")
+                continue
+            mine, strict = counts[model], counts["strict_order"]
+            cells.append(
+                f"{when.replace('_', ' ')}: model {mine['goal_met']}/{mine['seeds']} (order "
+                f"{mine['order_agrees']}), strict order {strict['goal_met']}/{strict['seeds']}"
+            )
+        print(f"{row['file']:<50} {row['scenario']:<8} seeds {row['seeds']:<8} " + "; ".join(cells))
+        when = "now" if row["now"] is not None else "as run"
+        total = totals.setdefault((row["scheduler"], row["scenario"], when), [0, 0, 0])
+        counts = row["now"] or row["as_run"]
+        total[0] += counts[model]["goal_met"]
+        total[1] += counts[model]["seeds"]
+        total[2] += 1
+    for (scheduler, scenario, when), (met, seeds, files) in sorted(totals.items()):
+        kind = "" if when == "now" else " (not rescored: no slurm.conf)"
+        print(
+            f"{scheduler} model, {scenario}: goal met {when} on {met} of {seeds} seed runs "
+            f"({files} file{'s' if files > 1 else ''}){kind}"
+        )
 
 
 def _print_summary(total: dict[str, Any]) -> None:
@@ -404,6 +231,13 @@ def main() -> int:
         help="replay the runs of an earlier results file again with the models as they are now "
         "(no lab needed; the lab's slurm.conf is read for the Slurm model)",
     )
+    parser.add_argument(
+        "--standing",
+        nargs="*",
+        metavar="FILE",
+        help="where each model stands on every stored lab run (or the files named): the goal "
+        "met as each run scored it and rescored now (no lab needed)",
+    )
     for name, what in (
         ("--end-delay", "seconds from a job's end to its GPUs' return (default: the lab's 0.4)"),
         ("--sched-phase", "where in each sched_interval the main scheduler's pass runs (s)"),
@@ -422,7 +256,19 @@ def main() -> int:
         _print_spread(first, second, out)
         return 0
     if args.rescore:
-        return rescore(Path(args.rescore), args.scheduler, _overrides(args))
+        return rescore(Path(args.rescore), _overrides(args))
+    if args.standing is not None:
+        paths = [Path(name) for name in args.standing] or sorted(
+            RESULTS.glob("replay_fidelity-*.json")
+        )
+        rows = standing(paths)
+        if not rows:
+            print(
+                "no stored lab run to score (bench/results/replay_fidelity-*.json)", file=sys.stderr
+            )
+            return 1
+        _print_standing(rows)
+        return 0
     lab: SlurmLab | KueueLab
     if args.scheduler == "slurm":
         lab = SlurmLab(lab_conf(ROOT))
@@ -472,6 +318,8 @@ def main() -> int:
                 "wall_seconds": time.monotonic() - began,
                 "summary": total,
                 "seeds": figs,
+                # What ``--rescore`` and ``--standing`` read without the lab.
+                **({"slurm_conf": Path(lab.conf).read_text()} if isinstance(lab, SlurmLab) else {}),
             },
             indent=1,
         )

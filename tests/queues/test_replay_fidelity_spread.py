@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from bench.replay_fidelity import lab_delays, main, spread
+from bench.fidelity_score import lab_delays, spread
+from bench.replay_fidelity import main
 
 
 def _run(submit: float, start: float, tier: str) -> dict[str, Any]:
