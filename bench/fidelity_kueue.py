@@ -38,6 +38,10 @@ from queues.replay.rules import FORBIDDEN
 from .fidelity_slurm import FLAVORS, Ran
 from .kueue_scenarios import DEFAULT, NEVER, Scenario
 
+# Seconds the driver watches a seed's Jobs from its first submission; a replay of the seed
+# stops there too (a Kueue replay, like Kueue, can preempt in a loop that never ends).
+LAB_TIMEOUT = 900.0
+
 GPU = "nvidia.com/gpu"
 K = "/apis/kueue.x-k8s.io/v1beta2"
 
@@ -170,7 +174,7 @@ class KueueLab:
                 return list(item.get("status", {}).get("conditions", []))
         return []
 
-    def submit(self, workload: Sequence[LabJob], timeout: float = 900.0) -> list[Ran]:
+    def submit(self, workload: Sequence[LabJob], timeout: float = LAB_TIMEOUT) -> list[Ran]:
         """Create the Jobs at their offsets; delete each its run after Kueue admitted it.
 
         When the scenario reclaims (a project has a guarantee), the driver watches the

@@ -17,7 +17,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench.fidelity_kueue import admission_estimate, kueue_inputs, kueue_rules, kueue_settings
+from bench.fidelity_kueue import (
+    LAB_TIMEOUT,
+    admission_estimate,
+    kueue_inputs,
+    kueue_rules,
+    kueue_settings,
+)
 from bench.fidelity_slurm import (
     PRIORITIES,
     Ran,
@@ -60,7 +66,9 @@ def seed_figures(
             starts = slurm.run().start
             by = slurm.started_by
         else:
-            result = replay(inputs, timeline, model=model)
+            # As long as the lab watched: Kueue, and its model, can preempt in a loop that
+            # never ends (a replay in Arbiter stops at its window's end).
+            result = replay(inputs, timeline, until=timeline[0][0] + LAB_TIMEOUT, model=model)
             starts = result.start
             # Kueue's evictions (reclaims of a guarantee) and the model's preemptions.
             preempted = {"real": sum(r.preempted for r in ran), "model": sum(result.preemptions)}
