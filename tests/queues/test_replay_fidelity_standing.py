@@ -6,8 +6,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.fidelity_score import standing
+from bench.fidelity_score import RESULTS, rescored, standing
 from bench.replay_fidelity import main
+from queues.replay import kueue_model
 
 
 def _job(name: str, tier: str, gpus: int, submit: float, start: float, run: float) -> dict:
@@ -136,3 +137,16 @@ def test_a_slurm_run_is_rescored_under_the_slurm_conf_stored_with_it(tmp_path, m
     [row] = standing([path])
     # Both started within a second or two of their submission on a free node, as replayed.
     assert row["now"]["slurm_model"] == {"seeds": 1, "goal_met": 1, "order_agrees": 1}
+
+
+def test_a_seed_the_model_preempts_in_a_loop_is_replayed_as_long_as_the_lab_watched(
+    monkeypatch,
+):
+    """Busy seed 5 with a 1.2 s requeue batch: three jobs take the same H100s from each other
+    every 1.2 s, for ever. The replay stops where the lab stopped watching (``LAB_TIMEOUT``)."""
+    monkeypatch.setattr(kueue_model, "REQUEUE_BATCH", 1.2)
+    path = RESULTS / "replay_fidelity-kueue-busy-20261207T003623Z.json"
+    [fig] = [fig for fig in rescored(path) if fig["seed"] == 5]
+    # A loop: far more preemptions than Kueue's 65 on the lab (and than the model's 64 with
+    # Kueue's own 1 s batch), every one of them within the 900 s watched.
+    assert fig["kueue_model"]["preempted"]["model"] > 500
