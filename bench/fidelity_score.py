@@ -40,7 +40,6 @@ from queues.replay.slurm_model import SlurmReplay
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-MODELS = ("kueue_model", "slurm_model")  # the scheduler's model; the other is the strict order
 
 
 def _delays(ran: list[Ran], starts: list[float] | None = None) -> dict[str, float]:
