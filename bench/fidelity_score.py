@@ -200,21 +200,29 @@ def slurm_models(conf: str, overrides: dict[str, float]) -> dict[str, SchedulerM
     }
 
 
+class NoSlurmConf(LookupError):
+    """A Slurm run stored without its ``slurm.conf``, and no lab's to read."""
+
+
 def _slurm_conf(stored: dict[str, Any]) -> str:
     """The ``slurm.conf`` a Slurm run ran under: stored with the run (since 7 December 2026),
-    else the lab's (``lab_conf``); FileNotFoundError without either."""
+    else the lab's (``lab_conf``); NoSlurmConf without either."""
     if stored.get("slurm_conf"):
         return str(stored["slurm_conf"])
     conf = lab_conf(ROOT)
     if not conf or not Path(conf).exists():
-        raise FileNotFoundError("the lab's slurm.conf (deploy/slurm/up.sh, or SLURM_CONF)")
+        raise NoSlurmConf("no slurm.conf stored with the run, and no lab's (deploy/slurm/up.sh)")
     return Path(conf).read_text()
 
 
 def rescored(path: Path, overrides: dict[str, float] | None = None) -> list[dict[str, Any]]:
     """Per seed of an earlier run, its figures with the models as they are now (a Slurm run
-    reads the ``slurm.conf`` it ran under: ``_slurm_conf``)."""
-    stored = json.loads(path.read_text())
+    reads the ``slurm.conf`` it ran under: ``_slurm_conf``). ValueError: not a lab run's
+    results."""
+    try:
+        stored = json.loads(path.read_text())
+    except ValueError as error:
+        raise ValueError(f"{path.name} is not JSON ({error})") from error
     kueue = stored.get("scheduler") == "kueue"
     scenario = SCENARIOS[stored.get("scenario", "default")]
     if kueue:
@@ -222,28 +230,22 @@ def rescored(path: Path, overrides: dict[str, float] | None = None) -> list[dict
     else:
         models, rules = slurm_models(_slurm_conf(stored), overrides or {}), lab_rules()
     figs = []
-    for fig in stored["seeds"]:
-        ran = stored_runs(fig, kueue=kueue)
-        inputs = kueue_inputs(ran) if kueue else replay_inputs(ran)
-        figs.append({"seed": fig["seed"], **seed_figures(ran, inputs, rules, models)})
+    try:
+        for fig in stored["seeds"]:
+            ran = stored_runs(fig, kueue=kueue)
+            inputs = kueue_inputs(ran) if kueue else replay_inputs(ran)
+            figs.append({"seed": fig["seed"], **seed_figures(ran, inputs, rules, models)})
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"{path.name} is not a lab run's results ({error!r})") from error
     return figs
 
 
 def lab_delays(path: Path) -> dict[int, dict[str, float]]:
-    """Per seed of a stored run, the lab's median start delay per tier, read as ``rescore``
-    reads it (a Kueue run's admissions stamped in whole seconds estimated)."""
+    """Per seed of a stored run, the lab's median start delay per tier, read as ``rescored``
+    reads it (``stored_runs``)."""
     stored = json.loads(path.read_text())
     kueue = stored.get("scheduler") == "kueue"
-    out: dict[int, dict[str, float]] = {}
-    for fig in stored["seeds"]:
-        by_tier: dict[str, list[float]] = {}
-        for r in fig["runs"]:
-            start = r["start"]
-            if kueue and not r.get("precise", False):
-                start = admission_estimate(start, r["submit"])
-            by_tier.setdefault(r["tier"], []).append(start - r["submit"])
-        out[fig["seed"]] = tier_medians(by_tier)
-    return out
+    return {fig["seed"]: _delays(stored_runs(fig, kueue=kueue)) for fig in stored["seeds"]}
 
 
 def spread(first: Path, second: Path) -> dict[str, Any]:
@@ -286,7 +288,8 @@ def _counts(figs: list[dict[str, Any]], name: str) -> dict[str, int]:
 def standing(paths: Iterable[Path]) -> list[dict[str, Any]]:
     """Per stored run, where the scheduler's model and the strict order stand: as the run
     scored them, and rescored with the models as they are now (None: a Slurm run without
-    the lab's ``slurm.conf``). A file that is not a lab run's results is skipped."""
+    the lab's ``slurm.conf``). A file that is not a lab run's results is skipped; one whose
+    seeds cannot be read is a ValueError (``rescored``)."""
     rows = []
     for path in sorted(paths):
         try:
@@ -300,7 +303,7 @@ def standing(paths: Iterable[Path]) -> list[dict[str, Any]]:
         model = f"{scheduler}_model"
         try:
             now: list[dict[str, Any]] | None = rescored(path)
-        except FileNotFoundError:
+        except NoSlurmConf:
             now = None
         seeds = [f["seed"] for f in figs]
         rows.append(

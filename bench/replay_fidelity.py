@@ -56,6 +56,7 @@ sys.path.insert(0, str(ROOT))
 from bench.fidelity_kueue import KueueLab, kueue_inputs, kueue_rules, lab_env  # noqa: E402
 from bench.fidelity_score import (  # noqa: E402
     RESULTS,
+    NoSlurmConf,
     kueue_models,
     rescored,
     seed_figures,
@@ -145,8 +146,8 @@ def rescore(path: Path, overrides: dict[str, float]) -> int:
     """The figures of an earlier run's jobs, replayed with today's models."""
     try:
         figs = rescored(path, overrides)
-    except FileNotFoundError as missing:
-        print(f"cannot rescore {path.name}: no {missing}", file=sys.stderr)
+    except (NoSlurmConf, OSError, ValueError) as error:
+        print(f"cannot rescore {path.name}: {error}", file=sys.stderr)
         return 1
     for fig in figs:
         _print_seed(fig)
@@ -162,27 +163,26 @@ def _print_standing(rows: list[dict[str, Any]]) -> None:
     for row in rows:
         model = f"{row['scheduler']}_model"
         cells = []
-        for when in ("as_run", "now"):
-            counts = row[when]
+        for label, counts in (("as run", row["as_run"]), ("now", row["now"])):
             if counts is None:
-                cells.append(f"{when.replace('_', ' ')}: not rescored (no slurm.conf)")
+                cells.append(f"{label}: not rescored (no slurm.conf)")
                 continue
             mine, strict = counts[model], counts["strict_order"]
             cells.append(
-                f"{when.replace('_', ' ')}: model {mine['goal_met']}/{mine['seeds']} (order "
+                f"{label}: model {mine['goal_met']}/{mine['seeds']} (order "
                 f"{mine['order_agrees']}), strict order {strict['goal_met']}/{strict['seeds']}"
             )
         print(f"{row['file']:<50} {row['scenario']:<8} seeds {row['seeds']:<8} " + "; ".join(cells))
-        when = "now" if row["now"] is not None else "as run"
-        total = totals.setdefault((row["scheduler"], row["scenario"], when), [0, 0, 0])
-        counts = row["now"] or row["as_run"]
-        total[0] += counts[model]["goal_met"]
-        total[1] += counts[model]["seeds"]
+        latest = "as run" if row["now"] is None else "now"
+        total = totals.setdefault((row["scheduler"], row["scenario"], latest), [0, 0, 0])
+        mine = (row["now"] or row["as_run"])[model]
+        total[0] += mine["goal_met"]
+        total[1] += mine["seeds"]
         total[2] += 1
-    for (scheduler, scenario, when), (met, seeds, files) in sorted(totals.items()):
-        kind = "" if when == "now" else " (not rescored: no slurm.conf)"
+    for (scheduler, scenario, latest), (met, seeds, files) in sorted(totals.items()):
+        kind = "" if latest == "now" else " (not rescored: no slurm.conf)"
         print(
-            f"{scheduler} model, {scenario}: goal met {when} on {met} of {seeds} seed runs "
+            f"{scheduler} model, {scenario}: goal met {latest} on {met} of {seeds} seed runs "
             f"({files} file{'s' if files > 1 else ''}){kind}"
         )
 
@@ -229,7 +229,7 @@ def main() -> int:
         "--rescore",
         metavar="FILE",
         help="replay the runs of an earlier results file again with the models as they are now "
-        "(no lab needed; the lab's slurm.conf is read for the Slurm model)",
+        "(no lab needed; a Slurm run reads the slurm.conf stored with it, else the lab's)",
     )
     parser.add_argument(
         "--standing",
@@ -261,7 +261,11 @@ def main() -> int:
         paths = [Path(name) for name in args.standing] or sorted(
             RESULTS.glob("replay_fidelity-*.json")
         )
-        rows = standing(paths)
+        try:
+            rows = standing(paths)
+        except ValueError as error:
+            print(f"cannot score the stored runs: {error}", file=sys.stderr)
+            return 1
         if not rows:
             print(
                 "no stored lab run to score (bench/results/replay_fidelity-*.json)", file=sys.stderr

@@ -12,8 +12,19 @@ from bench.fidelity_score import lab_delays, spread
 from bench.replay_fidelity import main
 
 
-def _run(submit: float, start: float, tier: str) -> dict[str, Any]:
-    return {"tier": tier, "submit": submit, "start": start, "precise": True}
+def _run(submit: float, start: float, tier: str, *, precise: bool = True) -> dict[str, Any]:
+    """A job of a stored Kueue run, as the driver writes it."""
+    return {
+        "id": f"j-{tier}",
+        "tier": tier,
+        "type": "a100",
+        "gpus": 1,
+        "limit_min": None,
+        "submit": submit,
+        "start": start,
+        "end": start + 10.0,
+        "precise": precise,
+    }
 
 
 def _stored(path: Path, seeds: dict[int, dict[str, float]]) -> Path:
@@ -65,7 +76,7 @@ def test_a_tier_beyond_the_goal_or_another_order_misses_it(tmp_path):
 
 def test_a_kueue_run_stamped_in_whole_seconds_is_read_as_the_replay_reads_it(tmp_path):
     path = tmp_path / "a.json"
-    run = {"tier": "key", "submit": 10.2, "start": 11.0, "precise": False}
+    run = _run(10.2, 11.0, "key", precise=False)
     path.write_text(json.dumps({"scheduler": "kueue", "seeds": [{"seed": 1, "runs": [run]}]}))
     # Admitted within [11, 12): the middle, 1.3 s after the submission.
     assert lab_delays(path)[1]["key"] == pytest.approx(1.3)

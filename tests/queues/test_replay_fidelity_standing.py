@@ -150,3 +150,20 @@ def test_a_seed_the_model_preempts_in_a_loop_is_replayed_as_long_as_the_lab_watc
     # A loop: far more preemptions than Kueue's 65 on the lab (and than the model's 64 with
     # Kueue's own 1 s batch), every one of them within the 900 s watched.
     assert fig["kueue_model"]["preempted"]["model"] > 500
+
+
+def test_a_lab_run_whose_seeds_cannot_be_read_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "replay_fidelity-kueue-x.json"
+    fig = {"seed": 1, "runs": [{"tier": "key"}], "kueue_model": _scored(True)}
+    path.write_text(json.dumps({"scheduler": "kueue", "seeds": [fig]}))
+    for args in (["--standing", str(path)], ["--rescore", str(path)]):
+        monkeypatch.setattr(sys, "argv", ["replay_fidelity.py", *args])
+        assert main() == 1
+        assert "replay_fidelity-kueue-x.json is not a lab run's results" in capsys.readouterr().err
+
+
+def test_a_missing_file_cannot_be_rescored(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "replay_fidelity-kueue-gone.json"
+    monkeypatch.setattr(sys, "argv", ["replay_fidelity.py", "--rescore", str(path)])
+    assert main() == 1
+    assert "cannot rescore replay_fidelity-kueue-gone.json" in capsys.readouterr().err
